@@ -1,0 +1,82 @@
+# Nimbus: the few commands a person types. Every target installs what it needs by itself.
+#   make serve   local API on 127.0.0.1:3000 (PORT=... to change), no AWS account, no Docker
+#   make test    ruff, mypy, sam validate --lint, pytest (unit, integration, e2e)
+#   make bench   DynamoDB/SSM/SES calls per request and handler import times
+#   make build   sam build (layers and functions, arm64)
+#   make deploy  sam build && sam deploy (guided the first time: make deploy ARGS=--guided)
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# Python 3.13 from pyenv (not first on PATH on our machines), else any python3.13.
+PY313 ?= $(shell PYENV_VERSION=3.13.0 pyenv which python 2>/dev/null || command -v python3.13)
+TOOLS := .tools
+UV := $(TOOLS)/uv/bin/uv
+SAM := $(TOOLS)/sam/bin/sam
+VENV := .venv
+PY := $(VENV)/bin/python
+
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+export SAM_CLI_TELEMETRY := 0
+# `sam build` must find python3.13 on PATH.
+export PATH := $(dir $(PY313)):$(PATH)
+
+.PHONY: help serve test lint typecheck validate pytest unit integration e2e bench build deploy deps-layer clean
+
+help:
+	@sed -n '2,7p' Makefile | sed 's/^# *//'
+
+$(UV): tools/requirements/uv.txt
+	@test -n "$(PY313)" || { echo "python3.13 not found (pyenv install 3.13.0)"; exit 1; }
+	$(PY313) -m venv $(TOOLS)/uv
+	$(TOOLS)/uv/bin/pip install -q --require-hashes -r tools/requirements/uv.txt
+	@touch $@
+
+$(VENV)/.synced: pyproject.toml uv.lock $(UV)
+	$(UV) sync --locked --quiet --python $(PY313)
+	@touch $@
+
+# The SAM CLI pins old boto3/pydantic, so it lives in its own environment.
+$(SAM): tools/requirements/sam.txt $(UV)
+	rm -rf $(TOOLS)/sam
+	$(UV) venv --quiet --python $(PY313) $(TOOLS)/sam
+	VIRTUAL_ENV=$(TOOLS)/sam $(UV) pip install --quiet --require-hashes -r tools/requirements/sam.txt
+	@touch $@
+
+serve: $(VENV)/.synced
+	$(VENV)/bin/nimbus-local serve $(if $(PORT),--port $(PORT))
+
+test: lint typecheck validate pytest
+
+lint: $(VENV)/.synced
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(VENV)/.synced
+	$(VENV)/bin/mypy
+
+validate: $(SAM) deps-layer
+	$(SAM) validate --lint --region us-east-1
+
+pytest: $(VENV)/.synced
+	$(VENV)/bin/pytest
+
+unit integration e2e: $(VENV)/.synced
+	$(VENV)/bin/pytest tests/$@
+
+bench: $(VENV)/.synced
+	$(PY) -m bench
+
+# The DepsLayer's requirements are exported from the lock file, never edited by hand.
+deps-layer: $(UV)
+	$(UV) export --quiet --locked --no-dev --no-emit-project --no-hashes --format requirements-txt -o layers/deps/requirements.txt
+
+build: $(SAM) deps-layer
+	$(SAM) build
+
+deploy: build
+	$(SAM) deploy $(ARGS)
+
+clean:
+	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache .local

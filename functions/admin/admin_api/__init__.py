@@ -1,0 +1,1 @@
+"""admin endpoint group."""

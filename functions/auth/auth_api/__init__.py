@@ -1,0 +1,1 @@
+"""auth endpoint group."""

@@ -1,0 +1,29 @@
+"""Request bodies of the auth endpoints."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BeforeValidator, Field
+
+from nimbus_core.validation import Body, EmailAddress, Username, trim
+
+Password = Annotated[str, Field(min_length=8, max_length=64)]
+
+
+class RegisterBody(Body):
+    """POST /register."""
+
+    username: Username
+    email: EmailAddress
+    password: Password
+    confirm_password: str | None = Field(None, alias="confirmPassword")
+    remember_me: bool | None = Field(None, alias="rememberMe")
+
+
+class LoginBody(Body):
+    """POST /login. ``username`` may also be an email address. Passwords are never trimmed."""
+
+    username: Annotated[str, BeforeValidator(trim)]
+    password: str
+    remember_me: bool | None = Field(None, alias="rememberMe")

@@ -1,0 +1,3 @@
+"""Nimbus core."""
+
+__version__ = "0.1.0"

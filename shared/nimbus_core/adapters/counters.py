@@ -1,0 +1,143 @@
+"""Atomic fixed-window counters in DynamoDB.
+
+A window starts at the first counted request and lasts ``window`` seconds. Every decision is a
+conditional UpdateItem, so N concurrent requests let exactly ``limit`` through. The common cases
+(new key, open window, exhausted window) take one round trip; a stale expired window (TTL deletes
+lazily) takes two: the increment that notices it, then a reset guarded by the old window's end.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from nimbus_core.adapters.clients import dynamodb
+from nimbus_core.adapters.items import from_item
+
+
+@dataclass(frozen=True, slots=True)
+class CounterSpec:
+    """Where a counter lives: table, key, and the attribute names of its count and window end."""
+
+    table: str
+    key: dict[str, Any]
+    count_attr: str = "count"
+    reset_attr: str = "resetAt"
+    # Counter items of their own carry a TTL; counters on another record (the user item) do not,
+    # and must never create that record if it was deleted meanwhile.
+    ttl_attr: str | None = "expiresAt"
+    must_exist: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CounterState:
+    """The outcome of one hit."""
+
+    allowed: bool
+    count: int
+    limit: int
+    reset_at: int  # Unix seconds when the window ends
+
+    def remaining(self) -> int:
+        """Hits left in the window."""
+        return max(self.limit - self.count, 0)
+
+    def reset_in(self, now: float) -> int:
+        """Whole seconds until the window ends (at least 1 while it is open)."""
+        return max(math.ceil(self.reset_at - now), 1)
+
+
+class CounterTargetMissingError(Exception):
+    """The record a ``must_exist`` counter lives on is gone."""
+
+
+def hit(spec: CounterSpec, *, limit: int, window: int, now: float) -> CounterState:
+    """Count one request if the window has room; report the state either way."""
+    names = {"#c": spec.count_attr, "#r": spec.reset_attr}
+    now_s = int(now)
+    for _ in range(5):
+        values: dict[str, Any] = {
+            ":one": {"N": "1"},
+            ":limit": {"N": str(limit)},
+            ":now": {"N": str(now_s)},
+            ":reset": {"N": str(now_s + window)},
+        }
+        update = "SET #r = if_not_exists(#r, :reset) ADD #c :one"
+        if spec.ttl_attr:
+            names["#t"] = spec.ttl_attr
+            update = "SET #r = if_not_exists(#r, :reset), #t = if_not_exists(#t, :reset) ADD #c :one"
+        condition = "attribute_not_exists(#c) OR #c < :limit OR #r <= :now"
+        if spec.must_exist:
+            condition = f"attribute_exists({next(iter(spec.key))}) AND ({condition})"
+        try:
+            result = dynamodb().update_item(
+                TableName=spec.table,
+                Key=spec.key,
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            old = from_item(exc.response.get("Item") or {})  # type: ignore[arg-type]
+            if not old:
+                raise CounterTargetMissingError(spec.table) from exc
+            return CounterState(False, int(old[spec.count_attr]), limit, int(old[spec.reset_attr]))
+        new = from_item(result["Attributes"])
+        reset_at = int(new[spec.reset_attr])
+        if reset_at > now_s:
+            return CounterState(True, int(new[spec.count_attr]), limit, reset_at)
+        if _restart_window(spec, old_reset=reset_at, window=window, now=now_s):
+            return CounterState(True, 1, limit, now_s + window)
+        # Another request restarted the window first: count again inside the new window.
+    raise RuntimeError("counter contention did not settle")
+
+
+def _restart_window(spec: CounterSpec, *, old_reset: int, window: int, now: int) -> bool:
+    names = {"#c": spec.count_attr, "#r": spec.reset_attr}
+    values = {":one": {"N": "1"}, ":old": {"N": str(old_reset)}, ":reset": {"N": str(now + window)}}
+    update = "SET #c = :one, #r = :reset"
+    if spec.ttl_attr:
+        names["#t"] = spec.ttl_attr
+        update += ", #t = :reset"
+    try:
+        dynamodb().update_item(
+            TableName=spec.table,
+            Key=spec.key,
+            UpdateExpression=update,
+            ConditionExpression="#r = :old",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            raise
+        return False
+    return True
+
+
+def release(spec: CounterSpec, *, reset_at: int) -> None:
+    """Give back one hit (a response the endpoint does not count), only within the same window."""
+    try:
+        dynamodb().update_item(
+            TableName=spec.table,
+            Key=spec.key,
+            UpdateExpression="ADD #c :minus",
+            ConditionExpression="#r = :reset AND #c > :zero",
+            ExpressionAttributeNames={"#c": spec.count_attr, "#r": spec.reset_attr},
+            ExpressionAttributeValues={
+                ":minus": {"N": "-1"},
+                ":reset": {"N": str(reset_at)},
+                ":zero": {"N": "0"},
+            },
+        )
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            raise

@@ -1,0 +1,52 @@
+"""Authentication: from an Authorization header to a caller, in one DynamoDB round trip."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from nimbus_core import clock
+from nimbus_core.adapters.sessions import get_session_and_user, touch_session
+from nimbus_core.models import Session, User, iso_to_epoch
+from nimbus_core.tokens import SessionToken, secret_matches
+
+_log = logging.getLogger(__name__)
+
+# usedAt is refreshed at most this often per session, so reads stay reads (CONTRACT section 3).
+USED_AT_REFRESH_SECONDS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An authenticated caller: the user and the session the request came with."""
+
+    user: User
+    session: Session
+
+
+def authenticate(token: SessionToken, now: float) -> Caller | None:
+    """The caller for ``token``, or None if the session is unknown, revoked, expired, the secret is
+    wrong, or the user is gone or banned."""
+    session, user = get_session_and_user(token.user_id, token.session_id)
+    if session is None or user is None:
+        return None
+    if not secret_matches(token.secret, session.secret_hash):
+        return None
+    if session.exp <= now or user.banned_at is not None:
+        return None
+    if now - iso_to_epoch(session.used_at) >= USED_AT_REFRESH_SECONDS:
+        session = _touch(session, now)
+    return Caller(user=user, session=session)
+
+
+def _touch(session: Session, now: float) -> Session:
+    used_at = clock.iso(now)
+    try:
+        touch_session(session, used_at)
+    except (ClientError, BotoCoreError):
+        # Recording use is bookkeeping; failing the caller's request over it would be worse.
+        _log.warning("could not refresh usedAt", exc_info=True)
+        return session
+    return replace(session, used_at=used_at)

@@ -1,0 +1,81 @@
+"""Every error the API can answer, with its stable code, message and HTTP status (CONTRACT section 6).
+
+Services raise :class:`NimbusError`; :mod:`nimbus_core.http.responses` is the one place that turns
+one into an HTTP response. Code never matches on message text.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+
+class ErrorCode(Enum):
+    """Code -> (HTTP status, message)."""
+
+    INVALID_ENDPOINT_ERROR = (404, "Invalid Endpoint")
+    INVALID_BODY_ERROR = (400, "Invalid Body")
+    MISSING_FIELDS_ERROR = (400, "Missing Fields")
+    INVALID_FIELDS_ERROR = (400, "Invalid Fields")
+    BODY_TOO_LARGE_ERROR = (400, "Body Too Large")
+    INVALID_SESSION_ERROR = (401, "Invalid Session")
+    INSUFFICIENT_PERMISSIONS_ERROR = (403, "Insufficient Permissions")
+    ENDPOINT_REQUIRES_SECOND_FACTOR_ERROR = (401, "Endpoint Requires Second Factor")
+    USER_REQUIRES_SECOND_FACTOR_ERROR = (400, "User Requires Second Factor")
+    INVALID_USER_ERROR = (404, "Invalid User")
+    INVALID_USERNAME_ERROR = (400, "Invalid Username")
+    INVALID_EMAIL_ERROR = (400, "Invalid Email")
+    INVALID_PASSWORD_ERROR = (401, "Invalid Password")
+    PASSWORDS_DO_NOT_MATCH_ERROR = (400, "Passwords Do Not Match")
+    USER_EXISTS_ERROR = (409, "User Exists")
+    BANNED_ERROR = (403, "Banned")
+    EMAIL_NOT_VERIFIED_ERROR = (400, "Email Not Verified")
+    EMAIL_ALREADY_VERIFIED_ERROR = (400, "Email Already Verified")
+    INVALID_VERIFICATION_TOKEN_ERROR = (400, "Invalid Verification Token")
+    INVALID_DOMAIN_ERROR = (404, "Invalid Domain")
+    SUBDOMAIN_NOT_ALLOWED_ERROR = (400, "Subdomain Not Allowed")
+    SUBDOMAIN_TOO_LONG_ERROR = (400, "Subdomain Too Long")
+    SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR = (401, "Second Factor Challenge Required")
+    INVALID_SECOND_FACTOR_ERROR = (404, "Invalid Second Factor")
+    INVALID_SECOND_FACTOR_METHOD_ERROR = (400, "Invalid Second Factor Method")
+    INVALID_SECOND_FACTOR_RESPONSE_ERROR = (401, "Invalid Second Factor Response")
+    INVALID_LOGLEVEL_ERROR = (400, "Invalid LogLevel")
+    SERVICE_UNAVAILABLE_ERROR = (503, "Service Unavailable")
+    RATELIMITED_ERROR = (429, "You Have Been Ratelimited. Please Try Again Later.")
+    INTERNAL_SERVER_ERROR = (500, "Internal Server Error")
+
+    @property
+    def status(self) -> int:
+        """The HTTP status this error is answered with."""
+        return self.value[0]
+
+    @property
+    def message(self) -> str:
+        """The fixed human-readable message."""
+        return self.value[1]
+
+
+class NimbusError(Exception):
+    """An expected failure with a contract error code and optional extra body fields.
+
+    ``status`` overrides the table's status where the contract allows two (INVALID_SESSION_ERROR is
+    404 for an unknown session id). ``headers`` carries e.g. ``Retry-After`` on a 429.
+    """
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        *,
+        status: int | None = None,
+        headers: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
+        super().__init__(code.name)
+        self.code = code
+        self.status = status or code.status
+        self.headers = headers or {}
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        """The JSON error body: ``{code, message}`` plus the extra fields."""
+        return {"code": self.code.name, "message": self.code.message, **self.extra}

@@ -1,0 +1,1 @@
+"""The HTTP edge shared by every function: app factory, responses, the endpoint guard."""

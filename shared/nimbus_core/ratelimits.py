@@ -1,0 +1,37 @@
+"""The endpoint rate limits of the seed (its Limits table), with their "not counted" responses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Per(Enum):
+    """What a limit counts by."""
+
+    IP = "ip"  # requestContext.http.sourceIp as API Gateway reports it, never a header
+    USER = "user"
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """``limit`` counted requests per ``window`` seconds; responses in ``not_counted`` give theirs back."""
+
+    name: str
+    limit: int
+    window: int
+    per: Per
+    not_counted: frozenset[int] = frozenset()
+
+
+REGISTER = RateLimit("register", 1, 6 * 3600, Per.IP, frozenset({409, 500}))
+LOGIN = RateLimit("login", 4, 5 * 60, Per.IP, frozenset({404}))
+CHANGE_USERNAME = RateLimit("username", 3, 24 * 3600, Per.USER, frozenset({409, 500}))
+CHANGE_EMAIL = RateLimit("email", 3, 24 * 3600, Per.USER, frozenset({409, 500}))
+RESEND_VERIFICATION = RateLimit("verify-resend", 1, 5 * 60, Per.USER, frozenset({500}))
+CHANGE_PASSWORD = RateLimit("password", 5, 24 * 3600, Per.USER, frozenset({500}))
+CHANGE_DOMAIN = RateLimit("domain", 20, 3600, Per.USER, frozenset({500}))
+CREATE_SCOPED_SESSION = RateLimit("scoped-session", 4, 5 * 60, Per.IP)
+
+# Failed password and second-factor answers per account, whatever the IP (CONTRACT section 8).
+ACCOUNT_AUTH_FAILURES = RateLimit("auth-failures", 10, 15 * 60, Per.USER)

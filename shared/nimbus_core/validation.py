@@ -1,0 +1,143 @@
+"""Request body parsing and validation, mapped onto the contract's errors (CONTRACT section 2).
+
+- not JSON, not UTF-8, not an object, or carrying invalid Unicode -> INVALID_BODY_ERROR
+- required field missing, null or of the wrong JSON type -> MISSING_FIELDS_ERROR (every such field)
+- username / email malformed -> INVALID_USERNAME_ERROR / INVALID_EMAIL_ERROR
+- any other bound broken (length, range) -> INVALID_FIELDS_ERROR (every such field)
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic_core import PydanticCustomError
+
+from nimbus_core.errors import ErrorCode, NimbusError
+
+MAX_BODY_BYTES = 16 * 1024
+
+_USERNAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_MISSING_TYPES = frozenset(
+    {
+        "missing",
+        "string_type",
+        "bool_type",
+        "int_type",
+        "list_type",
+        "dict_type",
+        "model_type",
+        "int_from_float",
+        "is_instance_of",
+        "none_required",
+    }
+)
+_OWN_CODES = {
+    "invalid_username": ErrorCode.INVALID_USERNAME_ERROR,
+    "invalid_email": ErrorCode.INVALID_EMAIL_ERROR,
+}
+
+
+class Body(BaseModel):
+    """Base of every request body model: strict JSON types, unknown fields ignored."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+def trim(value: Any) -> Any:
+    """Strip surrounding spaces from strings (usernames, emails, names, reasons; never passwords)."""
+    return value.strip(" ") if isinstance(value, str) else value
+
+
+def _check_username(value: str) -> str:
+    if not _USERNAME.fullmatch(value):
+        raise PydanticCustomError("invalid_username", "invalid username")
+    return value
+
+
+def _check_email(value: str) -> str:
+    # email-validator is imported here, not at module level: only the routes that take an address pay for it.
+    from email_validator import EmailNotValidError, validate_email
+
+    if len(value) > 254:
+        raise PydanticCustomError("invalid_email", "invalid email")
+    try:
+        return validate_email(value, check_deliverability=False).normalized
+    except EmailNotValidError:
+        raise PydanticCustomError("invalid_email", "invalid email") from None
+
+
+Username = Annotated[str, BeforeValidator(trim), AfterValidator(_check_username)]
+"""A username, trimmed, matching ``^[A-Za-z0-9_.-]{1,64}$``."""
+
+EmailAddress = Annotated[str, BeforeValidator(trim), AfterValidator(_check_email)]
+"""An email address, trimmed, checked and normalised by email-validator."""
+
+
+def read_json_body(raw: str | None, *, is_base64: bool = False) -> dict[str, Any]:
+    """The request body as a JSON object; a missing body counts as ``{}``."""
+    if raw is None or raw == "":
+        return {}
+    try:
+        data = base64.b64decode(raw, validate=True) if is_base64 else raw.encode("utf-8", "strict")
+        if len(data) > MAX_BODY_BYTES:
+            raise NimbusError(ErrorCode.INVALID_BODY_ERROR)
+        value = json.loads(data.decode("utf-8", "strict"))
+    except (ValueError, UnicodeError, binascii.Error, RecursionError):
+        raise NimbusError(ErrorCode.INVALID_BODY_ERROR) from None
+    if not isinstance(value, dict) or not _valid_unicode(value):
+        raise NimbusError(ErrorCode.INVALID_BODY_ERROR)
+    return value
+
+
+def _valid_unicode(value: Any) -> bool:
+    """False when any string holds a lone surrogate (JSON allows "\\ud800"; UTF-8 does not)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
+
+
+def validate[M: BaseModel](model: type[M], data: dict[str, Any]) -> M:
+    """Validate ``data`` against ``model`` and raise the contract error for the first failing class."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise _to_nimbus_error(exc) from None
+
+
+def _to_nimbus_error(exc: ValidationError) -> NimbusError:
+    missing: list[str] = []
+    invalid: list[str] = []
+    own: list[ErrorCode] = []
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else "body"
+        if error["type"] in _MISSING_TYPES:
+            missing.append(field)
+        elif error["type"] in _OWN_CODES:
+            own.append(_OWN_CODES[error["type"]])
+        else:
+            invalid.append(field)
+    if missing:
+        return NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=_unique(missing))
+    if own:
+        return NimbusError(own[0])
+    return NimbusError(ErrorCode.INVALID_FIELDS_ERROR, fields=_unique(invalid))
+
+
+def _unique(names: list[str]) -> list[str]:
+    return list(dict.fromkeys(names))
