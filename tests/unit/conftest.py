@@ -1,0 +1,31 @@
+"""Unit tests run with the network disabled: they prove rules, not AWS calls."""
+
+from __future__ import annotations
+
+import pytest
+from pytest_socket import disable_socket, enable_socket
+
+
+@pytest.fixture(autouse=True)
+def _no_network() -> object:
+    disable_socket(allow_unix_socket=True)
+    yield
+    enable_socket()
+
+
+@pytest.fixture(autouse=True)
+def _settings(monkeypatch: pytest.MonkeyPatch) -> object:
+    """Deployment settings as the template would set them (names only; nothing is reached)."""
+    from nimbus_core.settings import get_settings
+
+    env = {
+        "USERS_TABLE": "users", "SESSIONS_TABLE": "sessions", "COUNTERS_TABLE": "counters",
+        "TOKENS_TABLE": "tokens", "DOMAINS_TABLE": "domains", "KILLSWITCH_PARAMETER": "/nimbus/test/killswitches",
+        "LOG_LEVEL_PARAMETER": "/nimbus/test/loglevel", "SENDER_EMAIL": "no-reply@nimbus.test",
+        "VERIFICATION_URL": "https://files.test/verify?token={token}", "DEFAULT_DOMAIN": "nimbus.test",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()

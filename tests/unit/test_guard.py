@@ -1,0 +1,212 @@
+"""The guard applies CONTRACT section 4's checks in order, on a tiny resolver with fake ports."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aws_lambda_powertools.event_handler import Response
+
+from nimbus_core.adapters import counters, runtime_config
+from nimbus_core.auth import Caller
+from nimbus_core.http import guard as guard_module
+from nimbus_core.http.app import create_app
+from nimbus_core.http.guard import Auth, Endpoint, current_request, guard
+from nimbus_core.http.responses import json_response
+from nimbus_core.ids import new_id
+from nimbus_core.killswitches import KillSwitch
+from nimbus_core.models import Session, User
+from nimbus_core.ratelimits import Per, RateLimit
+from nimbus_core.scopes import Scope
+from nimbus_core.validation import Body
+
+TOKEN = f"{new_id()}.{new_id()}.{'s' * 43}"
+LIMIT = RateLimit("test", 2, 60, Per.IP, frozenset({404}))
+
+
+class NameBody(Body):
+    name: str
+
+
+@dataclass
+class Fakes:
+    switches: set[KillSwitch] = field(default_factory=set)
+    caller: Caller | None = None
+    hits: int = 0
+    released: int = 0
+    authentications: int = 0
+
+
+def _caller(*, staff: bool = False, flags: int | None = None) -> Caller:
+    user = User(id="u", username="u", email="u@x.io", password_hash="h", created_at="t", updated_at="t",
+                domain="d", staff=staff)
+    session = Session(user_id="u", id="s", secret_hash="h", name="n", exp=2**40, created_at="t",
+                      updated_at="t", used_at="t", permission_flags=flags)
+    return Caller(user=user, session=session)
+
+
+@pytest.fixture
+def fakes(monkeypatch: pytest.MonkeyPatch) -> Fakes:
+    state = Fakes()
+
+    def current() -> runtime_config.RuntimeConfig:
+        return runtime_config.RuntimeConfig(frozenset(state.switches), "INFO")
+
+    def authenticate(token: Any, now: float) -> Caller | None:
+        state.authentications += 1
+        return state.caller
+
+    def hit(spec: Any, *, limit: int, window: int, now: float) -> counters.CounterState:
+        state.hits += 1
+        return counters.CounterState(state.hits <= limit, min(state.hits, limit), limit, int(now) + window)
+
+    def release(spec: Any, *, reset_at: int) -> None:
+        state.released += 1
+        state.hits -= 1
+
+    monkeypatch.setattr(runtime_config, "current", current)
+    monkeypatch.setattr(guard_module, "authenticate", authenticate)
+    monkeypatch.setattr(counters, "hit", hit)
+    monkeypatch.setattr(counters, "release", release)
+    return state
+
+
+def _app(policy: Endpoint, status: int = 200) -> Any:
+    app = create_app()
+
+    @app.post("/x", middlewares=[guard(policy)])
+    def route() -> Response[str]:
+        request = current_request(app)
+        return json_response(status, {"body": request.body.model_dump() if request.body else None,
+                                      "session": request.session_name})
+
+    return app
+
+
+def _call(app: Any, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any], dict[str, str]]:
+    event = {
+        "version": "2.0", "routeKey": "POST /x", "rawPath": "/x", "rawQueryString": "",
+        "headers": headers or {}, "isBase64Encoded": False,
+        "body": body if isinstance(body, str) or body is None else json.dumps(body),
+        "requestContext": {"http": {"method": "POST", "path": "/x", "sourceIp": "203.0.113.9"}, "stage": "$default"},
+    }
+    result = app.resolve(event, {})
+    return result["statusCode"], json.loads(result["body"]), result["headers"]
+
+
+def test_kill_switch_answers_503_with_the_switch_number(fakes: Fakes) -> None:
+    fakes.switches = {KillSwitch.ACCOUNT_LOGIN}
+    status, body, _ = _call(_app(Endpoint(auth=Auth.NONE, killswitches=(KillSwitch.ACCOUNT_LOGIN,))))
+    assert (status, body) == (503, {"code": "SERVICE_UNAVAILABLE_ERROR", "message": "Service Unavailable", "feature": 4})
+
+
+def test_global_wins_over_the_endpoint_switch(fakes: Fakes) -> None:
+    fakes.switches = {KillSwitch.ACCOUNT_LOGIN, KillSwitch.GLOBAL}
+    _, body, _ = _call(_app(Endpoint(auth=Auth.NONE, killswitches=(KillSwitch.ACCOUNT_LOGIN,))))
+    assert body["feature"] == 8
+
+
+def test_switches_of_other_endpoints_do_not_apply(fakes: Fakes) -> None:
+    fakes.switches = {KillSwitch.ACCOUNT_CREATE}
+    assert _call(_app(Endpoint(auth=Auth.NONE, killswitches=(KillSwitch.ACCOUNT_LOGIN,))))[0] == 200
+
+
+def test_staff_pass_kill_switches(fakes: Fakes) -> None:
+    fakes.switches = {KillSwitch.GLOBAL}
+    fakes.caller = _caller(staff=True)
+    assert _call(_app(Endpoint()), headers={"authorization": TOKEN})[0] == 200
+
+
+def test_kill_switch_comes_before_the_session_check(fakes: Fakes) -> None:
+    fakes.switches = {KillSwitch.GLOBAL}
+    assert _call(_app(Endpoint()))[0] == 503
+
+
+def test_session_required_answers_401(fakes: Fakes) -> None:
+    status, body, _ = _call(_app(Endpoint()), headers={"authorization": TOKEN})
+    assert (status, body["code"]) == (401, "INVALID_SESSION_ERROR")
+
+
+def test_guest_endpoints_refuse_a_valid_session_and_ignore_an_invalid_one(fakes: Fakes) -> None:
+    app = _app(Endpoint(auth=Auth.GUEST))
+    assert _call(app, headers={"authorization": TOKEN})[0] == 200  # unknown session: ignored
+    fakes.caller = _caller()
+    assert _call(app, headers={"authorization": TOKEN})[0] == 401
+
+
+def test_endpoints_without_a_session_never_authenticate(fakes: Fakes) -> None:
+    _call(_app(Endpoint(auth=Auth.NONE)), headers={"authorization": TOKEN})
+    assert fakes.authentications == 0
+
+
+def test_staff_endpoints_refuse_non_staff_with_403(fakes: Fakes) -> None:
+    fakes.caller = _caller()
+    assert _call(_app(Endpoint(staff=True)), headers={"authorization": TOKEN})[0] == 403
+
+
+@pytest.mark.parametrize(
+    ("flags", "status"),
+    [(None, 200), (Scope.ALL, 200), (Scope.ACCOUNT_READ, 200), (Scope.ACCOUNT_MODIFY, 403), (0, 403)],
+)
+def test_scoped_sessions_need_the_endpoint_scope(fakes: Fakes, flags: int | None, status: int) -> None:
+    fakes.caller = _caller(flags=flags)
+    assert _call(_app(Endpoint(scope=Scope.ACCOUNT_READ)), headers={"authorization": TOKEN})[0] == status
+
+
+def test_endpoints_closed_to_scoped_sessions_refuse_even_scope_all(fakes: Fakes) -> None:
+    fakes.caller = _caller(flags=Scope.ALL)
+    assert _call(_app(Endpoint(scoped_sessions=False)), headers={"authorization": TOKEN})[0] == 403
+
+
+def test_permission_check_comes_before_body_validation(fakes: Fakes) -> None:
+    fakes.caller = _caller()
+    assert _call(_app(Endpoint(staff=True, body=NameBody)), body="nope", headers={"authorization": TOKEN})[0] == 403
+
+
+def test_body_validation_comes_before_the_rate_limit(fakes: Fakes) -> None:
+    app = _app(Endpoint(auth=Auth.NONE, body=NameBody, rate_limit=LIMIT))
+    assert _call(app, body="{")[0] == 400
+    assert fakes.hits == 0
+
+
+def test_rate_limit_headers_and_429_with_retry_after(fakes: Fakes) -> None:
+    app = _app(Endpoint(auth=Auth.NONE, rate_limit=LIMIT))
+    first = _call(app)
+    assert (first[0], first[2]["RateLimit-Limit"], first[2]["RateLimit-Remaining"]) == (200, "2", "1")
+    assert first[2]["RateLimit-Reset"] == "60"
+    _call(app)
+    status, body, headers = _call(app)
+    assert (status, body["code"]) == (429, "RATELIMITED_ERROR")
+    assert headers["Retry-After"] == "60" and headers["RateLimit-Remaining"] == "0"
+
+
+def test_not_counted_statuses_give_the_hit_back(fakes: Fakes) -> None:
+    app = _app(Endpoint(auth=Auth.NONE, rate_limit=LIMIT), status=404)
+    for _ in range(5):
+        assert _call(app)[0] == 404
+    assert fakes.released == 5
+
+
+def test_session_name_comes_from_the_header_or_the_user_agent(fakes: Fakes) -> None:
+    app = _app(Endpoint(auth=Auth.NONE, names_session=True))
+    assert _call(app, headers={"x-session-name": "  laptop  "})[1]["session"] == "laptop"
+    assert _call(app, headers={"user-agent": "curl/8.1"})[1]["session"] == "curl 8 on an unknown OS"
+    status, body, _ = _call(app, headers={"x-session-name": "x" * 65})
+    assert (status, body["fields"]) == (400, ["X-Session-Name"])
+
+
+def test_unexpected_errors_answer_a_clean_500(fakes: Fakes) -> None:
+    app = create_app()
+
+    @app.get("/boom", middlewares=[guard(Endpoint(auth=Auth.NONE))])
+    def boom() -> Response[str]:
+        raise RuntimeError("secret detail")
+
+    event = {"version": "2.0", "rawPath": "/boom", "headers": {}, "rawQueryString": "",
+             "requestContext": {"http": {"method": "GET", "path": "/boom", "sourceIp": "1.1.1.1"}, "stage": "$default"}}
+    result = app.resolve(event, {})
+    assert result["statusCode"] == 500
+    assert json.loads(result["body"]) == {"code": "INTERNAL_SERVER_ERROR", "message": "Internal Server Error"}
+    assert result["headers"]["Cache-Control"] == "no-store"

@@ -1,0 +1,86 @@
+"""Small rules: scopes, kill switch parsing, log levels, passwords, device names, error bodies."""
+
+from __future__ import annotations
+
+import pytest
+
+from nimbus_core import passwords
+from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.killswitches import KillSwitch, parse_enabled, serialize_enabled
+from nimbus_core.loglevels import normalize
+from nimbus_core.scopes import ALL_BITS, STAFF_BITS, Scope, grants
+from nimbus_core.useragent import device_name
+
+
+def test_normal_sessions_and_scope_all_grant_everything() -> None:
+    assert grants(None, Scope.STAFF_MODIFY_LOGLEVEL)
+    assert grants(Scope.ALL, Scope.ACCOUNT_READ)
+
+
+def test_scoped_sessions_need_the_exact_bit() -> None:
+    assert grants(Scope.ACCOUNT_READ | Scope.SESSION_READ, Scope.ACCOUNT_READ)
+    assert not grants(Scope.ACCOUNT_MODIFY, Scope.ACCOUNT_READ)
+    assert not grants(0, Scope.ACCOUNT_READ)
+
+
+def test_scope_table_covers_every_seed_bit() -> None:
+    assert sum(s.value for s in Scope) == ALL_BITS
+    assert Scope.STAFF_READ_ACCOUNTS in STAFF_BITS and Scope.ACCOUNT_READ not in STAFF_BITS
+
+
+def test_kill_switch_parameter_round_trips_and_ignores_junk() -> None:
+    enabled = {KillSwitch.GLOBAL, KillSwitch.ACCOUNT_CREATE}
+    assert parse_enabled(serialize_enabled(enabled)) == enabled
+    assert serialize_enabled(enabled) == '["ACCOUNT_CREATE", "GLOBAL"]'
+    for junk in ("", None, "not json", "{}", '["NOPE", 3]'):
+        assert parse_enabled(junk) == frozenset()
+
+
+@pytest.mark.parametrize(("given", "expected"), [("debug", "DEBUG"), (" Warn ", "WARN"), ("NONE", "NONE")])
+def test_log_level_names_are_case_insensitive(given: str, expected: str) -> None:
+    assert normalize(given) == expected
+
+
+@pytest.mark.parametrize("given", ["10", 10, "TRACE", "", None, "WARNING"])
+def test_numeric_and_unknown_log_levels_are_refused(given: object) -> None:
+    assert normalize(given) is None
+
+
+def test_passwords_use_argon2id_owasp_profile_and_verify_in_both_directions() -> None:
+    stored = passwords.hash_password("correct horse")
+    assert stored.startswith("$argon2id$v=19$m=19456,t=2,p=1$")
+    assert passwords.verify_password(stored, "correct horse")
+    assert not passwords.verify_password(stored, "correct horse ")
+    assert not passwords.verify_password("not a hash", "x")
+    assert not passwords.needs_rehash(stored)
+
+
+def test_hashes_made_with_old_parameters_need_a_rehash() -> None:
+    from argon2 import PasswordHasher
+
+    old = PasswordHasher(time_cost=1, memory_cost=8 * 1024, parallelism=1).hash("pw")
+    assert passwords.needs_rehash(old)
+    assert passwords.verify_password(old, "pw")
+
+
+@pytest.mark.parametrize(
+    ("agent", "name"),
+    [
+        ("Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:132.0) Gecko/20100101 Firefox/132.0", "Firefox 132 on Ubuntu"),
+        ("curl/8.5.0", "curl 8 on an unknown OS"),
+        (None, "Unknown device"),
+        ("", "Unknown device"),
+    ],
+)
+def test_device_names_read_naturally(agent: str | None, name: str) -> None:
+    assert device_name(agent) == name
+
+
+def test_device_names_are_at_most_64_characters() -> None:
+    assert len(device_name("X" * 5000)) <= 64
+
+
+def test_error_bodies_carry_code_message_and_extras() -> None:
+    error = NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=["a"])
+    assert (error.status, error.body()) == (400, {"code": "MISSING_FIELDS_ERROR", "message": "Missing Fields", "fields": ["a"]})
+    assert NimbusError(ErrorCode.INVALID_SESSION_ERROR, status=404).status == 404

@@ -1,0 +1,46 @@
+"""Tokens are opaque, carry 256 random bits, and are only ever stored hashed."""
+
+from __future__ import annotations
+
+import pytest
+
+from nimbus_core.ids import is_id, new_id, new_secret
+from nimbus_core.tokens import hash_secret, new_session_token, parse_session_token, secret_matches
+
+
+def test_ids_are_url_safe_time_ordered_and_unique() -> None:
+    made = [new_id() for _ in range(2000)]
+    assert len(set(made)) == len(made)
+    assert all(is_id(i) and len(i) == 26 for i in made)
+    millis = [m[:10] for m in made]  # the first 10 characters encode the creation millisecond
+    assert millis == sorted(millis)
+
+
+def test_secrets_carry_256_bits() -> None:
+    secret = new_secret()
+    assert len(secret) == 43  # 32 bytes, base64url without padding
+    assert len({new_secret() for _ in range(100)}) == 100
+
+
+def test_token_round_trips_through_both_header_forms() -> None:
+    token = new_session_token(new_id(), new_id())
+    assert parse_session_token(str(token)) == token
+    assert parse_session_token(f"Bearer {token}") == token
+    assert parse_session_token(f"bearer   {token}") == token
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [None, "", "garbage", "a.b.c", "Bearer", f"{new_id()}.{new_id()}", f"{new_id()}.{new_id()}.short",
+     f"{new_id()}.{new_id()}.{'x' * 43}.extra", "x" * 10_000, f"{new_id().lower()}.{new_id()}.{'x' * 43}"],
+)
+def test_malformed_tokens_parse_to_nothing(raw: str | None) -> None:
+    assert parse_session_token(raw) is None
+
+
+def test_secret_is_compared_against_its_hash() -> None:
+    secret = new_secret()
+    stored = hash_secret(secret)
+    assert stored != secret
+    assert secret_matches(secret, stored)
+    assert not secret_matches(new_secret(), stored)

@@ -1,0 +1,105 @@
+"""Call the functions in this process, exactly as the local API routes them (tests and benchmarks).
+
+The same router and payload v2 events as ``nimbus-local serve``, without HTTP or worker processes:
+the caller provides AWS (moto's ``mock_aws`` or the emulator) and the functions' environment.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from nimbus_tools.local.events import HttpRequest, build_event
+from nimbus_tools.local.router import Router
+from nimbus_tools.template import FunctionSpec, Template, function_specs
+
+REGION = "us-east-1"
+
+
+@dataclass
+class Reply:
+    """A function's answer, decoded."""
+
+    status: int
+    body: Any
+    headers: dict[str, str]
+    function: str
+
+
+@dataclass
+class LambdaContextStub:
+    """The parts of the Lambda context our handlers read."""
+
+    function_name: str
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = "in-process"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        """An ARN shaped like Lambda's."""
+        return f"arn:aws:lambda:{REGION}:123456789012:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        """Plenty of time left."""
+        return 10_000
+
+
+class InProcessApi:
+    """Routes requests to the template's functions and invokes their handlers in this process."""
+
+    def __init__(self, template: Template, params: Mapping[str, str] | None = None) -> None:
+        self.specs: dict[str, FunctionSpec] = {s.logical_id: s for s in function_specs(template, params)}
+        self.router = Router.from_specs(self.specs.values())
+
+    def environment(self) -> dict[str, str]:
+        """The functions' environment (the template gives every function the same variables)."""
+        merged: dict[str, str] = {}
+        for spec in self.specs.values():
+            merged.update(spec.environment)
+        return merged
+
+    def handler(self, logical_id: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+        """The handler callable of a function (its module is imported once, like a warm container)."""
+        spec = self.specs[logical_id]
+        handler: Callable[[dict[str, Any], Any], dict[str, Any]] = getattr(
+            importlib.import_module(spec.handler_module), spec.handler_function
+        )
+        return handler
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: str | bytes | None = None,
+        token: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        ip: str = "198.51.100.7",
+    ) -> Reply:
+        """Send one request; ``raw`` sends the body bytes as they are, ``body`` sends it as JSON."""
+        sent = [("host", "api.test"), ("user-agent", "pytest/9.2")]
+        if token:
+            sent.append(("authorization", token))
+        sent += list((headers or {}).items())
+        payload = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
+        request = HttpRequest(
+            method=method,
+            target=path,
+            headers=sent,
+            body=payload.encode() if isinstance(payload, str) else payload,
+            source_ip=ip,
+        )
+        match = self.router.match(method, request.raw_path)
+        if match is None:
+            raise LookupError(f"no route for {method} {path}; the template's $default should catch it")
+        result = self.handler(match.function)(build_event(request, match), LambdaContextStub(match.function))
+        return Reply(
+            status=result["statusCode"],
+            body=json.loads(result["body"]),
+            headers=dict(result.get("headers") or {}),
+            function=match.function,
+        )
