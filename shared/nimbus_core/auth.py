@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, replace
 
+from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
 
 from nimbus_core import clock
@@ -12,7 +12,8 @@ from nimbus_core.adapters.sessions import get_session_and_user, touch_session
 from nimbus_core.models import Session, User, iso_to_epoch
 from nimbus_core.tokens import SessionToken, secret_matches
 
-_log = logging.getLogger(__name__)
+# A child of the function's Powertools logger: JSON lines, the operator's log level.
+_log = Logger(child=True)
 
 # usedAt is refreshed at most this often per session, so reads stay reads (CONTRACT section 3).
 USED_AT_REFRESH_SECONDS = 300

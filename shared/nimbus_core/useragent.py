@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from ua_parser import parse
-
 _MAX = 64
 
 
@@ -11,6 +9,9 @@ def device_name(user_agent: str | None) -> str:
     """E.g. "Firefox 132 on Ubuntu", "curl 8 on an unknown OS"; "Unknown device" without a header."""
     if not user_agent or not user_agent.strip():
         return "Unknown device"
+    # Imported here: only register and login name sessions, and the parser costs ~70 ms to import.
+    from ua_parser import parse
+
     result = parse(user_agent[:512])
     agent = result.user_agent
     client = agent.family if agent and agent.family != "Other" else "Unknown client"

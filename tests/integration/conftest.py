@@ -51,8 +51,10 @@ class Stack:
     def set_switches(self, *names: str) -> None:
         """Write the kill-switch parameter and drop the functions' cached copy."""
         self.ssm.put_parameter(
-            Name=self.provisioned.parameters["KillSwitchParameter"], Value=json.dumps(list(names)),
-            Type="String", Overwrite=True,
+            Name=self.provisioned.parameters["KillSwitchParameter"],
+            Value=json.dumps(list(names)),
+            Type="String",
+            Overwrite=True,
         )
         runtime_config.reset()
 
@@ -60,8 +62,12 @@ class Stack:
 @pytest.fixture
 def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     """A fresh emulated stack per test, with the functions' environment from the template."""
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION}.items():
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+    }.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
@@ -95,27 +101,42 @@ def _recorder(sink: list[dict[str, Any]]) -> Callable[..., None]:
             return
         params = context["nimbus_email"]
         simple = params["Content"]["Simple"]
-        sink.append({
-            "from": params["FromEmailAddress"],
-            "to": params["Destination"]["ToAddresses"],
-            "subject": simple["Subject"]["Data"],
-            "text": simple["Body"]["Text"]["Data"],
-            "html": simple["Body"]["Html"]["Data"],
-        })
+        sink.append(
+            {
+                "from": params["FromEmailAddress"],
+                "to": params["Destination"]["ToAddresses"],
+                "subject": simple["Subject"]["Data"],
+                "text": simple["Body"]["Text"]["Data"],
+                "html": simple["Body"]["Html"]["Data"],
+            }
+        )
+
     return record
 
 
 class Api(InProcessApi):
     """The in-process API with shortcuts for the common requests."""
 
-    def register(self, username: str = "alice", email: str | None = None, password: str = "correct horse",
-                 ip: str = "198.51.100.7", **extra: Any) -> Reply:
+    def register(
+        self,
+        username: str = "alice",
+        email: str | None = None,
+        password: str = "correct horse",
+        ip: str = "198.51.100.7",
+        **extra: Any,
+    ) -> Reply:
         """POST /register with sensible defaults."""
-        body = {"username": username, "email": email or f"{username}@example.com", "password": password, **extra}
+        body = {
+            "username": username,
+            "email": email or f"{username}@example.com",
+            "password": password,
+            **extra,
+        }
         return self.call("POST", "/register", body, ip=ip)
 
-    def login(self, username: str = "alice", password: str = "correct horse", ip: str = "203.0.113.5",
-              **extra: Any) -> Reply:
+    def login(
+        self, username: str = "alice", password: str = "correct horse", ip: str = "203.0.113.5", **extra: Any
+    ) -> Reply:
         """POST /login with sensible defaults."""
         return self.call("POST", "/login", {"username": username, "password": password, **extra}, ip=ip)
 
@@ -131,17 +152,23 @@ class Faults:
     def __init__(self) -> None:
         self._unregister: list[Callable[[], None]] = []
 
-    def fail(self, service: str, operation: str, code: str = "InternalServerError", status: int = 500) -> None:
+    def fail(
+        self, service: str, operation: str, code: str = "InternalServerError", status: int = 500
+    ) -> None:
         client = {"dynamodb": clients.dynamodb, "ssm": clients.ssm, "sesv2": clients.sesv2}[service]()
         event = f"before-call.{service}.{operation}"
 
         def answer(**_: Any) -> tuple[Any, dict[str, Any]]:
             http = _HttpStub(status)
-            return http, {"Error": {"Code": code, "Message": "injected fault"},
-                          "ResponseMetadata": {"HTTPStatusCode": status}}
+            return http, {
+                "Error": {"Code": code, "Message": "injected fault"},
+                "ResponseMetadata": {"HTTPStatusCode": status},
+            }
 
-        client.meta.events.register(event, answer)
-        self._unregister.append(lambda: client.meta.events.unregister(event, answer))
+        # botocore types hooks as returning None; a before-call hook that returns a response short-circuits.
+        hook: Any = answer
+        client.meta.events.register(event, hook)
+        self._unregister.append(lambda: client.meta.events.unregister(event, hook))
 
     def clear(self) -> None:
         while self._unregister:

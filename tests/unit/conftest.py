@@ -19,10 +19,16 @@ def _settings(monkeypatch: pytest.MonkeyPatch) -> object:
     from nimbus_core.settings import get_settings
 
     env = {
-        "USERS_TABLE": "users", "SESSIONS_TABLE": "sessions", "COUNTERS_TABLE": "counters",
-        "TOKENS_TABLE": "tokens", "DOMAINS_TABLE": "domains", "KILLSWITCH_PARAMETER": "/nimbus/test/killswitches",
-        "LOG_LEVEL_PARAMETER": "/nimbus/test/loglevel", "SENDER_EMAIL": "no-reply@nimbus.test",
-        "VERIFICATION_URL": "https://files.test/verify?token={token}", "DEFAULT_DOMAIN": "nimbus.test",
+        "USERS_TABLE": "users",
+        "SESSIONS_TABLE": "sessions",
+        "COUNTERS_TABLE": "counters",
+        "TOKENS_TABLE": "tokens",
+        "DOMAINS_TABLE": "domains",
+        "KILLSWITCH_PARAMETER": "/nimbus/test/killswitches",
+        "LOG_LEVEL_PARAMETER": "/nimbus/test/loglevel",
+        "SENDER_EMAIL": "no-reply@nimbus.test",
+        "VERIFICATION_URL": "https://files.test/verify?token={token}",
+        "DEFAULT_DOMAIN": "nimbus.test",
     }
     for key, value in env.items():
         monkeypatch.setenv(key, value)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from aws_lambda_powertools.event_handler import Response
@@ -40,10 +40,27 @@ class Fakes:
 
 
 def _caller(*, staff: bool = False, flags: int | None = None) -> Caller:
-    user = User(id="u", username="u", email="u@x.io", password_hash="h", created_at="t", updated_at="t",
-                domain="d", staff=staff)
-    session = Session(user_id="u", id="s", secret_hash="h", name="n", exp=2**40, created_at="t",
-                      updated_at="t", used_at="t", permission_flags=flags)
+    user = User(
+        id="u",
+        username="u",
+        email="u@x.io",
+        password_hash="h",
+        created_at="t",
+        updated_at="t",
+        domain="d",
+        staff=staff,
+    )
+    session = Session(
+        user_id="u",
+        id="s",
+        secret_hash="h",
+        name="n",
+        exp=2**40,
+        created_at="t",
+        updated_at="t",
+        used_at="t",
+        permission_flags=flags,
+    )
     return Caller(user=user, session=session)
 
 
@@ -79,18 +96,29 @@ def _app(policy: Endpoint, status: int = 200) -> Any:
     @app.post("/x", middlewares=[guard(policy)])
     def route() -> Response[str]:
         request = current_request(app)
-        return json_response(status, {"body": request.body.model_dump() if request.body else None,
-                                      "session": request.session_name})
+        return json_response(
+            status,
+            {"body": request.body.model_dump() if request.body else None, "session": request.session_name},
+        )
 
     return app
 
 
-def _call(app: Any, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any], dict[str, str]]:
+def _call(
+    app: Any, body: Any = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any], dict[str, str]]:
     event = {
-        "version": "2.0", "routeKey": "POST /x", "rawPath": "/x", "rawQueryString": "",
-        "headers": headers or {}, "isBase64Encoded": False,
+        "version": "2.0",
+        "routeKey": "POST /x",
+        "rawPath": "/x",
+        "rawQueryString": "",
+        "headers": headers or {},
+        "isBase64Encoded": False,
         "body": body if isinstance(body, str) or body is None else json.dumps(body),
-        "requestContext": {"http": {"method": "POST", "path": "/x", "sourceIp": "203.0.113.9"}, "stage": "$default"},
+        "requestContext": {
+            "http": {"method": "POST", "path": "/x", "sourceIp": "203.0.113.9"},
+            "stage": "$default",
+        },
     }
     result = app.resolve(event, {})
     return result["statusCode"], json.loads(result["body"]), result["headers"]
@@ -99,7 +127,10 @@ def _call(app: Any, body: Any = None, headers: dict[str, str] | None = None) -> 
 def test_kill_switch_answers_503_with_the_switch_number(fakes: Fakes) -> None:
     fakes.switches = {KillSwitch.ACCOUNT_LOGIN}
     status, body, _ = _call(_app(Endpoint(auth=Auth.NONE, killswitches=(KillSwitch.ACCOUNT_LOGIN,))))
-    assert (status, body) == (503, {"code": "SERVICE_UNAVAILABLE_ERROR", "message": "Service Unavailable", "feature": 4})
+    assert (status, body) == (
+        503,
+        {"code": "SERVICE_UNAVAILABLE_ERROR", "message": "Service Unavailable", "feature": 4},
+    )
 
 
 def test_global_wins_over_the_endpoint_switch(fakes: Fakes) -> None:
@@ -162,7 +193,10 @@ def test_endpoints_closed_to_scoped_sessions_refuse_even_scope_all(fakes: Fakes)
 
 def test_permission_check_comes_before_body_validation(fakes: Fakes) -> None:
     fakes.caller = _caller()
-    assert _call(_app(Endpoint(staff=True, body=NameBody)), body="nope", headers={"authorization": TOKEN})[0] == 403
+    assert (
+        _call(_app(Endpoint(staff=True, body=NameBody)), body="nope", headers={"authorization": TOKEN})[0]
+        == 403
+    )
 
 
 def test_body_validation_comes_before_the_rate_limit(fakes: Fakes) -> None:
@@ -179,7 +213,8 @@ def test_rate_limit_headers_and_429_with_retry_after(fakes: Fakes) -> None:
     _call(app)
     status, body, headers = _call(app)
     assert (status, body["code"]) == (429, "RATELIMITED_ERROR")
-    assert headers["Retry-After"] == "60" and headers["RateLimit-Remaining"] == "0"
+    assert headers["Retry-After"] == "60"
+    assert headers["RateLimit-Remaining"] == "0"
 
 
 def test_not_counted_statuses_give_the_hit_back(fakes: Fakes) -> None:
@@ -204,9 +239,17 @@ def test_unexpected_errors_answer_a_clean_500(fakes: Fakes) -> None:
     def boom() -> Response[str]:
         raise RuntimeError("secret detail")
 
-    event = {"version": "2.0", "rawPath": "/boom", "headers": {}, "rawQueryString": "",
-             "requestContext": {"http": {"method": "GET", "path": "/boom", "sourceIp": "1.1.1.1"}, "stage": "$default"}}
-    result = app.resolve(event, {})
+    event = {
+        "version": "2.0",
+        "rawPath": "/boom",
+        "headers": {},
+        "rawQueryString": "",
+        "requestContext": {
+            "http": {"method": "GET", "path": "/boom", "sourceIp": "1.1.1.1"},
+            "stage": "$default",
+        },
+    }
+    result = app.resolve(event, cast(Any, {}))
     assert result["statusCode"] == 500
     assert json.loads(result["body"]) == {"code": "INTERNAL_SERVER_ERROR", "message": "Internal Server Error"}
     assert result["headers"]["Cache-Control"] == "no-store"

@@ -25,7 +25,8 @@ def test_scoped_sessions_need_the_exact_bit() -> None:
 
 def test_scope_table_covers_every_seed_bit() -> None:
     assert sum(s.value for s in Scope) == ALL_BITS
-    assert Scope.STAFF_READ_ACCOUNTS in STAFF_BITS and Scope.ACCOUNT_READ not in STAFF_BITS
+    assert Scope.STAFF_READ_ACCOUNTS in STAFF_BITS
+    assert Scope.ACCOUNT_READ not in STAFF_BITS
 
 
 def test_kill_switch_parameter_round_trips_and_ignores_junk() -> None:
@@ -66,7 +67,10 @@ def test_hashes_made_with_old_parameters_need_a_rehash() -> None:
 @pytest.mark.parametrize(
     ("agent", "name"),
     [
-        ("Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:132.0) Gecko/20100101 Firefox/132.0", "Firefox 132 on Ubuntu"),
+        (
+            "Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:132.0) Gecko/20100101 Firefox/132.0",
+            "Firefox 132 on Ubuntu",
+        ),
         ("curl/8.5.0", "curl 8 on an unknown OS"),
         (None, "Unknown device"),
         ("", "Unknown device"),
@@ -82,5 +86,8 @@ def test_device_names_are_at_most_64_characters() -> None:
 
 def test_error_bodies_carry_code_message_and_extras() -> None:
     error = NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=["a"])
-    assert (error.status, error.body()) == (400, {"code": "MISSING_FIELDS_ERROR", "message": "Missing Fields", "fields": ["a"]})
+    assert (error.status, error.body()) == (
+        400,
+        {"code": "MISSING_FIELDS_ERROR", "message": "Missing Fields", "fields": ["a"]},
+    )
     assert NimbusError(ErrorCode.INVALID_SESSION_ERROR, status=404).status == 404

@@ -31,8 +31,18 @@ def test_token_round_trips_through_both_header_forms() -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    [None, "", "garbage", "a.b.c", "Bearer", f"{new_id()}.{new_id()}", f"{new_id()}.{new_id()}.short",
-     f"{new_id()}.{new_id()}.{'x' * 43}.extra", "x" * 10_000, f"{new_id().lower()}.{new_id()}.{'x' * 43}"],
+    [
+        None,
+        "",
+        "garbage",
+        "a.b.c",
+        "Bearer",
+        f"{new_id()}.{new_id()}",
+        f"{new_id()}.{new_id()}.short",
+        f"{new_id()}.{new_id()}.{'x' * 43}.extra",
+        "x" * 10_000,
+        f"{new_id().lower()}.{new_id()}.{'x' * 43}",
+    ],
 )
 def test_malformed_tokens_parse_to_nothing(raw: str | None) -> None:
     assert parse_session_token(raw) is None

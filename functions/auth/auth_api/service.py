@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
+from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
 
 from auth_api.models import LoginBody, RegisterBody
@@ -20,7 +20,8 @@ from nimbus_core.ratelimits import ACCOUNT_AUTH_FAILURES
 from nimbus_core.settings import Settings, get_settings
 from nimbus_core.tokens import hash_secret, new_session_token
 
-_log = logging.getLogger(__name__)
+# A child of the function's Powertools logger: JSON lines, the operator's log level.
+_log = Logger(child=True)
 
 # No account can have a longer login name (usernames <= 64, emails <= 254), and DynamoDB refuses
 # index keys over 2 KiB, so longer input is simply "no such user".

@@ -8,10 +8,10 @@ store outage must not take the API down, and a function that never read the conf
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from functools import cache
 
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.parameters import SSMProvider
 
 from nimbus_core.adapters.clients import ssm
@@ -19,7 +19,8 @@ from nimbus_core.killswitches import KillSwitch, parse_enabled
 from nimbus_core.loglevels import DEFAULT_LEVEL, normalize
 from nimbus_core.settings import get_settings
 
-_log = logging.getLogger(__name__)
+# A child of the function's Powertools logger: JSON lines, the operator's log level.
+_log = Logger(child=True)
 
 
 @dataclass(frozen=True, slots=True)

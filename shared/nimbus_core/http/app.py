@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -52,8 +51,7 @@ def _apply_log_level() -> None:
         level = runtime_config.current().log_level
     except Exception:  # the guard reports SSM failures as a 500; logging keeps its level meanwhile
         return
-    logger.setLevel(LEVELS[level])
-    logging.getLogger("nimbus_core").setLevel(LEVELS[level])
+    logger.setLevel(LEVELS[level])  # child loggers of every module follow
 
 
 def _strip_trailing_slash(event: dict[str, Any]) -> None:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response
 
 from nimbus_core.errors import ErrorCode, NimbusError
 
-_log = logging.getLogger(__name__)
+# A child of the function's Powertools logger: JSON lines, the operator's log level.
+_log = Logger(child=True)
 
 BASE_HEADERS = {"Cache-Control": "no-store"}
 

@@ -1,0 +1,124 @@
+"""End-to-end: the real local API (`nimbus-local serve`) over HTTP, started once per test session.
+
+Tests stay independent by using their own usernames and their own source addresses: every
+loopback address 127.x.y.z reaches the server, and the server takes the source IP from the socket,
+so a test can be "another client" simply by binding another address.
+"""
+
+from __future__ import annotations
+
+import http.client
+import itertools
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from nimbus_tools.local.launcher import LocalApiProcess, start_local_api
+
+pytestmark = pytest.mark.e2e
+
+_addresses = itertools.count(2)
+
+
+def new_ip() -> str:
+    """A loopback address no other test uses."""
+    n = next(_addresses)
+    return f"127.0.{n // 250}.{n % 250 + 2}"
+
+
+def new_name(prefix: str = "u") -> str:
+    """A username no other test uses."""
+    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+@dataclass
+class Reply:
+    """An HTTP response, decoded."""
+
+    status: int
+    body: Any
+    headers: dict[str, str]
+
+
+class Client:
+    """A minimal HTTP client that can choose its source address."""
+
+    def __init__(self, api: LocalApiProcess) -> None:
+        self.api = api
+        host, port = api.api_url.removeprefix("http://").split(":")
+        self.host, self.port = host, int(port)
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: bytes | None = None,
+        token: str | None = None,
+        headers: dict[str, str] | None = None,
+        ip: str = "127.0.0.1",
+    ) -> Reply:
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=30, source_address=(ip, 0))
+        sent = dict(headers or {})
+        if token:
+            sent["Authorization"] = token
+        payload = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        if payload is not None:
+            sent.setdefault("Content-Type", "application/json")
+        try:
+            connection.request(method, path, body=payload, headers=sent)
+            response = connection.getresponse()
+            data = response.read()
+        finally:
+            connection.close()
+        return Reply(response.status, json.loads(data) if data else None, dict(response.getheaders()))
+
+    def register(self, username: str, *, ip: str | None = None, password: str = "correct horse") -> Reply:
+        body = {"username": username, "email": f"{username}@example.com", "password": password}
+        return self.call("POST", "/register", body, ip=ip or new_ip())
+
+    def login(self, username: str, password: str = "correct horse", *, ip: str | None = None) -> Reply:
+        return self.call("POST", "/login", {"username": username, "password": password}, ip=ip or new_ip())
+
+
+@pytest.fixture(scope="session")
+def local_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalApiProcess]:
+    """The local API with the real template, on free ports."""
+    state_dir = tmp_path_factory.mktemp("nimbus-local")
+    api = start_local_api(state_dir=state_dir, timeout=90)
+    yield api
+    assert api.stop() == 0, "the local API did not stop cleanly on Ctrl-C"
+
+
+@pytest.fixture(scope="session")
+def client(local_api: LocalApiProcess) -> Client:
+    return Client(local_api)
+
+
+@pytest.fixture(scope="session")
+def aws(local_api: LocalApiProcess) -> Any:
+    """A boto3 session pointed at the local API's emulator (to look inside, as an operator would)."""
+    return boto3.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+    )
+
+
+@pytest.fixture(scope="session")
+def dynamodb(aws: Any, local_api: LocalApiProcess) -> Any:
+    return aws.client("dynamodb", endpoint_url=local_api.aws_endpoint_url)
+
+
+def run_cli(local_api: LocalApiProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the operator tool against the running local API, as a person would."""
+    state = Path(local_api.state_dir) / "serve.json"
+    command = [sys.executable, "-m", "nimbus_tools.cli.main", "--state", str(state), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)

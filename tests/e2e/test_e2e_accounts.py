@@ -1,0 +1,136 @@
+"""Register, read the emailed link, log in and use the session, over HTTP."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from nimbus_tools.local.control import read_mail
+from nimbus_tools.local.launcher import LocalApiProcess
+from tests.e2e.conftest import Client, new_ip, new_name, run_cli
+
+
+def _user_id(token: str) -> str:
+    return token.split(".", maxsplit=1)[0]
+
+
+def test_register_login_and_read_me_over_http(client: Client, local_api: LocalApiProcess) -> None:
+    name = new_name("Alice")
+    registered = client.register(name)
+    assert registered.status == 201, registered.body
+    assert set(registered.body) == {"token", "exp"}
+    assert registered.headers["Cache-Control"] == "no-store"
+    assert registered.headers["Content-Type"] == "application/json"
+    assert registered.headers["RateLimit-Limit"] == "1"
+
+    by_email = client.login(f"{name.upper()}@EXAMPLE.COM")
+    assert by_email.status == 201, by_email.body
+    me = client.call("GET", "/users/me", token=by_email.body["token"])
+    assert me.status == 200
+    assert me.body["username"] == name
+    assert me.body["verifiedAt"] is None
+
+
+def test_verification_link_is_captured_and_listed_by_the_operator_tool(
+    client: Client, local_api: LocalApiProcess
+) -> None:
+    name = new_name()
+    assert client.register(name).status == 201
+    address = f"{name}@example.com"
+    mails = [m for m in read_mail(local_api.aws_endpoint_url) if address in m["to"]]
+    assert len(mails) == 1
+    link = re.search(r"http://127\.0\.0\.1:\d+/verify\?token=[A-Za-z0-9_-]{43}", mails[0]["text"])
+    assert link, mails[0]["text"]
+    assert link.group(0) in mails[0]["html"]
+
+    listed = run_cli(local_api, "mail", "list", "--to", address)
+    assert listed.returncode == 0, listed.stderr
+    assert link.group(0) in listed.stdout
+    as_json = run_cli(local_api, "mail", "list", "--to", address, "--json")
+    assert [m["subject"] for m in json.loads(as_json.stdout)] == ["Verify your email address"]
+
+
+def test_revoked_session_is_refused_on_the_next_request(client: Client, dynamodb: Any) -> None:
+    token = client.register(new_name()).body["token"]
+    assert client.call("GET", "/users/me", token=token).status == 200
+    user_id, session_id, _ = token.split(".")
+    dynamodb.delete_item(
+        TableName="SessionsTable", Key={"userId": {"S": user_id}, "sessionId": {"S": session_id}}
+    )
+    refused = client.call("GET", "/users/me", token=token)
+    assert (refused.status, refused.body["code"]) == (401, "INVALID_SESSION_ERROR")
+
+
+def test_expired_session_is_refused_although_ttl_has_not_removed_it(client: Client, dynamodb: Any) -> None:
+    token = client.register(new_name()).body["token"]
+    user_id, session_id, _ = token.split(".")
+    dynamodb.update_item(
+        TableName="SessionsTable",
+        Key={"userId": {"S": user_id}, "sessionId": {"S": session_id}},
+        UpdateExpression="SET #e = :past",
+        ExpressionAttributeNames={"#e": "exp"},
+        ExpressionAttributeValues={":past": {"N": "1000"}},
+    )
+    refused = client.call("GET", "/users/me", token=token)
+    assert (refused.status, refused.body["code"]) == (401, "INVALID_SESSION_ERROR")
+
+
+def test_bad_bodies_get_their_contract_errors_never_a_500(client: Client) -> None:
+    cases: list[tuple[bytes, str]] = [
+        (b"not json", "INVALID_BODY_ERROR"),
+        (b"[1,2,3]", "INVALID_BODY_ERROR"),
+        (b'{"username": "\xff\xfe"}', "INVALID_BODY_ERROR"),
+        (b'{"username": "\\ud800", "email": "a@b.io", "password": "12345678"}', "INVALID_BODY_ERROR"),
+        (b"[" * 50_000, "INVALID_BODY_ERROR"),
+        (b'{"username": 5, "email": null}', "MISSING_FIELDS_ERROR"),
+        (
+            b'{"username": "' + b"a" * 65 + b'", "email": "a@b.io", "password": "12345678"}',
+            "INVALID_USERNAME_ERROR",
+        ),
+        (
+            json.dumps({"username": "\u202eevil", "email": "a@b.io", "password": "12345678"}).encode(),
+            "INVALID_USERNAME_ERROR",
+        ),
+        (b'{"username": "ok_name", "email": "not-an-email", "password": "12345678"}', "INVALID_EMAIL_ERROR"),
+        (b'{"username": "ok_name", "email": "a@b.io", "password": "short"}', "INVALID_FIELDS_ERROR"),
+    ]
+    for raw, code in cases:
+        reply = client.call("POST", "/register", raw=raw, ip=new_ip())
+        assert (reply.status, reply.body["code"]) == (400, code), raw[:60]
+
+
+def test_unknown_routes_answer_json_404_and_trailing_slashes_are_tolerated(client: Client) -> None:
+    for method, path in [("GET", "/nope"), ("GET", "/login"), ("DELETE", "/users/me"), ("PUT", "/")]:
+        reply = client.call(method, path)
+        assert (reply.status, reply.body["code"]) == (404, "INVALID_ENDPOINT_ERROR"), (method, path)
+        assert reply.headers["Content-Type"] == "application/json"
+    token = client.register(new_name()).body["token"]
+    assert client.call("GET", "/users/me/", token=token).status == 200
+
+
+def test_source_ip_comes_from_the_socket_not_from_forwarding_headers(client: Client) -> None:
+    ip = new_ip()
+    assert client.register(new_name(), ip=ip).status == 201
+    spoofed = client.call(
+        "POST",
+        "/register",
+        {"username": new_name(), "email": f"{new_name()}@example.com", "password": "12345678"},
+        headers={"X-Forwarded-For": "192.0.2.99", "X-Real-IP": "192.0.2.99"},
+        ip=ip,
+    )
+    assert spoofed.status == 429
+
+
+def test_one_log_line_per_request(client: Client, local_api: LocalApiProcess) -> None:
+    before = len(local_api.request_lines())
+    for _ in range(3):
+        client.call("GET", "/")
+    assert local_api.wait_for(lambda: len(local_api.request_lines()) >= before + 3, timeout=10)
+    last = local_api.request_lines()[-1]
+    assert (last["method"], last["path"], last["status"], last["function"]) == (
+        "GET",
+        "/",
+        "200",
+        "AdminFunction",
+    )

@@ -1,0 +1,71 @@
+"""Limits and uniqueness hold under concurrent requests (process-isolated workers, like Lambda)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from tests.e2e.conftest import Client, Reply, new_ip, new_name
+
+
+def _parallel(count: int, call: Any) -> list[Reply]:
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(call, range(count)))
+
+
+def test_concurrent_registrations_of_one_username_in_any_case_create_exactly_one_user(
+    client: Client, dynamodb: Any
+) -> None:
+    name = new_name("Dup")
+    variants = [name.upper(), name.lower(), name.swapcase(), name]
+
+    def register(i: int) -> Reply:
+        username = variants[i % len(variants)]
+        body = {"username": username, "email": f"{username}.{i}@example.com", "password": "correct horse"}
+        return client.call("POST", "/register", body, ip=new_ip())
+
+    replies = _parallel(20, register)
+    assert Counter(r.status for r in replies) == {201: 1, 409: 19}, [(r.status, r.body) for r in replies]
+    assert {r.body["code"] for r in replies if r.status == 409} == {"USER_EXISTS_ERROR"}
+    claim = dynamodb.get_item(
+        TableName="UsersTable", Key={"pk": {"S": f"USERNAME#{name.lower()}"}}, ConsistentRead=True
+    )
+    winner = next(r for r in replies if r.status == 201).body["token"].split(".")[0]
+    assert claim["Item"]["userId"]["S"] == winner
+    users = dynamodb.query(
+        TableName="UsersTable",
+        IndexName="UsernameIndex",
+        KeyConditionExpression="usernameKey = :k",
+        ExpressionAttributeValues={":k": {"S": name.lower()}},
+    )["Items"]
+    assert len(users) == 1
+
+
+def test_concurrent_logins_from_one_ip_let_exactly_four_counted_requests_through(client: Client) -> None:
+    name = new_name()
+    assert client.register(name).status == 201
+    ip = new_ip()
+    replies = _parallel(12, lambda _: client.login(name, "wrong password", ip=ip))
+    assert Counter(r.status for r in replies) == {401: 4, 429: 8}
+    for reply in replies:
+        assert reply.headers["RateLimit-Limit"] == "4"
+        assert 0 < int(reply.headers["RateLimit-Reset"]) <= 300
+        if reply.status == 429:
+            assert reply.body["code"] == "RATELIMITED_ERROR"
+            assert reply.headers["RateLimit-Remaining"] == "0"
+            assert 0 < int(reply.headers["Retry-After"]) <= 300
+    # Even the right password is refused now: the window is used up.
+    assert client.login(name, ip=ip).status == 429
+
+
+def test_unknown_user_answers_are_not_counted_even_concurrently(client: Client) -> None:
+    name = new_name()
+    assert client.register(name).status == 201
+    ip = new_ip()
+    unknown = _parallel(10, lambda i: client.login(f"nobody_{i}_{name}", ip=ip))
+    assert {r.status for r in unknown} == {404}
+    counted = [client.login(name, "wrong password", ip=ip) for _ in range(3)]
+    assert [r.status for r in counted] == [401, 401, 401]
+    assert client.login(name, ip=ip).status == 201
+    assert client.login(name, ip=ip).status == 429

@@ -1,0 +1,104 @@
+"""Operators at work against the running local API: kill switches, staff, and AWS failing."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from nimbus_tools.local.control import clear_faults, inject_fault
+from nimbus_tools.local.launcher import LocalApiProcess
+from tests.e2e.conftest import Client, new_ip, new_name, run_cli
+
+CACHE_AGE = 10  # seconds a function may keep its copy of the kill switches (CONTRACT section 11)
+
+
+def _wait_for_status(client: Client, call: Any, status: int, bound: float) -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < bound:
+        if call().status == status:
+            return time.monotonic() - start
+        time.sleep(0.25)
+    raise AssertionError(f"status {status} not seen within {bound}s")
+
+
+def test_kill_switch_flipped_in_ssm_takes_effect_within_the_cache_age_and_staff_pass(
+    client: Client, local_api: LocalApiProcess
+) -> None:
+    staff_name, user_name = new_name("staff"), new_name()
+    staff_token = client.register(staff_name).body["token"]
+    user_token = client.register(user_name).body["token"]
+    promoted = run_cli(local_api, "staff", "promote", staff_name)
+    assert promoted.returncode == 0, promoted.stderr
+
+    enabled = run_cli(local_api, "killswitch", "enable", "GLOBAL")
+    flipped = time.monotonic()
+    assert enabled.returncode == 0, enabled.stderr
+    try:
+        took = _wait_for_status(
+            client, lambda: client.call("GET", "/users/me", token=user_token), 503, CACHE_AGE + 5
+        )
+        assert took <= CACHE_AGE + 1.5
+        # Every worker (each with its own cache, like Lambda containers) sees it once the cache age passed.
+        time.sleep(max(0.0, flipped + CACHE_AGE + 0.5 - time.monotonic()))
+        for _ in range(6):
+            blocked = client.call("GET", "/users/me", token=user_token)
+            assert blocked.body == {
+                "code": "SERVICE_UNAVAILABLE_ERROR",
+                "message": "Service Unavailable",
+                "feature": 8,
+            }
+            assert client.call("GET", "/").status == 503
+            assert client.login(user_name).status == 503
+        staff = client.call("GET", "/users/me", token=staff_token)
+        assert (staff.status, staff.body["staff"]) == (200, True)
+        listed = run_cli(local_api, "killswitch", "list")
+        assert "GLOBAL" in listed.stdout
+    finally:
+        assert run_cli(local_api, "killswitch", "disable", "GLOBAL").returncode == 0
+    _wait_for_status(client, lambda: client.call("GET", "/users/me", token=user_token), 200, CACHE_AGE + 5)
+
+
+def test_operator_tool_refuses_bad_input_with_non_zero_exit(local_api: LocalApiProcess) -> None:
+    assert run_cli(local_api, "killswitch", "enable", "NOT_A_SWITCH").returncode != 0
+    assert run_cli(local_api, "staff", "promote", new_name("ghost")).returncode != 0
+    assert run_cli(local_api, "loglevel", "set", "LOUD").returncode != 0
+
+
+def test_email_failure_answers_500_and_leaves_nothing_behind(
+    client: Client, local_api: LocalApiProcess, dynamodb: Any
+) -> None:
+    name, ip = new_name(), new_ip()
+    inject_fault(local_api.aws_endpoint_url, "ses", "SendEmail", status=400, code="MessageRejected")
+    try:
+        failed = client.register(name, ip=ip)
+    finally:
+        clear_faults(local_api.aws_endpoint_url)
+    assert (failed.status, failed.body) == (
+        500,
+        {"code": "INTERNAL_SERVER_ERROR", "message": "Internal Server Error"},
+    )
+    for pk in (f"USERNAME#{name.lower()}", f"EMAIL#{name.lower()}@example.com"):
+        assert "Item" not in dynamodb.get_item(
+            TableName="UsersTable", Key={"pk": {"S": pk}}, ConsistentRead=True
+        )
+    # Nothing half-written, and a 500 does not use up the IP's one registration.
+    assert client.register(name, ip=ip).status == 201
+
+
+def test_database_failure_answers_500_and_writes_nothing(
+    client: Client, local_api: LocalApiProcess, dynamodb: Any
+) -> None:
+    name, ip = new_name(), new_ip()
+    inject_fault(local_api.aws_endpoint_url, "dynamodb", "TransactWriteItems")
+    try:
+        failed = client.register(name, ip=ip)
+        token = client.register(new_name()).body  # any registration fails while DynamoDB does
+    finally:
+        clear_faults(local_api.aws_endpoint_url)
+    assert failed.status == 500
+    assert "Traceback" not in str(failed.body)
+    assert token["code"] == "INTERNAL_SERVER_ERROR"
+    assert "Item" not in dynamodb.get_item(
+        TableName="UsersTable", Key={"pk": {"S": f"USERNAME#{name.lower()}"}}, ConsistentRead=True
+    )
+    assert client.register(name, ip=ip).status == 201
