@@ -56,7 +56,7 @@ lint: $(VENV)/.synced
 typecheck: $(VENV)/.synced
 	$(VENV)/bin/mypy
 
-validate: $(SAM) deps-layer
+validate: $(SAM) deps-layer-check
 	$(SAM) validate --lint --region us-east-1
 
 pytest: $(VENV)/.synced
@@ -69,14 +69,37 @@ bench: $(VENV)/.synced
 	$(PY) -m bench
 
 # The DepsLayer's requirements are exported from the lock file, never edited by hand.
-deps-layer: $(UV)
-	$(UV) export --quiet --locked --no-dev --no-emit-project --no-hashes --format requirements-txt -o layers/deps/requirements.txt
+# --no-default-groups: runtime dependencies only (no dev tools, no boto3: Lambda provides it).
+# --no-header + our own header: uv's header would record the local python path, which differs
+# between machines and would make deps-layer-check fail for no reason.
+DEPS_REQS := layers/deps/requirements.txt
+DEPS_EXPORT = { echo '\# Generated from uv.lock by `make deps-layer`; do not edit. boto3 is provided by the Lambda runtime.'; \
+	$(UV) export --quiet --locked --no-default-groups --no-emit-project --no-hashes --no-header \
+	--format requirements-txt --python $(PY313); }
 
+deps-layer: $(UV)
+	$(DEPS_EXPORT) > $(DEPS_REQS).tmp || { rm -f $(DEPS_REQS).tmp; exit 1; }
+	@if cmp -s $(DEPS_REQS).tmp $(DEPS_REQS); then rm $(DEPS_REQS).tmp; else mv $(DEPS_REQS).tmp $(DEPS_REQS); echo "updated $(DEPS_REQS)"; fi
+
+# Fails (without touching the file) when the committed layer requirements are stale versus uv.lock.
+.PHONY: deps-layer-check
+deps-layer-check: $(UV)
+	@fresh=$$(mktemp) && trap 'rm -f "$$fresh"' EXIT && $(DEPS_EXPORT) > "$$fresh" \
+		&& { diff -u $(DEPS_REQS) "$$fresh" || { echo "$(DEPS_REQS) is stale versus uv.lock: run 'make deps-layer' and commit it"; exit 1; }; }
+
+# samconfig.toml environment: `make deploy ENV=prod` (default: [default]). An ENV holding a path is
+# the POSIX shell's startup-file variable, not a SAM environment, and is ignored.
+SAM_ENV := $(if $(findstring /,$(ENV)),default,$(or $(ENV),default))
+
+# Build settings (cached, parallel) are in samconfig.toml. The python_pip workflow fetches arm64
+# wheels without Docker; the grep refuses a build that picked up an x86_64 wheel anyway.
 build: $(SAM) deps-layer
-	$(SAM) build
+	$(SAM) build --config-env $(SAM_ENV)
+	@! grep -rl --include=WHEEL x86_64 .aws-sam/build \
+		|| { echo "x86_64 wheels in .aws-sam/build (the Lambda functions run on arm64)"; exit 1; }
 
 deploy: build
-	$(SAM) deploy $(ARGS)
+	$(SAM) deploy --config-env $(SAM_ENV) $(ARGS)
 
 clean:
 	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache .local
