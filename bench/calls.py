@@ -1,0 +1,462 @@
+"""AWS calls per request on a warm function, counted at the SDK boundary under moto.
+
+The functions run in this process through ``InProcessApi`` (the local API's router and payload v2
+events) against moto's ``mock_aws``, provisioned from template.yaml, like the integration tests.
+Counting happens on the three cached clients every function uses (``nimbus_core.adapters.clients``):
+``before-call`` fires once per API call, ``before-send`` once per HTTP attempt, so a retried call
+shows up as more attempts than calls. A round trip is an HTTP attempt: that is what a budget counts.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import logging
+import os
+import statistics
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+from unittest import mock
+
+import boto3
+from botocore.client import BaseClient
+from moto import mock_aws
+
+from bench.table import render
+from nimbus_core import clock
+from nimbus_core.adapters import clients, runtime_config
+from nimbus_core.auth import USED_AT_REFRESH_SECONDS
+from nimbus_core.settings import get_settings
+from nimbus_core.tokens import parse_session_token
+from nimbus_tools.local.inprocess import InProcessApi, Reply
+from nimbus_tools.local.provision import provision
+from nimbus_tools.template import Template
+
+REGION = "us-east-1"
+# Fake credentials and no endpoint: moto answers in process, nothing can reach a real account.
+FAKE_AWS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+}
+UNSET_AWS = ("AWS_ENDPOINT_URL", "AWS_PROFILE")
+SERVICES = ("dynamodb", "ssm", "sesv2")
+PASSWORD = "correct horse battery"
+
+Config = Literal["warm", "cold"]
+
+
+class ScenarioError(RuntimeError):
+    """A scenario did not behave as scripted, so its numbers would mean nothing."""
+
+
+@dataclass
+class Tally:
+    """The AWS activity of one request."""
+
+    calls: list[tuple[str, str]] = field(default_factory=list)  # (service, operation), in call order
+    attempts: Counter[str] = field(default_factory=Counter)  # HTTP attempts per service
+    other_clients: list[str] = field(default_factory=list)  # calls by clients we do not watch
+
+    def key(self) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, int], ...]]:
+        """Everything counted, hashable, to check that repetitions agree."""
+        return tuple(self.calls), tuple(sorted(self.attempts.items()))
+
+
+class CallCounter:
+    """Counts the API calls and HTTP attempts of the functions' cached clients while measuring."""
+
+    def __init__(self, watched: Sequence[BaseClient]) -> None:
+        self._watched = tuple(watched)
+        self._tally: Tally | None = None
+        for client in self._watched:
+            # First in line: before-call stops at the first handler that answers (fault injection
+            # does), and a call answered that way must still be counted.
+            client.meta.events.register_first("before-call", self._on_call)
+            client.meta.events.register_first("before-send", self._on_send)
+
+    def _on_call(self, event_name: str, **_: Any) -> None:
+        if self._tally is not None:
+            _prefix, service, operation = event_name.split(".", 2)
+            self._tally.calls.append((service, operation))
+
+    def _on_send(self, event_name: str, **_: Any) -> None:
+        if self._tally is not None:
+            self._tally.attempts[event_name.split(".")[1]] += 1
+
+    @contextmanager
+    def measure(self) -> Iterator[Tally]:
+        """Count everything the watched clients do inside the ``with`` block.
+
+        Calls by any other boto3 client are recorded too (every client goes through
+        ``BaseClient._make_api_call``): they would escape the per-client counters and make a
+        figure look better than it is.
+        """
+        tally = Tally()
+        # Private botocore API (absent from its stubs), but the one door every client call goes through.
+        original = BaseClient._make_api_call  # type: ignore[attr-defined]
+        watched = self._watched
+
+        def spotted(client: BaseClient, operation: str, params: Mapping[str, Any]) -> Any:
+            if not any(client is known for known in watched):
+                tally.other_clients.append(f"{client.meta.service_model.service_name}.{operation}")
+            return original(client, operation, params)
+
+        self._tally = tally
+        try:
+            with mock.patch.object(BaseClient, "_make_api_call", spotted):
+                yield tally
+        finally:
+            self._tally = None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A limit from the issue; None means "not limited"."""
+
+    text: str
+    dynamodb: int | None = None
+    ssm: int | None = None
+    ses: int | None = None
+    total: int | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One request to measure.
+
+    ``prepare`` does the uncounted setup (users, sessions, clock-dependent items) and returns the
+    request itself, so only that request falls inside the counting window.
+    """
+
+    name: str
+    expected_status: int
+    prepare: Callable[[], Callable[[], Reply]]
+    budget: Budget | None = None
+    config: Config = "warm"
+
+
+@dataclass(frozen=True)
+class ServiceFigures:
+    """Median calls and HTTP attempts of one service, and the operations called in order."""
+
+    calls: int
+    attempts: int
+    operations: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CallRow:
+    """The result of one scenario."""
+
+    scenario: str
+    function: str
+    status: int
+    services: dict[str, ServiceFigures]
+    constant: bool  # every repetition made exactly the same calls
+    budget: Budget | None
+    verdict: str  # OK, OVER, or "-" without a budget
+
+    def round_trips(self, service: str) -> int:
+        """HTTP attempts to ``service`` (a retried call costs one round trip per attempt)."""
+        return self.services[service].attempts
+
+    def total(self) -> int:
+        """Round trips to every service."""
+        return sum(figures.attempts for figures in self.services.values())
+
+
+class Harness:
+    """Requests, users and sessions for the scenarios, on the in-process API."""
+
+    def __init__(self, api: InProcessApi, session: boto3.Session) -> None:
+        self.api = api
+        # The bench's own client for setup writes: it is not watched, and setup is never inside
+        # a counting window anyway.
+        self._dynamodb = session.client("dynamodb")
+        self._sequence = itertools.count(1)
+
+    def unique(self, prefix: str) -> str:
+        """A name never used before in this run."""
+        return f"{prefix}{next(self._sequence)}"
+
+    def fresh_ip(self) -> str:
+        """A source IP never used before: the per-IP rate limits (register: 1 per 6 h) never bite."""
+        n = next(self._sequence)
+        return f"10.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
+
+    def register(self, username: str) -> str:
+        """Register ``username`` (uncounted) and return its session token."""
+        reply = self.api.call(
+            "POST",
+            "/register",
+            {"username": username, "email": f"{username}@example.com", "password": PASSWORD},
+            ip=self.fresh_ip(),
+        )
+        _expect(f"setup: register {username}", 201, reply)
+        token: str = reply.body["token"]
+        return token
+
+    def set_used_at(self, token: str, age_seconds: float) -> None:
+        """Write the session's usedAt as ``age_seconds`` ago (what a request that long ago left)."""
+        parsed = parse_session_token(token)
+        if parsed is None:
+            raise ScenarioError(f"setup: unreadable session token {token!r}")
+        self._dynamodb.update_item(
+            TableName=get_settings().sessions_table,
+            Key={"userId": {"S": parsed.user_id}, "sessionId": {"S": parsed.session_id}},
+            UpdateExpression="SET usedAt = :u",
+            ExpressionAttributeValues={":u": {"S": clock.iso(clock.now() - age_seconds)}},
+        )
+
+
+def _expect(what: str, status: int, reply: Reply) -> None:
+    if reply.status != status:
+        raise ScenarioError(f"{what}: expected HTTP {status}, got {reply.status}: {reply.body}")
+
+
+REGISTER_BUDGET = Budget("DynamoDB <= 3, SES <= 1", dynamodb=3, ses=1)
+LOGIN_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)
+ME_BUDGET = Budget("auth 1 DynamoDB; total <= 1, SSM 0", dynamodb=1, ssm=0, total=1)
+# Not in the issue: runtime_config promises one GetParameters for both parameters.
+COLD_BUDGET = Budget("SSM <= 1 (design, not issue)", ssm=1)
+
+
+def scenarios(h: Harness) -> list[Scenario]:
+    """The scenarios, in table order (their shared users are registered here, uncounted)."""
+    login_name = h.unique("login")
+    me_token = h.register(h.unique("me"))
+    h.register(login_name)
+
+    def post(path: str, body: dict[str, Any]) -> Callable[[], Reply]:
+        ip = h.fresh_ip()
+        return lambda: h.api.call("POST", path, body, ip=ip)
+
+    def get(path: str, token: str | None = None) -> Callable[[], Reply]:
+        return lambda: h.api.call("GET", path, token=token)
+
+    def register() -> Callable[[], Reply]:
+        name = h.unique("reg")
+        return post("/register", {"username": name, "email": f"{name}@example.com", "password": PASSWORD})
+
+    def wrong_password() -> Callable[[], Reply]:
+        # A new account each time: repeated failures on one account would lock it (429).
+        name = h.unique("wrong")
+        h.register(name)
+        return post("/login", {"username": name, "password": "not the password"})
+
+    def me(age_seconds: float) -> Callable[[], Callable[[], Reply]]:
+        def prepare() -> Callable[[], Reply]:
+            h.set_used_at(me_token, age_seconds)
+            return get("/users/me", me_token)
+
+        return prepare
+
+    stale = USED_AT_REFRESH_SECONDS + 300
+    return [
+        Scenario("POST /register", 201, register, REGISTER_BUDGET),
+        Scenario(
+            "POST /login (username)",
+            201,
+            lambda: post("/login", {"username": login_name, "password": PASSWORD}),
+            LOGIN_BUDGET,
+        ),
+        Scenario(
+            "POST /login (email)",
+            201,
+            lambda: post("/login", {"username": f"{login_name}@example.com", "password": PASSWORD}),
+            LOGIN_BUDGET,
+        ),
+        Scenario("POST /login wrong password", 401, wrong_password),
+        Scenario(
+            "POST /login unknown user",
+            404,
+            lambda: post("/login", {"username": h.unique("nobody"), "password": PASSWORD}),
+        ),
+        Scenario("GET /users/me (usedAt recent)", 200, me(0), ME_BUDGET),
+        Scenario(f"GET /users/me (usedAt {stale // 60} min old)", 200, me(stale)),
+        Scenario("GET /", 200, lambda: get("/")),
+        Scenario("GET /no/such/route (404)", 404, lambda: get("/no/such/route")),
+        Scenario("GET /users/me, cold config cache", 200, me(0), COLD_BUDGET, config="cold"),
+    ]
+
+
+def _set_config(config: Config) -> None:
+    """Put the runtime-config cache in the state the scenario is about.
+
+    Warm: fetched a moment ago. The cache lives ``config_cache_seconds`` (10 s) and a repetition
+    with argon2 and moto can take a noticeable part of that, so the bench refetches right before
+    each measured request instead of hoping the entry has not expired. Cold: nothing cached, as
+    in a new container.
+    """
+    runtime_config.reset()
+    if config == "warm":
+        runtime_config.current()
+
+
+def run_scenario(scenario: Scenario, counter: CallCounter, repetitions: int) -> CallRow:
+    """Measure ``scenario`` ``repetitions`` times after one discarded warm-up request."""
+    tallies: list[Tally] = []
+    reply: Reply | None = None
+    for repetition in range(repetitions + 1):
+        send = scenario.prepare()
+        _set_config(scenario.config)
+        with counter.measure() as tally:
+            reply = send()
+        _expect(scenario.name, scenario.expected_status, reply)
+        if tally.other_clients:
+            raise ScenarioError(f"{scenario.name}: calls by unwatched clients: {tally.other_clients}")
+        if repetition:  # repetition 0 warms lazy imports and first-use caches on this path
+            tallies.append(tally)
+    assert reply is not None  # repetitions + 1 >= 1
+    services = {service: _figures(service, tallies) for service in SERVICES}
+    row = CallRow(
+        scenario=scenario.name,
+        function=reply.function,
+        status=reply.status,
+        services=services,
+        constant=len({t.key() for t in tallies}) == 1,
+        budget=scenario.budget,
+        verdict="-",
+    )
+    return replace(row, verdict=_verdict(row))
+
+
+def _figures(service: str, tallies: Sequence[Tally]) -> ServiceFigures:
+    # median_low keeps whole numbers; with constant figures every statistic is the same anyway.
+    calls = statistics.median_low([sum(1 for s, _ in t.calls if s == service) for t in tallies])
+    attempts = statistics.median_low([t.attempts[service] for t in tallies])
+    sequences = Counter(tuple(op for s, op in t.calls if s == service) for t in tallies)
+    return ServiceFigures(calls=calls, attempts=attempts, operations=sequences.most_common(1)[0][0])
+
+
+def _verdict(row: CallRow) -> str:
+    budget = row.budget
+    if budget is None:
+        return "-"
+    limits = (
+        (budget.dynamodb, row.round_trips("dynamodb")),
+        (budget.ssm, row.round_trips("ssm")),
+        (budget.ses, row.round_trips("sesv2")),
+        (budget.total, row.total()),
+    )
+    return "OVER" if any(limit is not None and value > limit for limit, value in limits) else "OK"
+
+
+@contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    """Set ``values`` (and drop real-AWS settings) for the block; restore everything after."""
+    saved = dict(os.environ)
+    for name in UNSET_AWS:
+        os.environ.pop(name, None)
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@contextmanager
+def _function_logs_captured() -> Iterator[io.StringIO]:
+    """Send the functions' log lines (Powertools writes JSON to stdout, Lambda's log stream) to a
+    buffer for the block: the bench's stdout is its report. The buffer explains a failed scenario."""
+    buffer = io.StringIO()
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    redirected: list[tuple[logging.StreamHandler[Any], Any]] = []
+    for logger in loggers:
+        for handler in getattr(logger, "handlers", []):
+            if isinstance(handler, logging.StreamHandler) and handler.stream in (sys.stdout, sys.__stdout__):
+                redirected.append((handler, handler.setStream(buffer)))
+    try:
+        yield buffer
+    finally:
+        for handler, stream in redirected:
+            handler.setStream(stream)
+
+
+def _reset_caches() -> None:
+    """Forget settings, clients and runtime config, as the integration tests do between cases."""
+    get_settings.cache_clear()
+    clients.reset()
+    runtime_config.reset()
+
+
+def measure_calls(template: Template, repetitions: int) -> list[CallRow]:
+    """Provision moto from ``template``, warm every function, and measure every scenario."""
+    with _environment(FAKE_AWS), mock_aws():
+        provision(boto3.Session(region_name=REGION), template)
+        api = InProcessApi(template)
+        # Before any handler import: Powertools reads its environment when the module loads.
+        os.environ.update(api.environment())
+        _reset_caches()
+        try:
+            for logical_id in api.specs:
+                api.handler(logical_id)  # import every handler now, as a warm container has
+            counter = CallCounter([clients.dynamodb(), clients.ssm(), clients.sesv2()])
+            with _function_logs_captured() as logs:
+                harness = Harness(api, boto3.Session(region_name=REGION))
+                try:
+                    return [run_scenario(s, counter, repetitions) for s in scenarios(harness)]
+                except ScenarioError as error:
+                    tail = "\n".join(logs.getvalue().splitlines()[-20:])
+                    raise ScenarioError(f"{error}\n--- last function log lines ---\n{tail}") from None
+        finally:
+            _reset_caches()
+
+
+def _cell(figures: ServiceFigures) -> str:
+    text = str(figures.attempts)
+    if figures.attempts != figures.calls:
+        text += f" ({figures.calls} call{'' if figures.calls == 1 else 's'})"
+    if figures.operations:
+        text += " " + ", ".join(figures.operations)
+    return text
+
+
+def format_calls(rows: Sequence[CallRow], repetitions: int) -> str:
+    """The calls table, with how its figures were measured."""
+    headers = ["Scenario", "HTTP", "DynamoDB round trips", "SSM", "SES", "Budget", "Verdict"]
+    body = [
+        [
+            row.scenario + ("" if row.constant else " (varies!)"),
+            str(row.status),
+            _cell(row.services["dynamodb"]),
+            _cell(row.services["ssm"]),
+            _cell(row.services["sesv2"]),
+            row.budget.text if row.budget else "-",
+            row.verdict,
+        ]
+        for row in rows
+    ]
+    how = (
+        f"Measured: median of {repetitions} requests per scenario after 1 discarded warm-up, handlers in "
+        "process on moto, SSM config cached just before each warm request; counts are HTTP attempts "
+        "(botocore before-send) on the 3 cached clients, '(n calls)' = before-call count when retries differ."
+    )
+    return "\n".join([render(headers, body), how])
+
+
+def calls_json(rows: Sequence[CallRow]) -> list[dict[str, Any]]:
+    """The rows as plain data for ``--json``."""
+    return [
+        {
+            "scenario": row.scenario,
+            "function": row.function,
+            "status": row.status,
+            "constant": row.constant,
+            "services": {
+                name: {"calls": f.calls, "attempts": f.attempts, "operations": list(f.operations)}
+                for name, f in row.services.items()
+            },
+            "budget": row.budget.text if row.budget else None,
+            "verdict": row.verdict,
+        }
+        for row in rows
+    ]

@@ -1,0 +1,263 @@
+"""Import time of each function's handler module, against a handler that only imports boto3.
+
+An import is what a cold start pays before the first request (Lambda imports the handler module
+in a fresh interpreter), so each figure comes from a fresh interpreter: the child times
+``importlib.import_module`` with ``time.perf_counter`` (interpreter start-up, equal for all, is
+left out). Children run one after another, never in parallel (two cores: parallel children would
+time each other), and round-robin over the modules so that a burst of load from elsewhere on the
+machine spreads over every module instead of penalising one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from bench.table import render
+from nimbus_tools.template import REPO_ROOT, Template, function_specs
+
+BARE_MODULE = "bench.bare_handler"
+BUDGET_RATIO = 2.0
+TOP = 8
+MARKER = "--- bench: the measured import starts here ---"
+# Runs in the child: everything before the marker (interpreter and site start-up) is not measured.
+CHILD = (
+    "import importlib, sys, time\n"
+    "sys.stderr.write(sys.argv[2] + '\\n')\n"
+    "sys.stderr.flush()\n"
+    "start = time.perf_counter()\n"
+    "importlib.import_module(sys.argv[1])\n"
+    "print('IMPORT_SECONDS', time.perf_counter() - start)\n"
+)
+# Settings that would change what is measured: no .pyc writing (the Lambda runtime has compiled
+# files, so cold imports read .pyc), or -X importtime turned on for every run.
+DROPPED_ENV = ("PYTHONDONTWRITEBYTECODE", "PYTHONPROFILEIMPORTTIME")
+_IMPORTTIME = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)\s*$")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A module to import and the environment its function gets from the template."""
+
+    label: str
+    module: str
+    environment: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Contributor:
+    """One module of an ``-X importtime`` run: its own import time (children excluded), the module
+    that imported it, and the nearest first-party module on that import chain (what to change)."""
+
+    module: str
+    self_ms: float
+    imported_by: str
+    first_party: str
+
+
+@dataclass(frozen=True)
+class ImportRow:
+    """The import figures of one target."""
+
+    label: str
+    module: str
+    runs_ms: tuple[float, ...]
+    median_ms: float
+    ratio: float | None  # to the bare boto3 handler; None for the baseline itself
+    verdict: str  # OK, OVER, or "-" for the baseline
+    top: tuple[Contributor, ...]  # largest self times, whether the bare handler has them or not
+    added: tuple[Contributor, ...]  # modules the bare boto3 handler does not import
+
+
+def targets(template: Template) -> list[Target]:
+    """The bare boto3 handler first (the baseline), then every function's handler module."""
+    specs = function_specs(template)
+    # The baseline gets the same environment as a real function, so only the code differs.
+    common = specs[0].environment if specs else {}
+    return [
+        Target("bare boto3 handler", BARE_MODULE, dict(common)),
+        *(Target(spec.logical_id, spec.handler_module, spec.environment) for spec in specs),
+    ]
+
+
+def _child_env(extra: Mapping[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
+    env.update(extra)
+    return env
+
+
+def _run_child(target: Target, *, importtime: bool = False) -> subprocess.CompletedProcess[str]:
+    flags = ["-X", "importtime"] if importtime else []
+    result = subprocess.run(
+        [sys.executable, *flags, "-c", CHILD, target.module, MARKER],
+        cwd=REPO_ROOT,  # sys.path[0] is the working directory with -c: bench.bare_handler resolves
+        env=_child_env(target.environment),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"importing {target.module} failed:\n{result.stderr[-2000:]}")
+    return result
+
+
+def time_import(target: Target) -> float:
+    """Milliseconds to import ``target.module`` in a fresh interpreter."""
+    output = _run_child(target).stdout
+    for line in reversed(output.splitlines()):
+        if line.startswith("IMPORT_SECONDS "):
+            return float(line.split()[1]) * 1000
+    raise RuntimeError(f"no timing from the child importing {target.module}: {output!r}")
+
+
+def profile_import(target: Target, first_party: frozenset[str]) -> list[Contributor]:
+    """Every module of one ``-X importtime`` run of ``target``, in import-completion order.
+
+    ``-X importtime`` prints a module after its children, indented one level deeper than its
+    importer, so a module's importer is the next line with less indentation.
+    """
+    stderr = _run_child(target, importtime=True).stderr
+    lines = stderr.split(MARKER, 1)[-1].splitlines()
+    parsed = [(int(m[1]), len(m[3]), m[4]) for m in map(_IMPORTTIME.match, lines) if m]
+    importer: dict[str, str] = {}
+    for index, (_, depth, module) in enumerate(parsed):
+        importer[module] = next((name for _, d, name in parsed[index + 1 :] if d < depth), "-")
+
+    def first_party_importer(module: str) -> str:
+        current = importer[module]
+        while current != "-" and current.split(".")[0] not in first_party:
+            current = importer.get(current, "-")
+        return current
+
+    return [
+        Contributor(module, self_us / 1000, importer[module], first_party_importer(module))
+        for self_us, _, module in parsed
+    ]
+
+
+def measure_imports(template: Template, runs: int) -> list[ImportRow]:
+    """Time every target ``runs`` times (after one discarded warm-up each) and profile each once."""
+    chosen = targets(template)
+    first_party = frozenset({"nimbus_core", "bench", *(t.module.split(".")[0] for t in chosen)})
+    for target in chosen:
+        time_import(target)  # warm-up: writes __pycache__ so the timed runs read .pyc like Lambda
+    timings: dict[str, list[float]] = {t.module: [] for t in chosen}
+    for _ in range(runs):
+        for target in chosen:
+            timings[target.module].append(time_import(target))
+    baseline = statistics.median(timings[BARE_MODULE])
+    in_bare = {c.module for c in profile_import(chosen[0], first_party)}
+    rows = []
+    for target in chosen:
+        median = statistics.median(timings[target.module])
+        is_baseline = target.module == BARE_MODULE
+        ratio = None if is_baseline else median / baseline
+        profile = [] if is_baseline else profile_import(target, first_party)
+        rows.append(
+            ImportRow(
+                label=target.label,
+                module=target.module,
+                runs_ms=tuple(timings[target.module]),
+                median_ms=median,
+                ratio=ratio,
+                verdict="-" if ratio is None else ("OK" if ratio <= BUDGET_RATIO else "OVER"),
+                top=tuple(sorted(profile, key=lambda c: c.self_ms, reverse=True)[:TOP]),
+                added=tuple(c for c in profile if c.module not in in_bare),
+            )
+        )
+    return rows
+
+
+def _by_package(contributors: Sequence[Contributor]) -> dict[str, float]:
+    """Self time per top-level package, largest first."""
+    totals: defaultdict[str, float] = defaultdict(float)
+    for c in contributors:
+        totals[c.module.split(".")[0]] += c.self_ms
+    return dict(sorted(totals.items(), key=lambda item: item[1], reverse=True))
+
+
+def format_imports(rows: Sequence[ImportRow], runs: int) -> str:
+    """The import-time table, how it was measured, and where each handler's import time goes."""
+    headers = ["Function", "Handler module", "Median ms", "Min-max ms", "x bare", "Budget", "Verdict"]
+    body = [
+        [
+            row.label,
+            row.module,
+            f"{row.median_ms:.0f}",
+            f"{min(row.runs_ms):.0f}-{max(row.runs_ms):.0f}",
+            "1.00" if row.ratio is None else f"{row.ratio:.2f}",
+            "-" if row.ratio is None else f"<= {BUDGET_RATIO:g}x bare",
+            row.verdict,
+        ]
+        for row in rows
+    ]
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    parts = [
+        render(headers, body, right=frozenset({2, 3, 4})),
+        f"Measured: median of {runs} fresh `{os.path.basename(sys.executable)} -c` interpreters per module "
+        "(perf_counter around the import only, template environment, .pyc cached by 1 discarded "
+        f"warm-up run); load average now {load}.",
+    ]
+    for row in rows:
+        if not row.top:
+            continue
+        added = {c.module for c in row.added}
+        parts.append(
+            f"\n{row.module}: top {len(row.top)} self times, one `-X importtime` run (adds overhead)"
+        )
+        parts.append(
+            render(
+                ["Self ms", "Module", "Imported by", "First-party importer", "Bare boto3 has it"],
+                [
+                    [
+                        f"{c.self_ms:.1f}",
+                        c.module,
+                        c.imported_by,
+                        c.first_party,
+                        "no" if c.module in added else "yes",
+                    ]
+                    for c in row.top
+                ],
+                right=frozenset({0}),
+            )
+        )
+        packages = ", ".join(f"{name} {ms:.0f}" for name, ms in list(_by_package(row.added).items())[:6])
+        parts.append(
+            f"Not imported by the bare boto3 handler: {len(row.added)} modules, "
+            f"{sum(c.self_ms for c in row.added):.0f} ms self time; by package (ms): {packages}"
+        )
+    return "\n".join(parts)
+
+
+def imports_json(rows: Sequence[ImportRow]) -> list[dict[str, object]]:
+    """The rows as plain data for ``--json``."""
+    return [
+        {
+            "function": row.label,
+            "module": row.module,
+            "runs_ms": [round(ms, 2) for ms in row.runs_ms],
+            "median_ms": round(row.median_ms, 2),
+            "ratio_to_bare": None if row.ratio is None else round(row.ratio, 3),
+            "budget_ratio": BUDGET_RATIO,
+            "verdict": row.verdict,
+            "top_self_ms": [_contributor_json(c) for c in row.top],
+            "added_self_ms_by_package": {name: round(ms, 2) for name, ms in _by_package(row.added).items()},
+        }
+        for row in rows
+    ]
+
+
+def _contributor_json(c: Contributor) -> dict[str, object]:
+    return {
+        "module": c.module,
+        "self_ms": round(c.self_ms, 2),
+        "imported_by": c.imported_by,
+        "first_party_importer": c.first_party,
+    }
