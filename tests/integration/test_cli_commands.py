@@ -1,0 +1,310 @@
+"""`nimbus` against a deployed stack (CloudFormation outputs), emulated by moto's mock_aws."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from nimbus_tools.cli.main import main
+from nimbus_tools.template import load_template, resources_of_type
+
+REGION = "eu-west-1"
+STACK = ["--stack", "nimbus-test", "--region", REGION]
+ISO_MS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+def _stack_template() -> str:
+    """The real template's tables, parameters and name outputs, as plain CloudFormation."""
+    template = load_template()
+    resources = {
+        **resources_of_type(template, "AWS::DynamoDB::Table"),
+        **resources_of_type(template, "AWS::SSM::Parameter"),
+    }
+    outputs = {key: value for key, value in template["Outputs"].items() if key.endswith("Name")}
+    body = {
+        "Parameters": {"Stage": template["Parameters"]["Stage"]},
+        "Resources": resources,
+        "Outputs": outputs,
+    }
+    return json.dumps(body)
+
+
+class Deployed:
+    """The emulated stack: names from its outputs, clients in its region."""
+
+    def __init__(self) -> None:
+        cloudformation = boto3.client("cloudformation", region_name=REGION)
+        cloudformation.create_stack(StackName="nimbus-test", TemplateBody=_stack_template())
+        stack = cloudformation.describe_stacks(StackName="nimbus-test")["Stacks"][0]
+        self.outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+        self.dynamodb = boto3.client("dynamodb", region_name=REGION)
+        self.ssm = boto3.client("ssm", region_name=REGION)
+
+    def add_user(self, username: str, user_id: str, **attributes: Any) -> None:
+        table = self.outputs["UsersTableName"]
+        self.dynamodb.put_item(
+            TableName=table, Item={"pk": {"S": f"USERNAME#{username.lower()}"}, "userId": {"S": user_id}}
+        )
+        self.dynamodb.put_item(TableName=table, Item={"pk": {"S": f"USER#{user_id}"}, **attributes})
+
+    def user(self, user_id: str) -> dict[str, Any]:
+        key = {"pk": {"S": f"USER#{user_id}"}}
+        return self.dynamodb.get_item(TableName=self.outputs["UsersTableName"], Key=key)["Item"]
+
+    def parameter(self, output: str) -> str:
+        return self.ssm.get_parameter(Name=self.outputs[output])["Parameter"]["Value"]
+
+    def domains(self) -> dict[str, dict[str, Any]]:
+        items = self.dynamodb.scan(TableName=self.outputs["DomainsTableName"])["Items"]
+        return {item["domain"]["S"]: item for item in items}
+
+
+@pytest.fixture
+def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+        monkeypatch.setenv(key, value)
+    for key in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "AWS_DEFAULT_REGION", "AWS_REGION"):
+        monkeypatch.delenv(key, raising=False)
+    with mock_aws():
+        yield Deployed()
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# ----------------------------------------------------------------------------------------------- staff
+
+
+def test_promote_sets_staff_on_the_user_found_by_case_insensitive_username(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deployed.add_user("Alice", "u-1", staff={"BOOL": False})
+    code, out, _ = _run(capsys, *STACK, "staff", "promote", "ALICE")
+    assert code == 0
+    assert "ALICE is now staff" in out
+    user = deployed.user("u-1")
+    assert user["staff"] == {"BOOL": True}
+    assert ISO_MS.fullmatch(user["updatedAt"]["S"])
+
+
+def test_demote_clears_staff_and_target_options_may_follow_the_command(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deployed.add_user("bob", "u-2", staff={"BOOL": True})
+    code, out, _ = _run(capsys, "staff", "demote", "bob", *STACK)
+    assert code == 0
+    assert "no longer staff" in out
+    assert deployed.user("u-2")["staff"] == {"BOOL": False}
+
+
+def test_promoting_an_unknown_user_fails_with_a_message(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _run(capsys, *STACK, "staff", "promote", "nobody")
+    assert code == 1
+    assert out == ""
+    assert "no user named 'nobody'" in err
+    assert "Traceback" not in err
+
+
+def test_a_username_claim_without_its_user_item_is_not_created(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deployed.dynamodb.put_item(
+        TableName=deployed.outputs["UsersTableName"],
+        Item={"pk": {"S": "USERNAME#ghost"}, "userId": {"S": "u-9"}},
+    )
+    code, _, err = _run(capsys, *STACK, "staff", "promote", "ghost")
+    assert code == 1
+    assert "no user named" in err
+    key = {"pk": {"S": "USER#u-9"}}
+    assert "Item" not in deployed.dynamodb.get_item(TableName=deployed.outputs["UsersTableName"], Key=key)
+
+
+# --------------------------------------------------------------------------------------- kill switches
+
+
+def test_killswitch_list_shows_every_switch_with_number_and_state(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deployed.ssm.put_parameter(
+        Name=deployed.outputs["KillSwitchParameterName"],
+        Value='["ACCOUNT_LOGIN"]',
+        Type="String",
+        Overwrite=True,
+    )
+    code, out, _ = _run(capsys, *STACK, "killswitch", "list")
+    assert code == 0
+    rows = [line.split() for line in out.splitlines()]
+    assert rows[0] == ["NAME", "NUMBER", "STATE"]
+    assert ["ACCOUNT_LOGIN", "4", "on"] in rows
+    assert ["GLOBAL", "8", "off"] in rows
+    assert len(rows) == 1 + 9
+
+
+def test_killswitch_enable_and_disable_by_name_or_number(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(capsys, *STACK, "killswitch", "enable", "account_login")[0] == 0
+    assert _run(capsys, *STACK, "killswitch", "enable", "0")[0] == 0
+    assert deployed.parameter("KillSwitchParameterName") == '["ACCOUNT_CREATE", "ACCOUNT_LOGIN"]'
+    code, out, _ = _run(capsys, *STACK, "killswitch", "enable", "ACCOUNT_CREATE")
+    assert code == 0
+    assert "was already on" in out
+    assert _run(capsys, *STACK, "killswitch", "disable", "Account_Create")[0] == 0
+    assert deployed.parameter("KillSwitchParameterName") == '["ACCOUNT_LOGIN"]'
+
+
+def test_unknown_killswitch_exits_2_listing_the_valid_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    # Bad input is refused before any AWS call: no stack (or running API) needed.
+    code, _, err = _run(capsys, "killswitch", "enable", "everything")
+    assert code == 2
+    assert "unknown kill switch 'everything'" in err
+    assert "ACCOUNT_LOGIN (4)" in err
+    assert "GLOBAL (8)" in err
+    assert _run(capsys, "killswitch", "disable", "9")[0] == 2
+
+
+# ------------------------------------------------------------------------------------------- log level
+
+
+def test_loglevel_get_and_set_normalise_the_level(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(capsys, *STACK, "loglevel", "get") == (0, "INFO\n", "")
+    code, out, _ = _run(capsys, *STACK, "loglevel", "set", " debug ")
+    assert code == 0
+    assert "DEBUG" in out
+    assert "was INFO" in out
+    assert deployed.parameter("LogLevelParameterName") == "DEBUG"
+
+
+@pytest.mark.parametrize("level", ["verbose", "10", ""])
+def test_invalid_loglevel_exits_2(level: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "loglevel", "set", level)
+    assert code == 2
+    assert "DEBUG, INFO, WARN, ERROR, NONE" in err
+
+
+# --------------------------------------------------------------------------------------------- domains
+
+
+def test_domain_add_stores_the_lower_cased_name_and_add_again_updates_subdomains(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _run(capsys, *STACK, "domain", "add", "Files.Example.")
+    assert code == 0
+    assert "added files.example" in out
+    first = deployed.domains()["files.example"]
+    assert first["allowsSubdomains"] == {"BOOL": False}
+    assert ISO_MS.fullmatch(first["createdAt"]["S"])
+
+    code, out, _ = _run(capsys, *STACK, "domain", "add", "files.example", "--subdomains")
+    assert code == 0
+    assert "updated files.example" in out
+    second = deployed.domains()["files.example"]
+    assert second["allowsSubdomains"] == {"BOOL": True}
+    assert second["createdAt"] == first["createdAt"]
+
+
+def test_domain_list_shows_each_domain_and_remove_deletes_it(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert "no domains" in _run(capsys, *STACK, "domain", "list")[1]
+    _run(capsys, *STACK, "domain", "add", "b.example", "--subdomains")
+    _run(capsys, *STACK, "domain", "add", "a.example")
+    code, out, _ = _run(capsys, *STACK, "domain", "list")
+    rows = [line.split() for line in out.splitlines()]
+    assert code == 0
+    assert rows[0] == ["DOMAIN", "SUBDOMAINS", "CREATED"]
+    assert [row[:2] for row in rows[1:]] == [["a.example", "no"], ["b.example", "yes"]]
+
+    assert _run(capsys, *STACK, "domain", "remove", "A.Example")[0] == 0
+    assert set(deployed.domains()) == {"b.example"}
+
+
+def test_removing_an_unknown_domain_exits_1(deployed: Deployed, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, *STACK, "domain", "remove", "nope.example")
+    assert code == 1
+    assert "nope.example is not an offered domain" in err
+
+
+@pytest.mark.parametrize(
+    "name", ["bad_domain.example", "-x.example", "a..example", "1.2.3.4", "x" * 64 + ".example"]
+)
+def test_invalid_domain_names_exit_2(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "domain", "add", "--", name)
+    assert code == 2
+    assert "not a valid domain name" in err
+
+
+# --------------------------------------------------------------------------------------------- targets
+
+
+def test_mail_is_refused_for_a_deployed_stack(deployed: Deployed, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, *STACK, "mail", "list")
+    assert code == 2
+    assert "only captured by the local API" in err
+
+
+def test_an_unknown_stack_fails_with_a_message(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _run(capsys, "--stack", "missing", "--region", REGION, "loglevel", "get")
+    assert code == 1
+    assert "cannot read stack 'missing'" in err
+    assert "Traceback" not in err
+
+
+def test_without_a_running_local_api_commands_say_how_to_start_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _run(capsys, "--state", str(tmp_path / "serve.json"), "loglevel", "get")
+    assert code == 1
+    assert "the local API is not running; start it with `make serve`" in err
+
+
+def test_a_serve_json_left_by_a_dead_server_counts_as_not_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = {
+        "api_url": "http://127.0.0.1:1",
+        "aws_endpoint_url": "http://127.0.0.1:2",
+        "region": "us-east-1",
+        "stage": "dev",
+        "tables": {},
+        "parameters": {},
+        "pid": 2**22 + 12345,
+    }
+    (tmp_path / "serve.json").write_text(json.dumps(state))
+    code, _, err = _run(capsys, "--state", str(tmp_path / "serve.json"), "domain", "list")
+    assert code == 1
+    assert "not running" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["staff"],
+        ["staff", "promote"],
+        ["killswitch", "toggle", "x"],
+        ["--state", "a", "--stack", "b", "loglevel", "get"],
+        ["--region", "eu-west-1", "loglevel", "get"],
+    ],
+)
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert "usage:" in capsys.readouterr().err

@@ -1,0 +1,99 @@
+"""Provisioning from template.yaml under moto: every table, TTL, parameter, SES identity, default domain."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from nimbus_tools.local.provision import provision
+from nimbus_tools.template import load_template
+
+REGION = "us-east-1"
+TEMPLATE = load_template()
+
+
+@pytest.fixture
+def session(monkeypatch: pytest.MonkeyPatch) -> Iterator[boto3.Session]:
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    with mock_aws():
+        yield boto3.Session(region_name=REGION)
+
+
+def test_every_table_is_created_with_its_keys_and_indexes(session: boto3.Session) -> None:
+    stack = provision(session, TEMPLATE)
+    dynamodb = session.client("dynamodb")
+    assert sorted(dynamodb.list_tables()["TableNames"]) == sorted(stack.tables.values())
+    users = dynamodb.describe_table(TableName="UsersTable")["Table"]
+    assert users["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
+    assert sorted(i["IndexName"] for i in users.get("GlobalSecondaryIndexes", [])) == [
+        "EmailIndex",
+        "UsernameIndex",
+    ]
+    assert users["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+
+
+def test_ttl_is_enabled_exactly_where_the_template_says(session: boto3.Session) -> None:
+    provision(session, TEMPLATE)
+    dynamodb = session.client("dynamodb")
+    ttl = {
+        name: dynamodb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+        for name in ("UsersTable", "SessionsTable", "CountersTable", "TokensTable", "DomainsTable")
+    }
+    for name in ("SessionsTable", "CountersTable", "TokensTable"):
+        assert ttl[name] == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expiresAt"}
+    for name in ("UsersTable", "DomainsTable"):
+        assert ttl[name]["TimeToLiveStatus"] == "DISABLED"
+
+
+def test_ssm_parameters_hold_their_template_values_under_the_stage_path(session: boto3.Session) -> None:
+    stack = provision(session, TEMPLATE, {"Stage": "qa"})
+    assert stack.parameters == {
+        "KillSwitchParameter": "/nimbus/qa/killswitches",
+        "LogLevelParameter": "/nimbus/qa/loglevel",
+    }
+    ssm = session.client("ssm")
+    assert ssm.get_parameter(Name="/nimbus/qa/killswitches")["Parameter"]["Value"] == "[]"
+    assert ssm.get_parameter(Name="/nimbus/qa/loglevel")["Parameter"]["Value"] == "INFO"
+
+
+def test_sender_identity_is_verified_for_ses_v1_and_v2(session: boto3.Session) -> None:
+    provision(session, TEMPLATE, {"SenderEmail": "mailer@nimbus.test"})
+    assert (
+        "mailer@nimbus.test"
+        in session.client("ses").list_verified_email_addresses()["VerifiedEmailAddresses"]
+    )
+    session.client("sesv2").get_email_identity(EmailIdentity="mailer@nimbus.test")  # raises if missing
+    sent = session.client("sesv2").send_email(
+        FromEmailAddress="mailer@nimbus.test",
+        Destination={"ToAddresses": ["a@example.com"]},
+        Content={"Simple": {"Subject": {"Data": "s"}, "Body": {"Text": {"Data": "t"}}}},
+    )
+    assert sent["MessageId"]
+
+
+def test_default_domain_is_offered_lower_cased_with_subdomains(session: boto3.Session) -> None:
+    provision(session, TEMPLATE, {"DefaultDomain": "Nimbus.Test"})
+    items = session.client("dynamodb").scan(TableName="DomainsTable")["Items"]
+    assert len(items) == 1
+    assert items[0]["domain"] == {"S": "nimbus.test"}
+    assert items[0]["allowsSubdomains"] == {"BOOL": True}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", items[0]["createdAt"]["S"])
+
+
+def test_provisioning_twice_keeps_data_and_resets_parameters(session: boto3.Session) -> None:
+    provision(session, TEMPLATE)
+    dynamodb, ssm = session.client("dynamodb"), session.client("ssm")
+    first = dynamodb.scan(TableName="DomainsTable")["Items"]
+    dynamodb.put_item(TableName="UsersTable", Item={"pk": {"S": "USER#1"}})
+    ssm.put_parameter(Name="/nimbus/dev/loglevel", Value="DEBUG", Type="String", Overwrite=True)
+    provision(session, TEMPLATE)
+    assert dynamodb.scan(TableName="DomainsTable")["Items"] == first
+    assert dynamodb.get_item(TableName="UsersTable", Key={"pk": {"S": "USER#1"}}).get("Item")
+    assert ssm.get_parameter(Name="/nimbus/dev/loglevel")["Parameter"]["Value"] == "INFO"

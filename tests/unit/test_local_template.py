@@ -1,0 +1,157 @@
+"""template.yaml as the local tools read it: short tags, parameters, intrinsics, tables, functions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nimbus_tools.template import (
+    Resolver,
+    TemplateError,
+    function_specs,
+    http_api_cors,
+    load_template,
+    parameter_values,
+    resolver,
+    ssm_parameter_names,
+    ssm_parameters,
+    table_definitions,
+)
+
+TEMPLATE = load_template()
+
+
+def test_short_form_tags_load_as_long_form_intrinsics() -> None:
+    auth = TEMPLATE["Resources"]["AuthFunction"]["Properties"]
+    statements = auth["Policies"][0]["Statement"]
+    assert statements[0]["Resource"][0] == {"Fn::GetAtt": ["UsersTable", "Arn"]}
+    assert statements[0]["Resource"][1] == {"Fn::Sub": "${UsersTable.Arn}/index/*"}
+    assert TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]["STAGE"] == {"Ref": "Stage"}
+
+
+def test_parameters_default_to_their_template_defaults_as_strings() -> None:
+    values = parameter_values(TEMPLATE)
+    assert values["Stage"] == "dev"
+    assert values["SessionHours"] == "24"
+    assert values["StaffRequireSecondFactor"] == "true"
+
+
+def test_parameter_overrides_are_checked_like_cloudformation_checks_them() -> None:
+    assert parameter_values(TEMPLATE, {"Stage": "prod"})["Stage"] == "prod"
+    with pytest.raises(TemplateError, match="does not match"):
+        parameter_values(TEMPLATE, {"Stage": "Not Valid"})
+    with pytest.raises(TemplateError, match="not one of"):
+        parameter_values(TEMPLATE, {"StaffRequireSecondFactor": "maybe"})
+    with pytest.raises(TemplateError, match="unknown parameter"):
+        parameter_values(TEMPLATE, {"Stag": "prod"})
+
+
+def test_ssm_parameter_names_are_resolved_from_sub_with_the_stage() -> None:
+    assert ssm_parameters(TEMPLATE, {"Stage": "prod"}) == {
+        "/nimbus/prod/killswitches": "[]",
+        "/nimbus/prod/loglevel": "INFO",
+    }
+    assert ssm_parameter_names(TEMPLATE) == {
+        "KillSwitchParameter": "/nimbus/dev/killswitches",
+        "LogLevelParameter": "/nimbus/dev/loglevel",
+    }
+
+
+def test_refs_resolve_to_local_names_and_getatt_arn_to_a_fake_arn() -> None:
+    names = resolver(TEMPLATE)
+    assert names.resolve({"Ref": "UsersTable"}) == "UsersTable"
+    assert names.resolve({"Ref": "LogLevelParameter"}) == "/nimbus/dev/loglevel"
+    assert names.resolve({"Ref": "CorsAllowedOrigins"}) == ["https://files.example"]
+    assert names.resolve({"Fn::GetAtt": ["SessionsTable", "Arn"]}) == (
+        "arn:aws:dynamodb:us-east-1:123456789012:table/SessionsTable"
+    )
+    assert names.resolve({"Fn::Sub": "${UsersTable.Arn}/index/*"}) == (
+        "arn:aws:dynamodb:us-east-1:123456789012:table/UsersTable/index/*"
+    )
+
+
+def test_sub_knows_the_pseudo_parameters_and_escaped_literals() -> None:
+    names = resolver(TEMPLATE)
+    text = "${AWS::Partition}:${AWS::Region}:${AWS::AccountId}:${AWS::URLSuffix}:${!Literal}"
+    assert names.resolve({"Fn::Sub": text}) == "aws:us-east-1:123456789012:amazonaws.com:${Literal}"
+    assert names.resolve({"Fn::Sub": ["${A}-${Stage}", {"A": {"Ref": "Stage"}}]}) == "dev-dev"
+
+
+def test_join_select_split_and_conditions_resolve() -> None:
+    template = {
+        "Parameters": {"Env": {"Type": "String", "Default": "prod"}},
+        "Conditions": {"IsProd": {"Fn::Equals": [{"Ref": "Env"}, "prod"]}},
+        "Resources": {},
+    }
+    names = Resolver(template, parameter_values(template))
+    assert names.resolve({"Fn::Join": ["-", ["a", {"Ref": "Env"}]]}) == "a-prod"
+    assert names.resolve({"Fn::Select": [1, {"Fn::Split": [",", "x,y,z"]}]}) == "y"
+    assert names.resolve({"Fn::If": ["IsProd", "big", "small"]}) == "big"
+    assert names.resolve({"Fn::Not": [{"Condition": "IsProd"}]}) is False
+
+
+def test_unsupported_intrinsics_and_refs_fail_clearly() -> None:
+    names = resolver(TEMPLATE)
+    with pytest.raises(TemplateError, match="Fn::ImportValue is not supported"):
+        names.resolve({"Fn::ImportValue": "x"})
+    with pytest.raises(
+        TemplateError, match=r"Ref to NimbusApi \(AWS::Serverless::HttpApi\) is not supported"
+    ):
+        names.resolve({"Ref": "NimbusApi"})
+    with pytest.raises(TemplateError, match=r"only \.Arn"):
+        names.resolve({"Fn::GetAtt": ["UsersTable", "StreamArn"]})
+    with pytest.raises(TemplateError, match="unknown parameter or resource"):
+        names.resolve({"Ref": "Nope"})
+
+
+def test_table_definitions_give_create_table_kwargs_and_ttl() -> None:
+    tables = table_definitions(TEMPLATE)
+    assert set(tables) == {"UsersTable", "SessionsTable", "CountersTable", "TokensTable", "DomainsTable"}
+    users = tables["UsersTable"]["create_table"]
+    assert users["TableName"] == "UsersTable"
+    assert users["BillingMode"] == "PAY_PER_REQUEST"
+    assert users["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
+    assert [i["IndexName"] for i in users["GlobalSecondaryIndexes"]] == ["UsernameIndex", "EmailIndex"]
+    assert tables["SessionsTable"]["create_table"]["KeySchema"][1] == {
+        "AttributeName": "sessionId",
+        "KeyType": "RANGE",
+    }
+    assert {name: t["ttl_attribute"] for name, t in tables.items()} == {
+        "UsersTable": None,
+        "SessionsTable": "expiresAt",
+        "CountersTable": "expiresAt",
+        "TokensTable": "expiresAt",
+        "DomainsTable": None,
+    }
+
+
+def test_function_specs_merge_globals_with_the_function_and_list_routes() -> None:
+    specs = {s.logical_id: s for s in function_specs(TEMPLATE, {"Stage": "qa"})}
+    assert set(specs) == {"AuthFunction", "AccountsFunction", "AdminFunction"}
+    auth = specs["AuthFunction"]
+    assert auth.handler == "auth_api.handler.lambda_handler"
+    assert (auth.handler_module, auth.handler_function) == ("auth_api.handler", "lambda_handler")
+    assert auth.code_uri == "functions/auth/"
+    assert (auth.memory_size, auth.timeout) == (1024, 10)  # own MemorySize, Globals Timeout
+    assert auth.environment["STAGE"] == "qa"
+    assert auth.environment["USERS_TABLE"] == "UsersTable"
+    assert auth.environment["KILLSWITCH_PARAMETER"] == "/nimbus/qa/killswitches"
+    assert auth.environment["SESSION_HOURS"] == "24"
+    assert [r.route_key for r in auth.routes] == ["POST /register", "POST /login"]
+    assert [r.route_key for r in specs["AdminFunction"].routes] == ["GET /", "$default"]
+    assert specs["AdminFunction"].routes[1].method == "ANY"
+
+
+def test_cors_configuration_is_resolved_from_the_http_api() -> None:
+    cors = http_api_cors(TEMPLATE)
+    assert cors is not None
+    assert cors["AllowOrigins"] == ["https://files.example"]
+    assert "X-Session-Name" in cors["AllowHeaders"]
+
+
+def test_a_file_that_is_not_a_template_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "not-a-template.yaml"
+    path.write_text("just: text\n")
+    with pytest.raises(TemplateError, match="no Resources"):
+        load_template(path)

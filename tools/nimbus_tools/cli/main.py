@@ -1,0 +1,150 @@
+"""``nimbus``: the operator tool (staff, kill switches, log level, domains, captured mail).
+
+Works on the running local API by default (its serve.json), or on a deployed stack with
+``--stack NAME [--region R]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+from nimbus_tools.cli import commands
+from nimbus_tools.cli.errors import EXIT_USAGE, CliError
+from nimbus_tools.cli.target import Target, local_target, stack_target
+
+
+def _target_options() -> argparse.ArgumentParser:
+    # SUPPRESS defaults let the options go before or after the command without one placement
+    # overwriting the other with None.
+    options = argparse.ArgumentParser(add_help=False)
+    group = options.add_argument_group("target (default: the local API started by `make serve`)")
+    group.add_argument(
+        "--state",
+        type=Path,
+        default=argparse.SUPPRESS,
+        metavar="FILE",
+        help="the local API's serve.json (default: .local/serve.json)",
+    )
+    group.add_argument(
+        "--stack", default=argparse.SUPPRESS, metavar="NAME", help="a deployed CloudFormation stack"
+    )
+    group.add_argument("--region", default=argparse.SUPPRESS, help="the deployed stack's region")
+    return options
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``nimbus``."""
+    common = _target_options()
+    parser = argparse.ArgumentParser(prog="nimbus", description="Operate a Nimbus stack.", parents=[common])
+    groups = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
+
+    def leaf(
+        subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str
+    ) -> argparse.ArgumentParser:
+        return subparsers.add_parser(name, help=help_text, description=help_text, parents=[common])
+
+    staff = groups.add_parser("staff", help="give or take staff rights").add_subparsers(
+        dest="action", required=True
+    )
+    for action, text in (("promote", "make a user staff"), ("demote", "take staff rights away")):
+        leaf(staff, action, text).add_argument("username")
+
+    switches = groups.add_parser("killswitch", help="turn feature groups off and on").add_subparsers(
+        dest="action", required=True
+    )
+    leaf(switches, "list", "show every kill switch and whether it is on")
+    leaf(switches, "enable", "turn a kill switch on (disables the feature)").add_argument(
+        "name", help="name or number"
+    )
+    leaf(switches, "disable", "turn a kill switch off").add_argument("name", help="name or number")
+
+    levels = groups.add_parser("loglevel", help="the functions' log level").add_subparsers(
+        dest="action", required=True
+    )
+    leaf(levels, "get", "show the log level")
+    leaf(levels, "set", "change the log level").add_argument("level", help="DEBUG, INFO, WARN, ERROR or NONE")
+
+    domains = groups.add_parser("domain", help="domains users can get").add_subparsers(
+        dest="action", required=True
+    )
+    leaf(domains, "list", "show the offered domains")
+    add = leaf(domains, "add", "offer a domain (or change whether it allows subdomains)")
+    add.add_argument("name")
+    add.add_argument("--subdomains", action="store_true", help="allow subdomains of this domain")
+    leaf(domains, "remove", "stop offering a domain").add_argument("name")
+
+    mail = groups.add_parser("mail", help="mail captured by the local API").add_subparsers(
+        dest="action", required=True
+    )
+    listing = leaf(mail, "list", "show captured mail, newest last")
+    listing.add_argument("--to", metavar="ADDRESS", help="only mail to this address")
+    listing.add_argument("--json", action="store_true", help="print the raw JSON list")
+    return parser
+
+
+def _target_factory(parser: argparse.ArgumentParser, args: argparse.Namespace) -> commands.TargetFactory:
+    state: Path | None = getattr(args, "state", None)
+    stack: str | None = getattr(args, "stack", None)
+    region: str | None = getattr(args, "region", None)
+    if state is not None and stack is not None:
+        parser.error("--state and --stack cannot be combined")
+    if region is not None and stack is None:
+        parser.error("--region needs --stack")
+
+    def factory() -> Target:
+        return stack_target(stack, region) if stack is not None else local_target(state)
+
+    return factory
+
+
+def run(args: argparse.Namespace, target: commands.TargetFactory) -> str:
+    """Dispatch parsed arguments to their command; returns the text to print."""
+    if args.group == "staff":
+        return commands.staff(args.action, args.username, target)
+    if args.group == "killswitch":
+        return commands.killswitch(args.action, getattr(args, "name", None), target)
+    if args.group == "loglevel":
+        return commands.loglevel(args.action, getattr(args, "level", None), target)
+    if args.group == "domain":
+        return commands.domain(
+            args.action, getattr(args, "name", None), getattr(args, "subdomains", False), target
+        )
+    if args.group == "mail":
+        return commands.mail(args.to, args.json, target)
+    raise CliError(
+        f"unknown command {args.group}", EXIT_USAGE
+    )  # pragma: no cover - argparse refuses it first
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``nimbus`` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    target = _target_factory(parser, args)
+    try:
+        output = run(args, target)
+    except CliError as error:
+        print(f"nimbus: {error.message}", file=sys.stderr)
+        return error.exit_code
+    except NoCredentialsError:
+        print("nimbus: no AWS credentials found (configure a profile or AWS_* variables)", file=sys.stderr)
+        return 1
+    except ClientError as error:
+        details = error.response.get("Error", {})
+        print(
+            f"nimbus: AWS error {details.get('Code', '?')}: {details.get('Message', error)}", file=sys.stderr
+        )
+        return 1
+    except BotoCoreError as error:
+        print(f"nimbus: {error}", file=sys.stderr)
+        return 1
+    print(output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Text the CLI prints: tables and mail, built from plain data (no AWS access here)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from nimbus_core.killswitches import KillSwitch
+from nimbus_tools.cli.store import Domain
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Left-aligned columns separated by two spaces."""
+    materialized = [list(headers), *(list(r) for r in rows)]
+    widths = [max(len(row[i]) for row in materialized) for i in range(len(headers))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in materialized
+    ]
+    return "\n".join(lines)
+
+
+def killswitch_table(enabled: frozenset[KillSwitch]) -> str:
+    """Every kill switch with its number and on/off."""
+    return table(
+        ("NAME", "NUMBER", "STATE"),
+        ((s.name, str(s.value), "on" if s in enabled else "off") for s in KillSwitch),
+    )
+
+
+def killswitch_change(switch: KillSwitch, on: bool, changed: bool) -> str:
+    """``ACCOUNT_LOGIN (4) is now on`` / ``... was already off``."""
+    state = "on" if on else "off"
+    return f"{switch.name} ({switch.value}) {'is now' if changed else 'was already'} {state}"
+
+
+def domain_table(domains: Sequence[Domain]) -> str:
+    """The offered domains, or a note that there are none."""
+    if not domains:
+        return "no domains (add one with `nimbus domain add NAME`)"
+    return table(
+        ("DOMAIN", "SUBDOMAINS", "CREATED"),
+        ((d.domain, "yes" if d.allows_subdomains else "no", d.created_at) for d in domains),
+    )
+
+
+def mail_list(messages: Sequence[dict[str, Any]]) -> str:
+    """Captured emails, oldest first, each with its text body so a link can be copied."""
+    if not messages:
+        return "no mail captured yet"
+    blocks = []
+    for number, message in enumerate(messages, start=1):
+        body = message.get("text") or message.get("html") or "(empty body)"
+        blocks.append(
+            "\n".join(
+                [
+                    f"#{number}  {message.get('timestamp', '')}",
+                    f"From:    {message.get('from', '')}",
+                    f"To:      {', '.join(message.get('to') or [])}",
+                    f"Subject: {message.get('subject', '')}",
+                    "",
+                    str(body).rstrip(),
+                ]
+            )
+        )
+    return ("\n\n" + "-" * 72 + "\n\n").join(blocks)

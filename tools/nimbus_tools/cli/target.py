@@ -1,0 +1,123 @@
+"""Which stack the CLI operates on: the running local API (serve.json) or a deployed stack."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
+
+from nimbus_tools.cli.errors import CliError
+from nimbus_tools.local.session import emulator_session
+from nimbus_tools.local.state import read_state, state_path
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+    from types_boto3_ssm import SSMClient
+
+NOT_RUNNING = "the local API is not running; start it with `make serve`"
+
+# Stack output -> the logical id the rest of the CLI uses (the same keys serve.json has).
+TABLE_OUTPUTS = {
+    "UsersTableName": "UsersTable",
+    "SessionsTableName": "SessionsTable",
+    "CountersTableName": "CountersTable",
+    "TokensTableName": "TokensTable",
+    "DomainsTableName": "DomainsTable",
+}
+PARAMETER_OUTPUTS = {
+    "KillSwitchParameterName": "KillSwitchParameter",
+    "LogLevelParameterName": "LogLevelParameter",
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    """Resource names and an AWS session for one stack."""
+
+    description: str
+    session: boto3.Session
+    tables: dict[str, str]
+    parameters: dict[str, str]
+    endpoint_url: str | None = None  # the local emulator; None for real AWS
+
+    @property
+    def is_local(self) -> bool:
+        """Whether this is the local API's emulator (which alone captures mail)."""
+        return self.endpoint_url is not None
+
+    def table(self, logical_id: str) -> str:
+        """The physical name of a table (``"UsersTable"`` -> its name)."""
+        if logical_id not in self.tables:
+            raise CliError(f"{self.description} has no {logical_id}")
+        return self.tables[logical_id]
+
+    def parameter(self, logical_id: str) -> str:
+        """The name of an SSM parameter (``"KillSwitchParameter"`` -> ``/nimbus/dev/killswitches``)."""
+        if logical_id not in self.parameters:
+            raise CliError(f"{self.description} has no {logical_id}")
+        return self.parameters[logical_id]
+
+    def dynamodb(self) -> DynamoDBClient:
+        """A DynamoDB client for this stack."""
+        return self.session.client("dynamodb", endpoint_url=self.endpoint_url)
+
+    def ssm(self) -> SSMClient:
+        """An SSM client for this stack."""
+        return self.session.client("ssm", endpoint_url=self.endpoint_url)
+
+
+def find_state_file(start: Path | None = None) -> Path:
+    """``.local/serve.json`` in ``start`` (default: the working directory) or its nearest parent.
+
+    `make serve` writes it at the repository root; operators often run `nimbus` from a subdirectory.
+    """
+    here = (start or Path.cwd()).resolve()
+    for directory in (here, *here.parents):
+        candidate = directory / state_path()
+        if candidate.exists():
+            return candidate
+    return here / state_path()
+
+
+def local_target(state_file: Path | None = None) -> Target:
+    """The running local API, from its serve.json (default: see :func:`find_state_file`)."""
+    path = state_file or find_state_file()
+    state = read_state(path)
+    if state is None:
+        raise CliError(NOT_RUNNING)
+    session = emulator_session(state["region"])
+    return Target(
+        description=f"the local API ({state['api_url']})",
+        session=session,
+        tables=dict(state["tables"]),
+        parameters=dict(state["parameters"]),
+        endpoint_url=state["aws_endpoint_url"],
+    )
+
+
+def stack_target(stack_name: str, region: str | None = None) -> Target:
+    """A deployed stack, with names from its CloudFormation Outputs."""
+    session = boto3.Session(region_name=region)
+    try:
+        cloudformation = session.client("cloudformation")
+        stacks = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
+    except NoRegionError:
+        raise CliError("no AWS region configured; pass --region") from None
+    except ClientError as error:
+        raise CliError(
+            f"cannot read stack {stack_name!r}: {error.response['Error'].get('Message', error)}"
+        ) from None
+    except BotoCoreError as error:
+        raise CliError(f"cannot read stack {stack_name!r}: {error}") from None
+    if not stacks:
+        raise CliError(f"stack {stack_name!r} not found")
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", []) if "OutputKey" in o}
+    return Target(
+        description=f"stack {stack_name} ({session.region_name})",
+        session=session,
+        tables={lid: outputs[key] for key, lid in TABLE_OUTPUTS.items() if key in outputs},
+        parameters={lid: outputs[key] for key, lid in PARAMETER_OUTPUTS.items() if key in outputs},
+    )

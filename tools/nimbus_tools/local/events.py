@@ -1,0 +1,223 @@
+"""API Gateway HTTP API payload format 2.0: building the event and reading the function's response.
+
+The shapes follow https://docs.aws.amazon.com/apigateway/latest/developerguide/
+http-api-develop-integrations-lambda.html so handlers see locally what they see deployed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import secrets
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from nimbus_tools.local.router import RouteMatch
+
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def new_request_id() -> str:
+    """An id shaped like API Gateway's (e.g. ``"JKJaXmPLvHcESHA="``)."""
+    return base64.b64encode(secrets.token_bytes(10)).decode()
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    """An HTTP request as the local API received it."""
+
+    method: str
+    target: str  # the request-target: path and query exactly as sent
+    headers: list[tuple[str, str]]
+    body: bytes
+    source_ip: str  # the socket peer; never taken from a header
+    protocol: str = "HTTP/1.1"
+    server_port: int = 80
+    received_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    request_id: str = field(default_factory=new_request_id)
+
+    @property
+    def raw_path(self) -> str:
+        """The path part of the target, still percent-encoded."""
+        return _split_target(self.target)[0]
+
+    @property
+    def raw_query(self) -> str:
+        """The query string without the ``?``, still encoded."""
+        return _split_target(self.target)[1]
+
+    def header(self, name: str) -> str | None:
+        """The (comma-joined) value of a header, case-insensitively; None if absent."""
+        values = [v for k, v in self.headers if k.lower() == name.lower()]
+        return ",".join(values) if values else None
+
+
+def _split_target(target: str) -> tuple[str, str]:
+    path, _, query = target.partition("?")
+    if "://" in path:  # absolute-form ("GET http://host/path"), which proxies send
+        parts = urlsplit(target)
+        path, query = parts.path, parts.query
+    # Not urlsplit for the usual origin-form: it would read "//x" as a host name.
+    return path.split("#", 1)[0] or "/", query.split("#", 1)[0]
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    """An HTTP response to send back."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+class MalformedResponseError(ValueError):
+    """The function's result is not a response API Gateway can use (it answers 502)."""
+
+
+def _api_gateway_time(moment: datetime) -> str:
+    moment = moment.astimezone(UTC)
+    return f"{moment.day:02d}/{_MONTHS[moment.month - 1]}/{moment:%Y:%H:%M:%S} +0000"
+
+
+def _trace_id(moment: datetime) -> str:
+    return f"Root=1-{int(moment.timestamp()):08x}-{os.urandom(12).hex()}"
+
+
+def build_event(
+    request: HttpRequest,
+    match: RouteMatch,
+    *,
+    api_id: str = "local",
+    account_id: str = "123456789012",
+) -> dict[str, Any]:
+    """The payload format 2.0 event API Gateway would send for ``request`` on ``match``."""
+    headers: dict[str, str] = {}
+    cookies: list[str] = []
+    for name, value in request.headers:
+        key = name.lower()
+        if key == "cookie":
+            # Cookies go to their own field (split per cookie) and not to headers.
+            cookies += [c.strip() for c in value.split(";") if c.strip()]
+            continue
+        headers[key] = f"{headers[key]},{value}" if key in headers else value
+
+    # API Gateway appends the caller's address to X-Forwarded-For and adds its own proxy headers.
+    forwarded = headers.get("x-forwarded-for")
+    headers["x-forwarded-for"] = f"{forwarded}, {request.source_ip}" if forwarded else request.source_ip
+    headers["x-forwarded-proto"] = "http"
+    headers["x-forwarded-port"] = str(request.server_port)
+    headers.setdefault("x-amzn-trace-id", _trace_id(request.received_at))
+
+    host = headers.get("host", "localhost")
+    domain_name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    route_key = match.route_key
+
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": route_key,
+        "rawPath": request.raw_path,
+        "rawQueryString": request.raw_query,
+    }
+    if cookies:
+        event["cookies"] = cookies
+    event["headers"] = headers
+    query = _query_parameters(request.raw_query)
+    if query:
+        event["queryStringParameters"] = query
+    event["requestContext"] = {
+        "accountId": account_id,
+        "apiId": api_id,
+        "domainName": domain_name,
+        "domainPrefix": domain_name.split(".")[0],
+        "http": {
+            "method": request.method.upper(),
+            "path": request.raw_path,
+            "protocol": request.protocol,
+            "sourceIp": request.source_ip,
+            "userAgent": headers.get("user-agent", ""),
+        },
+        "requestId": request.request_id,
+        "routeKey": route_key,
+        "stage": "$default",
+        "time": _api_gateway_time(request.received_at),
+        "timeEpoch": int(request.received_at.timestamp() * 1000),
+    }
+    if match.path_parameters:
+        event["pathParameters"] = dict(match.path_parameters)
+    if request.body:
+        try:
+            event["body"] = request.body.decode("utf-8")
+            event["isBase64Encoded"] = False
+        except UnicodeDecodeError:
+            event["body"] = base64.b64encode(request.body).decode()
+            event["isBase64Encoded"] = True
+    else:
+        event["isBase64Encoded"] = False
+    return event
+
+
+def _query_parameters(raw_query: str) -> dict[str, str]:
+    # Repeated keys are comma-joined, as API Gateway does for payload 2.0.
+    parameters: dict[str, str] = {}
+    for key, value in parse_qsl(raw_query, keep_blank_values=True):
+        parameters[key] = f"{parameters[key]},{value}" if key in parameters else value
+    return parameters
+
+
+def response_from_result(result_json: str) -> HttpResponse:
+    """Translate a function's (JSON) result into HTTP, as API Gateway does for payload 2.0.
+
+    A dict with ``statusCode`` is a full response; any other valid JSON (a bare dict, a string, a
+    number) is answered 200 with the JSON as an ``application/json`` body.
+    """
+    try:
+        result = json.loads(result_json)
+    except ValueError as error:
+        raise MalformedResponseError("the function's result is not JSON") from error
+    if not (isinstance(result, dict) and "statusCode" in result):
+        return HttpResponse(200, [("content-type", "application/json")], result_json.encode())
+
+    status = result["statusCode"]
+    if isinstance(status, str) and status.isdigit():
+        status = int(status)
+    if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
+        raise MalformedResponseError(f"statusCode {result['statusCode']!r} is not an HTTP status")
+
+    headers: list[tuple[str, str]] = []
+    raw_headers = result.get("headers")
+    raw_headers = {} if raw_headers is None else raw_headers
+    if not isinstance(raw_headers, dict):
+        raise MalformedResponseError("headers must be an object")
+    for name, value in raw_headers.items():
+        headers.append((str(name), _header_value(value)))
+    raw_cookies = result.get("cookies")
+    raw_cookies = [] if raw_cookies is None else raw_cookies
+    if not isinstance(raw_cookies, list):
+        raise MalformedResponseError("cookies must be a list")
+    headers += [("set-cookie", str(cookie)) for cookie in raw_cookies]
+
+    body = result.get("body")
+    if body is None:
+        payload = b""
+    elif isinstance(body, str):
+        payload = body.encode("utf-8")
+    else:
+        payload = json.dumps(body).encode("utf-8")
+    if result.get("isBase64Encoded") is True and payload:
+        try:
+            payload = base64.b64decode(payload, validate=True)
+        except binascii.Error as error:
+            raise MalformedResponseError("isBase64Encoded but the body is not base64") from error
+    return HttpResponse(status, headers, payload)
+
+
+def _header_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(_header_value(v) for v in value)
+    return str(value)

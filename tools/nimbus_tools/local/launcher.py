@@ -1,0 +1,148 @@
+"""Start ``nimbus-local serve`` in a subprocess and wait until it is ready: for tests and scripts.
+
+    with start_local_api(state_dir=tmp_path, template=FIXTURE) as api:
+        urllib.request.urlopen(api.api_url + "/")
+        inject_fault(api.aws_endpoint_url, "dynamodb", "PutItem")
+    # leaving the block sends SIGINT and waits for a clean exit
+
+Readiness is the "Nimbus local API on ..." line, so no test needs to sleep.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO
+
+from nimbus_tools.local.state import ServeState, read_state, state_path
+
+READY_PREFIX = "Nimbus local API on "
+REQUEST_LINE = re.compile(
+    r"^\d\d:\d\d:\d\d (?P<method>\S+) (?P<path>\S+) (?P<status>\d{3}) (?P<ms>\d+)ms (?P<function>\S+)"
+)
+
+
+class LocalApiProcess:
+    """A running ``nimbus-local serve`` subprocess and its output."""
+
+    def __init__(self, process: subprocess.Popen[str], state_dir: Path) -> None:
+        self.process = process
+        self.state_dir = state_dir
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        self._changed = threading.Condition()
+        self._readers = [
+            threading.Thread(target=self._pump, args=(process.stdout, self.stdout), daemon=True),
+            threading.Thread(target=self._pump, args=(process.stderr, self.stderr), daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+        self._state: ServeState | None = None
+
+    def _pump(self, stream: IO[str] | None, lines: list[str]) -> None:
+        if stream is None:
+            return
+        for line in stream:
+            with self._changed:
+                lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) until ``predicate()`` holds; re-checked whenever output arrives."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not predicate():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(min(remaining, 0.2))
+        return True
+
+    def _ready(self) -> bool:
+        return any(line.startswith(READY_PREFIX) for line in self.stdout) or self.process.poll() is not None
+
+    @property
+    def state(self) -> ServeState:
+        """The contents of serve.json."""
+        if self._state is None:
+            state = read_state(state_path(self.state_dir))
+            if state is None:
+                raise RuntimeError(f"no serve.json in {self.state_dir}")
+            self._state = state
+        return self._state
+
+    @property
+    def api_url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        return self.state["api_url"]
+
+    @property
+    def aws_endpoint_url(self) -> str:
+        """The emulator URL (faults, mail, and AWS SDK calls)."""
+        return self.state["aws_endpoint_url"]
+
+    def request_lines(self) -> list[re.Match[str]]:
+        """The parsed per-request log lines printed so far."""
+        with self._changed:
+            return [m for m in (REQUEST_LINE.match(line) for line in self.stdout) if m]
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 20.0) -> int:
+        """Send ``sig`` (Ctrl-C by default) and wait for the exit code; kills it if it hangs."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+        for reader in self._readers:
+            reader.join(timeout=5)
+        return int(self.process.returncode)
+
+    def __enter__(self) -> LocalApiProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_local_api(
+    *,
+    state_dir: Path,
+    template: Path | None = None,
+    port: int = 0,
+    moto_port: int = 0,
+    params: Mapping[str, str] | None = None,
+    workers: int | None = None,
+    timeout: float = 60.0,
+    env: Mapping[str, str] | None = None,
+) -> LocalApiProcess:
+    """Start the local API (free ports by default) and return once it serves requests."""
+    command = [sys.executable, "-m", "nimbus_tools.local.main", "serve"]
+    command += ["--port", str(port), "--moto-port", str(moto_port), "--state-dir", str(state_dir)]
+    if template is not None:
+        command += ["--template", str(template)]
+    if workers is not None:
+        command += ["--workers", str(workers)]
+    for key, value in (params or {}).items():
+        command += ["--param", f"{key}={value}"]
+    environment = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+    # The command is this interpreter and our own module; nothing comes from untrusted input.
+    process = subprocess.Popen(  # noqa: S603
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
+    )
+    api = LocalApiProcess(process, state_dir)
+    if not api.wait_for(api._ready, timeout) or process.poll() is not None:
+        api.stop(signal.SIGKILL, timeout=5)
+        output = "\n".join(api.stdout + api.stderr)
+        raise RuntimeError(f"the local API did not start within {timeout:.0f}s:\n{output}")
+    return api

@@ -1,0 +1,116 @@
+"""``nimbus-local serve``: the local API behind ``make serve`` (no AWS account, no Docker)."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from nimbus_tools.local.stack import LocalStack, StackOptions, parse_params
+from nimbus_tools.template import DEFAULT_TEMPLATE_PATH, TemplateError, load_template, parameter_values
+
+
+def _default_port() -> int:
+    # `make serve PORT=8080` passes --port; a bare PORT in the environment works too.
+    try:
+        return int(os.environ.get("PORT", "3000"))
+    except ValueError:
+        return 3000
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``nimbus-local``."""
+    parser = argparse.ArgumentParser(prog="nimbus-local", description="Run the Nimbus API locally.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve",
+        help="serve the API on 127.0.0.1 with an in-process AWS emulator",
+        description="Serve the API from template.yaml on 127.0.0.1, backed by an in-process moto server.",
+    )
+    serve.add_argument(
+        "--port", type=int, default=_default_port(), help="API port (default: $PORT or 3000; 0 = any)"
+    )
+    serve.add_argument("--moto-port", type=int, default=0, help="AWS emulator port (default: any free port)")
+    serve.add_argument(
+        "--state-dir", type=Path, default=Path(".local"), help="serve.json and logs/ (default: .local)"
+    )
+    serve.add_argument(
+        "--param", action="append", metavar="KEY=VALUE", help="override a template parameter (repeatable)"
+    )
+    serve.add_argument(
+        "--workers", type=int, default=4, help="warm worker processes per function (default: 4)"
+    )
+    serve.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE_PATH, help="SAM template to serve")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``nimbus-local`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
+    try:
+        params = parse_params(args.param)
+        # Bad --param values are usage errors: refuse them before starting anything.
+        parameter_values(load_template(args.template), params)
+    except (ValueError, OSError) as error:  # TemplateError is a ValueError
+        parser.error(str(error))
+    options = StackOptions(
+        port=args.port,
+        moto_port=args.moto_port,
+        state_dir=args.state_dir,
+        params=params,
+        workers=args.workers,
+        template_path=args.template,
+    )
+    return serve(options)
+
+
+def serve(options: StackOptions) -> int:
+    """Run the local stack until Ctrl-C or SIGTERM; 0 on a clean stop, 1 if it cannot start."""
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+    # This process only ever talks to its own emulator, and moto itself builds boto3 sessions, which
+    # fail on a profile this machine does not have: a developer's AWS_PROFILE must not matter here.
+    for variable in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        os.environ.pop(variable, None)
+
+    stack = LocalStack(options)
+    try:
+        state = stack.start()
+    except TemplateError as error:
+        print(f"nimbus-local: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        hint = " (choose another with --port or --moto-port)" if error.errno == errno.EADDRINUSE else ""
+        print(f"nimbus-local: cannot start: {error}{hint}", file=sys.stderr)
+        return 1
+
+    width = max((len(key) for key, _ in stack.routes()), default=0)
+    for route_key, function in stack.routes():
+        print(f"  {route_key:<{width}}  -> {function}")
+    print(f"Function logs: {options.state_dir / 'logs'}/<Function>.log")
+    print(f"Nimbus local API on {state['api_url']} (AWS emulator on {state['aws_endpoint_url']})", flush=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        print("Stopping...", flush=True)
+        stack.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
