@@ -39,6 +39,7 @@ _MISSING_TYPES = frozenset(
 _OWN_CODES = {
     "invalid_username": ErrorCode.INVALID_USERNAME_ERROR,
     "invalid_email": ErrorCode.INVALID_EMAIL_ERROR,
+    "passwords_do_not_match": ErrorCode.PASSWORDS_DO_NOT_MATCH_ERROR,
 }
 
 

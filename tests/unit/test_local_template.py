@@ -155,3 +155,11 @@ def test_a_file_that_is_not_a_template_is_refused(tmp_path: Path) -> None:
     path.write_text("just: text\n")
     with pytest.raises(TemplateError, match="no Resources"):
         load_template(path)
+
+
+def test_no_value_drops_the_environment_variable_as_cloudformation_does() -> None:
+    from nimbus_tools.template import function_specs, load_template
+
+    for spec in function_specs(load_template()):
+        assert "AWS_ENDPOINT_URL" not in spec.environment
+        assert spec.environment["POWERTOOLS_SERVICE_NAME"] == "nimbus"

@@ -134,6 +134,16 @@ def _check_allowed(name: str, spec: Mapping[str, Any], value: str) -> None:
 _SUB_VARIABLE = re.compile(r"\$\{([^}]*)\}")
 
 
+class _NoValue:
+    """``!Ref AWS::NoValue``: the key or list item holding it disappears, as in CloudFormation."""
+
+    def __repr__(self) -> str:
+        return "AWS::NoValue"
+
+
+NO_VALUE = _NoValue()
+
+
 @dataclass
 class Resolver:
     """Resolves intrinsic functions the way the local stack names things.
@@ -151,14 +161,15 @@ class Resolver:
     def resolve(self, value: Any) -> Any:
         """``value`` with every intrinsic function in it replaced by its local value."""
         if isinstance(value, list):
-            return [self.resolve(v) for v in value]
+            return [r for r in (self.resolve(v) for v in value) if r is not NO_VALUE]
         if not isinstance(value, dict):
             return value
         if len(value) == 1:
             ((key, arg),) = value.items()
             if key in {"Ref", "Condition"} or key.startswith("Fn::"):
                 return self._intrinsic(key, arg)
-        return {k: self.resolve(v) for k, v in value.items()}
+        resolved = {k: self.resolve(v) for k, v in value.items()}
+        return {k: v for k, v in resolved.items() if v is not NO_VALUE}
 
     def resolve_string(self, value: Any, where: str) -> str:
         """Resolve ``value`` and require a scalar, returned as a string (environment variables)."""
@@ -201,6 +212,8 @@ class Resolver:
         }
         if name in pseudo:
             return pseudo[name]
+        if name == "AWS::NoValue":
+            return NO_VALUE
         declared = self.template.get("Parameters") or {}
         if name in declared:
             if name not in self.parameters:
@@ -490,6 +503,7 @@ def function_specs(template: Template, params: Mapping[str, str] | None = None) 
         environment = {
             key: names.resolve_string(value, f"{logical_id} environment {key}")
             for key, value in {**global_env, **own_env}.items()
+            if names.resolve(value) is not NO_VALUE
         }
         specs.append(
             FunctionSpec(

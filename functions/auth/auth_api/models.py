@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from nimbus_core.validation import Body, EmailAddress, Username, trim
 
@@ -19,6 +20,13 @@ class RegisterBody(Body):
     password: Password
     confirm_password: str | None = Field(None, alias="confirmPassword")
     remember_me: bool | None = Field(None, alias="rememberMe")
+
+    @model_validator(mode="after")
+    def _confirmation_matches(self) -> RegisterBody:
+        # Part of body validation (order of checks step 6), so a typo never uses up the rate limit.
+        if self.confirm_password is not None and self.confirm_password != self.password:
+            raise PydanticCustomError("passwords_do_not_match", "passwords do not match")
+        return self
 
 
 class LoginBody(Body):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from aws_lambda_powertools import Logger
@@ -47,8 +48,6 @@ def register(body: RegisterBody, *, session_name: str, now: float) -> IssuedSess
     transaction. If the email cannot be sent, that transaction is undone and the caller gets a 500:
     nothing is half-written and the username stays free.
     """
-    if body.confirm_password is not None and body.confirm_password != body.password:
-        raise NimbusError(ErrorCode.PASSWORDS_DO_NOT_MATCH_ERROR)
     settings = get_settings()
     created = clock.iso(now)
     user = User(
@@ -152,7 +151,8 @@ def _find_user(login_name: str) -> User | None:
 
 def _refuse_if_locked(failures: int, reset_at: int, now: float) -> None:
     if failures >= ACCOUNT_AUTH_FAILURES.limit and reset_at > now:
-        wait = str(max(int(reset_at - now), 1))
+        # Rounded up: a client that waits exactly Retry-After seconds must find the lock gone.
+        wait = str(max(math.ceil(reset_at - now), 1))
         raise NimbusError(ErrorCode.RATELIMITED_ERROR, headers={"Retry-After": wait})
 
 

@@ -31,6 +31,13 @@ class RuntimeConfig:
     log_level: str
 
 
+class ConfigUnavailableError(RuntimeError):
+    """SSM did not return every runtime configuration parameter."""
+
+    def __init__(self, missing: list[str]) -> None:
+        super().__init__(f"SSM returned no value for {', '.join(missing)}")
+
+
 @cache
 def _provider() -> SSMProvider:
     return SSMProvider(boto3_client=ssm())
@@ -50,6 +57,11 @@ def current() -> RuntimeConfig:
         values = _provider().get_parameters_by_name(
             parameters=names, max_age=settings.config_cache_seconds, decrypt=False
         )
+        # Powertools answers an SSM InternalServerError with an empty result instead of raising;
+        # taking that as "no switch enabled" would fail open, so a partial answer is a failure.
+        missing = [name for name in names if name not in values]
+        if missing:
+            raise ConfigUnavailableError(missing)
     except Exception:
         if not _last_good:
             raise
