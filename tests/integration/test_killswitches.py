@@ -1,0 +1,361 @@
+"""Kill switches: which switch closes which endpoint, GLOBAL, staff, the order of checks and the SSM cache."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from datetime import datetime, tzinfo
+from typing import Any, Self
+
+import pytest
+from aws_lambda_powertools.utilities.parameters import base as parameters_base
+
+from nimbus_core.adapters import runtime_config
+from nimbus_core.settings import get_settings
+from tests.integration.conftest import Api, Stack
+
+SWITCHES = {
+    "ACCOUNT_CREATE": 0,
+    "ACCOUNT_MODIFY": 1,
+    "ACCOUNT_DELETE": 2,
+    "ACCOUNT_EMAIL_VERIFY": 3,
+    "ACCOUNT_LOGIN": 4,
+    "FILE_CREATE": 5,
+    "FILE_MODIFY": 6,
+    "FILE_DELETE": 7,
+    "GLOBAL": 8,
+}
+PASSWORD = "correct horse"
+
+
+def unavailable(feature: int) -> dict[str, Any]:
+    return {"code": "SERVICE_UNAVAILABLE_ERROR", "message": "Service Unavailable", "feature": feature}
+
+
+def all_but(*names: str) -> list[str]:
+    return [name for name in SWITCHES if name not in names]
+
+
+def write_switches(stack: Stack, value: str) -> None:
+    """Write the SSM parameter WITHOUT dropping the functions' cached copy (what an operator does)."""
+    stack.ssm.put_parameter(
+        Name=stack.provisioned.parameters["KillSwitchParameter"], Value=value, Type="String", Overwrite=True
+    )
+
+
+def make_staff(stack: Stack, token: str) -> None:
+    stack.dynamodb.update_item(
+        TableName=stack.table("UsersTable"),
+        Key={"pk": {"S": f"USER#{token.partition('.')[0]}"}},
+        UpdateExpression="SET staff = :t",
+        ExpressionAttributeValues={":t": {"BOOL": True}},
+    )
+
+
+def counted(stack: Stack) -> dict[str, int]:
+    """Rate-limit counters by key."""
+    return {i["pk"]["S"]: int(i["count"]["N"]) for i in stack.items("CountersTable")}
+
+
+@pytest.fixture
+def token(api: Api) -> str:
+    reply = api.register(username="alice", ip="198.51.100.1")
+    assert reply.status == 201, reply.body
+    value: str = reply.body["token"]
+    return value
+
+
+@pytest.fixture
+def parameter_clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[float], None]:
+    """Move the clock that Powertools' parameter cache reads, without sleeping."""
+
+    class Shifted(datetime):
+        offset = 0.0
+
+        @classmethod
+        def now(cls, tz: tzinfo | None = None) -> Self:
+            return cls.fromtimestamp(time.time() + cls.offset, tz)
+
+    def advance(seconds: float) -> None:
+        Shifted.offset = seconds
+
+    monkeypatch.setattr(parameters_base, "datetime", Shifted)
+    return advance
+
+
+# ---------------------------------------------------------------- each endpoint's switches
+
+
+@pytest.mark.parametrize("switch", ["ACCOUNT_CREATE", "ACCOUNT_EMAIL_VERIFY"])
+def test_each_register_switch_closes_register_with_its_number(api: Api, stack: Stack, switch: str) -> None:
+    stack.set_switches(switch)
+
+    reply = api.register()
+
+    assert reply.status == 503, reply.body
+    assert reply.body == unavailable(SWITCHES[switch])
+    assert [stack.items(t) for t in ("UsersTable", "SessionsTable", "TokensTable")] == [[], [], []]
+    assert stack.emails == []
+    assert counted(stack) == {}  # refused before the rate limit
+
+
+def test_account_login_closes_login_with_its_number(api: Api, stack: Stack, token: str) -> None:
+    sessions_before = stack.items("SessionsTable")
+    stack.set_switches("ACCOUNT_LOGIN")
+
+    reply = api.login("alice", PASSWORD)
+
+    assert reply.status == 503, reply.body
+    assert reply.body == unavailable(4)
+    assert stack.items("SessionsTable") == sessions_before
+    assert not any(key.startswith("login#") for key in counted(stack))
+
+
+def test_switches_of_other_endpoints_do_not_close_register(api: Api, stack: Stack) -> None:
+    stack.set_switches(*all_but("ACCOUNT_CREATE", "ACCOUNT_EMAIL_VERIFY", "GLOBAL"))
+
+    reply = api.register()
+
+    assert reply.status == 201, reply.body
+
+
+def test_switches_of_other_endpoints_do_not_close_login(api: Api, stack: Stack, token: str) -> None:
+    stack.set_switches(*all_but("ACCOUNT_LOGIN", "GLOBAL"))
+
+    reply = api.login("alice", PASSWORD)
+
+    assert reply.status == 201, reply.body
+
+
+def test_no_switch_but_global_closes_get_users_me_or_get_root(api: Api, stack: Stack, token: str) -> None:
+    stack.set_switches(*all_but("GLOBAL"))
+
+    me = api.call("GET", "/users/me", token=token)
+    root = api.call("GET", "/")
+
+    assert me.status == 200, me.body
+    assert root.status == 200, root.body
+
+
+def test_turning_a_switch_off_reopens_the_endpoint(api: Api, stack: Stack) -> None:
+    stack.set_switches("ACCOUNT_CREATE")
+    assert api.register(ip="192.0.2.1").status == 503
+
+    stack.set_switches()
+    reply = api.register(ip="192.0.2.1")
+
+    assert reply.status == 201, reply.body
+
+
+# ---------------------------------------------------------------- GLOBAL
+
+
+def test_global_closes_every_endpoint_with_number_8(api: Api, stack: Stack, token: str) -> None:
+    stack.set_switches("GLOBAL")
+
+    replies = {
+        "GET /": api.call("GET", "/"),
+        "GET /users/me": api.call("GET", "/users/me", token=token),
+        "POST /register": api.register("bob", ip="198.51.100.2"),
+        "POST /login": api.login("alice", PASSWORD),
+    }
+
+    assert {route: (r.status, r.body) for route, r in replies.items()} == {
+        route: (503, unavailable(8)) for route in replies
+    }
+
+
+@pytest.mark.parametrize(
+    ("switches", "route"),
+    [
+        (("ACCOUNT_LOGIN", "GLOBAL"), "login"),
+        (("GLOBAL", "ACCOUNT_LOGIN"), "login"),
+        (("ACCOUNT_CREATE", "GLOBAL"), "register"),
+        (("ACCOUNT_EMAIL_VERIFY", "ACCOUNT_CREATE", "GLOBAL"), "register"),
+    ],
+)
+def test_global_wins_over_the_endpoints_own_switch(
+    api: Api, stack: Stack, token: str, switches: tuple[str, ...], route: str
+) -> None:
+    stack.set_switches(*switches)
+
+    reply = api.login("alice", PASSWORD) if route == "login" else api.register("bob", ip="198.51.100.2")
+
+    assert reply.status == 503, reply.body
+    assert reply.body == unavailable(8)
+
+
+def test_staff_pass_global_on_get_users_me_and_get_root(api: Api, stack: Stack, token: str) -> None:
+    make_staff(stack, token)
+    stack.set_switches("GLOBAL")
+
+    me = api.call("GET", "/users/me", token=token)
+    root = api.call("GET", "/", token=token)
+
+    assert me.status == 200, me.body
+    assert (me.body["username"], me.body["staff"]) == ("alice", True)
+    assert root.status == 200, root.body
+    assert root.body == {"name": "nimbus", "version": "0.1.0"}
+
+
+def test_non_staff_and_banned_staff_do_not_pass_global(api: Api, stack: Stack, token: str) -> None:
+    stack.set_switches("GLOBAL")
+    assert api.call("GET", "/", token=token).body == unavailable(8)
+
+    make_staff(stack, token)
+    stack.dynamodb.update_item(
+        TableName=stack.table("UsersTable"),
+        Key={"pk": {"S": f"USER#{token.partition('.')[0]}"}},
+        UpdateExpression="SET bannedAt = :b",
+        ExpressionAttributeValues={":b": {"S": "2027-01-01T00:00:00.000Z"}},
+    )
+    reply = api.call("GET", "/users/me", token=token)
+
+    assert reply.status == 503, reply.body
+    assert reply.body == unavailable(8)
+
+
+def test_a_staff_caller_passes_a_register_switch_and_then_is_already_logged_in(
+    api: Api, stack: Stack, token: str
+) -> None:
+    make_staff(stack, token)
+    stack.set_switches("ACCOUNT_CREATE")
+
+    reply = api.call(
+        "POST",
+        "/register",
+        {"username": "bob", "email": "bob@example.com", "password": PASSWORD},
+        token=token,
+        ip="198.51.100.2",
+    )
+
+    assert reply.status == 401, reply.body
+    assert reply.body == {"code": "INVALID_SESSION_ERROR", "message": "Invalid Session"}
+
+
+# ---------------------------------------------------------------- order of checks
+
+
+def test_the_503_comes_before_the_401_of_a_missing_session(api: Api, stack: Stack) -> None:
+    stack.set_switches("GLOBAL")
+
+    for token in (None, "garbage"):
+        reply = api.call("GET", "/users/me", token=token)
+        assert reply.status == 503, reply.body
+        assert reply.body == unavailable(8)
+
+
+def test_the_503_comes_before_the_401_of_an_already_logged_in_caller(
+    api: Api, stack: Stack, token: str
+) -> None:
+    stack.set_switches("ACCOUNT_CREATE", "ACCOUNT_LOGIN")
+
+    register = api.call(
+        "POST",
+        "/register",
+        {"username": "bob", "email": "bob@example.com", "password": PASSWORD},
+        token=token,
+        ip="198.51.100.2",
+    )
+    login = api.call("POST", "/login", {"username": "alice", "password": PASSWORD}, token=token)
+
+    assert (register.status, register.body) == (503, unavailable(0))
+    assert (login.status, login.body) == (503, unavailable(4))
+
+
+def test_the_503_comes_before_body_validation(api: Api, stack: Stack) -> None:
+    stack.set_switches("ACCOUNT_CREATE", "ACCOUNT_LOGIN")
+
+    register = api.call("POST", "/register", raw="not json")
+    login = api.call("POST", "/login", {})
+
+    assert (register.status, register.body) == (503, unavailable(0))
+    assert (login.status, login.body) == (503, unavailable(4))
+
+
+def test_the_503_comes_before_the_rate_limit_and_is_not_counted(api: Api, stack: Stack) -> None:
+    assert api.register("alice", ip="192.0.2.1").status == 201
+    stack.set_switches("ACCOUNT_CREATE")
+
+    limited_ip = api.register("bob", ip="192.0.2.1")
+    fresh_ip = api.register("bob", ip="192.0.2.2")
+
+    assert (limited_ip.status, limited_ip.body) == (503, unavailable(0))
+    assert (fresh_ip.status, fresh_ip.body) == (503, unavailable(0))
+    stack.set_switches()
+    assert api.register("bob", ip="192.0.2.2").status == 201
+
+
+# ---------------------------------------------------------------- stored values
+
+
+def test_unknown_switch_names_are_ignored_and_known_ones_still_apply(
+    api: Api, stack: Stack, token: str
+) -> None:
+    stack.set_switches("NOT_A_SWITCH", "ACCOUNT_LOGIN", "global")
+
+    login = api.login("alice", PASSWORD)
+    me = api.call("GET", "/users/me", token=token)
+
+    assert (login.status, login.body) == (503, unavailable(4))
+    assert me.status == 200, me.body
+
+
+@pytest.mark.parametrize("value", ["not json", '{"GLOBAL": true}', '"GLOBAL"', "[8]", "null"])
+def test_a_malformed_switch_parameter_never_answers_500(
+    api: Api, stack: Stack, token: str, value: str
+) -> None:
+    write_switches(stack, value)
+    runtime_config.reset()
+
+    me = api.call("GET", "/users/me", token=token)
+
+    assert me.status == 200, me.body
+
+
+# ---------------------------------------------------------------- the cache
+
+
+def test_a_switch_flipped_in_ssm_is_not_seen_while_the_cached_copy_is_fresh(
+    api: Api, stack: Stack, parameter_clock: Callable[[float], None]
+) -> None:
+    assert api.call("GET", "/").status == 200  # the function reads and caches the switches
+    write_switches(stack, json.dumps(["GLOBAL"]))
+
+    assert api.call("GET", "/").status == 200
+    parameter_clock(9)
+    reply = api.call("GET", "/")
+
+    assert reply.status == 200, reply.body
+
+
+def test_a_switch_flipped_in_ssm_is_seen_once_the_cache_age_has_passed(
+    api: Api, stack: Stack, parameter_clock: Callable[[float], None]
+) -> None:
+    assert get_settings().config_cache_seconds == 10
+    assert api.call("GET", "/").status == 200
+    write_switches(stack, json.dumps(["GLOBAL"]))
+
+    parameter_clock(11)
+    reply = api.call("GET", "/")
+
+    assert reply.status == 503, reply.body
+    assert reply.body == unavailable(8)
+
+
+def test_without_a_cache_a_switch_flipped_in_ssm_is_seen_at_once(
+    api: Api, stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONFIG_CACHE_SECONDS", "0")
+    get_settings.cache_clear()
+    runtime_config.reset()
+    assert api.call("GET", "/").status == 200
+
+    write_switches(stack, json.dumps(["GLOBAL"]))
+    closed = api.call("GET", "/")
+    write_switches(stack, json.dumps([]))
+    reopened = api.call("GET", "/")
+
+    assert (closed.status, closed.body) == (503, unavailable(8))
+    assert reopened.status == 200, reopened.body
