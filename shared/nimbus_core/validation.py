@@ -49,6 +49,12 @@ class Body(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 
 
+class Query(BaseModel):
+    """Base of every query-string model: values arrive as strings, unknown parameters are ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
 def trim(value: Any) -> Any:
     """Strip surrounding spaces from strings (usernames, emails, names, reasons; never passwords)."""
     return value.strip(" ") if isinstance(value, str) else value
@@ -77,6 +83,55 @@ Username = Annotated[str, BeforeValidator(trim), AfterValidator(_check_username)
 
 EmailAddress = Annotated[str, BeforeValidator(trim), AfterValidator(_check_email)]
 """An email address, trimmed, checked and normalised by email-validator."""
+
+
+def _lenient_int(default: int, low: int, high: int | None) -> BeforeValidator:
+    """Parse an integer query value; unparsable means ``default``, out of range is clamped."""
+
+    def parse(value: Any) -> int:
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            return default
+        number = max(number, low)
+        return min(number, high) if high is not None else number
+
+    return BeforeValidator(parse)
+
+
+def _query_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in {"true", "1"}:
+        return True
+    if text in {"false", "0"}:
+        return False
+    raise PydanticCustomError("query_bool", "expected true, false, 1 or 0")
+
+
+MAX_PAGE_SIZE = 50
+
+PageLimit = Annotated[int, _lenient_int(MAX_PAGE_SIZE, 0, MAX_PAGE_SIZE)]
+"""``limit``: 0..50, default 50; larger values are clamped, unparsable ones fall back to the default."""
+
+PageOffset = Annotated[int, _lenient_int(0, 0, None)]
+"""``offset``: an integer >= 0, default 0."""
+
+QueryBool = Annotated[bool, BeforeValidator(_query_bool)]
+"""A boolean query flag: true/false/1/0 (any case); anything else is INVALID_FIELDS_ERROR."""
+
+
+class Pagination(Query):
+    """``?limit=&offset=`` of every list endpoint (CONTRACT section 2)."""
+
+    limit: PageLimit = MAX_PAGE_SIZE
+    offset: PageOffset = 0
+
+
+def read_query(params: dict[str, str] | None) -> dict[str, str]:
+    """The query-string parameters (API Gateway joins repeated keys with commas)."""
+    return dict(params or {})
 
 
 def read_json_body(raw: str | None, *, is_base64: bool = False) -> dict[str, Any]:

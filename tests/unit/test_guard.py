@@ -8,6 +8,7 @@ from typing import Any, cast
 
 import pytest
 from aws_lambda_powertools.event_handler import Response
+from pydantic import Field
 
 from nimbus_core.adapters import counters, runtime_config
 from nimbus_core.auth import Caller
@@ -20,7 +21,7 @@ from nimbus_core.killswitches import KillSwitch
 from nimbus_core.models import Session, User
 from nimbus_core.ratelimits import Per, RateLimit
 from nimbus_core.scopes import Scope
-from nimbus_core.validation import Body
+from nimbus_core.validation import Body, Query, QueryBool
 
 TOKEN = f"{new_id()}.{new_id()}.{'s' * 43}"
 LIMIT = RateLimit("test", 2, 60, Per.IP, frozenset({404}))
@@ -253,3 +254,33 @@ def test_unexpected_errors_answer_a_clean_500(fakes: Fakes) -> None:
     assert result["statusCode"] == 500
     assert json.loads(result["body"]) == {"code": "INTERNAL_SERVER_ERROR", "message": "Internal Server Error"}
     assert result["headers"]["Cache-Control"] == "no-store"
+
+
+def test_query_validation_runs_with_the_body_checks_before_the_rate_limit(fakes: Fakes) -> None:
+    class Flags(Query):
+        include_self: QueryBool = Field(False, alias="include-self")
+
+    app = create_app()
+
+    @app.get("/q", middlewares=[guard(Endpoint(auth=Auth.NONE, query=Flags, rate_limit=LIMIT))])
+    def route() -> Response[str]:
+        return json_response(200, {"includeSelf": current_request(app).query.include_self})
+
+    def get(raw: str) -> dict[str, Any]:
+        event = {
+            "version": "2.0",
+            "rawPath": "/q",
+            "rawQueryString": f"include-self={raw}",
+            "headers": {},
+            "queryStringParameters": {"include-self": raw},
+            "requestContext": {
+                "http": {"method": "GET", "path": "/q", "sourceIp": "1.1.1.1"},
+                "stage": "$default",
+            },
+        }
+        return app.resolve(event, cast(Any, {}))
+
+    assert json.loads(get("1")["body"]) == {"includeSelf": True}
+    bad = get("maybe")
+    assert (bad["statusCode"], json.loads(bad["body"])["fields"]) == (400, ["include-self"])
+    assert fakes.hits == 1

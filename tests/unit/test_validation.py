@@ -11,7 +11,7 @@ from pydantic import Field
 
 from auth_api.models import LoginBody, RegisterBody
 from nimbus_core.errors import ErrorCode, NimbusError
-from nimbus_core.validation import Body, read_json_body, validate
+from nimbus_core.validation import Body, Pagination, Query, QueryBool, read_json_body, read_query, validate
 
 GOOD = {"username": "alice", "email": "alice@example.com", "password": "correct horse"}
 
@@ -120,3 +120,36 @@ def test_bounds_on_other_fields_are_invalid_fields() -> None:
 
     error = _error(validate, Named, {"name": "toolong"})
     assert (error.code, error.body()["fields"]) == (ErrorCode.INVALID_FIELDS_ERROR, ["name"])
+
+
+@pytest.mark.parametrize(
+    ("query", "limit", "offset"),
+    [
+        ({}, 50, 0),
+        ({"limit": "10", "offset": "20"}, 10, 20),
+        ({"limit": "500"}, 50, 0),
+        ({"limit": "-3", "offset": "-7"}, 0, 0),
+        ({"limit": "ten", "offset": "x"}, 50, 0),
+        ({"limit": "", "offset": " 4 "}, 50, 4),
+    ],
+)
+def test_pagination_clamps_and_falls_back_to_defaults(query: dict[str, str], limit: int, offset: int) -> None:
+    page = validate(Pagination, read_query(query))
+    assert (page.limit, page.offset) == (limit, offset)
+
+
+class _Flags(Query):
+    include_self: QueryBool = Field(False, alias="include-self")
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"), [("true", True), ("TRUE", True), ("1", True), ("false", False), ("0", False)]
+)
+def test_boolean_query_flags_accept_true_false_1_0(raw: str, value: bool) -> None:
+    assert validate(_Flags, {"include-self": raw}).include_self is value
+
+
+@pytest.mark.parametrize("raw", ["yes", "2", "", "truthy"])
+def test_other_boolean_query_values_are_invalid_fields(raw: str) -> None:
+    error = _error(validate, _Flags, {"include-self": raw})
+    assert (error.code, error.body()["fields"]) == (ErrorCode.INVALID_FIELDS_ERROR, ["include-self"])

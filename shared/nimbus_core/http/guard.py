@@ -7,7 +7,7 @@ Each route declares an :class:`Endpoint` policy and gets ``guard(policy)`` as it
 3. session required (401), or refused when already logged in (register/login)
 4. staff required (403)
 5. scope of a scoped session (403), or scoped sessions refused outright
-6. body validation (400)
+6. body, query and header validation (400)
 7. endpoint rate limit (429), with RateLimit-* headers; "not counted" responses give the hit back
 Then the route runs with a :class:`Request` that holds all of the above.
 """
@@ -34,7 +34,7 @@ from nimbus_core.scopes import Scope, grants
 from nimbus_core.settings import get_settings
 from nimbus_core.tokens import SessionToken, parse_session_token
 from nimbus_core.useragent import device_name
-from nimbus_core.validation import read_json_body, validate
+from nimbus_core.validation import read_json_body, read_query, validate
 
 
 class Auth(Enum):
@@ -55,6 +55,7 @@ class Endpoint:
     scope: Scope | None = None
     scoped_sessions: bool = True
     body: type[BaseModel] | None = None
+    query: type[BaseModel] | None = None
     # Sessions created here are named by X-Session-Name, or else after the User-Agent.
     names_session: bool = False
     rate_limit: RateLimit | None = None
@@ -69,6 +70,7 @@ class Request:
     now: float
     token: SessionToken | None
     body: Any = None
+    query: Any = None
     session_name: str = ""
     _caller: Caller | None = None
     _authenticated: bool = field(default=False)
@@ -116,6 +118,8 @@ def guard(policy: Endpoint) -> Any:
             request.body = validate(
                 policy.body, read_json_body(event.body, is_base64=bool(event.is_base64_encoded))
             )
+        if policy.query is not None:
+            request.query = validate(policy.query, read_query(event.query_string_parameters))
         if policy.names_session:
             request.session_name = _session_name(headers)
         app.append_context(**{_CONTEXT_KEY: request})
