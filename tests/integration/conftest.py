@@ -187,3 +187,26 @@ def faults(stack: Stack) -> Iterator[Faults]:
     injected = Faults()
     yield injected
     injected.clear()
+
+
+NOW = 1_800_000_000.25  # 2027-01-15T08:00:00.250Z: a fixed moment for exact expiries and timestamps
+
+
+class Clock:
+    """A clock the service reads through ``nimbus_core.clock.now``; tests move it by hand."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def frozen(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """Freeze the service's clock at NOW so expiries and timestamps are exact."""
+    from nimbus_core import clock
+
+    fixed = Clock(NOW)
+    monkeypatch.setattr(clock, "now", fixed)
+    return fixed

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import hashlib
-from decimal import Decimal
 from typing import Any
 
 import pytest
 from argon2 import PasswordHasher
-from boto3.dynamodb.types import TypeDeserializer
 
-from nimbus_core import clock, passwords
+from nimbus_core import passwords
+from nimbus_core.adapters.items import from_item
 from nimbus_tools.local.inprocess import Reply
-from tests.integration.conftest import Api, Stack
+from tests.integration.conftest import NOW, Api, Clock, Stack
 
-NOW = 1_800_000_000.25
 NOW_ISO = "2027-01-15T08:00:00.250Z"
 DAY = 86400
 LOGIN_WINDOW = 5 * 60
@@ -31,25 +29,6 @@ INVALID_SESSION = {"code": "INVALID_SESSION_ERROR", "message": "Invalid Session"
 BANNED = {"code": "BANNED_ERROR", "message": "Banned"}
 RATELIMITED = {"code": "RATELIMITED_ERROR", "message": "You Have Been Ratelimited. Please Try Again Later."}
 
-_DESERIALIZER = TypeDeserializer()
-
-
-class Clock:
-    """A clock the service reads through ``nimbus_core.clock.now``; tests move it by hand."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def frozen(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    fixed = Clock(NOW)
-    monkeypatch.setattr(clock, "now", fixed)
-    return fixed
-
 
 @pytest.fixture
 def alice(api: Api) -> str:
@@ -60,22 +39,14 @@ def alice(api: Api) -> str:
     return user_id
 
 
-def plain(item: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, raw in item.items():
-        value = _DESERIALIZER.deserialize(raw)
-        out[key] = int(value) if isinstance(value, Decimal) else value
-    return out
-
-
 def sessions(stack: Stack) -> dict[str, dict[str, Any]]:
     """Every session item by session id."""
-    return {s["sessionId"]: s for s in map(plain, stack.items("SessionsTable"))}
+    return {s["sessionId"]: s for s in map(from_item, stack.items("SessionsTable"))}
 
 
 def user_item(stack: Stack, user_id: str) -> dict[str, Any]:
     item = stack.dynamodb.get_item(TableName=stack.table("UsersTable"), Key={"pk": {"S": f"USER#{user_id}"}})
-    return plain(item["Item"])
+    return from_item(item["Item"])
 
 
 def set_user_attribute(stack: Stack, user_id: str, name: str, value: dict[str, Any]) -> None:

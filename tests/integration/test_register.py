@@ -5,19 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from decimal import Decimal
 from typing import Any
 
 import pytest
 from argon2 import PasswordHasher
-from boto3.dynamodb.types import TypeDeserializer
 
-from nimbus_core import clock
+from nimbus_core.adapters.items import from_item
 from nimbus_tools.local.events import HttpRequest, build_event
 from nimbus_tools.local.inprocess import LambdaContextStub, Reply
-from tests.integration.conftest import Api, Faults, Stack
+from tests.integration.conftest import NOW, Api, Clock, Faults, Stack
 
-NOW = 1_800_000_000.25
 NOW_ISO = "2027-01-15T08:00:00.250Z"
 HOUR = 3600
 DAY = 24 * HOUR
@@ -35,45 +32,16 @@ PASSWORDS_DO_NOT_MATCH = {"code": "PASSWORDS_DO_NOT_MATCH_ERROR", "message": "Pa
 RATELIMITED = {"code": "RATELIMITED_ERROR", "message": "You Have Been Ratelimited. Please Try Again Later."}
 INTERNAL = {"code": "INTERNAL_SERVER_ERROR", "message": "Internal Server Error"}
 
-_DESERIALIZER = TypeDeserializer()
-
-
-class Clock:
-    """A clock the service reads through ``nimbus_core.clock.now``; tests move it by hand."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def frozen(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    """Freeze the service's clock at NOW so expiries and timestamps are exact."""
-    fixed = Clock(NOW)
-    monkeypatch.setattr(clock, "now", fixed)
-    return fixed
-
-
-def plain(item: dict[str, Any]) -> dict[str, Any]:
-    """A stored item as plain Python values (numbers as int)."""
-    out: dict[str, Any] = {}
-    for key, raw in item.items():
-        value = _DESERIALIZER.deserialize(raw)
-        out[key] = int(value) if isinstance(value, Decimal) else value
-    return out
-
 
 def users_by_pk(stack: Stack) -> dict[str, dict[str, Any]]:
     """Every item of the users table (users and claims) by pk."""
-    return {i["pk"]: i for i in map(plain, stack.items("UsersTable"))}
+    return {i["pk"]: i for i in map(from_item, stack.items("UsersTable"))}
 
 
 def stored(stack: Stack) -> dict[str, list[dict[str, Any]]]:
     """Everything a registration can write, for before/after comparisons."""
     return {
-        name: sorted((plain(i) for i in stack.items(name)), key=lambda i: json.dumps(i, sort_keys=True))
+        name: sorted((from_item(i) for i in stack.items(name)), key=lambda i: json.dumps(i, sort_keys=True))
         for name in ("UsersTable", "SessionsTable", "TokensTable")
     }
 
@@ -147,7 +115,7 @@ def test_register_session_lasts_30_days_with_remember_me_else_24_hours(
 
     assert reply.status == 201, reply.body
     assert reply.body["exp"] == int(NOW) + lifetime
-    [session] = map(plain, stack.items("SessionsTable"))
+    [session] = map(from_item, stack.items("SessionsTable"))
     assert session["exp"] == session["expiresAt"] == int(NOW) + lifetime
 
 
@@ -201,7 +169,7 @@ def test_register_opens_one_session_storing_only_the_sha256_of_the_token_secret(
     reply = api.register()
 
     user_id, session_id, secret = token_parts(reply.body["token"])
-    sessions = [plain(i) for i in stack.items("SessionsTable")]
+    sessions = [from_item(i) for i in stack.items("SessionsTable")]
     assert sessions == [
         {
             "userId": user_id,
@@ -231,7 +199,7 @@ def test_register_stores_one_verification_token_hashed_and_bound_to_the_user_and
     emailed = match.group(1)
     assert len(emailed) >= 43
     assert emailed != session_secret
-    assert [plain(i) for i in stack.items("TokensTable")] == [
+    assert [from_item(i) for i in stack.items("TokensTable")] == [
         {
             "pk": f"VERIFY#{sha256(emailed)}",
             "kind": "verify-email",
@@ -340,7 +308,7 @@ def test_register_names_the_session_after_the_x_session_name_header_trimmed(api:
     reply = api.call("POST", "/register", body(), headers={"X-Session-Name": "  Work laptop  "})
 
     assert reply.status == 201, reply.body
-    [session] = map(plain, stack.items("SessionsTable"))
+    [session] = map(from_item, stack.items("SessionsTable"))
     assert session["name"] == "Work laptop"
 
 
@@ -348,7 +316,7 @@ def test_register_accepts_a_64_character_session_name(api: Api, stack: Stack) ->
     reply = api.call("POST", "/register", body(), headers={"X-Session-Name": "n" * 64})
 
     assert reply.status == 201, reply.body
-    [session] = map(plain, stack.items("SessionsTable"))
+    [session] = map(from_item, stack.items("SessionsTable"))
     assert session["name"] == "n" * 64
 
 
@@ -394,7 +362,7 @@ def test_register_names_the_session_after_the_device_of_the_user_agent(
             )
 
             user_id, session_id, _ = token_parts(answer["token"])
-            [session] = [s for s in map(plain, stack.items("SessionsTable")) if s["userId"] == user_id]
+            [session] = [s for s in map(from_item, stack.items("SessionsTable")) if s["userId"] == user_id]
             assert (session["sessionId"], session["name"]) == (session_id, device)
 
 

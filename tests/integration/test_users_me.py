@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import re
-from decimal import Decimal
 from typing import Any
 
 import pytest
-from boto3.dynamodb.types import TypeDeserializer
 
-from nimbus_core import clock
 from nimbus_core.adapters import clients
-from tests.integration.conftest import Api, Stack
+from nimbus_core.adapters.items import from_item
+from tests.integration.conftest import NOW, Api, Clock, Stack
 
-NOW = 1_800_000_000.25
 NOW_ISO = "2027-01-15T08:00:00.250Z"
 ISO_MS_Z = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 USER_FIELDS = [
@@ -34,25 +31,6 @@ INVALID_SESSION = {"code": "INVALID_SESSION_ERROR", "message": "Invalid Session"
 INSUFFICIENT_PERMISSIONS = {"code": "INSUFFICIENT_PERMISSIONS_ERROR", "message": "Insufficient Permissions"}
 ALL, ACCOUNT_READ, ACCOUNT_MODIFY, SESSION_READ = 1, 4, 8, 32
 
-_DESERIALIZER = TypeDeserializer()
-
-
-class Clock:
-    """A clock the service reads through ``nimbus_core.clock.now``; tests move it by hand."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def frozen(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    fixed = Clock(NOW)
-    monkeypatch.setattr(clock, "now", fixed)
-    return fixed
-
 
 @pytest.fixture
 def token(api: Api) -> str:
@@ -68,14 +46,6 @@ def ids(token: str) -> tuple[str, str]:
     return user_id, session_id
 
 
-def plain(item: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, raw in item.items():
-        value = _DESERIALIZER.deserialize(raw)
-        out[key] = int(value) if isinstance(value, Decimal) else value
-    return out
-
-
 def session_key(token: str) -> dict[str, Any]:
     user_id, session_id = ids(token)
     return {"userId": {"S": user_id}, "sessionId": {"S": session_id}}
@@ -83,7 +53,7 @@ def session_key(token: str) -> dict[str, Any]:
 
 def session_item(stack: Stack, token: str) -> dict[str, Any]:
     item = stack.dynamodb.get_item(TableName=stack.table("SessionsTable"), Key=session_key(token))["Item"]
-    return plain(item)
+    return from_item(item)
 
 
 def update_session(stack: Stack, token: str, name: str, value: dict[str, Any]) -> None:
