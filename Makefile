@@ -17,6 +17,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 export UV_PYTHON_DOWNLOADS := never
+# Precompiled bytecode, as pip gives the deployed layers: faster imports for tests, serve and bench.
+export UV_COMPILE_BYTECODE := 1
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 export SAM_CLI_TELEMETRY := 0
 # `sam build` must find python3.13 on PATH.

@@ -46,13 +46,14 @@ _OWN_CODES = {
 class Body(BaseModel):
     """Base of every request body model: strict JSON types, unknown fields ignored."""
 
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+    # defer_build: a model's validator is built on first use, so a function pays only for its routes.
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True, defer_build=True)
 
 
 class Query(BaseModel):
     """Base of every query-string model: values arrive as strings, unknown parameters are ignored."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 def trim(value: Any) -> Any:
