@@ -9,7 +9,7 @@ from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
 
 from auth_api.models import LoginBody, RegisterBody
-from nimbus_core import clock, ids, passwords
+from nimbus_core import clock, ids, metrics, passwords
 from nimbus_core.adapters import counters, mail, users
 from nimbus_core.adapters.sessions import delete_session_op, put_session_op
 from nimbus_core.adapters.transactions import ConditionFailedError, transact_write
@@ -83,6 +83,7 @@ def register(body: RegisterBody, *, session_name: str, now: float) -> IssuedSess
         _undo_registration(user, session, verify_hash)
         raise
     _log.info("user registered", extra={"user_id": user.id})
+    metrics.count(metrics.Event.REGISTERED)
     return IssuedSession(token=token, exp=session.exp)
 
 
@@ -114,6 +115,7 @@ def login(body: LoginBody, *, session_name: str, now: float) -> IssuedSession:
         raise NimbusError(ErrorCode.INVALID_USER_ERROR)
     _refuse_if_locked(user.auth_failures, user.auth_failures_reset_at, now)
     if not passwords.verify_password(user.password_hash, body.password):
+        metrics.count(metrics.Event.LOGIN_FAILED)
         _count_failure(user, now)
         raise NimbusError(ErrorCode.INVALID_PASSWORD_ERROR)
     if user.banned_at is not None:
@@ -132,6 +134,7 @@ def login(body: LoginBody, *, session_name: str, now: float) -> IssuedSession:
     except (NimbusError, ConditionFailedError):
         _explain_refused_login(user.id, now)
         raise
+    metrics.count(metrics.Event.LOGIN_SUCCEEDED)
     return IssuedSession(token=token, exp=session.exp)
 
 
@@ -151,6 +154,7 @@ def _find_user(login_name: str) -> User | None:
 
 def _refuse_if_locked(failures: int, reset_at: int, now: float) -> None:
     if failures >= ACCOUNT_AUTH_FAILURES.limit and reset_at > now:
+        metrics.count(metrics.Event.RATE_LIMITED)
         # Rounded up: a client that waits exactly Retry-After seconds must find the lock gone.
         wait = str(max(math.ceil(reset_at - now), 1))
         raise NimbusError(ErrorCode.RATELIMITED_ERROR, headers={"Retry-After": wait})
@@ -167,6 +171,7 @@ def _count_failure(user: User, now: float) -> None:
     except counters.CounterTargetMissingError:
         return  # the account was deleted meanwhile; the answer is still "wrong password"
     if not state.allowed:
+        metrics.count(metrics.Event.RATE_LIMITED)
         raise NimbusError(ErrorCode.RATELIMITED_ERROR, headers={"Retry-After": str(state.reset_in(now))})
 
 

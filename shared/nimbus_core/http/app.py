@@ -10,6 +10,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from nimbus_core import metrics
 from nimbus_core.adapters import runtime_config
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.http.responses import error_response, response_for_exception
@@ -41,7 +42,10 @@ def create_handler(app: APIGatewayHttpResolver) -> LambdaHandler:
     def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         _apply_log_level()
         _strip_trailing_slash(event)
-        return app.resolve(event, context)
+        try:
+            return app.resolve(event, context)
+        finally:
+            metrics.flush()
 
     return lambda_handler
 

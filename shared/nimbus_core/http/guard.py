@@ -23,7 +23,7 @@ from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter as Router
 from pydantic import BaseModel
 
-from nimbus_core import clock
+from nimbus_core import clock, metrics
 from nimbus_core.adapters import counters, runtime_config
 from nimbus_core.auth import Caller, authenticate
 from nimbus_core.errors import ErrorCode, NimbusError
@@ -137,6 +137,7 @@ def _check_killswitches(policy: Endpoint, request: Request) -> None:
         return
     caller = request.caller()
     if caller is None or not caller.user.staff:
+        metrics.count(metrics.Event.KILL_SWITCH_REFUSED)
         raise NimbusError(ErrorCode.SERVICE_UNAVAILABLE_ERROR, feature=int(fired[0]))
 
 
@@ -192,6 +193,7 @@ def _rate_limited(
         "RateLimit-Reset": str(reset_in),
     }
     if not state.allowed:
+        metrics.count(metrics.Event.RATE_LIMITED)
         raise NimbusError(ErrorCode.RATELIMITED_ERROR, headers={**headers, "Retry-After": str(reset_in)})
     try:
         response = next_middleware(app)

@@ -1,0 +1,51 @@
+"""Business events reach CloudWatch as EMF log lines; plain reads print none."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import Api, Stack
+
+
+def _emf(output: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in output.splitlines() if line.startswith('{"_aws"')]
+
+
+def _counted(output: str) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for line in _emf(output):
+        for metric in line["_aws"]["CloudWatchMetrics"][0]["Metrics"]:
+            totals[metric["Name"]] = totals.get(metric["Name"], 0) + sum(line[metric["Name"]])
+    return totals
+
+
+def test_registration_and_logins_are_counted(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    assert api.register().status == 201
+    assert api.login(password="wrong password").status == 401
+    assert api.login().status == 201
+    output = capsys.readouterr().out
+    assert _counted(output) == {"Registered": 1, "LoginFailed": 1, "LoginSucceeded": 1}
+    assert {line["_aws"]["CloudWatchMetrics"][0]["Namespace"] for line in _emf(output)} == {"Nimbus"}
+
+
+def test_rate_limit_and_kill_switch_refusals_are_counted(
+    api: Api, stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert api.register(ip="192.0.2.50").status == 201
+    assert api.register("bob", ip="192.0.2.50").status == 429
+    stack.set_switches("ACCOUNT_LOGIN")
+    assert api.login().status == 503
+    counted = _counted(capsys.readouterr().out)
+    assert counted["RateLimited"] == 1
+    assert counted["KillSwitchRefused"] == 1
+
+
+def test_reads_print_no_metrics(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    token = api.register().body["token"]
+    capsys.readouterr()
+    assert api.call("GET", "/users/me", token=token).status == 200
+    assert api.call("GET", "/").status == 200
+    assert _emf(capsys.readouterr().out) == []
