@@ -1,17 +1,21 @@
 """Business metrics as CloudWatch Embedded Metric Format log lines (Powertools Metrics).
 
 EMF costs no API call: CloudWatch turns the function's log line into metrics. Only requests that
-recorded something print one, so reads like GET /users/me add no log volume.
+recorded something print one, so reads like GET /users/me add no log volume. Metrics are
+bookkeeping: a failure to emit them is logged and never fails the request.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+from functools import cache
 
-from aws_lambda_powertools import Metrics
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-_metrics = Metrics()
+from nimbus_core.settings import get_settings
+
+_log = Logger(child=True)
 
 
 class Event(StrEnum):
@@ -24,12 +28,34 @@ class Event(StrEnum):
     KILL_SWITCH_REFUSED = "KillSwitchRefused"
 
 
+@cache
+def _metrics() -> Metrics:
+    # Created on first use, not at import: the namespace comes from the deployment's settings.
+    return Metrics(namespace=get_settings().metrics_namespace)
+
+
+def begin() -> None:
+    """Start an invocation with no metrics recorded (Powertools keeps them per process)."""
+    _metrics().clear_metrics()
+
+
 def count(event: Event) -> None:
     """Count one occurrence of ``event`` in this request."""
-    _metrics.add_metric(name=event.value, unit=MetricUnit.Count, value=1)
+    _metrics().add_metric(name=event.value, unit=MetricUnit.Count, value=1)
 
 
 def flush() -> None:
     """Print this request's metrics, if it recorded any (called once per invocation)."""
-    if _metrics.metric_set:
-        _metrics.flush_metrics()
+    metrics = _metrics()
+    if not metrics.metric_set:
+        return
+    try:
+        metrics.flush_metrics()
+    except Exception:
+        _log.warning("could not emit metrics", exc_info=True)
+        metrics.clear_metrics()
+
+
+def reset() -> None:
+    """Forget the metrics object (tests change settings between cases)."""
+    _metrics.cache_clear()

@@ -30,6 +30,7 @@ class Settings(BaseModel):
     long_lived_session_days: int = Field(3650, alias="LONG_LIVED_SESSION_DAYS", gt=0)
     verification_token_hours: int = Field(24, alias="VERIFICATION_TOKEN_HOURS", gt=0)
     staff_require_second_factor: bool = Field(True, alias="STAFF_REQUIRE_SECOND_FACTOR")
+    metrics_namespace: str = Field("Nimbus", alias="POWERTOOLS_METRICS_NAMESPACE")
     # How long a function trusts its copy of the kill switches and log level (CONTRACT: at most 10 s).
     config_cache_seconds: int = Field(10, alias="CONFIG_CACHE_SECONDS", ge=0, le=10)
 

@@ -16,6 +16,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from nimbus_core import metrics
 from nimbus_core.adapters import clients, runtime_config
 from nimbus_core.settings import get_settings
 from nimbus_tools.local.inprocess import InProcessApi, Reply
@@ -79,6 +80,7 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
         get_settings.cache_clear()
         clients.reset()
         runtime_config.reset()
+        metrics.reset()
         result = Stack(provisioned)
         events = clients.sesv2().meta.events
         events.register("before-parameter-build.sesv2.SendEmail", _remember_email)
@@ -87,6 +89,7 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
         get_settings.cache_clear()
         clients.reset()
         runtime_config.reset()
+        metrics.reset()
 
 
 def _remember_email(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:

@@ -49,3 +49,24 @@ def test_reads_print_no_metrics(api: Api, capsys: pytest.CaptureFixture[str]) ->
     assert api.call("GET", "/users/me", token=token).status == 200
     assert api.call("GET", "/").status == 200
     assert _emf(capsys.readouterr().out) == []
+
+
+def test_a_failure_to_emit_metrics_never_fails_the_request(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    from aws_lambda_powertools import Metrics
+
+    def unavailable(self: Metrics, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("metrics sink unavailable")
+
+    monkeypatch.setattr(Metrics, "flush_metrics", unavailable)
+    assert api.register().status == 201
+    assert api.login().status == 201
+
+
+def test_metrics_recorded_outside_an_invocation_do_not_leak_into_the_next(
+    api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nimbus_core import metrics
+
+    metrics.count(metrics.Event.LOGIN_FAILED)  # e.g. left over by code run outside a handler
+    assert api.register().status == 201
+    assert _counted(capsys.readouterr().out) == {"Registered": 1}

@@ -16,6 +16,7 @@ def _no_network() -> object:
 @pytest.fixture(autouse=True)
 def _settings(monkeypatch: pytest.MonkeyPatch) -> object:
     """Deployment settings as the template would set them (names only; nothing is reached)."""
+    from nimbus_core import metrics
     from nimbus_core.settings import get_settings
 
     env = {
@@ -33,5 +34,7 @@ def _settings(monkeypatch: pytest.MonkeyPatch) -> object:
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     get_settings.cache_clear()
+    metrics.reset()
     yield
     get_settings.cache_clear()
+    metrics.reset()

@@ -42,6 +42,7 @@ def create_handler(app: APIGatewayHttpResolver) -> LambdaHandler:
     def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         _apply_log_level()
         _strip_trailing_slash(event)
+        metrics.begin()
         try:
             return app.resolve(event, context)
         finally:

@@ -43,6 +43,9 @@ class LocalApiServer(ThreadingHTTPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's default backlog is 5: a burst of concurrent clients would see connection
+    # resets that API Gateway never gives. 128 is what werkzeug uses for the AWS emulator side.
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], request_log: RequestLog | None = None) -> None:
         super().__init__(address, ApiRequestHandler)
