@@ -17,7 +17,7 @@ import statistics
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 from unittest import mock
@@ -375,7 +375,9 @@ def _function_logs_captured() -> Iterator[io.StringIO]:
             if isinstance(handler, logging.StreamHandler) and handler.stream in (sys.stdout, sys.__stdout__):
                 redirected.append((handler, handler.setStream(buffer)))
     try:
-        yield buffer
+        # Metrics (EMF) are printed, not logged: they go to the same buffer.
+        with redirect_stdout(buffer):
+            yield buffer
     finally:
         for handler, stream in redirected:
             handler.setStream(stream)
