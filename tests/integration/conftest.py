@@ -149,6 +149,15 @@ def api(stack: Stack) -> Api:
     return Api(load_template(), PARAMS)
 
 
+@pytest.fixture
+def token(api: Api) -> str:
+    """The session token of a freshly registered "alice"."""
+    reply = api.register(username="alice", ip="198.51.100.1")
+    assert reply.status == 201, reply.body
+    value: str = reply.body["token"]
+    return value
+
+
 class Faults:
     """Make chosen AWS operations fail, at the SDK boundary, as the service would see it."""
 

@@ -40,14 +40,6 @@ def nothing_stored(stack: Stack) -> bool:
     return all(not items for items in account_items(stack).values())
 
 
-@pytest.fixture
-def token(api: Api) -> str:
-    reply = api.register(username="alice", ip="198.51.100.1")
-    assert reply.status == 201, reply.body
-    value: str = reply.body["token"]
-    return value
-
-
 # ---------------------------------------------------------------- register
 
 

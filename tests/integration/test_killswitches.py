@@ -59,14 +59,6 @@ def counted(stack: Stack) -> dict[str, int]:
 
 
 @pytest.fixture
-def token(api: Api) -> str:
-    reply = api.register(username="alice", ip="198.51.100.1")
-    assert reply.status == 201, reply.body
-    value: str = reply.body["token"]
-    return value
-
-
-@pytest.fixture
 def parameter_clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[float], None]:
     """Move the clock that Powertools' parameter cache reads, without sleeping."""
 
