@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from aws_lambda_powertools import Logger
@@ -155,9 +154,8 @@ def _find_user(login_name: str) -> User | None:
 def _refuse_if_locked(failures: int, reset_at: int, now: float) -> None:
     if failures >= ACCOUNT_AUTH_FAILURES.limit and reset_at > now:
         metrics.count(metrics.Event.RATE_LIMITED)
-        # Rounded up: a client that waits exactly Retry-After seconds must find the lock gone.
-        wait = str(max(math.ceil(reset_at - now), 1))
-        raise NimbusError(ErrorCode.RATELIMITED_ERROR, headers={"Retry-After": wait})
+        state = counters.CounterState(False, failures, ACCOUNT_AUTH_FAILURES.limit, reset_at)
+        raise NimbusError(ErrorCode.RATELIMITED_ERROR, headers={"Retry-After": str(state.reset_in(now))})
 
 
 def _count_failure(user: User, now: float) -> None:
