@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from botocore.exceptions import ClientError
 
+from nimbus_core import clock
 from nimbus_core.killswitches import KillSwitch, parse_enabled, serialize_enabled
 from nimbus_tools.cli.target import Target
-from nimbus_tools.local.clock import utc_timestamp
 
 
 def find_user_id(target: Target, username: str) -> str | None:
@@ -34,7 +34,7 @@ def set_staff(target: Target, user_id: str, staff: bool) -> bool:
             Key={"pk": {"S": f"USER#{user_id}"}},
             UpdateExpression="SET staff = :staff, updatedAt = :now",
             ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":staff": {"BOOL": staff}, ":now": {"S": utc_timestamp()}},
+            ExpressionAttributeValues={":staff": {"BOOL": staff}, ":now": {"S": clock.iso(clock.now())}},
         )
     except ClientError as error:
         if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
@@ -95,7 +95,10 @@ def upsert_domain(target: Target, domain: str, allows_subdomains: bool) -> bool:
         Key={"domain": {"S": domain}},
         # One atomic write: createdAt is kept if the domain already existed.
         UpdateExpression="SET allowsSubdomains = :sub, createdAt = if_not_exists(createdAt, :now)",
-        ExpressionAttributeValues={":sub": {"BOOL": allows_subdomains}, ":now": {"S": utc_timestamp()}},
+        ExpressionAttributeValues={
+            ":sub": {"BOOL": allows_subdomains},
+            ":now": {"S": clock.iso(clock.now())},
+        },
         ReturnValues="ALL_OLD",
     )
     return not result.get("Attributes")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from nimbus_tools.local.clock import utc_timestamp
+from nimbus_core import clock
 
 
 @dataclass
@@ -26,7 +26,7 @@ class CapturedEmail:
     text: str
     html: str
     id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    timestamp: str = field(default_factory=utc_timestamp)
+    timestamp: str = field(default_factory=lambda: clock.iso(clock.now()))
 
     def as_json(self) -> dict[str, Any]:
         """The wire form of ``GET /_nimbus/mail`` entries."""

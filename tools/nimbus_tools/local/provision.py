@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.exceptions import ClientError
 
-from nimbus_tools.local.clock import utc_timestamp
+from nimbus_core import clock
 from nimbus_tools.template import (
     Template,
     parameter_values,
@@ -144,7 +144,7 @@ def put_default_domain(dynamodb: DynamoDBClient, table: str, domain: str) -> Non
             Item={
                 "domain": {"S": domain.strip().lower()},
                 "allowsSubdomains": {"BOOL": True},
-                "createdAt": {"S": utc_timestamp()},
+                "createdAt": {"S": clock.iso(clock.now())},
             },
             ConditionExpression="attribute_not_exists(#d)",
             ExpressionAttributeNames={"#d": "domain"},
