@@ -28,7 +28,7 @@ from moto import mock_aws
 
 from bench.table import render
 from nimbus_core import clock
-from nimbus_core.adapters import clients, runtime_config
+from nimbus_core.adapters import clients, container
 from nimbus_core.auth import USED_AT_REFRESH_SECONDS
 from nimbus_core.settings import get_settings
 from nimbus_core.tokens import parse_session_token
@@ -295,9 +295,12 @@ def _set_config(config: Config) -> None:
     each measured request instead of hoping the entry has not expired. Cold: nothing cached, as
     in a new container.
     """
-    runtime_config.reset()
+    deps = container.production_deps()
+    forget = getattr(deps.config, "forget", None)
+    if forget is not None:
+        forget()
     if config == "warm":
-        runtime_config.current()
+        deps.config.current()
 
 
 def run_scenario(scenario: Scenario, counter: CallCounter, repetitions: int) -> CallRow:
@@ -386,8 +389,7 @@ def _function_logs_captured() -> Iterator[io.StringIO]:
 def _reset_caches() -> None:
     """Forget settings, clients and runtime config, as the integration tests do between cases."""
     get_settings.cache_clear()
-    clients.reset()
-    runtime_config.reset()
+    container.reset()
 
 
 def measure_calls(template: Template, repetitions: int) -> list[CallRow]:

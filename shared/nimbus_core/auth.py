@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from aws_lambda_powertools import Logger
-from botocore.exceptions import BotoCoreError, ClientError
 
 from nimbus_core import clock
-from nimbus_core.adapters.sessions import get_session_and_user, touch_session
+from nimbus_core.deps import Deps
+from nimbus_core.errors import DependencyError
 from nimbus_core.models import Session, User, iso_to_epoch
 from nimbus_core.tokens import SessionToken, secret_matches
 
@@ -27,27 +27,28 @@ class Caller:
     session: Session
 
 
-def authenticate(token: SessionToken, now: float) -> Caller | None:
-    """The caller for ``token``, or None if the session is unknown, revoked, expired, the secret is
-    wrong, or the user is gone or banned."""
-    session, user = get_session_and_user(token.user_id, token.session_id)
+def authenticate(deps: Deps, token: SessionToken, now: float) -> Caller | None:
+    """The caller for ``token``, or None if the session is unknown, revoked (deleted or of an older
+    generation), expired, the secret is wrong, or the user is gone or banned."""
+    session, user = deps.sessions.get_with_user(token.user_id, token.session_id)
     if session is None or user is None:
         return None
     if not secret_matches(token.secret, session.secret_hash):
         return None
-    if session.exp <= now or user.banned_at is not None:
+    if session.exp <= now or user.banned_at is not None or session.generation != user.session_generation:
         return None
     if now - iso_to_epoch(session.used_at) >= USED_AT_REFRESH_SECONDS:
-        session = _touch(session, now)
+        session = _touch(deps, session, now)
     return Caller(user=user, session=session)
 
 
-def _touch(session: Session, now: float) -> Session:
+def _touch(deps: Deps, session: Session, now: float) -> Session:
     used_at = clock.iso(now)
     try:
-        touch_session(session, used_at)
-    except (ClientError, BotoCoreError):
+        deps.sessions.touch(session, used_at)
+    except DependencyError:
         # Recording use is bookkeeping; failing the caller's request over it would be worse.
         _log.warning("could not refresh usedAt", exc_info=True)
         return session
-    return replace(session, used_at=used_at)
+    touched: Session = session.changed(used_at=used_at)
+    return touched

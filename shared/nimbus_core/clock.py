@@ -14,3 +14,11 @@ def now() -> float:
 def iso(ts: float) -> str:
     """ISO-8601 UTC with milliseconds and a Z suffix, e.g. ``2026-11-21T22:01:11.525Z``."""
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class SystemClock:
+    """The :class:`nimbus_core.ports.Clock` of a running function: the wall clock."""
+
+    def now(self) -> float:
+        """Seconds since the epoch."""
+        return now()

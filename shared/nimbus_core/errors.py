@@ -55,6 +55,29 @@ class ErrorCode(Enum):
         return self.value[1]
 
 
+class SuccessCode(Enum):
+    """Code -> (HTTP status, message) of the plain successes (CONTRACT section 7)."""
+
+    DELETE_USER_SUCCESS = (200, "User Successfully Deleted")
+    DELETE_USERS_SUCCESS = (200, "Users Successfully Deleted")
+    DELETE_SESSION_SUCCESS = (200, "Session Successfully Deleted")
+    DELETE_SESSIONS_SUCCESS = (200, "Sessions Successfully Deleted")
+    SEND_VERIFICATION_EMAIL_SUCCESS = (201, "Verification Email Successfully Sent")
+    VERIFY_EMAIL_SUCCESS = (200, "Successfully Verified Email")
+    DELETE_SECOND_FACTOR_SUCCESS = (200, "Second Factor Successfully Deleted")
+    DELETE_SECOND_FACTORS_SUCCESS = (200, "Second Factors Successfully Deleted")
+
+    @property
+    def status(self) -> int:
+        """The HTTP status of this success."""
+        return self.value[0]
+
+    @property
+    def message(self) -> str:
+        """The fixed human-readable message."""
+        return self.value[1]
+
+
 class NimbusError(Exception):
     """An expected failure with a contract error code and optional extra body fields.
 
@@ -79,3 +102,24 @@ class NimbusError(Exception):
     def body(self) -> dict[str, Any]:
         """The JSON error body: ``{code, message}`` plus the extra fields."""
         return {"code": self.code.name, "message": self.code.message, **self.extra}
+
+
+class DependencyError(Exception):
+    """AWS (or another dependency) failed in a way no rule can handle: answered as a bare 500.
+
+    Adapters raise it in place of botocore's exceptions, so services can tell "the store said no"
+    (a :class:`NimbusError`) from "the store is down" without importing botocore.
+    """
+
+
+class RateLimitedError(NimbusError):
+    """A 429: the HTTP layer adds ``Retry-After`` (and, for endpoint limits, ``RateLimit-*``)."""
+
+    def __init__(
+        self, *, retry_after: int, account_lock: bool = False, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(ErrorCode.RATELIMITED_ERROR, headers=headers)
+        self.retry_after = retry_after
+        # The per-account failure lock is a different limit from the endpoint's per-IP/user window,
+        # so its 429 must not carry that window's RateLimit-* headers (CONTRACT section 8).
+        self.account_lock = account_lock

@@ -1,18 +1,33 @@
-"""Domain records (User, Session) and their public JSON shapes (CONTRACT section 5).
+"""Domain records and their public JSON shapes (CONTRACT section 5).
 
-Timestamps are kept as ISO-8601 strings (the wire format) so stored items read naturally in the
-console; ``exp`` values are Unix seconds. Secrets and hashes are fields here but never in a view.
+The records are pydantic models whose camelCase aliases are also their stored attribute names, so
+the DynamoDB adapters map items with ``model_validate`` / ``model_dump`` instead of per-entity dict
+code. Timestamps are ISO-8601 strings (the wire format); ``exp`` values are Unix seconds. Secrets and
+hashes are fields here but never part of a public view.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
 
-@dataclass(frozen=True, slots=True)
-class User:
+
+class Record(BaseModel):
+    """Base of every stored record: immutable, camelCase aliases, unknown stored attributes ignored."""
+
+    model_config = ConfigDict(
+        frozen=True, alias_generator=to_camel, populate_by_name=True, extra="ignore", defer_build=True
+    )
+
+    def changed(self, **values: Any) -> Any:
+        """A copy with ``values`` replaced (validated, unlike ``model_copy``)."""
+        return type(self).model_validate({**self.model_dump(), **values})
+
+
+class User(Record):
     """A user account as stored."""
 
     id: str
@@ -32,6 +47,11 @@ class User:
     # Failed password (and later second-factor) answers in the current per-account window.
     auth_failures: int = 0
     auth_failures_reset_at: int = 0
+    # Sessions of an older generation are revoked: bumping it revokes every session at once
+    # (ban, deletion, password change), checked for free by the authentication read.
+    session_generation: int = 0
+    # The hash of the one verification token that is still valid, if any (single pending token).
+    pending_verification: str | None = None
 
     def to_public(self) -> dict[str, Any]:
         """The User structure of the API; unset values are null, never omitted."""
@@ -51,8 +71,7 @@ class User:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Session:
+class Session(Record):
     """A login session (normal when ``permission_flags`` is None, scoped otherwise)."""
 
     user_id: str
@@ -64,6 +83,7 @@ class Session:
     updated_at: str
     used_at: str
     permission_flags: int | None = None
+    generation: int = 0
 
     @property
     def scoped(self) -> bool:
@@ -78,6 +98,34 @@ class Session:
             "name": self.name,
             "permissionFlags": self.permission_flags,
             "usedAt": self.used_at,
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at,
+        }
+
+
+class VerificationToken(Record):
+    """An email verification token, stored under the hash of its secret."""
+
+    hash: str
+    user_id: str
+    email: str
+    created_at: str
+    exp: int
+
+
+class Domain(Record):
+    """A domain the deployment offers; ``subdomains`` says whether users may pick a subdomain."""
+
+    id: str
+    subdomains: bool = False
+    created_at: str
+    updated_at: str
+
+    def to_public(self) -> dict[str, Any]:
+        """The Domain structure of the API."""
+        return {
+            "id": self.id,
+            "subdomains": self.subdomains,
             "createdAt": self.created_at,
             "updatedAt": self.updated_at,
         }

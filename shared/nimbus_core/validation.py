@@ -19,7 +19,7 @@ from pydantic_core import PydanticCustomError
 
 from nimbus_core.errors import ErrorCode, NimbusError
 
-MAX_BODY_BYTES = 16 * 1024
+MAX_BODY_BYTES = 64 * 1024
 
 _USERNAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _MISSING_TYPES = frozenset(
@@ -40,6 +40,7 @@ _OWN_CODES = {
     "invalid_username": ErrorCode.INVALID_USERNAME_ERROR,
     "invalid_email": ErrorCode.INVALID_EMAIL_ERROR,
     "passwords_do_not_match": ErrorCode.PASSWORDS_DO_NOT_MATCH_ERROR,
+    "subdomain_too_long": ErrorCode.SUBDOMAIN_TOO_LONG_ERROR,
 }
 
 
@@ -141,13 +142,31 @@ def read_json_body(raw: str | None, *, is_base64: bool = False) -> dict[str, Any
         return {}
     try:
         data = base64.b64decode(raw, validate=True) if is_base64 else raw.encode("utf-8", "strict")
-        if len(data) > MAX_BODY_BYTES:
-            raise NimbusError(ErrorCode.INVALID_BODY_ERROR)
-        value = json.loads(data.decode("utf-8", "strict"))
-    except (ValueError, UnicodeError, binascii.Error, RecursionError):
+    except (ValueError, binascii.Error):
+        raise NimbusError(ErrorCode.INVALID_BODY_ERROR) from None
+    if len(data) > MAX_BODY_BYTES:
+        raise NimbusError(ErrorCode.BODY_TOO_LARGE_ERROR)
+    try:
+        value = json.loads(
+            data.decode("utf-8", "strict"), parse_constant=_refuse_constant, object_pairs_hook=_unique_keys
+        )
+    except (ValueError, UnicodeError, RecursionError):
         raise NimbusError(ErrorCode.INVALID_BODY_ERROR) from None
     if not isinstance(value, dict) or not _valid_unicode(value):
         raise NimbusError(ErrorCode.INVALID_BODY_ERROR)
+    return value
+
+
+def _refuse_constant(name: str) -> Any:
+    """NaN, Infinity and -Infinity are not JSON; strict parsers refuse them."""
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object, refusing duplicated keys (parsers disagree on which value wins)."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        raise ValueError("duplicate key")
     return value
 
 

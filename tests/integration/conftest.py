@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,11 +18,12 @@ import pytest
 from moto import mock_aws
 
 from nimbus_core import metrics
-from nimbus_core.adapters import clients, runtime_config
+from nimbus_core.adapters import clients, container
+from nimbus_core.adapters.items import from_item
 from nimbus_core.settings import get_settings
 from nimbus_tools.local.inprocess import InProcessApi, Reply
 from nimbus_tools.local.provision import ProvisionedStack, provision
-from nimbus_tools.template import load_template
+from nimbus_tools.template import Template, load_template
 
 REGION = "us-east-1"
 PARAMS = {"VerificationUrl": "https://files.test/verify?token={token}", "DefaultDomain": "nimbus.test"}
@@ -32,7 +34,12 @@ class Stack:
     """The provisioned emulator and helpers to look inside it."""
 
     provisioned: ProvisionedStack
-    emails: list[dict[str, Any]] = field(default_factory=list)
+    template: Template
+
+    def ensure_provisioned(self) -> None:
+        """Provision again if a test with its own fresh moto wiped the backends."""
+        if self.table("UsersTable") not in self.dynamodb.list_tables()["TableNames"]:
+            provision(boto3.Session(region_name=REGION), self.template, PARAMS)
 
     @property
     def dynamodb(self) -> Any:
@@ -49,6 +56,21 @@ class Stack:
         """Every item of a table (tests only; the service never scans)."""
         return list(self.dynamodb.scan(TableName=self.table(logical_id))["Items"])
 
+    @property
+    def emails(self) -> list[dict[str, Any]]:
+        """Every email queued in the outbox, oldest first (the mail function sends them)."""
+        queued = [from_item(item) for item in self.items("OutboxTable")]
+        return [
+            {
+                "to": [m["to"]],
+                "subject": m["subject"],
+                "text": m["text"],
+                "html": m["html"],
+                "kind": m["kind"],
+            }
+            for m in sorted(queued, key=lambda m: (m["createdAt"], m["id"]))
+        ]
+
     def set_switches(self, *names: str) -> None:
         """Write the kill-switch parameter and drop the functions' cached copy."""
         self.ssm.put_parameter(
@@ -57,64 +79,74 @@ class Stack:
             Type="String",
             Overwrite=True,
         )
-        runtime_config.reset()
+        container.reset()
+
+    def truncate(self) -> None:
+        """Empty every table but the domains (tests start from provisioned state, cheaply)."""
+        client = self.dynamodb
+        for logical_id, name in self.provisioned.tables.items():
+            if logical_id == "DomainsTable":
+                continue
+            keys = [k["AttributeName"] for k in client.describe_table(TableName=name)["Table"]["KeySchema"]]
+            for item in client.scan(TableName=name)["Items"]:
+                client.delete_item(TableName=name, Key={k: item[k] for k in keys})
+
+
+_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+}
+
+
+@contextmanager
+def fresh_aws() -> Iterator[None]:
+    """moto with empty backends, even inside the session's mock (nested mocks share data).
+
+    A test that needs AWS all to itself uses this; the session stack is provisioned again on the
+    next test that uses it (see :func:`stack`).
+    """
+    with mock_aws() as mocked:
+        mocked.reset()
+        yield
+
+
+@pytest.fixture(scope="session")
+def _provisioned() -> Iterator[Stack]:
+    """moto, provisioned from template.yaml ONCE per test session (per xdist worker)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in _ENV.items():
+            patch.setenv(key, value)
+        patch.delenv("AWS_ENDPOINT_URL", raising=False)
+        patch.delenv("AWS_PROFILE", raising=False)
+        template = load_template()
+        with mock_aws():
+            provisioned = provision(boto3.Session(region_name=REGION), template, PARAMS)
+            for key, value in InProcessApi(template, PARAMS).environment().items():
+                patch.setenv(key, value)
+            yield Stack(provisioned, template)
 
 
 @pytest.fixture
-def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
-    """A fresh emulated stack per test, with the functions' environment from the template."""
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    template = load_template()
-    with mock_aws():
-        provisioned = provision(boto3.Session(region_name=REGION), template, PARAMS)
-        for key, value in InProcessApi(template, PARAMS).environment().items():
-            monkeypatch.setenv(key, value)
-        get_settings.cache_clear()
-        clients.reset()
-        runtime_config.reset()
-        metrics.reset()
-        result = Stack(provisioned)
-        events = clients.sesv2().meta.events
-        events.register("before-parameter-build.sesv2.SendEmail", _remember_email)
-        events.register("after-call.sesv2.SendEmail", _recorder(result.emails))
-        yield result
-        get_settings.cache_clear()
-        clients.reset()
-        runtime_config.reset()
-        metrics.reset()
-
-
-def _remember_email(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
-    context["nimbus_email"] = params
-
-
-def _recorder(sink: list[dict[str, Any]]) -> Callable[..., None]:
-    """Record an email once SES accepted it (an injected fault must leave the outbox empty)."""
-
-    def record(parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
-        if "Error" in parsed or "nimbus_email" not in context:
-            return
-        params = context["nimbus_email"]
-        simple = params["Content"]["Simple"]
-        sink.append(
-            {
-                "from": params["FromEmailAddress"],
-                "to": params["Destination"]["ToAddresses"],
-                "subject": simple["Subject"]["Data"],
-                "text": simple["Body"]["Text"]["Data"],
-                "html": simple["Body"]["Html"]["Data"],
-            }
-        )
-
-    return record
+def stack(_provisioned: Stack) -> Iterator[Stack]:
+    """The session's emulated stack, emptied for this test, with fresh clients and caches."""
+    _provisioned.ensure_provisioned()
+    _provisioned.truncate()
+    get_settings.cache_clear()
+    container.reset()
+    metrics.reset()
+    yield _provisioned
+    if (
+        _provisioned.ssm.get_parameter(Name=_provisioned.provisioned.parameters["KillSwitchParameter"])[
+            "Parameter"
+        ]["Value"]
+        != "[]"
+    ):
+        _provisioned.set_switches()
+    get_settings.cache_clear()
+    container.reset()
+    metrics.reset()
 
 
 class Api(InProcessApi):

@@ -10,10 +10,13 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
+from nimbus_core.adapters.transactions import DynamoTransactor
+from nimbus_core.adapters.users import DynamoUsers
 from nimbus_tools.cli.main import main
 from nimbus_tools.template import load_template, resources_of_type
+from tests.integration.conftest import fresh_aws
+from tests.samples import sample_user
 
 REGION = "eu-west-1"
 STACK = ["--stack", "nimbus-test", "--region", REGION]
@@ -47,12 +50,10 @@ class Deployed:
         self.dynamodb = boto3.client("dynamodb", region_name=REGION)
         self.ssm = boto3.client("ssm", region_name=REGION)
 
-    def add_user(self, username: str, user_id: str, **attributes: Any) -> None:
-        table = self.outputs["UsersTableName"]
-        self.dynamodb.put_item(
-            TableName=table, Item={"pk": {"S": f"USERNAME#{username.lower()}"}, "userId": {"S": user_id}}
-        )
-        self.dynamodb.put_item(TableName=table, Item={"pk": {"S": f"USER#{user_id}"}, **attributes})
+    def add_user(self, username: str, user_id: str, *, staff: bool = False) -> None:
+        """A user written by the functions' own adapter (no copy of the schema here)."""
+        users = DynamoUsers(self.dynamodb, self.outputs["UsersTableName"])
+        DynamoTransactor(self.dynamodb).commit(users.create_ops(sample_user(user_id, username, staff=staff)))
 
     def user(self, user_id: str) -> dict[str, Any]:
         key = {"pk": {"S": f"USER#{user_id}"}}
@@ -63,7 +64,7 @@ class Deployed:
 
     def domains(self) -> dict[str, dict[str, Any]]:
         items = self.dynamodb.scan(TableName=self.outputs["DomainsTableName"])["Items"]
-        return {item["domain"]["S"]: item for item in items}
+        return {item["id"]["S"]: item for item in items}
 
 
 @pytest.fixture
@@ -72,7 +73,7 @@ def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
         monkeypatch.setenv(key, value)
     for key in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "AWS_DEFAULT_REGION", "AWS_REGION"):
         monkeypatch.delenv(key, raising=False)
-    with mock_aws():
+    with fresh_aws():
         yield Deployed()
 
 
@@ -88,7 +89,7 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 def test_promote_sets_staff_on_the_user_found_by_case_insensitive_username(
     deployed: Deployed, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    deployed.add_user("Alice", "u-1", staff={"BOOL": False})
+    deployed.add_user("Alice", "u-1")
     code, out, _ = _run(capsys, *STACK, "staff", "promote", "ALICE")
     assert code == 0
     assert "ALICE is now staff" in out
@@ -100,7 +101,7 @@ def test_promote_sets_staff_on_the_user_found_by_case_insensitive_username(
 def test_demote_clears_staff_and_target_options_may_follow_the_command(
     deployed: Deployed, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    deployed.add_user("bob", "u-2", staff={"BOOL": True})
+    deployed.add_user("bob", "u-2", staff=True)
     code, out, _ = _run(capsys, "staff", "demote", "bob", *STACK)
     assert code == 0
     assert "no longer staff" in out
@@ -206,14 +207,14 @@ def test_domain_add_stores_the_lower_cased_name_and_add_again_updates_subdomains
     assert code == 0
     assert "added files.example" in out
     first = deployed.domains()["files.example"]
-    assert first["allowsSubdomains"] == {"BOOL": False}
+    assert first["subdomains"] == {"BOOL": False}
     assert ISO_MS.fullmatch(first["createdAt"]["S"])
 
     code, out, _ = _run(capsys, *STACK, "domain", "add", "files.example", "--subdomains")
     assert code == 0
     assert "updated files.example" in out
     second = deployed.domains()["files.example"]
-    assert second["allowsSubdomains"] == {"BOOL": True}
+    assert second["subdomains"] == {"BOOL": True}
     assert second["createdAt"] == first["createdAt"]
 
 

@@ -10,10 +10,13 @@ from pathlib import Path
 import boto3
 import pytest
 
+from nimbus_core.adapters.transactions import DynamoTransactor
+from nimbus_core.adapters.users import DynamoUsers
 from nimbus_tools.cli.main import main
 from nimbus_tools.local.control import clear_mail
 from nimbus_tools.local.launcher import LocalApiProcess, start_local_api
 from nimbus_tools.local.session import emulator_session
+from tests.samples import sample_user
 
 pytestmark = pytest.mark.e2e
 
@@ -91,8 +94,8 @@ def test_staff_promote_and_domains_work_on_the_local_tables(
     api: LocalApiProcess, capsys: pytest.CaptureFixture[str]
 ) -> None:
     dynamodb = _session().client("dynamodb", endpoint_url=api.aws_endpoint_url)
-    dynamodb.put_item(TableName="UsersTable", Item={"pk": {"S": "USERNAME#erin"}, "userId": {"S": "u-5"}})
-    dynamodb.put_item(TableName="UsersTable", Item={"pk": {"S": "USER#u-5"}})
+    users = DynamoUsers(dynamodb, "UsersTable")
+    DynamoTransactor(dynamodb).commit(users.create_ops(sample_user("u-5", "erin")))
     assert _nimbus(api, capsys, "staff", "promote", "Erin")[0] == 0
     user = dynamodb.get_item(TableName="UsersTable", Key={"pk": {"S": "USER#u-5"}})["Item"]
     assert user["staff"] == {"BOOL": True}

@@ -11,7 +11,7 @@ from typing import Any, Self
 import pytest
 from aws_lambda_powertools.utilities.parameters import base as parameters_base
 
-from nimbus_core.adapters import runtime_config
+from nimbus_core.adapters import container
 from nimbus_core.settings import get_settings
 from tests.integration.conftest import Api, Stack
 
@@ -299,7 +299,7 @@ def test_a_malformed_switch_parameter_never_answers_500(
     api: Api, stack: Stack, token: str, value: str
 ) -> None:
     write_switches(stack, value)
-    runtime_config.reset()
+    container.reset()
 
     me = api.call("GET", "/users/me", token=token)
 
@@ -341,7 +341,7 @@ def test_without_a_cache_a_switch_flipped_in_ssm_is_seen_at_once(
 ) -> None:
     monkeypatch.setenv("CONFIG_CACHE_SECONDS", "0")
     get_settings.cache_clear()
-    runtime_config.reset()
+    container.reset()
     assert api.call("GET", "/").status == 200
 
     write_switches(stack, json.dumps(["GLOBAL"]))

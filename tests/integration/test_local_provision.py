@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from nimbus_tools.local.provision import provision
 from nimbus_tools.template import load_template
+from tests.integration.conftest import fresh_aws
 
 REGION = "us-east-1"
 TEMPLATE = load_template()
@@ -22,7 +22,7 @@ def session(monkeypatch: pytest.MonkeyPatch) -> Iterator[boto3.Session]:
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-    with mock_aws():
+    with fresh_aws():
         yield boto3.Session(region_name=REGION)
 
 
@@ -82,8 +82,8 @@ def test_default_domain_is_offered_lower_cased_with_subdomains(session: boto3.Se
     provision(session, TEMPLATE, {"DefaultDomain": "Nimbus.Test"})
     items = session.client("dynamodb").scan(TableName="DomainsTable")["Items"]
     assert len(items) == 1
-    assert items[0]["domain"] == {"S": "nimbus.test"}
-    assert items[0]["allowsSubdomains"] == {"BOOL": True}
+    assert items[0]["id"] == {"S": "nimbus.test"}
+    assert items[0]["subdomains"] == {"BOOL": True}
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", items[0]["createdAt"]["S"])
 
 

@@ -92,6 +92,7 @@ def test_login_by_username_in_any_case_opens_a_24_hour_session(
                 "usedAt": NOW_ISO,
                 "createdAt": NOW_ISO,
                 "updatedAt": NOW_ISO,
+                "generation": 0,
             }
 
 

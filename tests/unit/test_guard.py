@@ -1,29 +1,31 @@
-"""The guard applies CONTRACT section 4's checks in order, on a tiny resolver with fake ports."""
+"""The guard applies CONTRACT section 4's checks in order, on a tiny app with the fake ports."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 import pytest
 from aws_lambda_powertools.event_handler import Response
 from pydantic import Field
 
-from nimbus_core.adapters import counters, runtime_config
-from nimbus_core.auth import Caller
-from nimbus_core.http import guard as guard_module
-from nimbus_core.http.app import create_app
-from nimbus_core.http.guard import Auth, Endpoint, current_request, guard
+from nimbus_core.http.app import NimbusApp, create_app
+from nimbus_core.http.guard import Request
+from nimbus_core.http.policy import Auth, Policy
+from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import json_response
 from nimbus_core.ids import new_id
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.models import Session, User
 from nimbus_core.ratelimits import Per, RateLimit
 from nimbus_core.scopes import Scope
+from nimbus_core.tokens import hash_secret
 from nimbus_core.validation import Body, Query, QueryBool
+from tests.fakes import fake_world
 
-TOKEN = f"{new_id()}.{new_id()}.{'s' * 43}"
+USER_ID, SESSION_ID, SECRET = new_id(), new_id(), "s" * 43
+TOKEN = f"{USER_ID}.{SESSION_ID}.{SECRET}"
 LIMIT = RateLimit("test", 2, 60, Per.IP, frozenset({404}))
 
 
@@ -32,81 +34,106 @@ class NameBody(Body):
 
 
 @dataclass
-class Fakes:
-    switches: set[KillSwitch] = field(default_factory=set)
-    caller: Caller | None = None
-    hits: int = 0
-    released: int = 0
-    authentications: int = 0
+class Caller:
+    user: User
+    session: Session
 
 
 def _caller(*, staff: bool = False, flags: int | None = None) -> Caller:
     user = User(
-        id="u",
+        id=USER_ID,
         username="u",
         email="u@x.io",
         password_hash="h",
-        created_at="t",
-        updated_at="t",
+        created_at="2027-01-15T08:00:00.250Z",
+        updated_at="2027-01-15T08:00:00.250Z",
         domain="d",
         staff=staff,
     )
     session = Session(
-        user_id="u",
-        id="s",
-        secret_hash="h",
+        user_id=USER_ID,
+        id=SESSION_ID,
+        secret_hash=hash_secret(SECRET),
         name="n",
         exp=2**40,
-        created_at="t",
-        updated_at="t",
-        used_at="t",
+        created_at="2027-01-15T08:00:00.250Z",
+        updated_at="2027-01-15T08:00:00.250Z",
+        used_at="2027-01-15T08:00:00.250Z",
         permission_flags=flags,
     )
     return Caller(user=user, session=session)
 
 
+class Fakes:
+    """The fake deployment seen through what these tests look at."""
+
+    def __init__(self) -> None:
+        self.world = fake_world()
+
+    @property
+    def switches(self) -> set[KillSwitch]:
+        return self.world.config.switches
+
+    @switches.setter
+    def switches(self, value: set[KillSwitch]) -> None:
+        self.world.config.switches = set(value)
+
+    @property
+    def caller(self) -> Caller | None:
+        return None
+
+    @caller.setter
+    def caller(self, value: Caller | None) -> None:
+        assert value is not None
+        self.world.db.users[value.user.id] = value.user
+        self.world.db.sessions[(value.user.id, value.session.id)] = value.session
+
+    def _count(self, call: str) -> int:
+        return self.world.db.calls.count(call)
+
+    @property
+    def hits(self) -> int:
+        return self._count("counters.hit")
+
+    @property
+    def released(self) -> int:
+        return self._count("counters.release")
+
+    @property
+    def authentications(self) -> int:
+        return self._count("sessions.get_with_user")
+
+
 @pytest.fixture
-def fakes(monkeypatch: pytest.MonkeyPatch) -> Fakes:
-    state = Fakes()
-
-    def current() -> runtime_config.RuntimeConfig:
-        return runtime_config.RuntimeConfig(frozenset(state.switches), "INFO")
-
-    def authenticate(token: Any, now: float) -> Caller | None:
-        state.authentications += 1
-        return state.caller
-
-    def hit(spec: Any, *, limit: int, window: int, now: float) -> counters.CounterState:
-        state.hits += 1
-        return counters.CounterState(state.hits <= limit, min(state.hits, limit), limit, int(now) + window)
-
-    def release(spec: Any, *, reset_at: int) -> None:
-        state.released += 1
-        state.hits -= 1
-
-    monkeypatch.setattr(runtime_config, "current", current)
-    monkeypatch.setattr(guard_module, "authenticate", authenticate)
-    monkeypatch.setattr(counters, "hit", hit)
-    monkeypatch.setattr(counters, "release", release)
-    return state
+def fakes() -> Fakes:
+    return Fakes()
 
 
-def _app(policy: Endpoint, status: int = 200) -> Any:
-    app = create_app()
+_CURRENT: list[Fakes] = []
 
-    @app.post("/x", middlewares=[guard(policy)])
-    def route() -> Response[str]:
-        request = current_request(app)
+
+@pytest.fixture(autouse=True)
+def _current(fakes: Fakes) -> Any:
+    _CURRENT[:] = [fakes]
+    yield
+    _CURRENT.clear()
+
+
+def _app(policy: Policy, status: int = 200) -> NimbusApp:
+    routes = EndpointRouter()
+
+    @routes.endpoint("POST", "/x", policy)
+    def route(request: Request) -> Response[str]:
         return json_response(
             status,
             {"body": request.body.model_dump() if request.body else None, "session": request.session_name},
         )
 
-    return app
+    return create_app(routes, deps=lambda: _CURRENT[0].world.deps)
 
 
 def _call(
-    app: Any, body: Any = None, headers: dict[str, str] | None = None
+    app: NimbusApp, body: Any = None, headers: dict[str, str] | None = None
 ) -> tuple[int, dict[str, Any], dict[str, str]]:
     event = {
         "version": "2.0",
@@ -121,13 +148,13 @@ def _call(
             "stage": "$default",
         },
     }
-    result = app.resolve(event, {})
+    result = app.resolve(event, cast(Any, {}))
     return result["statusCode"], json.loads(result["body"]), result["headers"]
 
 
 def test_kill_switch_answers_503_with_the_switch_number(fakes: Fakes) -> None:
     fakes.switches = {KillSwitch.ACCOUNT_LOGIN}
-    status, body, _ = _call(_app(Endpoint(auth=Auth.NONE, killswitches=(KillSwitch.ACCOUNT_LOGIN,))))
+    status, body, _ = _call(_app(Policy(auth=Auth.NONE, killswitches=(KillSwitch.ACCOUNT_LOGIN,))))
     assert (status, body) == (
         503,
         {"code": "SERVICE_UNAVAILABLE_ERROR", "message": "Service Unavailable", "feature": 4},
@@ -136,46 +163,46 @@ def test_kill_switch_answers_503_with_the_switch_number(fakes: Fakes) -> None:
 
 def test_global_wins_over_the_endpoint_switch(fakes: Fakes) -> None:
     fakes.switches = {KillSwitch.ACCOUNT_LOGIN, KillSwitch.GLOBAL}
-    _, body, _ = _call(_app(Endpoint(auth=Auth.NONE, killswitches=(KillSwitch.ACCOUNT_LOGIN,))))
+    _, body, _ = _call(_app(Policy(auth=Auth.NONE, killswitches=(KillSwitch.ACCOUNT_LOGIN,))))
     assert body["feature"] == 8
 
 
 def test_switches_of_other_endpoints_do_not_apply(fakes: Fakes) -> None:
     fakes.switches = {KillSwitch.ACCOUNT_CREATE}
-    assert _call(_app(Endpoint(auth=Auth.NONE, killswitches=(KillSwitch.ACCOUNT_LOGIN,))))[0] == 200
+    assert _call(_app(Policy(auth=Auth.NONE, killswitches=(KillSwitch.ACCOUNT_LOGIN,))))[0] == 200
 
 
 def test_staff_pass_kill_switches(fakes: Fakes) -> None:
     fakes.switches = {KillSwitch.GLOBAL}
     fakes.caller = _caller(staff=True)
-    assert _call(_app(Endpoint()), headers={"authorization": TOKEN})[0] == 200
+    assert _call(_app(Policy()), headers={"authorization": TOKEN})[0] == 200
 
 
 def test_kill_switch_comes_before_the_session_check(fakes: Fakes) -> None:
     fakes.switches = {KillSwitch.GLOBAL}
-    assert _call(_app(Endpoint()))[0] == 503
+    assert _call(_app(Policy()))[0] == 503
 
 
 def test_session_required_answers_401(fakes: Fakes) -> None:
-    status, body, _ = _call(_app(Endpoint()), headers={"authorization": TOKEN})
+    status, body, _ = _call(_app(Policy()), headers={"authorization": TOKEN})
     assert (status, body["code"]) == (401, "INVALID_SESSION_ERROR")
 
 
 def test_guest_endpoints_refuse_a_valid_session_and_ignore_an_invalid_one(fakes: Fakes) -> None:
-    app = _app(Endpoint(auth=Auth.GUEST))
+    app = _app(Policy(auth=Auth.GUEST))
     assert _call(app, headers={"authorization": TOKEN})[0] == 200  # unknown session: ignored
     fakes.caller = _caller()
     assert _call(app, headers={"authorization": TOKEN})[0] == 401
 
 
 def test_endpoints_without_a_session_never_authenticate(fakes: Fakes) -> None:
-    _call(_app(Endpoint(auth=Auth.NONE)), headers={"authorization": TOKEN})
+    _call(_app(Policy(auth=Auth.NONE)), headers={"authorization": TOKEN})
     assert fakes.authentications == 0
 
 
 def test_staff_endpoints_refuse_non_staff_with_403(fakes: Fakes) -> None:
     fakes.caller = _caller()
-    assert _call(_app(Endpoint(staff=True)), headers={"authorization": TOKEN})[0] == 403
+    assert _call(_app(Policy(staff=True)), headers={"authorization": TOKEN})[0] == 403
 
 
 @pytest.mark.parametrize(
@@ -184,30 +211,30 @@ def test_staff_endpoints_refuse_non_staff_with_403(fakes: Fakes) -> None:
 )
 def test_scoped_sessions_need_the_endpoint_scope(fakes: Fakes, flags: int | None, status: int) -> None:
     fakes.caller = _caller(flags=flags)
-    assert _call(_app(Endpoint(scope=Scope.ACCOUNT_READ)), headers={"authorization": TOKEN})[0] == status
+    assert _call(_app(Policy(scope=Scope.ACCOUNT_READ)), headers={"authorization": TOKEN})[0] == status
 
 
 def test_endpoints_closed_to_scoped_sessions_refuse_even_scope_all(fakes: Fakes) -> None:
     fakes.caller = _caller(flags=Scope.ALL)
-    assert _call(_app(Endpoint(scoped_sessions=False)), headers={"authorization": TOKEN})[0] == 403
+    assert _call(_app(Policy(scoped_sessions=False)), headers={"authorization": TOKEN})[0] == 403
 
 
 def test_permission_check_comes_before_body_validation(fakes: Fakes) -> None:
     fakes.caller = _caller()
     assert (
-        _call(_app(Endpoint(staff=True, body=NameBody)), body="nope", headers={"authorization": TOKEN})[0]
+        _call(_app(Policy(staff=True, body=NameBody)), body="nope", headers={"authorization": TOKEN})[0]
         == 403
     )
 
 
 def test_body_validation_comes_before_the_rate_limit(fakes: Fakes) -> None:
-    app = _app(Endpoint(auth=Auth.NONE, body=NameBody, rate_limit=LIMIT))
+    app = _app(Policy(auth=Auth.NONE, body=NameBody, rate_limit=LIMIT))
     assert _call(app, body="{")[0] == 400
     assert fakes.hits == 0
 
 
 def test_rate_limit_headers_and_429_with_retry_after(fakes: Fakes) -> None:
-    app = _app(Endpoint(auth=Auth.NONE, rate_limit=LIMIT))
+    app = _app(Policy(auth=Auth.NONE, rate_limit=LIMIT))
     first = _call(app)
     assert (first[0], first[2]["RateLimit-Limit"], first[2]["RateLimit-Remaining"]) == (200, "2", "1")
     assert first[2]["RateLimit-Reset"] == "60"
@@ -219,14 +246,14 @@ def test_rate_limit_headers_and_429_with_retry_after(fakes: Fakes) -> None:
 
 
 def test_not_counted_statuses_give_the_hit_back(fakes: Fakes) -> None:
-    app = _app(Endpoint(auth=Auth.NONE, rate_limit=LIMIT), status=404)
+    app = _app(Policy(auth=Auth.NONE, rate_limit=LIMIT), status=404)
     for _ in range(5):
         assert _call(app)[0] == 404
     assert fakes.released == 5
 
 
 def test_session_name_comes_from_the_header_or_the_user_agent(fakes: Fakes) -> None:
-    app = _app(Endpoint(auth=Auth.NONE, names_session=True))
+    app = _app(Policy(auth=Auth.NONE, names_session=True))
     assert _call(app, headers={"x-session-name": "  laptop  "})[1]["session"] == "laptop"
     assert _call(app, headers={"user-agent": "curl/8.1"})[1]["session"] == "curl 8 on an unknown OS"
     status, body, _ = _call(app, headers={"x-session-name": "x" * 65})
@@ -234,11 +261,13 @@ def test_session_name_comes_from_the_header_or_the_user_agent(fakes: Fakes) -> N
 
 
 def test_unexpected_errors_answer_a_clean_500(fakes: Fakes) -> None:
-    app = create_app()
+    routes = EndpointRouter()
 
-    @app.get("/boom", middlewares=[guard(Endpoint(auth=Auth.NONE))])
-    def boom() -> Response[str]:
+    @routes.endpoint("GET", "/boom", Policy(auth=Auth.NONE))
+    def boom(_request: Request) -> Response[str]:
         raise RuntimeError("secret detail")
+
+    app = create_app(routes, deps=lambda: fakes.world.deps)
 
     event = {
         "version": "2.0",
@@ -260,11 +289,13 @@ def test_query_validation_runs_with_the_body_checks_before_the_rate_limit(fakes:
     class Flags(Query):
         include_self: QueryBool = Field(False, alias="include-self")
 
-    app = create_app()
+    routes = EndpointRouter()
 
-    @app.get("/q", middlewares=[guard(Endpoint(auth=Auth.NONE, query=Flags, rate_limit=LIMIT))])
-    def route() -> Response[str]:
-        return json_response(200, {"includeSelf": current_request(app).query.include_self})
+    @routes.endpoint("GET", "/q", Policy(auth=Auth.NONE, query=Flags, rate_limit=LIMIT))
+    def route(request: Request) -> Response[str]:
+        return json_response(200, {"includeSelf": request.query.include_self})
+
+    app = create_app(routes, deps=lambda: fakes.world.deps)
 
     def get(raw: str) -> dict[str, Any]:
         event = {

@@ -107,7 +107,14 @@ def test_unsupported_intrinsics_and_refs_fail_clearly() -> None:
 
 def test_table_definitions_give_create_table_kwargs_and_ttl() -> None:
     tables = table_definitions(TEMPLATE)
-    assert set(tables) == {"UsersTable", "SessionsTable", "CountersTable", "TokensTable", "DomainsTable"}
+    assert set(tables) == {
+        "UsersTable",
+        "SessionsTable",
+        "CountersTable",
+        "TokensTable",
+        "DomainsTable",
+        "OutboxTable",
+    }
     users = tables["UsersTable"]["create_table"]
     assert users["TableName"] == "UsersTable"
     assert users["BillingMode"] == "PAY_PER_REQUEST"
@@ -123,6 +130,7 @@ def test_table_definitions_give_create_table_kwargs_and_ttl() -> None:
         "CountersTable": "expiresAt",
         "TokensTable": "expiresAt",
         "DomainsTable": None,
+        "OutboxTable": "expiresAt",
     }
 
 

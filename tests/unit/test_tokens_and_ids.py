@@ -29,6 +29,9 @@ def test_token_round_trips_through_both_header_forms() -> None:
     assert parse_session_token(f"bearer   {token}") == token
 
 
+ID_A, ID_B = "01M83M99VZ0PQ19JM98VB8SN17", "01M83M99VZTVNSX1PFTSR1WXA6"
+
+
 @pytest.mark.parametrize(
     "raw",
     [
@@ -37,11 +40,12 @@ def test_token_round_trips_through_both_header_forms() -> None:
         "garbage",
         "a.b.c",
         "Bearer",
-        f"{new_id()}.{new_id()}",
-        f"{new_id()}.{new_id()}.short",
-        f"{new_id()}.{new_id()}.{'x' * 43}.extra",
+        # Fixed ids, not new_id(): values made at collection time differ between xdist workers.
+        f"{ID_A}.{ID_B}",
+        f"{ID_A}.{ID_B}.short",
+        f"{ID_A}.{ID_B}.{'x' * 43}.extra",
         "x" * 10_000,
-        f"{new_id().lower()}.{new_id()}.{'x' * 43}",
+        f"{ID_A.lower()}.{ID_B}.{'x' * 43}",
     ],
 )
 def test_malformed_tokens_parse_to_nothing(raw: str | None) -> None:

@@ -24,7 +24,7 @@ def _error(fn: Any, *args: Any) -> NimbusError:
 
 @pytest.mark.parametrize(
     "raw",
-    ["not json", "[1, 2]", '"a string"', "42", "null", '{"a": 1', '{"a": "\\ud800"}', "[" * 100_000],
+    ["not json", "[1, 2]", '"a string"', "42", "null", '{"a": 1', '{"a": "\\ud800"}', "[" * 60_000],
 )
 def test_bodies_that_are_not_json_objects_are_invalid_body(raw: str) -> None:
     assert _error(read_json_body, raw).code is ErrorCode.INVALID_BODY_ERROR
@@ -45,8 +45,16 @@ def test_base64_json_body_is_decoded() -> None:
     assert read_json_body(raw, is_base64=True) == GOOD
 
 
-def test_oversized_body_is_invalid_body() -> None:
-    raw = json.dumps({"username": "a" * 20_000})
+def test_a_body_over_64_kib_is_body_too_large_before_it_is_parsed() -> None:
+    assert _error(read_json_body, "{" * (64 * 1024 + 1)).code is ErrorCode.BODY_TOO_LARGE_ERROR
+    assert read_json_body(json.dumps({"username": "a" * (64 * 1024 - 20)}))["username"]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ['{"a": NaN}', '{"a": Infinity}', '{"a": -Infinity}', '{"a": 1, "a": 2}', '{"x": {"b": 1, "b": 1}}'],
+)
+def test_json_that_strict_parsers_disagree_on_is_invalid_body(raw: str) -> None:
     assert _error(read_json_body, raw).code is ErrorCode.INVALID_BODY_ERROR
 
 

@@ -1,8 +1,8 @@
-"""Lambda entry point of the accounts group (/users...): wiring only."""
+"""Lambda entry point of the accounts group (/users..., /domains): wiring only."""
 
-from accounts_api.routes import router
+from accounts_api.routes import routes
+from nimbus_core.adapters.container import production_deps
 from nimbus_core.http.app import create_app, create_handler
 
-app = create_app()
-app.include_router(router)
+app = create_app(routes, deps=production_deps)
 lambda_handler = create_handler(app)

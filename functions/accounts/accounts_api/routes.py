@@ -1,21 +1,198 @@
-"""Routes of the accounts group."""
+"""Routes of the accounts group: each declared once with its policy (the seed's requirements)."""
 
 from __future__ import annotations
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
-from nimbus_core.http.guard import Endpoint, current_request, guard
-from nimbus_core.http.responses import json_response
+from accounts_api import service
+from accounts_api.models import (
+    ChangeDomainBody,
+    ChangeEmailBody,
+    ChangePasswordBody,
+    ChangeUsernameBody,
+    DomainsQuery,
+    VerifyEmailBody,
+)
+from nimbus_core import ratelimits, verification
+from nimbus_core.errors import SuccessCode
+from nimbus_core.http.guard import Request
+from nimbus_core.http.policy import Auth, Policy
+from nimbus_core.http.registry import EndpointRouter
+from nimbus_core.http.responses import json_response, success_response
+from nimbus_core.killswitches import KillSwitch
 from nimbus_core.scopes import Scope
 
-router = APIGatewayHttpRouter()
+routes = EndpointRouter()
 
-GET_ME = Endpoint(scope=Scope.ACCOUNT_READ)
+_MODIFY = (KillSwitch.ACCOUNT_MODIFY,)
+_MODIFY_EMAIL = (KillSwitch.ACCOUNT_MODIFY, KillSwitch.ACCOUNT_EMAIL_VERIFY)
 
 
-@router.get("/users/me", middlewares=[guard(GET_ME)])
-def get_me() -> Response[str]:
+@routes.endpoint(
+    "GET",
+    "/users/me",
+    Policy(scope=Scope.ACCOUNT_READ, statuses=(200, 401, 403, 429, 500, 503), summary="The current user"),
+)
+def get_me(request: Request) -> Response[str]:
     """GET /users/me: the caller's own User record, as authenticated (no further reads)."""
-    caller = current_request(router).require_caller()
-    return json_response(200, caller.user.to_public())
+    return json_response(200, request.require_caller().user.to_public())
+
+
+@routes.endpoint(
+    "PUT",
+    "/users/me/username",
+    Policy(
+        scope=Scope.ACCOUNT_MODIFY,
+        killswitches=_MODIFY,
+        body=ChangeUsernameBody,
+        rate_limit=ratelimits.CHANGE_USERNAME,
+        reverify=True,
+        statuses=(200, 400, 401, 403, 409, 429, 500, 503),
+        summary="Change the username",
+    ),
+)
+def change_username(request: Request) -> Response[str]:
+    """PUT /users/me/username: 200 with the changed User."""
+    user = service.change_username(request.deps, request.require_caller(), request.body.username, request.now)
+    return json_response(200, user.to_public())
+
+
+@routes.endpoint(
+    "PUT",
+    "/users/me/email",
+    Policy(
+        scope=Scope.ACCOUNT_MODIFY,
+        killswitches=_MODIFY_EMAIL,
+        body=ChangeEmailBody,
+        rate_limit=ratelimits.CHANGE_EMAIL,
+        reverify=True,
+        statuses=(200, 400, 401, 403, 409, 429, 500, 503),
+        summary="Change the email address (it must be verified again)",
+    ),
+)
+def change_email(request: Request) -> Response[str]:
+    """PUT /users/me/email: 200 with the changed User (unverified; a verification email is queued)."""
+    user = service.change_email(request.deps, request.require_caller(), request.body.email, request.now)
+    return json_response(200, user.to_public())
+
+
+@routes.endpoint(
+    "PUT",
+    "/users/me/password",
+    Policy(
+        scope=Scope.ACCOUNT_MODIFY,
+        killswitches=_MODIFY,
+        body=ChangePasswordBody,
+        rate_limit=ratelimits.CHANGE_PASSWORD,
+        reverify=True,
+        statuses=(200, 400, 401, 403, 429, 500, 503),
+        summary="Change the password (other sessions are revoked)",
+    ),
+)
+def change_password(request: Request) -> Response[str]:
+    """PUT /users/me/password: 200 with the User; every other session is revoked."""
+    user = service.change_password(
+        request.deps, request.require_caller(), request.body.new_password, request.now
+    )
+    return json_response(200, user.to_public())
+
+
+@routes.endpoint(
+    "PUT",
+    "/users/me/domain",
+    Policy(
+        scope=Scope.ACCOUNT_MODIFY,
+        killswitches=_MODIFY,
+        body=ChangeDomainBody,
+        rate_limit=ratelimits.CHANGE_DOMAIN,
+        statuses=(200, 400, 401, 403, 404, 429, 500, 503),
+        summary="Choose an offered domain and optional subdomain",
+    ),
+)
+def change_domain(request: Request) -> Response[str]:
+    """PUT /users/me/domain: 200 with the changed User."""
+    body: ChangeDomainBody = request.body
+    user = service.change_domain(
+        request.deps, request.require_caller(), body.domain, body.subdomain, request.now
+    )
+    return json_response(200, user.to_public())
+
+
+@routes.endpoint(
+    "GET",
+    "/users/me/verify",
+    Policy(
+        scope=Scope.ACCOUNT_MODIFY,
+        killswitches=_MODIFY_EMAIL,
+        rate_limit=ratelimits.RESEND_VERIFICATION,
+        success=201,
+        statuses=(201, 400, 401, 403, 429, 500, 503),
+        summary="Send the verification email again",
+    ),
+)
+def resend_verification(request: Request) -> Response[str]:
+    """GET /users/me/verify: 201 SEND_VERIFICATION_EMAIL_SUCCESS."""
+    service.resend_verification(request.deps, request.require_caller(), request.now)
+    return success_response(SuccessCode.SEND_VERIFICATION_EMAIL_SUCCESS)
+
+
+@routes.endpoint(
+    "PUT",
+    "/users/verify",
+    Policy(
+        auth=Auth.NONE,
+        killswitches=_MODIFY_EMAIL,
+        body=VerifyEmailBody,
+        statuses=(200, 400, 403, 429, 500, 503),
+        summary="Verify the email address with the emailed token",
+    ),
+)
+def verify_email(request: Request) -> Response[str]:
+    """PUT /users/verify: 200 VERIFY_EMAIL_SUCCESS."""
+    verification.verify(request.deps, request.body.token, request.now)
+    return success_response(SuccessCode.VERIFY_EMAIL_SUCCESS)
+
+
+@routes.endpoint(
+    "DELETE",
+    "/users/me",
+    Policy(
+        scoped_sessions=False,
+        killswitches=(KillSwitch.ACCOUNT_DELETE,),
+        reverify=True,
+        statuses=(200, 400, 401, 403, 429, 500, 503),
+        summary="Delete the account (never with a scoped session)",
+    ),
+)
+def delete_me(request: Request) -> Response[str]:
+    """DELETE /users/me: 200 DELETE_USER_SUCCESS."""
+    service.delete_account(request.deps, request.require_caller())
+    return success_response(SuccessCode.DELETE_USER_SUCCESS)
+
+
+@routes.endpoint(
+    "GET",
+    "/domains",
+    Policy(
+        scope=Scope.ACCOUNT_READ,
+        query=DomainsQuery,
+        statuses=(200, 401, 403, 429, 500, 503),
+        summary="Offered domains",
+    ),
+)
+def list_domains(request: Request) -> Response[str]:
+    """GET /domains: ``{count, items}`` of the offered domains, paginated."""
+    count, page = service.list_domains(request.deps, limit=request.query.limit, offset=request.query.offset)
+    return json_response(200, {"count": count, "items": [d.to_public() for d in page]})
+
+
+@routes.endpoint(
+    "GET",
+    "/domains/<id>",
+    Policy(
+        scope=Scope.ACCOUNT_READ, statuses=(200, 401, 403, 404, 429, 500, 503), summary="One offered domain"
+    ),
+)
+def get_domain(request: Request) -> Response[str]:
+    """GET /domains/:id: one domain, or 404 INVALID_DOMAIN_ERROR."""
+    return json_response(200, service.get_domain(request.deps, request.path["id"]).to_public())

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 import nimbus_core
-from nimbus_core.http.guard import Auth, Endpoint, guard
+from nimbus_core.http.guard import Request
+from nimbus_core.http.policy import Auth, Policy
+from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import json_response
 
-router = APIGatewayHttpRouter()
-
-ROOT = Endpoint(auth=Auth.NONE)
+routes = EndpointRouter()
 
 
-@router.get("/", middlewares=[guard(ROOT)])
-def root() -> Response[str]:
+@routes.endpoint("GET", "/", Policy(auth=Auth.NONE, statuses=(200, 503), summary="Service name and version"))
+def root(_request: Request) -> Response[str]:
     """GET /: the service name and version."""
     return json_response(200, {"name": "nimbus", "version": nimbus_core.__version__})

@@ -3,44 +3,54 @@
 from __future__ import annotations
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from auth_api import service
 from auth_api.models import LoginBody, RegisterBody
 from nimbus_core import ratelimits
-from nimbus_core.http.guard import Auth, Endpoint, current_request, guard
+from nimbus_core.http.guard import Request
+from nimbus_core.http.policy import Auth, Policy
+from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import json_response
 from nimbus_core.killswitches import KillSwitch
 
-router = APIGatewayHttpRouter()
+routes = EndpointRouter()
 
-REGISTER = Endpoint(
-    auth=Auth.GUEST,
-    killswitches=(KillSwitch.ACCOUNT_CREATE, KillSwitch.ACCOUNT_EMAIL_VERIFY),
-    body=RegisterBody,
-    names_session=True,
-    rate_limit=ratelimits.REGISTER,
+
+@routes.endpoint(
+    "POST",
+    "/register",
+    Policy(
+        auth=Auth.GUEST,
+        killswitches=(KillSwitch.ACCOUNT_CREATE, KillSwitch.ACCOUNT_EMAIL_VERIFY),
+        body=RegisterBody,
+        names_session=True,
+        rate_limit=ratelimits.REGISTER,
+        success=201,
+        statuses=(201, 400, 401, 409, 429, 500, 503),
+        summary="Register a user and log in",
+    ),
 )
-LOGIN = Endpoint(
-    auth=Auth.GUEST,
-    killswitches=(KillSwitch.ACCOUNT_LOGIN,),
-    body=LoginBody,
-    names_session=True,
-    rate_limit=ratelimits.LOGIN,
-)
-
-
-@router.post("/register", middlewares=[guard(REGISTER)])
-def register() -> Response[str]:
+def register(request: Request) -> Response[str]:
     """POST /register: create an account and log it in (201 SuccessfulAuth)."""
-    request = current_request(router)
-    issued = service.register(request.body, session_name=request.session_name, now=request.now)
+    issued = service.register(request.deps, request.body, session_name=request.session_name, now=request.now)
     return json_response(201, issued.to_public())
 
 
-@router.post("/login", middlewares=[guard(LOGIN)])
-def login() -> Response[str]:
+@routes.endpoint(
+    "POST",
+    "/login",
+    Policy(
+        auth=Auth.GUEST,
+        killswitches=(KillSwitch.ACCOUNT_LOGIN,),
+        body=LoginBody,
+        names_session=True,
+        rate_limit=ratelimits.LOGIN,
+        success=201,
+        statuses=(201, 400, 401, 403, 404, 429, 500, 503),
+        summary="Log in with a username or email and a password",
+    ),
+)
+def login(request: Request) -> Response[str]:
     """POST /login: open a normal session with a username or email and a password (201 SuccessfulAuth)."""
-    request = current_request(router)
-    issued = service.login(request.body, session_name=request.session_name, now=request.now)
+    issued = service.login(request.deps, request.body, session_name=request.session_name, now=request.now)
     return json_response(201, issued.to_public())

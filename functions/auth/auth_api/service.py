@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from aws_lambda_powertools import Logger
-from botocore.exceptions import BotoCoreError, ClientError
 
 from auth_api.models import LoginBody, RegisterBody
-from nimbus_core import clock, ids, metrics, passwords
-from nimbus_core.adapters import counters, mail, users
-from nimbus_core.adapters.sessions import delete_session_op, put_session_op
-from nimbus_core.adapters.transactions import ConditionFailedError, transact_write
-from nimbus_core.adapters.verification_tokens import delete_verification_token_op, put_verification_token_op
+from nimbus_core import credentials, ids, metrics, passwords, verification
+from nimbus_core.clock import iso
+from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
-from nimbus_core.mail_templates import verification_email
-from nimbus_core.models import Session, User
+from nimbus_core.models import User
 from nimbus_core.ratelimits import ACCOUNT_AUTH_FAILURES
-from nimbus_core.settings import Settings, get_settings
-from nimbus_core.tokens import hash_secret, new_session_token
+from nimbus_core.session_issuer import IssuedSession, new_session, normal_lifetime
 
 # A child of the function's Powertools logger: JSON lines, the operator's log level.
 _log = Logger(child=True)
@@ -28,27 +21,11 @@ _log = Logger(child=True)
 _MAX_LOGIN_NAME = 320
 
 
-@dataclass(frozen=True, slots=True)
-class IssuedSession:
-    """What register and login answer: the token and its expiry (Unix seconds)."""
-
-    token: str
-    exp: int
-
-    def to_public(self) -> dict[str, object]:
-        """The SuccessfulAuth structure."""
-        return {"token": self.token, "exp": self.exp}
-
-
-def register(body: RegisterBody, *, session_name: str, now: float) -> IssuedSession:
-    """Create the account, log it in and send the verification email.
-
-    The user, both uniqueness claims, the session and the verification token are written in one
-    transaction. If the email cannot be sent, that transaction is undone and the caller gets a 500:
-    nothing is half-written and the username stays free.
-    """
-    settings = get_settings()
-    created = clock.iso(now)
+def register(deps: Deps, body: RegisterBody, *, session_name: str, now: float) -> IssuedSession:
+    """Create the account, log it in and queue the verification email, in ONE transaction: the user,
+    both uniqueness claims, the session, the verification token and the outbox message. No SES call:
+    the mail function sends it, so an SES outage delays the email but never fails registration."""
+    created = iso(now)
     user = User(
         id=ids.new_id(),
         username=body.username,
@@ -56,149 +33,69 @@ def register(body: RegisterBody, *, session_name: str, now: float) -> IssuedSess
         password_hash=passwords.hash_password(body.password),
         created_at=created,
         updated_at=created,
-        domain=settings.default_domain,
+        domain=deps.settings.default_domain,
     )
-    session, token = _new_session(user, session_name, bool(body.remember_me), now, settings)
-    verify_secret = ids.new_secret()
-    verify_hash = hash_secret(verify_secret)
-    verify_op = put_verification_token_op(
-        token_hash=verify_hash,
-        user_id=user.id,
-        email=user.email,
-        created_at=created,
-        exp=int(now) + settings.verification_token_hours * 3600,
+    user, mail_ops = verification.issue(deps, user, now)
+    issued = new_session(
+        user, name=session_name, lifetime=normal_lifetime(deps, remember_me=bool(body.remember_me)), now=now
     )
-    transact_write([*users.create_user_ops(user), put_session_op(session), verify_op])
-    try:
-        mail.send(
-            verification_email(
-                to=user.email,
-                username=user.username,
-                link=settings.verification_url.replace("{token}", verify_secret),
-                valid_hours=settings.verification_token_hours,
-            )
-        )
-    except Exception:
-        _undo_registration(user, session, verify_hash)
-        raise
+    deps.tx.commit([*deps.users.create_ops(user), deps.sessions.put_op(issued.session), *mail_ops])
     _log.info("user registered", extra={"user_id": user.id})
     metrics.count(metrics.Event.REGISTERED)
-    return IssuedSession(token=token, exp=session.exp)
+    return issued
 
 
-def _undo_registration(user: User, session: Session, verify_hash: str) -> None:
-    try:
-        transact_write(
-            [
-                *users.delete_user_ops(user),
-                delete_session_op(session),
-                delete_verification_token_op(verify_hash),
-            ]
-        )
-    except (ClientError, BotoCoreError):
-        # The account is whole (user, claims, session, token): the user can log in and ask for
-        # the email again. Log loudly; the caller still gets the 500.
-        _log.error(
-            "could not undo a registration whose email failed", extra={"user_id": user.id}, exc_info=True
-        )
-
-
-def login(body: LoginBody, *, session_name: str, now: float) -> IssuedSession:
+def login(deps: Deps, body: LoginBody, *, session_name: str, now: float) -> IssuedSession:
     """Check the password and open a normal session.
 
     Order: unknown user 404 (not counted by the IP limit), account locked by failed answers 429,
     wrong password 401 (counted, per IP and per account), banned 403 only after a correct password.
     """
-    user = _find_user(body.username)
+    user = _find_user(deps, body.username)
     if user is None:
         raise NimbusError(ErrorCode.INVALID_USER_ERROR)
-    _refuse_if_locked(user.auth_failures, user.auth_failures_reset_at, now)
-    if not passwords.verify_password(user.password_hash, body.password):
-        metrics.count(metrics.Event.LOGIN_FAILED)
-        _count_failure(user, now)
-        raise NimbusError(ErrorCode.INVALID_PASSWORD_ERROR)
+    credentials.check_password(deps, user, body.password, now)
     if user.banned_at is not None:
         raise NimbusError(ErrorCode.BANNED_ERROR)
     # Second-factor hook: when an account has enrolled factors, this is where the login answers
     # SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR (CONTRACT section 9) instead of opening a session.
     # Enrolment does not exist yet, so no account can reach that branch.
-    settings = get_settings()
-    session, token = _new_session(user, session_name, bool(body.remember_me), now, settings)
+    issued = new_session(
+        user, name=session_name, lifetime=normal_lifetime(deps, remember_me=bool(body.remember_me)), now=now
+    )
     rehash = passwords.hash_password(body.password) if passwords.needs_rehash(user.password_hash) else None
+    credentials_op = deps.users.credentials_unchanged_op(
+        user, new_password_hash=rehash, now=now, failure_limit=ACCOUNT_AUTH_FAILURES.limit
+    )
     try:
-        credentials = users.unchanged_credentials_op(
-            user, new_password_hash=rehash, now=now, failure_limit=ACCOUNT_AUTH_FAILURES.limit
-        )
-        transact_write([put_session_op(session), credentials])
-    except (NimbusError, ConditionFailedError):
-        _explain_refused_login(user.id, now)
+        deps.tx.commit([deps.sessions.put_op(issued.session), credentials_op])
+    except NimbusError:
+        _explain_refused_login(deps, user.id, now)
         raise
     metrics.count(metrics.Event.LOGIN_SUCCEEDED)
-    return IssuedSession(token=token, exp=session.exp)
+    return issued
 
 
-def _find_user(login_name: str) -> User | None:
+def _find_user(deps: Deps, login_name: str) -> User | None:
     if not login_name or len(login_name) > _MAX_LOGIN_NAME:
         return None
     if "@" not in login_name:
-        return users.find_by_login(login_name, by_email=False)
+        return deps.users.find_by_username(login_name)
     from email_validator import EmailNotValidError, validate_email
 
     try:
         email = validate_email(login_name, check_deliverability=False).normalized
     except EmailNotValidError:
         return None
-    return users.find_by_login(email, by_email=True)
+    return deps.users.find_by_email(email)
 
 
-def _refuse_if_locked(failures: int, reset_at: int, now: float) -> None:
-    if failures >= ACCOUNT_AUTH_FAILURES.limit and reset_at > now:
-        metrics.count(metrics.Event.RATE_LIMITED)
-        state = counters.CounterState(False, failures, ACCOUNT_AUTH_FAILURES.limit, reset_at)
-        raise NimbusError(ErrorCode.RATELIMITED_ERROR, headers={"Retry-After": str(state.reset_in(now))})
-
-
-def _count_failure(user: User, now: float) -> None:
-    try:
-        state = counters.hit(
-            users.auth_failure_counter(user.id),
-            limit=ACCOUNT_AUTH_FAILURES.limit,
-            window=ACCOUNT_AUTH_FAILURES.window,
-            now=now,
-        )
-    except counters.CounterTargetMissingError:
-        return  # the account was deleted meanwhile; the answer is still "wrong password"
-    if not state.allowed:
-        metrics.count(metrics.Event.RATE_LIMITED)
-        raise NimbusError(ErrorCode.RATELIMITED_ERROR, headers={"Retry-After": str(state.reset_in(now))})
-
-
-def _explain_refused_login(user_id: str, now: float) -> None:
+def _explain_refused_login(deps: Deps, user_id: str, now: float) -> None:
     """The session write was refused because the user changed meanwhile: say why, from fresh data."""
-    fresh = users.get_user(user_id)
+    fresh = deps.users.get(user_id)
     if fresh is None:
         raise NimbusError(ErrorCode.INVALID_USER_ERROR)
-    _refuse_if_locked(fresh.auth_failures, fresh.auth_failures_reset_at, now)
+    credentials.refuse_if_locked(fresh, now)
     if fresh.banned_at is not None:
         raise NimbusError(ErrorCode.BANNED_ERROR)
     raise NimbusError(ErrorCode.INVALID_PASSWORD_ERROR)
-
-
-def _new_session(
-    user: User, name: str, remember_me: bool, now: float, settings: Settings
-) -> tuple[Session, str]:
-    lifetime = settings.remember_me_days * 86400 if remember_me else settings.session_hours * 3600
-    session_id = ids.new_id()
-    token = new_session_token(user.id, session_id)
-    stamp = clock.iso(now)
-    session = Session(
-        user_id=user.id,
-        id=session_id,
-        secret_hash=hash_secret(token.secret),
-        name=name,
-        exp=int(now) + lifetime,
-        created_at=stamp,
-        updated_at=stamp,
-        used_at=stamp,
-    )
-    return session, str(token)

@@ -8,14 +8,17 @@ lazily) takes two: the increment that notices it, then a reset guarded by the ol
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from nimbus_core.adapters.clients import dynamodb
+from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import from_item
+from nimbus_core.ports import CounterState
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,112 +35,118 @@ class CounterSpec:
     must_exist: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class CounterState:
-    """The outcome of one hit."""
-
-    allowed: bool
-    count: int
-    limit: int
-    reset_at: int  # Unix seconds when the window ends
-
-    def remaining(self) -> int:
-        """Hits left in the window."""
-        return max(self.limit - self.count, 0)
-
-    def reset_in(self, now: float) -> int:
-        """Whole seconds until the window ends (at least 1 while it is open)."""
-        return max(math.ceil(self.reset_at - now), 1)
-
-
 class CounterTargetMissingError(Exception):
     """The record a ``must_exist`` counter lives on is gone."""
 
 
-def hit(spec: CounterSpec, *, limit: int, window: int, now: float) -> CounterState:
+class DynamoCounters:
+    """The :class:`nimbus_core.ports.CounterStore` on a counters table keyed by ``pk``."""
+
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
+        self._client = client
+        self._table = table
+
+    def _spec(self, key: str) -> CounterSpec:
+        return CounterSpec(table=self._table, key={"pk": {"S": key}})
+
+    def hit(self, key: str, *, limit: int, window: int, now: float) -> CounterState:
+        """Count one request under ``key`` if the window has room."""
+        return hit(self._client, self._spec(key), limit=limit, window=window, now=now)
+
+    def release(self, key: str, *, reset_at: int) -> None:
+        """Give one hit back within the same window."""
+        release(self._client, self._spec(key), reset_at=reset_at)
+
+
+def hit(client: DynamoDBClient, spec: CounterSpec, *, limit: int, window: int, now: float) -> CounterState:
     """Count one request if the window has room; report the state either way."""
     names = {"#c": spec.count_attr, "#r": spec.reset_attr}
     now_s = int(now)
+    update = "SET #r = if_not_exists(#r, :reset) ADD #c :one"
+    if spec.ttl_attr:
+        names["#t"] = spec.ttl_attr
+        update = "SET #r = if_not_exists(#r, :reset), #t = if_not_exists(#t, :reset) ADD #c :one"
+    condition = "attribute_not_exists(#c) OR #c < :limit OR #r <= :now"
+    if spec.must_exist:
+        condition = f"attribute_exists({next(iter(spec.key))}) AND ({condition})"
+    values: dict[str, Any] = {
+        ":one": {"N": "1"},
+        ":limit": {"N": str(limit)},
+        ":now": {"N": str(now_s)},
+        ":reset": {"N": str(now_s + window)},
+    }
     for _ in range(5):
-        values: dict[str, Any] = {
-            ":one": {"N": "1"},
-            ":limit": {"N": str(limit)},
-            ":now": {"N": str(now_s)},
-            ":reset": {"N": str(now_s + window)},
-        }
-        update = "SET #r = if_not_exists(#r, :reset) ADD #c :one"
-        if spec.ttl_attr:
-            names["#t"] = spec.ttl_attr
-            update = "SET #r = if_not_exists(#r, :reset), #t = if_not_exists(#t, :reset) ADD #c :one"
-        condition = "attribute_not_exists(#c) OR #c < :limit OR #r <= :now"
-        if spec.must_exist:
-            condition = f"attribute_exists({next(iter(spec.key))}) AND ({condition})"
-        try:
-            result = dynamodb().update_item(
-                TableName=spec.table,
-                Key=spec.key,
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise
-            old = from_item(exc.response.get("Item") or {})  # type: ignore[arg-type]
-            if not old:
-                raise CounterTargetMissingError(spec.table) from exc
-            return CounterState(False, int(old[spec.count_attr]), limit, int(old[spec.reset_attr]))
+        with aws_errors("UpdateItem (counter)"):
+            try:
+                result = client.update_item(
+                    TableName=spec.table,
+                    Key=spec.key,
+                    UpdateExpression=update,
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues=values,
+                    ReturnValues="ALL_NEW",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+            except ClientError as exc:
+                if error_code(exc) != "ConditionalCheckFailedException":
+                    raise
+                old = from_item(dict(exc.response.get("Item") or {}))  # type: ignore[call-overload]
+                if not old:
+                    raise CounterTargetMissingError(spec.table) from exc
+                return CounterState(False, int(old[spec.count_attr]), limit, int(old[spec.reset_attr]))
         new = from_item(result["Attributes"])
         reset_at = int(new[spec.reset_attr])
         if reset_at > now_s:
             return CounterState(True, int(new[spec.count_attr]), limit, reset_at)
-        if _restart_window(spec, old_reset=reset_at, window=window, now=now_s):
+        if _restart_window(client, spec, old_reset=reset_at, window=window, now=now_s):
             return CounterState(True, 1, limit, now_s + window)
         # Another request restarted the window first: count again inside the new window.
     raise RuntimeError("counter contention did not settle")
 
 
-def _restart_window(spec: CounterSpec, *, old_reset: int, window: int, now: int) -> bool:
+def _restart_window(
+    client: DynamoDBClient, spec: CounterSpec, *, old_reset: int, window: int, now: int
+) -> bool:
     names = {"#c": spec.count_attr, "#r": spec.reset_attr}
     values = {":one": {"N": "1"}, ":old": {"N": str(old_reset)}, ":reset": {"N": str(now + window)}}
     update = "SET #c = :one, #r = :reset"
     if spec.ttl_attr:
         names["#t"] = spec.ttl_attr
         update += ", #t = :reset"
-    try:
-        dynamodb().update_item(
-            TableName=spec.table,
-            Key=spec.key,
-            UpdateExpression=update,
-            ConditionExpression="#r = :old",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-            raise
-        return False
+    with aws_errors("UpdateItem (counter restart)"):
+        try:
+            client.update_item(
+                TableName=spec.table,
+                Key=spec.key,
+                UpdateExpression=update,
+                ConditionExpression="#r = :old",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
     return True
 
 
-def release(spec: CounterSpec, *, reset_at: int) -> None:
+def release(client: DynamoDBClient, spec: CounterSpec, *, reset_at: int) -> None:
     """Give back one hit (a response the endpoint does not count), only within the same window."""
-    try:
-        dynamodb().update_item(
-            TableName=spec.table,
-            Key=spec.key,
-            UpdateExpression="ADD #c :minus",
-            ConditionExpression="#r = :reset AND #c > :zero",
-            ExpressionAttributeNames={"#c": spec.count_attr, "#r": spec.reset_attr},
-            ExpressionAttributeValues={
-                ":minus": {"N": "-1"},
-                ":reset": {"N": str(reset_at)},
-                ":zero": {"N": "0"},
-            },
-        )
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-            raise
+    with aws_errors("UpdateItem (counter release)"):
+        try:
+            client.update_item(
+                TableName=spec.table,
+                Key=spec.key,
+                UpdateExpression="ADD #c :minus",
+                ConditionExpression="#r = :reset AND #c > :zero",
+                ExpressionAttributeNames={"#c": spec.count_attr, "#r": spec.reset_attr},
+                ExpressionAttributeValues={
+                    ":minus": {"N": "-1"},
+                    ":reset": {"N": str(reset_at)},
+                    ":zero": {"N": "0"},
+                },
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise

@@ -1,7 +1,8 @@
-"""Conversion between Python values and DynamoDB attribute values for the low-level client.
+"""Conversion between records and DynamoDB items for the low-level client.
 
-Attributes whose value is None are omitted rather than stored as NULL, so that condition
-expressions can use ``attribute_not_exists`` (e.g. "not banned").
+Records (``nimbus_core.models``) are pydantic models whose aliases are the stored attribute names,
+so one pair of functions maps every entity. Attributes whose value is None are omitted rather than
+stored as NULL, so condition expressions can use ``attribute_not_exists`` (e.g. "not banned").
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+from nimbus_core.models import Record
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -34,3 +37,13 @@ def from_item(item: dict[str, Any]) -> dict[str, Any]:
             value = int(value) if value == value.to_integral_value() else float(value)
         out[key] = value
     return out
+
+
+def record_item(record: Record, *, exclude: frozenset[str] = frozenset(), **keys: Any) -> dict[str, Any]:
+    """The stored form of a record: its aliased fields (but ``exclude``) plus the key/index attributes."""
+    return to_item({**record.model_dump(by_alias=True, exclude_none=True, exclude=set(exclude)), **keys})
+
+
+def read_record[R: Record](model: type[R], item: dict[str, Any]) -> R:
+    """A record from its stored form (key attributes and unknown attributes are ignored)."""
+    return model.model_validate(from_item(item))

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-import time
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-from nimbus_core.adapters.clients import dynamodb
-from nimbus_core.adapters.items import from_item, to_item
-from nimbus_core.adapters.transactions import TransactOp
-from nimbus_core.adapters.users import user_from_item, user_key
+from botocore.exceptions import ClientError
+
+from nimbus_core.adapters.batch import batch_delete, batch_get
+from nimbus_core.adapters.errors import aws_errors, error_code
+from nimbus_core.adapters.items import read_record, record_item
+from nimbus_core.adapters.transactions import TransactOp, fails_with
+from nimbus_core.adapters.users import user_key
+from nimbus_core.errors import ErrorCode
 from nimbus_core.models import Session, User
-from nimbus_core.settings import get_settings
+from nimbus_core.ports import WriteOp
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
 
 
 def session_key(user_id: str, session_id: str) -> dict[str, Any]:
@@ -18,98 +25,105 @@ def session_key(user_id: str, session_id: str) -> dict[str, Any]:
     return {"userId": {"S": user_id}, "sessionId": {"S": session_id}}
 
 
-def session_to_item(session: Session) -> dict[str, Any]:
+def session_item(session: Session) -> dict[str, Any]:
     """The stored form of a session; ``expiresAt`` lets DynamoDB TTL remove it after ``exp``."""
-    return to_item(
-        {
-            "userId": session.user_id,
-            "sessionId": session.id,
-            "secretHash": session.secret_hash,
-            "name": session.name,
-            "permissionFlags": session.permission_flags,
-            "exp": session.exp,
-            "expiresAt": session.exp,
-            "usedAt": session.used_at,
-            "createdAt": session.created_at,
-            "updatedAt": session.updated_at,
-        }
-    )
+    return record_item(session, exclude=frozenset({"id"}), sessionId=session.id, expiresAt=session.exp)
 
 
-def session_from_item(item: dict[str, Any]) -> Session:
-    """A session from its stored form."""
-    v = from_item(item)
-    return Session(
-        user_id=v["userId"],
-        id=v["sessionId"],
-        secret_hash=v["secretHash"],
-        name=v["name"],
-        exp=int(v["exp"]),
-        created_at=v["createdAt"],
-        updated_at=v["updatedAt"],
-        used_at=v["usedAt"],
-        permission_flags=v.get("permissionFlags"),
-    )
+def _read_session(item: dict[str, Any]) -> Session:
+    return read_record(Session, {**item, "id": item["sessionId"]})
 
 
-def put_session_op(session: Session) -> TransactOp:
-    """A transaction item that stores a new session."""
-    return TransactOp(
-        {
-            "Put": {
-                "TableName": get_settings().sessions_table,
-                "Item": session_to_item(session),
-                "ConditionExpression": "attribute_not_exists(sessionId)",
+class DynamoSessions:
+    """The :class:`nimbus_core.ports.SessionStore` on the sessions table."""
+
+    def __init__(self, client: DynamoDBClient, table: str, users_table: str) -> None:
+        self._client = client
+        self._table = table
+        self._users_table = users_table
+
+    def get_with_user(self, user_id: str, session_id: str) -> tuple[Session | None, User | None]:
+        """The session and its user in ONE BatchGetItem (strongly consistent, so a revocation or a
+        ban is seen by the very next request)."""
+        found = batch_get(
+            self._client,
+            {
+                self._table: {"Keys": [session_key(user_id, session_id)], "ConsistentRead": True},
+                self._users_table: {"Keys": [user_key(user_id)], "ConsistentRead": True},
+            },
+        )
+        sessions = found.get(self._table, [])
+        users = found.get(self._users_table, [])
+        return (
+            _read_session(sessions[0]) if sessions else None,
+            read_record(User, users[0]) if users else None,
+        )
+
+    def put_op(self, session: Session) -> WriteOp:
+        """Store a new session (ids never repeat, so an existing one is a bug, not a user error)."""
+        return TransactOp(
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": session_item(session),
+                    "ConditionExpression": "attribute_not_exists(sessionId)",
+                }
             }
-        }
-    )
+        )
 
+    def replace_op(self, session: Session) -> WriteOp:
+        """Overwrite a session that must still exist (revoked meanwhile: INVALID_SESSION_ERROR)."""
+        return TransactOp(
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": session_item(session),
+                    "ConditionExpression": "attribute_exists(sessionId)",
+                }
+            },
+            fails_with(ErrorCode.INVALID_SESSION_ERROR),
+        )
 
-def delete_session_op(session: Session) -> TransactOp:
-    """A transaction item that removes a session."""
-    return TransactOp(
-        {
-            "Delete": {
-                "TableName": get_settings().sessions_table,
-                "Key": session_key(session.user_id, session.id),
+    def delete_op(self, user_id: str, session_id: str) -> WriteOp:
+        """Remove a session (idempotent)."""
+        return TransactOp({"Delete": {"TableName": self._table, "Key": session_key(user_id, session_id)}})
+
+    def touch(self, session: Session, used_at: str) -> None:
+        """Record use of a session (the caller limits this to once per 5 minutes)."""
+        with aws_errors("UpdateItem (session usedAt)"):
+            try:
+                self._client.update_item(
+                    TableName=self._table,
+                    Key=session_key(session.user_id, session.id),
+                    UpdateExpression="SET usedAt = :u",
+                    ConditionExpression="attribute_exists(sessionId)",
+                    ExpressionAttributeValues={":u": {"S": used_at}},
+                )
+            except ClientError as exc:
+                if error_code(exc) != "ConditionalCheckFailedException":
+                    raise  # a session revoked meanwhile needs no usedAt
+
+    def list_ids(self, user_id: str) -> list[str]:
+        """Every stored session id of a user: a Query on the user's partition, keys only, paged."""
+        ids: list[str] = []
+        start: dict[str, Any] | None = None
+        while True:
+            request: dict[str, Any] = {
+                "TableName": self._table,
+                "KeyConditionExpression": "userId = :u",
+                "ExpressionAttributeValues": {":u": {"S": user_id}},
+                "ProjectionExpression": "sessionId",
+                "ConsistentRead": True,
             }
-        }
-    )
+            if start:
+                request["ExclusiveStartKey"] = start
+            with aws_errors("Query (sessions)"):
+                page = self._client.query(**request)
+            ids += [item["sessionId"]["S"] for item in page.get("Items", [])]
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return ids
 
-
-def get_session_and_user(user_id: str, session_id: str) -> tuple[Session | None, User | None]:
-    """The session and its user in ONE BatchGetItem (strongly consistent, so a revocation or ban is
-    seen by the very next request)."""
-    settings = get_settings()
-    request: dict[str, Any] = {
-        settings.sessions_table: {"Keys": [session_key(user_id, session_id)], "ConsistentRead": True},
-        settings.users_table: {"Keys": [user_key(user_id)], "ConsistentRead": True},
-    }
-    found: dict[str, list[dict[str, Any]]] = {}
-    for attempt in range(4):
-        result = dynamodb().batch_get_item(RequestItems=request)
-        for table, items in result.get("Responses", {}).items():
-            found.setdefault(table, []).extend(items)
-        request = dict(result.get("UnprocessedKeys") or {})
-        if not request:
-            break
-        time.sleep(0.02 * 2**attempt)  # unprocessed keys mean throttling: back off briefly
-    else:
-        raise RuntimeError("BatchGetItem left keys unprocessed")
-    sessions = found.get(settings.sessions_table, [])
-    users = found.get(settings.users_table, [])
-    return (
-        session_from_item(sessions[0]) if sessions else None,
-        user_from_item(users[0]) if users else None,
-    )
-
-
-def touch_session(session: Session, used_at: str) -> None:
-    """Record use of a session (the caller limits this to once per 5 minutes)."""
-    dynamodb().update_item(
-        TableName=get_settings().sessions_table,
-        Key=session_key(session.user_id, session.id),
-        UpdateExpression="SET usedAt = :u",
-        ConditionExpression="attribute_exists(sessionId)",
-        ExpressionAttributeValues={":u": {"S": used_at}},
-    )
+    def delete_many(self, user_id: str, session_ids: Iterable[str]) -> None:
+        """Remove sessions in batches of 25 (idempotent, safe to retry after a fault)."""
+        batch_delete(self._client, self._table, (session_key(user_id, sid) for sid in session_ids))

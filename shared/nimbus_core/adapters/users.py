@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nimbus_core.adapters.clients import dynamodb
-from nimbus_core.adapters.counters import CounterSpec
-from nimbus_core.adapters.items import from_item, to_item
-from nimbus_core.adapters.transactions import TransactOp
+from nimbus_core.adapters.counters import CounterSpec, CounterTargetMissingError, hit
+from nimbus_core.adapters.errors import aws_errors
+from nimbus_core.adapters.items import read_record, record_item, to_item
+from nimbus_core.adapters.transactions import TransactOp, fails_with
 from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.identity import email_key, username_key
 from nimbus_core.models import User
-from nimbus_core.settings import get_settings
+from nimbus_core.ports import CounterState, WriteOp
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+
+_NOT_EXISTS = "attribute_not_exists(pk)"
 
 
 def user_key(user_id: str) -> dict[str, Any]:
@@ -18,192 +24,237 @@ def user_key(user_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"USER#{user_id}"}}
 
 
-def username_key(username: str) -> str:
-    """The case-insensitive uniqueness key of a username."""
-    return username.lower()
-
-
-def email_key(email: str) -> str:
-    """The case-insensitive uniqueness key of an (already normalised) email address."""
-    return email.lower()
-
-
-def user_to_item(user: User) -> dict[str, Any]:
-    """The stored form of a user."""
-    return to_item(
-        {
-            "pk": f"USER#{user.id}",
-            "id": user.id,
-            "username": user.username,
-            "usernameKey": username_key(user.username),
-            "email": user.email,
-            "emailKey": email_key(user.email),
-            "passwordHash": user.password_hash,
-            "staff": user.staff,
-            "domain": user.domain,
-            "subdomain": user.subdomain,
-            "verifiedAt": user.verified_at,
-            "bannedAt": user.banned_at,
-            "banReason": user.ban_reason,
-            "twoFactorBackupCodeUsedAt": user.two_factor_backup_code_used_at,
-            "secondFactorCount": user.second_factor_count,
-            "createdAt": user.created_at,
-            "updatedAt": user.updated_at,
-        }
+def user_item(user: User) -> dict[str, Any]:
+    """The stored form of a user, with the index keys login looks it up by."""
+    return record_item(
+        user, pk=f"USER#{user.id}", usernameKey=username_key(user.username), emailKey=email_key(user.email)
     )
 
 
-def user_from_item(item: dict[str, Any]) -> User:
-    """A user from its stored form (low-level attribute values)."""
-    v = from_item(item)
-    return User(
-        id=v["id"],
-        username=v["username"],
-        email=v["email"],
-        password_hash=v["passwordHash"],
-        created_at=v["createdAt"],
-        updated_at=v["updatedAt"],
-        domain=v["domain"],
-        subdomain=v.get("subdomain"),
-        staff=bool(v.get("staff", False)),
-        verified_at=v.get("verifiedAt"),
-        banned_at=v.get("bannedAt"),
-        ban_reason=v.get("banReason"),
-        two_factor_backup_code_used_at=v.get("twoFactorBackupCodeUsedAt"),
-        second_factor_count=int(v.get("secondFactorCount", 0)),
-        auth_failures=int(v.get("authFailures", 0)),
-        auth_failures_reset_at=int(v.get("authFailuresResetAt", 0)),
-    )
+def _username_claim(user: User) -> str:
+    return f"USERNAME#{username_key(user.username)}"
 
 
-def get_user(user_id: str) -> User | None:
-    """A user by id (strongly consistent), or None."""
-    result = dynamodb().get_item(
-        TableName=get_settings().users_table, Key=user_key(user_id), ConsistentRead=True
-    )
-    item = result.get("Item")
-    return user_from_item(item) if item else None
+def _email_claim(user: User) -> str:
+    return f"EMAIL#{email_key(user.email)}"
 
 
-def find_by_login(identifier: str, *, by_email: bool) -> User | None:
-    """A user by username or email, case-insensitively, in one round trip on the common path.
+class DynamoUsers:
+    """The :class:`nimbus_core.ports.UserStore` on the users table."""
 
-    The index is eventually consistent, so a miss falls back to the claim item (strongly
-    consistent): a user who registered a moment ago can log in at once.
-    """
-    table = get_settings().users_table
-    index, attr, prefix = (
-        ("EmailIndex", "emailKey", "EMAIL#") if by_email else ("UsernameIndex", "usernameKey", "USERNAME#")
-    )
-    key = email_key(identifier) if by_email else username_key(identifier)
-    result = dynamodb().query(
-        TableName=table,
-        IndexName=index,
-        KeyConditionExpression="#k = :k",
-        ExpressionAttributeNames={"#k": attr},
-        ExpressionAttributeValues={":k": {"S": key}},
-        Limit=2,
-    )
-    items = result.get("Items", [])
-    if len(items) == 1:
-        return user_from_item(items[0])
-    claim = (
-        dynamodb().get_item(TableName=table, Key={"pk": {"S": prefix + key}}, ConsistentRead=True).get("Item")
-    )
-    if not claim:
-        return None
-    return get_user(claim["userId"]["S"])
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
+        self._client = client
+        self._table = table
 
+    def get(self, user_id: str) -> User | None:
+        """A user by id (strongly consistent), or None."""
+        with aws_errors("GetItem (user)"):
+            item = self._client.get_item(TableName=self._table, Key=user_key(user_id), ConsistentRead=True)
+        found = item.get("Item")
+        return read_record(User, found) if found else None
 
-def create_user_ops(user: User) -> list[TransactOp]:
-    """Transaction items that create ``user`` with its username and email claims.
+    def find_by_username(self, username: str) -> User | None:
+        """A user by username, case-insensitively."""
+        return self._find("UsernameIndex", "usernameKey", "USERNAME#", username_key(username))
 
-    A claim that already exists cancels the whole transaction with USER_EXISTS_ERROR, which is how
-    uniqueness holds under concurrency (never read-then-write).
-    """
-    table = get_settings().users_table
-    exists = NimbusError(ErrorCode.USER_EXISTS_ERROR)
-    not_exists = "attribute_not_exists(pk)"
+    def find_by_email(self, email: str) -> User | None:
+        """A user by email address (case-folded, IDNA domain)."""
+        return self._find("EmailIndex", "emailKey", "EMAIL#", email_key(email))
 
-    def claim(pk: str) -> TransactOp:
-        item = to_item({"pk": pk, "userId": user.id, "createdAt": user.created_at})
+    def _find(self, index: str, attr: str, prefix: str, key: str) -> User | None:
+        """One round trip on the common path: the index is eventually consistent, so a miss falls
+        back to the claim item (strongly consistent) and a user registered a moment ago is found."""
+        with aws_errors(f"Query ({index})"):
+            result = self._client.query(
+                TableName=self._table,
+                IndexName=index,
+                KeyConditionExpression="#k = :k",
+                ExpressionAttributeNames={"#k": attr},
+                ExpressionAttributeValues={":k": {"S": key}},
+                Limit=2,
+            )
+        items = result.get("Items", [])
+        if len(items) == 1:
+            return read_record(User, items[0])
+        with aws_errors("GetItem (claim)"):
+            claim = self._client.get_item(
+                TableName=self._table, Key={"pk": {"S": prefix + key}}, ConsistentRead=True
+            ).get("Item")
+        if not claim:
+            return None
+        return self.get(claim["userId"]["S"])
+
+    def _claim_op(self, pk: str, user: User) -> TransactOp:
+        item = to_item({"pk": pk, "userId": user.id, "createdAt": user.updated_at})
         return TransactOp(
-            {"Put": {"TableName": table, "Item": item, "ConditionExpression": not_exists}}, exists
+            {"Put": {"TableName": self._table, "Item": item, "ConditionExpression": _NOT_EXISTS}},
+            fails_with(ErrorCode.USER_EXISTS_ERROR),
         )
 
-    return [
-        TransactOp(
-            {"Put": {"TableName": table, "Item": user_to_item(user), "ConditionExpression": not_exists}}
-        ),
-        claim(f"USERNAME#{username_key(user.username)}"),
-        claim(f"EMAIL#{email_key(user.email)}"),
-    ]
+    def _release_op(self, pk: str, user: User) -> TransactOp:
+        # Only our own claim may be released: a claim that moved on means a concurrent change won.
+        return TransactOp(
+            {
+                "Delete": {
+                    "TableName": self._table,
+                    "Key": {"pk": {"S": pk}},
+                    "ConditionExpression": "userId = :me",
+                    "ExpressionAttributeValues": {":me": {"S": user.id}},
+                }
+            },
+            fails_with(ErrorCode.USER_EXISTS_ERROR),
+        )
 
+    def create_ops(self, user: User) -> list[WriteOp]:
+        """Create ``user`` with its claims; a taken claim cancels everything (USER_EXISTS_ERROR)."""
+        put = TransactOp(
+            {"Put": {"TableName": self._table, "Item": user_item(user), "ConditionExpression": _NOT_EXISTS}}
+        )
+        return [put, self._claim_op(_username_claim(user), user), self._claim_op(_email_claim(user), user)]
 
-def delete_user_ops(user: User) -> list[TransactOp]:
-    """Transaction items that remove a user and both claims (used to undo a failed registration)."""
-    table = get_settings().users_table
-    return [
-        TransactOp({"Delete": {"TableName": table, "Key": user_key(user.id)}}),
-        TransactOp(
-            {"Delete": {"TableName": table, "Key": {"pk": {"S": f"USERNAME#{username_key(user.username)}"}}}}
-        ),
-        TransactOp({"Delete": {"TableName": table, "Key": {"pk": {"S": f"EMAIL#{email_key(user.email)}"}}}}),
-    ]
-
-
-def unchanged_credentials_op(
-    user: User, *, new_password_hash: str | None, now: float, failure_limit: int
-) -> TransactOp:
-    """A transaction item asserting that ``user`` still has the password hash we verified, is not
-    banned and is not locked by failed answers; with ``new_password_hash`` it also stores a
-    rehashed password in the same step.
-
-    Login's session write rides on this, so a password change or a ban that lands between reading the
-    user and writing the session can never produce a session.
-    """
-    table = get_settings().users_table
-    condition = (
-        "passwordHash = :verified AND attribute_not_exists(bannedAt) AND "
-        "(attribute_not_exists(authFailures) OR authFailures < :limit OR authFailuresResetAt <= :now)"
-    )
-    values: dict[str, Any] = {
-        ":verified": {"S": user.password_hash},
-        ":limit": {"N": str(failure_limit)},
-        ":now": {"N": str(int(now))},
-    }
-    refused = NimbusError(ErrorCode.INVALID_PASSWORD_ERROR)
-    if new_password_hash is None:
-        op = {
-            "ConditionCheck": {
-                "TableName": table,
-                "Key": user_key(user.id),
-                "ConditionExpression": condition,
-                "ExpressionAttributeValues": values,
-            }
+    def change_ops(self, before: User, after: User) -> list[WriteOp]:
+        """Replace ``before`` by ``after``, swapping the claims whose keys changed (one transaction)."""
+        conditions = ["attribute_exists(pk)"]
+        values: dict[str, Any] = {}
+        ops: list[WriteOp] = []
+        if username_key(before.username) != username_key(after.username):
+            conditions.append("usernameKey = :oldUsername")
+            values[":oldUsername"] = {"S": username_key(before.username)}
+            ops += [
+                self._release_op(_username_claim(before), before),
+                self._claim_op(_username_claim(after), after),
+            ]
+        if email_key(before.email) != email_key(after.email):
+            conditions.append("emailKey = :oldEmail")
+            values[":oldEmail"] = {"S": email_key(before.email)}
+            ops += [
+                self._release_op(_email_claim(before), before),
+                self._claim_op(_email_claim(after), after),
+            ]
+        if before.password_hash != after.password_hash:
+            conditions.append("passwordHash = :oldHash")
+            values[":oldHash"] = {"S": before.password_hash}
+        update = _diff_update(before, after)
+        if update is None and not ops:
+            return []
+        names, set_values, expression = update or ({}, {}, "SET updatedAt = :updatedAt")
+        if update is None:
+            set_values = {":updatedAt": {"S": after.updated_at}}
+        body: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": user_key(before.id),
+            "UpdateExpression": expression,
+            "ConditionExpression": " AND ".join(conditions),
+            "ExpressionAttributeValues": {**values, **set_values},
         }
-        return TransactOp(op, refused)
-    values[":new"] = {"S": new_password_hash}
-    op = {
-        "Update": {
-            "TableName": table,
+        if names:
+            body["ExpressionAttributeNames"] = names
+        return [TransactOp({"Update": body}, lambda old: _explain_stale(old, before)), *ops]
+
+    def delete_ops(self, user: User) -> list[WriteOp]:
+        """Remove the user and both claims (each claim only if it is still this user's)."""
+        key_delete = TransactOp({"Delete": {"TableName": self._table, "Key": user_key(user.id)}})
+        return [
+            key_delete,
+            self._delete_own_claim(_username_claim(user), user),
+            self._delete_own_claim(_email_claim(user), user),
+        ]
+
+    def _delete_own_claim(self, pk: str, user: User) -> TransactOp:
+        # Unconditional on existence (idempotent), but never another user's claim.
+        return TransactOp(
+            {
+                "Delete": {
+                    "TableName": self._table,
+                    "Key": {"pk": {"S": pk}},
+                    "ConditionExpression": "attribute_not_exists(pk) OR userId = :me",
+                    "ExpressionAttributeValues": {":me": {"S": user.id}},
+                }
+            }
+        )
+
+    def credentials_unchanged_op(
+        self, user: User, *, new_password_hash: str | None, now: float, failure_limit: int
+    ) -> WriteOp:
+        """Assert ``user`` still has the verified password hash, is not banned and is not locked;
+        with ``new_password_hash`` also store a rehashed password in the same step.
+
+        Login's session write rides on this, so a password change or a ban that lands between reading
+        the user and writing the session can never produce a session.
+        """
+        condition = (
+            "passwordHash = :verified AND attribute_not_exists(bannedAt) AND "
+            "(attribute_not_exists(authFailures) OR authFailures < :limit OR authFailuresResetAt <= :now)"
+        )
+        values: dict[str, Any] = {
+            ":verified": {"S": user.password_hash},
+            ":limit": {"N": str(failure_limit)},
+            ":now": {"N": str(int(now))},
+        }
+        refused = fails_with(ErrorCode.INVALID_PASSWORD_ERROR)
+        if new_password_hash is None:
+            check = {"TableName": self._table, "Key": user_key(user.id), "ConditionExpression": condition}
+            return TransactOp({"ConditionCheck": {**check, "ExpressionAttributeValues": values}}, refused)
+        values[":new"] = {"S": new_password_hash}
+        update = {
+            "TableName": self._table,
             "Key": user_key(user.id),
             "UpdateExpression": "SET passwordHash = :new",
             "ConditionExpression": condition,
             "ExpressionAttributeValues": values,
         }
-    }
-    return TransactOp(op, refused)
+        return TransactOp({"Update": update}, refused)
+
+    def count_auth_failure(self, user_id: str, *, limit: int, window: int, now: float) -> CounterState | None:
+        """Count a failed answer on the user item itself, so reading it costs nothing at login."""
+        spec = CounterSpec(
+            table=self._table,
+            key=user_key(user_id),
+            count_attr="authFailures",
+            reset_attr="authFailuresResetAt",
+            ttl_attr=None,
+            must_exist=True,
+        )
+        try:
+            return hit(self._client, spec, limit=limit, window=window, now=now)
+        except CounterTargetMissingError:
+            return None
 
 
-def auth_failure_counter(user_id: str) -> CounterSpec:
-    """The per-account counter of failed password / second-factor answers, kept on the user item so
-    that reading it costs nothing extra at login."""
-    return CounterSpec(
-        table=get_settings().users_table,
-        key=user_key(user_id),
-        count_attr="authFailures",
-        reset_attr="authFailuresResetAt",
-        ttl_attr=None,
-        must_exist=True,
+def _diff_update(before: User, after: User) -> tuple[dict[str, str], dict[str, Any], str] | None:
+    """An UpdateExpression that writes only the attributes that differ (so a concurrent ban or
+    failure count on other attributes is never overwritten), plus the index keys they imply."""
+    old = user_item(before)
+    new = user_item(after)
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    sets: list[str] = []
+    removes: list[str] = []
+    for i, attr in enumerate(sorted(set(old) | set(new))):
+        if old.get(attr) == new.get(attr):
+            continue
+        names[f"#a{i}"] = attr
+        if attr in new:
+            values[f":v{i}"] = new[attr]
+            sets.append(f"#a{i} = :v{i}")
+        else:
+            removes.append(f"#a{i}")
+    if not names:
+        return None
+    expression = " ".join(
+        part
+        for part in (
+            f"SET {', '.join(sets)}" if sets else "",
+            f"REMOVE {', '.join(removes)}" if removes else "",
+        )
+        if part
     )
+    return names, values, expression
+
+
+def _explain_stale(old: dict[str, Any] | None, before: User) -> NimbusError:
+    if old is None:
+        return NimbusError(ErrorCode.INVALID_SESSION_ERROR)  # the account was deleted meanwhile
+    if old.get("passwordHash") != before.password_hash:
+        return NimbusError(ErrorCode.INVALID_PASSWORD_ERROR)
+    return NimbusError(ErrorCode.USER_EXISTS_ERROR)

@@ -11,36 +11,69 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from nimbus_core import metrics
-from nimbus_core.adapters import runtime_config
+from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.http import guard
+from nimbus_core.http.policy import Endpoint
+from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import error_response, response_for_exception
 from nimbus_core.loglevels import LEVELS
 
 LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
+DepsFactory = Callable[[], Deps]
 
 logger = Logger()
 
 
-def create_app() -> APIGatewayHttpResolver:
-    """A resolver whose errors, unknown routes and unexpected failures all answer contract JSON."""
-    app = APIGatewayHttpResolver()
+class UnguardedRouteError(RuntimeError):
+    """A route was added without a policy (not through ``EndpointRouter.endpoint``)."""
 
-    app.exception_handler(Exception)(response_for_exception)
-    app.not_found(_not_found)
-    return app
+
+class NimbusApp:
+    """A function's resolver, its registered endpoints, and where its dependencies come from."""
+
+    def __init__(self, routers: list[EndpointRouter], deps: DepsFactory) -> None:
+        self.resolver = APIGatewayHttpResolver()
+        self.resolver.exception_handler(Exception)(response_for_exception)
+        self.resolver.not_found(_not_found)
+        self.endpoints: list[Endpoint] = []
+        for group in routers:
+            self.resolver.include_router(group.router)
+            self.endpoints += group.endpoints
+        self.deps = deps
+        _refuse_unguarded(self.resolver, self.endpoints)
+
+    def resolve(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        """Answer one API Gateway event with this app's dependencies."""
+        self.resolver.append_context(**{guard.DEPS_CONTEXT_KEY: self.deps()})
+        return self.resolver.resolve(event, context)
+
+
+def create_app(*routers: EndpointRouter, deps: DepsFactory) -> NimbusApp:
+    """An app whose errors, unknown routes and unexpected failures all answer contract JSON, and
+    which refuses to exist if any route lacks a policy."""
+    return NimbusApp(list(routers), deps)
+
+
+def _refuse_unguarded(resolver: APIGatewayHttpResolver, endpoints: list[Endpoint]) -> None:
+    declared = {(e.method, e.path) for e in endpoints}
+    # Powertools keeps its routes in these two lists; every one must have come through the registry.
+    for route in [*resolver._static_routes, *resolver._dynamic_routes]:
+        if (route.method, route.path) not in declared:
+            raise UnguardedRouteError(f"{route.method} {route.path} has no policy")
 
 
 def _not_found(_exc: Exception) -> Response[str]:
     return error_response(NimbusError(ErrorCode.INVALID_ENDPOINT_ERROR))
 
 
-def create_handler(app: APIGatewayHttpResolver) -> LambdaHandler:
+def create_handler(app: NimbusApp) -> LambdaHandler:
     """The Lambda handler for ``app``: structured logging with the request id, the operator's log
     level, and a tolerated trailing slash."""
 
     @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP, clear_state=True)
     def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-        _apply_log_level()
+        _apply_log_level(app)
         _strip_trailing_slash(event)
         metrics.begin()
         try:
@@ -51,9 +84,9 @@ def create_handler(app: APIGatewayHttpResolver) -> LambdaHandler:
     return lambda_handler
 
 
-def _apply_log_level() -> None:
+def _apply_log_level(app: NimbusApp) -> None:
     try:
-        level = runtime_config.current().log_level
+        level = app.deps().config.current().log_level
     except Exception:  # the guard reports SSM failures as a 500; logging keeps its level meanwhile
         return
     logger.setLevel(LEVELS[level])  # child loggers of every module follow

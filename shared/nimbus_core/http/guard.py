@@ -1,7 +1,5 @@
 """The endpoint guard: CONTRACT section 4's order of checks, implemented once for every endpoint.
 
-Each route declares an :class:`Endpoint` policy and gets ``guard(policy)`` as its middleware:
-
 1. read the token if present (no error yet)
 2. kill switches of the endpoint, and GLOBAL always: 503 unless the caller is staff
 3. session required (401), or refused when already logged in (register/login)
@@ -9,76 +7,62 @@ Each route declares an :class:`Endpoint` policy and gets ``guard(policy)`` as it
 5. scope of a scoped session (403), or scoped sessions refused outright
 6. body, query and header validation (400)
 7. endpoint rate limit (429), with RateLimit-* headers; "not counted" responses give the hit back
+8. identity reverification of normal sessions (400 / 401 / 429 account lock)
 Then the route runs with a :class:`Request` that holds all of the above.
 """
 
 from __future__ import annotations
 
+import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, cast
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter as Router
-from pydantic import BaseModel
 
-from nimbus_core import clock, metrics
-from nimbus_core.adapters import counters, runtime_config
+from nimbus_core import metrics
 from nimbus_core.auth import Caller, authenticate
-from nimbus_core.errors import ErrorCode, NimbusError
-from nimbus_core.http.responses import response_for_exception
+from nimbus_core.deps import Deps
+from nimbus_core.errors import ErrorCode, NimbusError, RateLimitedError
+from nimbus_core.http.policy import Auth, Policy
+from nimbus_core.http.responses import rate_limit_headers, response_for_exception
 from nimbus_core.killswitches import KillSwitch
+from nimbus_core.limiter import RateLimiter
 from nimbus_core.ratelimits import Per, RateLimit
-from nimbus_core.scopes import Scope, grants
-from nimbus_core.settings import get_settings
+from nimbus_core.reverify import reverify
+from nimbus_core.scopes import grants
 from nimbus_core.tokens import SessionToken, parse_session_token
 from nimbus_core.useragent import device_name
 from nimbus_core.validation import read_json_body, read_query, validate
 
-
-class Auth(Enum):
-    """What an endpoint needs of the caller's session."""
-
-    REQUIRED = "required"
-    NONE = "none"  # no session needed; the token is only read to let staff past kill switches
-    GUEST = "guest"  # register/login: a valid session means "already logged in" (401)
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """Everything the guard checks for one endpoint."""
-
-    auth: Auth = Auth.REQUIRED
-    killswitches: tuple[KillSwitch, ...] = ()
-    staff: bool = False
-    scope: Scope | None = None
-    scoped_sessions: bool = True
-    body: type[BaseModel] | None = None
-    query: type[BaseModel] | None = None
-    # Sessions created here are named by X-Session-Name, or else after the User-Agent.
-    names_session: bool = False
-    rate_limit: RateLimit | None = None
+_CONTEXT_KEY = "nimbus_request"
+DEPS_CONTEXT_KEY = "nimbus_deps"
+MAX_SESSION_NAME = 64
 
 
 @dataclass(slots=True)
 class Request:
     """What the guard learnt about the request, for the route to use."""
 
+    deps: Deps
     source_ip: str
     headers: dict[str, str]
     now: float
     token: SessionToken | None
+    raw_body: dict[str, Any] = field(default_factory=dict)
     body: Any = None
     query: Any = None
+    path: dict[str, str] = field(default_factory=dict)
     session_name: str = ""
     _caller: Caller | None = None
-    _authenticated: bool = field(default=False)
+    _authenticated: bool = False
 
     def caller(self) -> Caller | None:
         """The authenticated caller, resolved at most once per request."""
         if not self._authenticated:
-            self._caller = authenticate(self.token, self.now) if self.token else None
+            self._caller = authenticate(self.deps, self.token, self.now) if self.token else None
             self._authenticated = True
         return self._caller
 
@@ -90,58 +74,63 @@ class Request:
         return caller
 
 
-_CONTEXT_KEY = "nimbus_request"
-MAX_SESSION_NAME = 64
-
-
 def current_request(app: APIGatewayHttpResolver | Router) -> Request:
     """The guarded request being handled by ``app``."""
     return cast(Request, app.context[_CONTEXT_KEY])
 
 
-def guard(policy: Endpoint) -> Any:
+def guard(policy: Policy) -> Any:
     """The middleware that enforces ``policy`` (see the module docstring for the order)."""
 
     def middleware(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response[Any]:
+        deps: Deps = app.context[DEPS_CONTEXT_KEY]
         event = app.current_event
         headers = {k.lower(): v for k, v in (event.headers or {}).items()}
         request = Request(
+            deps=deps,
             source_ip=event.request_context.http.source_ip,
             headers=headers,
-            now=clock.now(),
+            now=deps.clock.now(),
             token=parse_session_token(headers.get("authorization")),
         )
         _check_killswitches(policy, request)
         caller = _check_session(policy, request)
         _check_permissions(policy, caller)
+        if policy.body is not None or policy.reverify:
+            request.raw_body = read_json_body(event.body, is_base64=bool(event.is_base64_encoded))
         if policy.body is not None:
-            request.body = validate(
-                policy.body, read_json_body(event.body, is_base64=bool(event.is_base64_encoded))
-            )
+            request.body = validate(policy.body, request.raw_body)
         if policy.query is not None:
             request.query = validate(policy.query, read_query(event.query_string_parameters))
         if policy.names_session:
             request.session_name = _session_name(headers)
         app.append_context(**{_CONTEXT_KEY: request})
-        if policy.rate_limit is None:
+
+        def proceed() -> Response[Any]:
+            if policy.reverify and caller is not None:
+                reverify(request.deps, caller, request.raw_body, request.now)
             return next_middleware(app)
-        return _rate_limited(policy.rate_limit, request, caller, app, next_middleware)
+
+        if policy.rate_limit is None:
+            return proceed()
+        return _rate_limited(policy.rate_limit, request, caller, proceed)
 
     return middleware
 
 
-def _check_killswitches(policy: Endpoint, request: Request) -> None:
-    enabled = runtime_config.current().enabled_switches
+def _check_killswitches(policy: Policy, request: Request) -> None:
+    enabled = request.deps.config.current().enabled_switches
     fired = [s for s in (KillSwitch.GLOBAL, *policy.killswitches) if s in enabled]
     if not fired:
         return
     caller = request.caller()
     if caller is None or not caller.user.staff:
         metrics.count(metrics.Event.KILL_SWITCH_REFUSED)
-        raise NimbusError(ErrorCode.SERVICE_UNAVAILABLE_ERROR, feature=int(fired[0]))
+        feature = KillSwitch.GLOBAL if KillSwitch.GLOBAL in fired else min(fired)
+        raise NimbusError(ErrorCode.SERVICE_UNAVAILABLE_ERROR, feature=int(feature))
 
 
-def _check_session(policy: Endpoint, request: Request) -> Caller | None:
+def _check_session(policy: Policy, request: Request) -> Caller | None:
     if policy.auth is Auth.NONE:
         return None
     caller = request.caller()
@@ -152,7 +141,7 @@ def _check_session(policy: Endpoint, request: Request) -> Caller | None:
     return caller
 
 
-def _check_permissions(policy: Endpoint, caller: Caller | None) -> None:
+def _check_permissions(policy: Policy, caller: Caller | None) -> None:
     if caller is None:
         return
     if policy.staff and not caller.user.staff:
@@ -169,38 +158,32 @@ def _session_name(headers: dict[str, str]) -> str:
     if given is None:
         return device_name(headers.get("user-agent"))
     name = given.strip(" ")
-    if not 1 <= len(name) <= MAX_SESSION_NAME:
+    # Control and format characters (newlines, NUL, bidi overrides) would forge lines in lists and logs.
+    printable = all(unicodedata.category(c)[0] != "C" for c in name)
+    if not 1 <= len(name) <= MAX_SESSION_NAME or not printable:
         raise NimbusError(ErrorCode.INVALID_FIELDS_ERROR, fields=["X-Session-Name"])
     return name
 
 
 def _rate_limited(
-    limit: RateLimit,
-    request: Request,
-    caller: Caller | None,
-    app: APIGatewayHttpResolver,
-    next_middleware: NextMiddleware,
+    limit: RateLimit, request: Request, caller: Caller | None, proceed: Callable[[], Response[Any]]
 ) -> Response[Any]:
-    subject = request.source_ip if limit.per is Per.IP else (caller.user.id if caller else request.source_ip)
-    spec = counters.CounterSpec(
-        table=get_settings().counters_table, key={"pk": {"S": f"{limit.name}#{limit.per.value}#{subject}"}}
-    )
-    state = counters.hit(spec, limit=limit.limit, window=limit.window, now=request.now)
-    reset_in = state.reset_in(request.now)
-    headers = {
-        "RateLimit-Limit": str(limit.limit),
-        "RateLimit-Remaining": str(state.remaining()),
-        "RateLimit-Reset": str(reset_in),
-    }
-    if not state.allowed:
+    subject = request.source_ip if limit.per is Per.IP or caller is None else caller.user.id
+    limiter = RateLimiter(request.deps.counters)
+    hit = limiter.hit(limit, subject, request.now)
+    if not hit.state.allowed:
         metrics.count(metrics.Event.RATE_LIMITED)
-        raise NimbusError(ErrorCode.RATELIMITED_ERROR, headers={**headers, "Retry-After": str(reset_in)})
+        raise RateLimitedError(
+            retry_after=hit.state.reset_in(request.now), headers=rate_limit_headers(hit.state, request.now)
+        )
     try:
-        response = next_middleware(app)
+        response = proceed()
     except Exception as exc:  # the status decides whether this request counts, so answer it here
         response = response_for_exception(exc)
+        if isinstance(exc, RateLimitedError) and exc.account_lock:
+            return response  # the account lock's 429 carries its own Retry-After, not this window
+    state = hit.state
     if response.status_code in limit.not_counted:
-        counters.release(spec, reset_at=state.reset_at)
-        headers["RateLimit-Remaining"] = str(state.remaining() + 1)
-    response.headers.update(headers)
+        state = limiter.give_back(hit)
+    response.headers.update(rate_limit_headers(state, request.now))
     return response

@@ -8,7 +8,8 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response
 
-from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.errors import ErrorCode, NimbusError, RateLimitedError, SuccessCode
+from nimbus_core.ports import CounterState
 
 # A child of the function's Powertools logger: JSON lines, the operator's log level.
 _log = Logger(child=True)
@@ -26,9 +27,26 @@ def json_response(status: int, payload: Any, headers: dict[str, str] | None = No
     )
 
 
+def success_response(code: SuccessCode, **extra: Any) -> Response[str]:
+    """A plain success: ``{code, message}`` plus e.g. ``count``."""
+    return json_response(code.status, {"code": code.name, "message": code.message, **extra})
+
+
+def rate_limit_headers(state: CounterState, now: float) -> dict[str, str]:
+    """The ``RateLimit-*`` headers of an endpoint's window (CONTRACT section 10)."""
+    return {
+        "RateLimit-Limit": str(state.limit),
+        "RateLimit-Remaining": str(state.remaining()),
+        "RateLimit-Reset": str(state.reset_in(now)),
+    }
+
+
 def error_response(error: NimbusError) -> Response[str]:
     """The response for an expected error."""
-    return json_response(error.status, error.body(), error.headers)
+    headers = dict(error.headers)
+    if isinstance(error, RateLimitedError):
+        headers["Retry-After"] = str(error.retry_after)
+    return json_response(error.status, error.body(), headers)
 
 
 def internal_error_response(exc: BaseException) -> Response[str]:

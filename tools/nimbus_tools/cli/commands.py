@@ -21,10 +21,10 @@ def staff(action: str, username: str, target: TargetFactory) -> str:
     """``staff promote|demote USERNAME``."""
     promote = action == "promote"
     resolved = target()
-    user_id = store.find_user_id(resolved, username)
-    if user_id is None or not store.set_staff(resolved, user_id, promote):
+    user = store.find_user(resolved, username)
+    if user is None or not store.set_staff(resolved, user, promote):
         raise CliError(f"no user named {username!r} in {resolved.description}")
-    return f"{username} is {'now' if promote else 'no longer'} staff (user {user_id})"
+    return f"{username} is {'now' if promote else 'no longer'} staff (user {user.id})"
 
 
 def killswitch(action: str, name: str | None, target: TargetFactory) -> str:

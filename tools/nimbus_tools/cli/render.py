@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from nimbus_core.killswitches import KillSwitch
-from nimbus_tools.cli.store import Domain
+from nimbus_core.models import Domain
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
@@ -40,7 +40,7 @@ def domain_table(domains: Sequence[Domain]) -> str:
         return "no domains (add one with `nimbus domain add NAME`)"
     return table(
         ("DOMAIN", "SUBDOMAINS", "CREATED"),
-        ((d.domain, "yes" if d.allows_subdomains else "no", d.created_at) for d in domains),
+        ((d.id, "yes" if d.subdomains else "no", d.created_at) for d in domains),
     )
 
 

@@ -1,45 +1,39 @@
-"""AWS access of the CLI: one small function per read or write, no formatting here."""
+"""AWS access of the CLI, through the same adapters as the functions (no second copy of the schema)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from botocore.exceptions import ClientError
-
 from nimbus_core import clock
+from nimbus_core.adapters.domains import DynamoDomains
+from nimbus_core.adapters.transactions import DynamoTransactor
+from nimbus_core.adapters.users import DynamoUsers
+from nimbus_core.errors import NimbusError
 from nimbus_core.killswitches import KillSwitch, parse_enabled, serialize_enabled
+from nimbus_core.models import Domain, User
 from nimbus_tools.cli.target import Target
 
 
-def find_user_id(target: Target, username: str) -> str | None:
-    """The userId claimed by ``username`` (case-insensitive), or None if nobody has it."""
-    item = (
-        target.dynamodb()
-        .get_item(
-            TableName=target.table("UsersTable"),
-            Key={"pk": {"S": f"USERNAME#{username.lower()}"}},
-            ConsistentRead=True,
-        )
-        .get("Item")
-    )
-    user_id = (item or {}).get("userId", {}).get("S")
-    return user_id or None
+def _users(target: Target) -> DynamoUsers:
+    return DynamoUsers(target.dynamodb(), target.table("UsersTable"))
 
 
-def set_staff(target: Target, user_id: str, staff: bool) -> bool:
-    """Set the user's staff flag; False if the user item does not exist."""
+def _domains(target: Target) -> DynamoDomains:
+    return DynamoDomains(target.dynamodb(), target.table("DomainsTable"))
+
+
+def find_user(target: Target, username: str) -> User | None:
+    """The user with ``username`` (case-insensitive), or None if nobody has it."""
+    return _users(target).find_by_username(username)
+
+
+def set_staff(target: Target, user: User, staff: bool) -> bool:
+    """Set the user's staff flag; False if the user was deleted meanwhile."""
+    if user.staff == staff:
+        return True
+    after: User = user.changed(staff=staff, updated_at=clock.iso(clock.now()))
     try:
-        target.dynamodb().update_item(
-            TableName=target.table("UsersTable"),
-            Key={"pk": {"S": f"USER#{user_id}"}},
-            UpdateExpression="SET staff = :staff, updatedAt = :now",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":staff": {"BOOL": staff}, ":now": {"S": clock.iso(clock.now())}},
-        )
-    except ClientError as error:
-        if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
-            return False
-        raise
+        DynamoTransactor(target.dynamodb()).commit(_users(target).change_ops(user, after))
+    except NimbusError:
+        return False
     return True
 
 
@@ -63,58 +57,16 @@ def write_killswitches(target: Target, enabled: frozenset[KillSwitch]) -> None:
     write_parameter(target, "KillSwitchParameter", serialize_enabled(enabled))
 
 
-@dataclass(frozen=True)
-class Domain:
-    """A DomainsTable item."""
-
-    domain: str
-    allows_subdomains: bool
-    created_at: str
-
-
 def list_domains(target: Target) -> list[Domain]:
     """Every offered domain, sorted by name."""
-    paginator = target.dynamodb().get_paginator("scan")
-    domains: list[Domain] = []
-    for page in paginator.paginate(TableName=target.table("DomainsTable"), ConsistentRead=True):
-        for item in page.get("Items", []):
-            domains.append(
-                Domain(
-                    domain=item["domain"]["S"],
-                    allows_subdomains=bool(item.get("allowsSubdomains", {}).get("BOOL", False)),
-                    created_at=item.get("createdAt", {}).get("S", ""),
-                )
-            )
-    return sorted(domains, key=lambda d: d.domain)
+    return _domains(target).list()
 
 
 def upsert_domain(target: Target, domain: str, allows_subdomains: bool) -> bool:
-    """Offer ``domain`` (or update allowsSubdomains of an existing one); True if it was new."""
-    result = target.dynamodb().update_item(
-        TableName=target.table("DomainsTable"),
-        Key={"domain": {"S": domain}},
-        # One atomic write: createdAt is kept if the domain already existed.
-        UpdateExpression="SET allowsSubdomains = :sub, createdAt = if_not_exists(createdAt, :now)",
-        ExpressionAttributeValues={
-            ":sub": {"BOOL": allows_subdomains},
-            ":now": {"S": clock.iso(clock.now())},
-        },
-        ReturnValues="ALL_OLD",
-    )
-    return not result.get("Attributes")
+    """Offer ``domain`` (or change whether it allows subdomains); True if it was new."""
+    return _domains(target).put(domain, subdomains=allows_subdomains, now=clock.iso(clock.now()))
 
 
 def delete_domain(target: Target, domain: str) -> bool:
     """Stop offering ``domain``; False if it was not offered."""
-    try:
-        target.dynamodb().delete_item(
-            TableName=target.table("DomainsTable"),
-            Key={"domain": {"S": domain}},
-            ConditionExpression="attribute_exists(#d)",
-            ExpressionAttributeNames={"#d": "domain"},
-        )
-    except ClientError as error:
-        if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
-            return False
-        raise
-    return True
+    return _domains(target).delete(domain)

@@ -26,6 +26,7 @@ TABLE_OUTPUTS = {
     "CountersTableName": "CountersTable",
     "TokensTableName": "TokensTable",
     "DomainsTableName": "DomainsTable",
+    "OutboxTableName": "OutboxTable",
 }
 PARAMETER_OUTPUTS = {
     "KillSwitchParameterName": "KillSwitchParameter",

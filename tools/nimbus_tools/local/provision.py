@@ -15,6 +15,7 @@ import boto3
 from botocore.exceptions import ClientError
 
 from nimbus_core import clock
+from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_tools.template import (
     Template,
     parameter_values,
@@ -137,18 +138,8 @@ def verify_sender(clients: AwsClients, sender: str) -> None:
 
 
 def put_default_domain(dynamodb: DynamoDBClient, table: str, domain: str) -> None:
-    """Offer ``domain`` (lower-cased, subdomains allowed) unless an item for it already exists."""
-    try:
-        dynamodb.put_item(
-            TableName=table,
-            Item={
-                "domain": {"S": domain.strip().lower()},
-                "allowsSubdomains": {"BOOL": True},
-                "createdAt": {"S": clock.iso(clock.now())},
-            },
-            ConditionExpression="attribute_not_exists(#d)",
-            ExpressionAttributeNames={"#d": "domain"},
-        )
-    except ClientError as error:
-        if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
-            raise
+    """Offer ``domain`` (lower-cased, subdomains allowed) unless it is offered already."""
+    domains = DynamoDomains(dynamodb, table)
+    name = domain.strip().lower()
+    if domains.get(name) is None:
+        domains.put(name, subdomains=True, now=clock.iso(clock.now()))

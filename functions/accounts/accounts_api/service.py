@@ -1,0 +1,104 @@
+"""Account self-service rules: each change is one transaction after authentication and the limit."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools import Logger
+
+from nimbus_core import passwords, verification
+from nimbus_core.auth import Caller
+from nimbus_core.clock import iso
+from nimbus_core.deps import Deps
+from nimbus_core.errors import DependencyError, ErrorCode, NimbusError
+from nimbus_core.identity import email_key
+from nimbus_core.models import Domain, User
+from nimbus_core.ports import WriteOp
+from nimbus_core.session_issuer import revoke_all_but
+
+_log = Logger(child=True)
+
+
+def change_username(deps: Deps, caller: Caller, username: str, now: float) -> User:
+    """Rename the caller; the old and new claims swap in the same transaction as the user."""
+    user = caller.user
+    if username == user.username:
+        return user
+    after: User = user.changed(username=username, updated_at=iso(now))
+    deps.tx.commit(deps.users.change_ops(user, after))
+    return after
+
+
+def change_email(deps: Deps, caller: Caller, email: str, now: float) -> User:
+    """Change the caller's address: it starts unverified and a verification email goes to it."""
+    user = caller.user
+    if email == user.email:
+        return user
+    after: User = user.changed(email=email, updated_at=iso(now))
+    ops: list[WriteOp] = []
+    if email_key(email) != email_key(user.email):  # a new address, not another spelling of it
+        after = after.changed(verified_at=None)
+        after, ops = verification.issue(deps, after, now)
+    deps.tx.commit([*deps.users.change_ops(user, after), *ops])
+    return after
+
+
+def change_password(deps: Deps, caller: Caller, new_password: str, now: float) -> User:
+    """Set a new password; the current session stays, every other session is revoked at once."""
+    user = caller.user
+    changed: User = user.changed(password_hash=passwords.hash_password(new_password), updated_at=iso(now))
+    after, ops = revoke_all_but(deps, changed, caller.session)
+    deps.tx.commit([*deps.users.change_ops(user, after), *ops])
+    return after
+
+
+def change_domain(deps: Deps, caller: Caller, domain: str, subdomain: str | None, now: float) -> User:
+    """Choose an offered domain (and a subdomain where it allows one): checked inside the write."""
+    user = caller.user
+    after: User = user.changed(domain=domain, subdomain=subdomain, updated_at=iso(now))
+    offered = deps.domains.offered_op(domain, with_subdomain=subdomain is not None)
+    deps.tx.commit([offered, *deps.users.change_ops(user, after)])
+    return after
+
+
+def resend_verification(deps: Deps, caller: Caller, now: float) -> None:
+    """Send a new verification email (the previous link stops working)."""
+    user = caller.user
+    if user.verified_at is not None:
+        raise NimbusError(ErrorCode.EMAIL_ALREADY_VERIFIED_ERROR)
+    after, ops = verification.issue(deps, user, now)
+    deps.tx.commit([*deps.users.change_ops(user, after), *ops])
+
+
+def delete_account(deps: Deps, caller: Caller) -> None:
+    """Delete the caller's account, safely ordered for any number of sessions.
+
+    1. Every other session is deleted in batches (idempotent). A fault here leaves the account
+       whole and the caller's session alive, so the same request can simply be retried.
+    2. One transaction removes the user, both claims, the caller's session and the pending token:
+       the name and address can be registered again at once.
+    3. Sessions opened meanwhile are swept; any left by a fault can never authenticate (their user
+       is gone) and expire by TTL.
+    """
+    user, current = caller.user, caller.session
+    deps.sessions.delete_many(user.id, [sid for sid in deps.sessions.list_ids(user.id) if sid != current.id])
+    ops = [*deps.users.delete_ops(user), deps.sessions.delete_op(user.id, current.id)]
+    if user.pending_verification:
+        ops.append(deps.tokens.delete_op(user.pending_verification))
+    deps.tx.commit(ops)
+    try:
+        deps.sessions.delete_many(user.id, deps.sessions.list_ids(user.id))
+    except DependencyError:
+        _log.warning("sessions left after deleting a user; they expire by TTL", extra={"user_id": user.id})
+
+
+def list_domains(deps: Deps, *, limit: int, offset: int) -> tuple[int, list[Domain]]:
+    """The offered domains: the total and one page."""
+    domains = deps.domains.list()
+    return len(domains), domains[offset : offset + limit]
+
+
+def get_domain(deps: Deps, name: str) -> Domain:
+    """One offered domain, or 404 INVALID_DOMAIN_ERROR."""
+    domain = deps.domains.get(name.strip().lower())
+    if domain is None:
+        raise NimbusError(ErrorCode.INVALID_DOMAIN_ERROR)
+    return domain

@@ -1,0 +1,58 @@
+"""What an endpoint requires, declared once next to its route (CONTRACT section 4 and the seed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from pydantic import BaseModel
+
+from nimbus_core.killswitches import KillSwitch
+from nimbus_core.ratelimits import RateLimit
+from nimbus_core.scopes import Scope
+
+
+class Auth(Enum):
+    """What an endpoint needs of the caller's session."""
+
+    REQUIRED = "required"
+    NONE = "none"  # no session needed; the token is only read to let staff past kill switches
+    GUEST = "guest"  # register/login: a valid session means "already logged in" (401)
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Everything the guard checks for one endpoint, plus what the OpenAPI document needs.
+
+    ``scope=None`` on an endpoint that requires a session means "no scoped session may call it"
+    only when ``scoped_sessions`` is False; otherwise it needs no particular scope.
+    """
+
+    auth: Auth = Auth.REQUIRED
+    killswitches: tuple[KillSwitch, ...] = ()
+    staff: bool = False
+    scope: Scope | None = None
+    scoped_sessions: bool = True
+    body: type[BaseModel] | None = None
+    query: type[BaseModel] | None = None
+    rate_limit: RateLimit | None = None
+    # Identity reverification (CONTRACT section 9): normal sessions must send their password.
+    reverify: bool = False
+    # Sessions created here are named by X-Session-Name, or else after the User-Agent.
+    names_session: bool = False
+    # For the OpenAPI document: the success status and its response model, and every status the
+    # endpoint can answer.
+    success: int = 200
+    response: type[BaseModel] | None = None
+    statuses: tuple[int, ...] = field(default=())
+    summary: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One registered route: method, path (``/users/<id>`` style) and its policy."""
+
+    method: str
+    path: str
+    policy: Policy
+    name: str

@@ -1,0 +1,26 @@
+"""The uniqueness keys of usernames and email addresses (CONTRACT section 8)."""
+
+from __future__ import annotations
+
+
+def username_key(username: str) -> str:
+    """Usernames are ASCII (``[A-Za-z0-9_.-]``), unique case-insensitively."""
+    return username.lower()
+
+
+def email_key(email: str) -> str:
+    """Addresses collide after IDNA-normalising the domain and case-folding the whole address.
+
+    ``str.casefold`` (not ``lower``) makes ``STRASSE@x`` and ``straße@x`` the same key. The domain
+    is turned into its ASCII (IDNA) form so Unicode and punycode spellings of it collide too.
+    """
+    local, at, domain = email.rpartition("@")
+    if not at:
+        return email.casefold()
+    import idna  # email-validator's own dependency: the maintained IDNA 2008 codec
+
+    try:
+        domain = idna.encode(domain, uts46=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError):
+        domain = domain.casefold()
+    return f"{local}@{domain}".casefold()

@@ -1,0 +1,221 @@
+"""What the rules need from the outside world, as ``typing.Protocol``s.
+
+Services receive these ports as arguments (bundled in :class:`nimbus_core.deps.Deps`) and never
+import boto3: the DynamoDB/SSM/SES adapters in ``nimbus_core.adapters`` implement them for Lambda,
+the in-memory fakes in ``tests/fakes`` implement them for tests, and one contract suite
+(``tests/contract``) runs against both so they cannot drift.
+
+Multi-item changes are composed from :class:`WriteOp`s that the stores build and one
+:class:`Transactor` commits atomically (a DynamoDB transaction, or one locked step in the fakes).
+An op carries the domain error its condition means (e.g. a taken username claim is
+``USER_EXISTS_ERROR``), so a cancelled transaction raises that error, never a storage exception.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from nimbus_core.killswitches import KillSwitch
+from nimbus_core.mail_templates import Email
+from nimbus_core.models import Domain, Session, User, VerificationToken
+
+
+class WriteOp:
+    """One element of an atomic multi-item write, built by a store and committed by a Transactor."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CounterState:
+    """The outcome of one counted hit in a fixed window."""
+
+    allowed: bool
+    count: int
+    limit: int
+    reset_at: int  # Unix seconds when the window ends
+
+    def remaining(self) -> int:
+        """Hits left in the window."""
+        return max(self.limit - self.count, 0)
+
+    def reset_in(self, now: float) -> int:
+        """Whole seconds until the window ends (at least 1 while it is open)."""
+        return max(math.ceil(self.reset_at - now), 1)
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeConfig:
+    """A snapshot of the operator-controlled settings."""
+
+    enabled_switches: frozenset[KillSwitch]
+    log_level: str
+
+
+class Clock(Protocol):
+    """The single source of time."""
+
+    def now(self) -> float:
+        """Seconds since the epoch."""
+        ...
+
+
+class Transactor(Protocol):
+    """Commits write ops atomically: all of them or none."""
+
+    def commit(self, ops: Sequence[WriteOp]) -> None:
+        """Write ``ops``; a failed condition raises the domain error its op carries."""
+        ...
+
+
+class UserStore(Protocol):
+    """Users and the claims that keep usernames and emails unique (case-insensitively)."""
+
+    def get(self, user_id: str) -> User | None:
+        """A user by id (strongly consistent)."""
+        ...
+
+    def find_by_username(self, username: str) -> User | None:
+        """A user by username, case-insensitively."""
+        ...
+
+    def find_by_email(self, email: str) -> User | None:
+        """A user by (validated) email address, compared by :func:`nimbus_core.identity.email_key`."""
+        ...
+
+    def create_ops(self, user: User) -> list[WriteOp]:
+        """Create ``user`` with its claims; a taken claim is USER_EXISTS_ERROR."""
+        ...
+
+    def change_ops(self, before: User, after: User) -> list[WriteOp]:
+        """Replace ``before`` by ``after`` (same id), swapping the username/email claims that changed.
+
+        Conditions guard exactly what the change relies on: the user still exists
+        (INVALID_SESSION_ERROR), still has ``before``'s username/email key when that changes
+        (USER_EXISTS_ERROR, as is a new claim already taken) and ``before``'s password hash when that
+        changes (INVALID_PASSWORD_ERROR).
+        """
+        ...
+
+    def delete_ops(self, user: User) -> list[WriteOp]:
+        """Remove the user and both claims."""
+        ...
+
+    def credentials_unchanged_op(
+        self, user: User, *, new_password_hash: str | None, now: float, failure_limit: int
+    ) -> WriteOp:
+        """Assert the user still has the verified password hash, is not banned and not locked;
+        optionally store a rehashed password in the same step."""
+        ...
+
+    def count_auth_failure(self, user_id: str, *, limit: int, window: int, now: float) -> CounterState | None:
+        """Count a failed password/second-factor answer on the account; None if the user is gone."""
+        ...
+
+
+class SessionStore(Protocol):
+    """Sessions, keyed by user and session id."""
+
+    def get_with_user(self, user_id: str, session_id: str) -> tuple[Session | None, User | None]:
+        """The session and its user in one round trip (strongly consistent)."""
+        ...
+
+    def put_op(self, session: Session) -> WriteOp:
+        """Store a new session."""
+        ...
+
+    def replace_op(self, session: Session) -> WriteOp:
+        """Overwrite an existing session (it must still exist)."""
+        ...
+
+    def delete_op(self, user_id: str, session_id: str) -> WriteOp:
+        """Remove a session (idempotent)."""
+        ...
+
+    def touch(self, session: Session, used_at: str) -> None:
+        """Record use of a session."""
+        ...
+
+    def list_ids(self, user_id: str) -> list[str]:
+        """The ids of every stored session of a user (expired ones included), by a Query."""
+        ...
+
+    def delete_many(self, user_id: str, session_ids: Iterable[str]) -> None:
+        """Remove sessions in batches (idempotent, safe to retry)."""
+        ...
+
+
+class CounterStore(Protocol):
+    """Atomic fixed-window counters."""
+
+    def hit(self, key: str, *, limit: int, window: int, now: float) -> CounterState:
+        """Count one request if the window has room; report the state either way."""
+        ...
+
+    def release(self, key: str, *, reset_at: int) -> None:
+        """Give one hit back, only within the same window."""
+        ...
+
+
+class TokenStore(Protocol):
+    """One-time email verification tokens, stored under the hash of their secret."""
+
+    def get_with_user(self, token_hash: str, user_id: str) -> tuple[VerificationToken | None, User | None]:
+        """The token and the user it names, in one round trip."""
+        ...
+
+    def put_op(self, token: VerificationToken) -> WriteOp:
+        """Store a new token."""
+        ...
+
+    def consume_op(self, token_hash: str) -> WriteOp:
+        """Remove a token that must still exist (single use): INVALID_VERIFICATION_TOKEN_ERROR if not."""
+        ...
+
+    def delete_op(self, token_hash: str) -> WriteOp:
+        """Remove a token if present."""
+        ...
+
+
+class DomainStore(Protocol):
+    """The domains the deployment offers."""
+
+    def list(self) -> list[Domain]:
+        """Every offered domain, sorted by name."""
+        ...
+
+    def get(self, name: str) -> Domain | None:
+        """One domain, or None."""
+        ...
+
+    def offered_op(self, name: str, *, with_subdomain: bool) -> WriteOp:
+        """Assert the domain is offered (INVALID_DOMAIN_ERROR) and, when a subdomain is chosen,
+        allows one (SUBDOMAIN_NOT_ALLOWED_ERROR)."""
+        ...
+
+    def put(self, name: str, *, subdomains: bool, now: str) -> bool:
+        """Offer a domain or update it; True if it was new."""
+        ...
+
+    def delete(self, name: str) -> bool:
+        """Stop offering a domain; False if it was not offered."""
+        ...
+
+
+class Outbox(Protocol):
+    """Outgoing email, written in the same transaction as the change that sends it."""
+
+    def enqueue_op(self, email: Email, *, now: float, kind: str) -> WriteOp:
+        """Queue ``email`` for the mail function."""
+        ...
+
+
+class RuntimeConfigSource(Protocol):
+    """Kill switches and log level, at most a few seconds old."""
+
+    def current(self) -> RuntimeConfig:
+        """The current runtime configuration."""
+        ...

@@ -1,0 +1,480 @@
+"""In-memory fakes of every port (``nimbus_core.ports``), for service and guard tests in milliseconds.
+
+They share one :class:`FakeDb` so a transaction spanning stores is atomic, as in DynamoDB: a
+:class:`FakeOp` checks its condition and applies its change; :class:`FakeTransactor` checks every
+op, then applies them all, under one lock. ``tests/contract`` runs the same suite against these
+fakes and the DynamoDB adapters on moto, so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nimbus_core.clock import iso
+from nimbus_core.deps import Deps
+from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.identity import email_key, username_key
+from nimbus_core.killswitches import KillSwitch
+from nimbus_core.mail_templates import Email
+from nimbus_core.models import Domain, Session, User, VerificationToken
+from nimbus_core.ports import CounterState, RuntimeConfig, WriteOp
+from nimbus_core.settings import Settings
+
+Check = Callable[[], NimbusError | None]
+
+
+@dataclass
+class FakeDb:
+    """Every fake table, by key."""
+
+    users: dict[str, User] = field(default_factory=dict)
+    usernames: dict[str, str] = field(default_factory=dict)  # username key -> user id
+    emails: dict[str, str] = field(default_factory=dict)  # email key -> user id
+    sessions: dict[tuple[str, str], Session] = field(default_factory=dict)
+    counters: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (count, resetAt)
+    tokens: dict[str, VerificationToken] = field(default_factory=dict)
+    domains: dict[str, Domain] = field(default_factory=dict)
+    outbox: list[tuple[str, Email]] = field(default_factory=list)  # (kind, email)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    calls: list[str] = field(default_factory=list)  # every store call, for round-trip counting
+
+
+@dataclass(frozen=True)
+class FakeOp(WriteOp):
+    """A condition (None = holds, else the error) and the change to make."""
+
+    check: Check
+    apply: Callable[[], object]
+
+
+def _always() -> NimbusError | None:
+    return None
+
+
+class FakeTransactor:
+    """All ops or none, under the database lock."""
+
+    def __init__(self, db: FakeDb) -> None:
+        self.db = db
+        self.fail_next: Exception | None = None
+
+    def commit(self, ops: Sequence[WriteOp]) -> None:
+        """Check every op, then apply every op."""
+        with self.db.lock:
+            self.db.calls.append("commit")
+            if self.fail_next is not None:
+                error, self.fail_next = self.fail_next, None
+                raise error
+            fakes = [op for op in ops if isinstance(op, FakeOp)]
+            if len(fakes) != len(ops):
+                raise TypeError("FakeTransactor commits only FakeOps")
+            for op in fakes:
+                refused = op.check()
+                if refused is not None:
+                    raise refused
+            for op in fakes:
+                op.apply()
+
+
+class FakeUsers:
+    """The UserStore in memory."""
+
+    def __init__(self, db: FakeDb) -> None:
+        self.db = db
+
+    def get(self, user_id: str) -> User | None:
+        """A user by id."""
+        self.db.calls.append("users.get")
+        return self.db.users.get(user_id)
+
+    def find_by_username(self, username: str) -> User | None:
+        """A user by username, case-insensitively."""
+        self.db.calls.append("users.find")
+        user_id = self.db.usernames.get(username_key(username))
+        return self.db.users.get(user_id) if user_id else None
+
+    def find_by_email(self, email: str) -> User | None:
+        """A user by email key."""
+        self.db.calls.append("users.find")
+        user_id = self.db.emails.get(email_key(email))
+        return self.db.users.get(user_id) if user_id else None
+
+    def _claim(self, table: dict[str, str], key: str, user_id: str) -> FakeOp:
+        def check() -> NimbusError | None:
+            return NimbusError(ErrorCode.USER_EXISTS_ERROR) if key in table else None
+
+        return FakeOp(check, lambda: table.__setitem__(key, user_id))
+
+    def _release(self, table: dict[str, str], key: str, user_id: str) -> FakeOp:
+        def check() -> NimbusError | None:
+            return None if table.get(key) == user_id else NimbusError(ErrorCode.USER_EXISTS_ERROR)
+
+        return FakeOp(check, lambda: table.pop(key, None))
+
+    def create_ops(self, user: User) -> list[WriteOp]:
+        """Create the user and both claims."""
+        db = self.db
+
+        def check() -> NimbusError | None:
+            return NimbusError(ErrorCode.USER_EXISTS_ERROR) if user.id in db.users else None
+
+        return [
+            FakeOp(check, lambda: db.users.__setitem__(user.id, user)),
+            self._claim(db.usernames, username_key(user.username), user.id),
+            self._claim(db.emails, email_key(user.email), user.id),
+        ]
+
+    def change_ops(self, before: User, after: User) -> list[WriteOp]:
+        """Write the changed fields; swap claims whose keys changed."""
+        db = self.db
+        fields = {name for name in User.model_fields if getattr(before, name) != getattr(after, name)}
+        ops: list[WriteOp] = []
+        if username_key(before.username) != username_key(after.username):
+            ops += [
+                self._release(db.usernames, username_key(before.username), before.id),
+                self._claim(db.usernames, username_key(after.username), after.id),
+            ]
+        if email_key(before.email) != email_key(after.email):
+            ops += [
+                self._release(db.emails, email_key(before.email), before.id),
+                self._claim(db.emails, email_key(after.email), after.id),
+            ]
+
+        def check() -> NimbusError | None:
+            stored = db.users.get(before.id)
+            if stored is None:
+                return NimbusError(ErrorCode.INVALID_SESSION_ERROR)
+            stale = (
+                ("password_hash" in fields and stored.password_hash != before.password_hash)
+                or (
+                    username_key(before.username) != username_key(after.username)
+                    and username_key(stored.username) != username_key(before.username)
+                )
+                or (
+                    email_key(before.email) != email_key(after.email)
+                    and email_key(stored.email) != email_key(before.email)
+                )
+            )
+            if not stale:
+                return None
+            if stored.password_hash != before.password_hash:
+                return NimbusError(ErrorCode.INVALID_PASSWORD_ERROR)
+            return NimbusError(ErrorCode.USER_EXISTS_ERROR)
+
+        def apply() -> None:
+            stored = db.users[before.id]
+            db.users[before.id] = stored.model_copy(update={name: getattr(after, name) for name in fields})
+
+        return [FakeOp(check, apply), *ops]
+
+    def delete_ops(self, user: User) -> list[WriteOp]:
+        """Remove the user and its own claims."""
+        db = self.db
+
+        def apply() -> None:
+            db.users.pop(user.id, None)
+            for table, key in (
+                (db.usernames, username_key(user.username)),
+                (db.emails, email_key(user.email)),
+            ):
+                if table.get(key) == user.id:
+                    del table[key]
+
+        return [FakeOp(_always, apply)]
+
+    def credentials_unchanged_op(
+        self, user: User, *, new_password_hash: str | None, now: float, failure_limit: int
+    ) -> WriteOp:
+        """The login condition on the user, and an optional rehash."""
+        db = self.db
+
+        def check() -> NimbusError | None:
+            stored = db.users.get(user.id)
+            locked = (
+                stored is not None
+                and stored.auth_failures >= failure_limit
+                and stored.auth_failures_reset_at > int(now)
+            )
+            if stored is None or stored.password_hash != user.password_hash or stored.banned_at or locked:
+                return NimbusError(ErrorCode.INVALID_PASSWORD_ERROR)
+            return None
+
+        def apply() -> None:
+            if new_password_hash is not None:
+                db.users[user.id] = db.users[user.id].model_copy(update={"password_hash": new_password_hash})
+
+        return FakeOp(check, apply)
+
+    def count_auth_failure(self, user_id: str, *, limit: int, window: int, now: float) -> CounterState | None:
+        """Count a failure on the user record."""
+        with self.db.lock:
+            self.db.calls.append("users.count_failure")
+            stored = self.db.users.get(user_id)
+            if stored is None:
+                return None
+            count, reset_at = stored.auth_failures, stored.auth_failures_reset_at
+            state, count, reset_at = _count(count, reset_at, limit=limit, window=window, now=now)
+            if state.allowed:
+                self.db.users[user_id] = stored.model_copy(
+                    update={"auth_failures": count, "auth_failures_reset_at": reset_at}
+                )
+            return state
+
+
+def _count(
+    count: int, reset_at: int, *, limit: int, window: int, now: float
+) -> tuple[CounterState, int, int]:
+    now_s = int(now)
+    if reset_at <= now_s:
+        count, reset_at = 0, now_s + window
+    if count >= limit:
+        return CounterState(False, count, limit, reset_at), count, reset_at
+    return CounterState(True, count + 1, limit, reset_at), count + 1, reset_at
+
+
+class FakeSessions:
+    """The SessionStore in memory."""
+
+    def __init__(self, db: FakeDb) -> None:
+        self.db = db
+
+    def get_with_user(self, user_id: str, session_id: str) -> tuple[Session | None, User | None]:
+        """Session and user together."""
+        self.db.calls.append("sessions.get_with_user")
+        return self.db.sessions.get((user_id, session_id)), self.db.users.get(user_id)
+
+    def put_op(self, session: Session) -> WriteOp:
+        """Store a new session."""
+        key = (session.user_id, session.id)
+        return FakeOp(_always, lambda: self.db.sessions.__setitem__(key, session))
+
+    def replace_op(self, session: Session) -> WriteOp:
+        """Overwrite an existing session."""
+        key = (session.user_id, session.id)
+
+        def check() -> NimbusError | None:
+            return None if key in self.db.sessions else NimbusError(ErrorCode.INVALID_SESSION_ERROR)
+
+        return FakeOp(check, lambda: self.db.sessions.__setitem__(key, session))
+
+    def delete_op(self, user_id: str, session_id: str) -> WriteOp:
+        """Remove a session."""
+        return FakeOp(_always, lambda: self.db.sessions.pop((user_id, session_id), None))
+
+    def touch(self, session: Session, used_at: str) -> None:
+        """Record use."""
+        self.db.calls.append("sessions.touch")
+        key = (session.user_id, session.id)
+        if key in self.db.sessions:
+            self.db.sessions[key] = self.db.sessions[key].model_copy(update={"used_at": used_at})
+
+    def list_ids(self, user_id: str) -> list[str]:
+        """Every stored session id of the user."""
+        self.db.calls.append("sessions.list_ids")
+        return sorted(sid for uid, sid in self.db.sessions if uid == user_id)
+
+    def delete_many(self, user_id: str, session_ids: Iterable[str]) -> None:
+        """Remove sessions."""
+        self.db.calls.append("sessions.delete_many")
+        for sid in list(session_ids):
+            self.db.sessions.pop((user_id, sid), None)
+
+
+class FakeCounters:
+    """The CounterStore in memory."""
+
+    def __init__(self, db: FakeDb) -> None:
+        self.db = db
+
+    def hit(self, key: str, *, limit: int, window: int, now: float) -> CounterState:
+        """Count one hit."""
+        with self.db.lock:
+            self.db.calls.append("counters.hit")
+            count, reset_at = self.db.counters.get(key, (0, 0))
+            state, count, reset_at = _count(count, reset_at, limit=limit, window=window, now=now)
+            self.db.counters[key] = (count, reset_at)
+            return state
+
+    def release(self, key: str, *, reset_at: int) -> None:
+        """Give one hit back in the same window."""
+        with self.db.lock:
+            self.db.calls.append("counters.release")
+            count, current = self.db.counters.get(key, (0, 0))
+            if current == reset_at and count > 0:
+                self.db.counters[key] = (count - 1, current)
+
+
+class FakeTokens:
+    """The TokenStore in memory."""
+
+    def __init__(self, db: FakeDb) -> None:
+        self.db = db
+
+    def get_with_user(self, token_hash: str, user_id: str) -> tuple[VerificationToken | None, User | None]:
+        """Token and user together."""
+        self.db.calls.append("tokens.get_with_user")
+        return self.db.tokens.get(token_hash), self.db.users.get(user_id)
+
+    def put_op(self, token: VerificationToken) -> WriteOp:
+        """Store a token."""
+        return FakeOp(_always, lambda: self.db.tokens.__setitem__(token.hash, token))
+
+    def consume_op(self, token_hash: str) -> WriteOp:
+        """Remove a token that must exist."""
+
+        def check() -> NimbusError | None:
+            if token_hash in self.db.tokens:
+                return None
+            return NimbusError(ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR)
+
+        return FakeOp(check, lambda: self.db.tokens.pop(token_hash, None))
+
+    def delete_op(self, token_hash: str) -> WriteOp:
+        """Remove a token if present."""
+        return FakeOp(_always, lambda: self.db.tokens.pop(token_hash, None))
+
+
+class FakeDomains:
+    """The DomainStore in memory."""
+
+    def __init__(self, db: FakeDb) -> None:
+        self.db = db
+
+    def list(self) -> list[Domain]:
+        """Every domain by name."""
+        self.db.calls.append("domains.list")
+        return [self.db.domains[name] for name in sorted(self.db.domains)]
+
+    def get(self, name: str) -> Domain | None:
+        """One domain."""
+        self.db.calls.append("domains.get")
+        return self.db.domains.get(name)
+
+    def offered_op(self, name: str, *, with_subdomain: bool) -> WriteOp:
+        """Assert the domain is offered (and allows a subdomain when one is chosen)."""
+
+        def check() -> NimbusError | None:
+            domain = self.db.domains.get(name)
+            if domain is None:
+                return NimbusError(ErrorCode.INVALID_DOMAIN_ERROR)
+            if with_subdomain and not domain.subdomains:
+                return NimbusError(ErrorCode.SUBDOMAIN_NOT_ALLOWED_ERROR)
+            return None
+
+        return FakeOp(check, lambda: None)
+
+    def put(self, name: str, *, subdomains: bool, now: str) -> bool:
+        """Offer or update a domain."""
+        old = self.db.domains.get(name)
+        created = old.created_at if old else now
+        self.db.domains[name] = Domain(id=name, subdomains=subdomains, created_at=created, updated_at=now)
+        return old is None
+
+    def delete(self, name: str) -> bool:
+        """Stop offering a domain."""
+        return self.db.domains.pop(name, None) is not None
+
+
+class FakeOutbox:
+    """The Outbox in memory."""
+
+    def __init__(self, db: FakeDb) -> None:
+        self.db = db
+
+    def enqueue_op(self, email: Email, *, now: float, kind: str) -> WriteOp:
+        """Queue an email."""
+        return FakeOp(_always, lambda: self.db.outbox.append((kind, email)))
+
+
+class FakeConfig:
+    """Runtime configuration that tests set directly."""
+
+    def __init__(self) -> None:
+        self.switches: set[KillSwitch] = set()
+        self.log_level = "INFO"
+
+    def current(self) -> RuntimeConfig:
+        """The switches and level as set."""
+        return RuntimeConfig(frozenset(self.switches), self.log_level)
+
+
+class FakeClock:
+    """A clock tests move by hand."""
+
+    def __init__(self, now: float = 1_800_000_000.25) -> None:
+        self.at = now
+
+    def now(self) -> float:
+        """The current fake time."""
+        return self.at
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward."""
+        self.at += seconds
+
+    def iso(self) -> str:
+        """The current fake time, as stored."""
+        return iso(self.at)
+
+
+SETTINGS = Settings.model_validate(
+    {
+        "USERS_TABLE": "users",
+        "SESSIONS_TABLE": "sessions",
+        "COUNTERS_TABLE": "counters",
+        "TOKENS_TABLE": "tokens",
+        "DOMAINS_TABLE": "domains",
+        "OUTBOX_TABLE": "outbox",
+        "KILLSWITCH_PARAMETER": "/nimbus/test/killswitches",
+        "LOG_LEVEL_PARAMETER": "/nimbus/test/loglevel",
+        "SENDER_EMAIL": "no-reply@nimbus.test",
+        "VERIFICATION_URL": "https://files.test/verify?token={token}",
+        "DEFAULT_DOMAIN": "nimbus.test",
+    }
+)
+
+
+@dataclass
+class FakeWorld:
+    """A fake deployment: the shared database, every fake port, and the Deps bundle."""
+
+    db: FakeDb
+    clock: FakeClock
+    config: FakeConfig
+    tx: FakeTransactor
+    deps: Deps
+
+    def round_trips(self) -> int:
+        """Store calls made so far (each is one DynamoDB round trip in the adapters)."""
+        return len(self.db.calls)
+
+
+def fake_world(settings: Settings = SETTINGS, **overrides: Any) -> FakeWorld:
+    """Fresh fakes wired into a Deps bundle (``overrides`` replace single ports)."""
+    db = FakeDb()
+    clock = FakeClock()
+    config = FakeConfig()
+    tx = FakeTransactor(db)
+    ports: dict[str, Any] = {
+        "settings": settings,
+        "clock": clock,
+        "config": config,
+        "tx": tx,
+        "users": FakeUsers(db),
+        "sessions": FakeSessions(db),
+        "counters": FakeCounters(db),
+        "tokens": FakeTokens(db),
+        "domains": FakeDomains(db),
+        "outbox": FakeOutbox(db),
+    }
+    ports.update(overrides)
+    return FakeWorld(db=db, clock=clock, config=config, tx=tx, deps=Deps(**ports))
+
+
+def ceil_seconds(value: float) -> int:
+    """Whole seconds, rounded up (what Retry-After reports)."""
+    return math.ceil(value)
