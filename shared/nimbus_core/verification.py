@@ -5,6 +5,7 @@ from __future__ import annotations
 from nimbus_core import clock, ids
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.identity import email_key
 from nimbus_core.mail_templates import verification_email
 from nimbus_core.models import User, VerificationToken
 from nimbus_core.ports import WriteOp
@@ -51,7 +52,7 @@ def verify(deps: Deps, raw_token: str, now: float) -> User:
         raise invalid
     if not secret_matches(secret, token.hash) or user.pending_verification != token_hash:
         raise invalid
-    if token.email != user.email:
+    if email_key(token.email) != email_key(user.email):
         raise invalid  # the address changed since the token was sent
     if user.banned_at is not None:
         raise NimbusError(ErrorCode.BANNED_ERROR)

@@ -135,20 +135,18 @@ class DynamoUsers:
             conditions.append("passwordHash = :oldHash")
             values[":oldHash"] = {"S": before.password_hash}
         update = _diff_update(before, after)
-        if update is None and not ops:
+        if update is None:  # nothing differs (a changed key always changes an attribute)
             return []
-        names, set_values, expression = update or ({}, {}, "SET updatedAt = :updatedAt")
-        if update is None:
-            set_values = {":updatedAt": {"S": after.updated_at}}
+        names, set_values, expression = update
         body: dict[str, Any] = {
             "TableName": self._table,
             "Key": user_key(before.id),
             "UpdateExpression": expression,
             "ConditionExpression": " AND ".join(conditions),
-            "ExpressionAttributeValues": {**values, **set_values},
+            "ExpressionAttributeNames": names,
         }
-        if names:
-            body["ExpressionAttributeNames"] = names
+        if values or set_values:  # DynamoDB refuses an empty map (a change made only of REMOVEs)
+            body["ExpressionAttributeValues"] = {**values, **set_values}
         return [TransactOp({"Update": body}, lambda old: _explain_stale(old, before)), *ops]
 
     def delete_ops(self, user: User) -> list[WriteOp]:

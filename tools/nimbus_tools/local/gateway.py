@@ -17,6 +17,7 @@ from nimbus_tools.local.events import (
 )
 from nimbus_tools.local.functions import Invocation
 from nimbus_tools.local.router import Router
+from nimbus_tools.local.verify_page import is_verify_page, verify_page
 
 
 class Invoker(Protocol):
@@ -46,15 +47,26 @@ def json_message(status: int, message: str) -> HttpResponse:
 class Gateway:
     """Everything API Gateway does between the client and the function."""
 
-    def __init__(self, router: Router, invoker: Invoker, cors: CorsPolicy | None = None) -> None:
+    def __init__(
+        self,
+        router: Router,
+        invoker: Invoker,
+        cors: CorsPolicy | None = None,
+        *,
+        serve_verify_page: bool = False,
+    ) -> None:
         self.router = router
         self.invoker = invoker
         self.cors = cors
+        # `make serve` has no front end for the verification link, so it serves a small page.
+        self.serve_verify_page = serve_verify_page
 
     def handle(self, request: HttpRequest) -> GatewayResult:
         """Answer one request."""
         if self.cors is not None and CorsPolicy.is_preflight(request):
             return self._finish(request, GatewayResult(self.cors.preflight(request)))
+        if self.serve_verify_page and is_verify_page(request):
+            return self._finish(request, GatewayResult(verify_page()))
 
         match = self.router.match(request.method, request.raw_path)
         if match is None:

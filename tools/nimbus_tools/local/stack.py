@@ -105,6 +105,7 @@ class LocalStack:
             Router.from_specs(self.specs),
             self.pools,
             CorsPolicy.from_config(cors_config) if cors_config else None,
+            serve_verify_page=values.get("VerificationUrl", "").startswith(f"{api_url}/verify"),
         )
         self._thread = threading.Thread(target=self.server.serve_forever, name="local-api", daemon=True)
         self._thread.start()
