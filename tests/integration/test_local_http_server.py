@@ -44,6 +44,7 @@ class EchoInvoker:
     """Answers every invocation with what the function saw; counts calls running at once."""
 
     barrier: threading.Barrier | None = None
+    status: int = 200
     headers: dict[str, str] = field(default_factory=lambda: {"content-type": "application/json"})
     events: list[Mapping[str, Any]] = field(default_factory=list)
     active: int = 0
@@ -73,7 +74,7 @@ class EchoInvoker:
             "xForwardedFor": event["headers"].get("x-forwarded-for"),
         }
         result = {
-            "statusCode": 200,
+            "statusCode": self.status,
             "headers": self.headers,
             "body": json.dumps(seen),
         }
@@ -393,6 +394,17 @@ def test_a_response_header_that_would_split_the_response_answers_502() -> None:
         assert (response.status, json.loads(response.read())) == (502, {"message": "Internal Server Error"})
         assert response.getheader("Set-Cookie") is None
         assert "malformed response" in running.console.getvalue()
+
+
+def test_a_204_from_the_function_goes_out_without_its_body(caplog: pytest.LogCaptureFixture) -> None:
+    with serving(invoker=EchoInvoker(status=204)) as running:
+        connection = running.http()
+        for _ in range(2):  # a stray body would corrupt the next response on the connection
+            connection.request("DELETE", "/echo/me")
+            response = connection.getresponse()
+            assert (response.status, response.read()) == (204, b"")
+            assert response.getheader("Connection") != "close"
+    assert [record.getMessage() for record in caplog.records if record.name.startswith("waitress")] == []
 
 
 def test_head_answers_headers_without_a_body(api: Running) -> None:

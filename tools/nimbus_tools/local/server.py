@@ -161,7 +161,9 @@ class GatewayApp:
             response = json_message(502, "Internal Server Error")
             result = GatewayResult(response, result.function, f"malformed response: bad header {bad[0]!r}")
             headers = list(response.headers)
-        headers.append(("Content-Length", str(len(response.body))))
+        bodiless = response.status in (204, 304) or response.status < 200
+        if not bodiless:  # (a HEAD response tells the length of the body it leaves out)
+            headers.append(("Content-Length", str(len(response.body))))
         start_response(_status_line(response.status), headers)
         self.request_log.write(
             request.method,
@@ -170,7 +172,9 @@ class GatewayApp:
             (time.monotonic() - started) * 1000,
             result,
         )
-        return [b""] if request.method == "HEAD" else [response.body]
+        if request.method == "HEAD" or bodiless:
+            return [b""]  # no body goes out, whatever the function returned
+        return [response.body]
 
     def _answer(self, request: HttpRequest) -> GatewayResult:
         if self.gateway is None:
@@ -208,17 +212,29 @@ def _capitalized(name: str) -> str:
     return "-".join(part.capitalize() for part in name.split("-"))
 
 
-class CasePreservingTask(WSGITask):
-    """waitress's WSGI task, but header names go out as the function wrote them.
+class ApiResponseTask(WSGITask):
+    """waitress's WSGI task, with two of its habits undone to answer as API Gateway does.
 
     waitress capitalises every response header name (``RateLimit-Limit`` would become
-    ``Ratelimit-Limit``); API Gateway passes the function's names through.
+    ``Ratelimit-Limit``); API Gateway passes the function's names through. And waitress closes the
+    connection after any response without a Content-Length, even a 204 or 304, which never has one
+    (a CORS preflight would cost a new connection each time).
     """
 
     def build_response_header(self) -> bytes:
         """The status line and headers, with the application's own spelling of each name."""
+        request: Any = self.request  # waitress's parser (the stubs call it an Error)
+        keep_alive = (
+            not self.has_body
+            and not self.close_on_finish
+            and self.version == "1.1"
+            and request.headers.get("CONNECTION", "").lower() != "close"
+        )
         spelled = {_capitalized(name): name for name, _ in self.response_headers}
         lines = super().build_response_header().split(b"\r\n")
+        if keep_alive and self.close_on_finish:
+            self.close_on_finish = False
+            lines = [line for line in lines if line.lower() != b"connection: close"]
         for index, line in enumerate(lines[1:], start=1):
             name, separator, value = line.partition(b": ")
             original = spelled.get(name.decode("latin-1"))
@@ -228,7 +244,7 @@ class CasePreservingTask(WSGITask):
 
 
 class _Channel(HTTPChannel):
-    task_class = CasePreservingTask
+    task_class = ApiResponseTask
     error_task_class = JsonErrorTask
 
 
