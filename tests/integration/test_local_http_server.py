@@ -393,6 +393,7 @@ def test_a_response_header_that_would_split_the_response_answers_502() -> None:
         response = connection.getresponse()
         assert (response.status, json.loads(response.read())) == (502, {"message": "Internal Server Error"})
         assert response.getheader("Set-Cookie") is None
+        assert response.getheader("apigw-requestid")
         assert "malformed response" in running.console.getvalue()
 
 

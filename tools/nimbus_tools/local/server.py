@@ -160,7 +160,7 @@ class GatewayApp:
         if bad:  # a header that would break the response framing: API Gateway answers 502
             response = json_message(502, "Internal Server Error")
             result = GatewayResult(response, result.function, f"malformed response: bad header {bad[0]!r}")
-            headers = list(response.headers)
+            headers = [*response.headers, ("apigw-requestid", request.request_id)]
         bodiless = response.status in (204, 304) or response.status < 200
         if not bodiless:  # (a HEAD response tells the length of the body it leaves out)
             headers.append(("Content-Length", str(len(response.body))))
