@@ -1,7 +1,7 @@
 # Nimbus: the few commands a person types. Every target installs what it needs by itself.
 #   make serve   local API on 127.0.0.1:3000 (PORT=... to change), no AWS account, no Docker
 #   make test    ruff, mypy, sam validate --lint, pytest (unit, integration, e2e)
-#   make bench   DynamoDB/SSM/SES calls per request and handler import times
+#   make bench   DynamoDB/SSM/SES calls per request, handler import times, keep-alive latency
 #   make build   sam build (layers and functions, arm64)
 #   make deploy  sam build && sam deploy (guided the first time: make deploy ARGS=--guided)
 

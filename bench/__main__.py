@@ -1,4 +1,4 @@
-"""``python -m bench``: AWS calls per request (warm functions) and handler import times.
+"""``python -m bench``: AWS calls per request (warm functions), handler import times, keep-alive latency.
 
 Both tables are reports, not tests: an OVER verdict is printed, never asserted (timings depend on
 the machine). A scenario that does not answer the scripted HTTP status stops the run instead,
@@ -21,12 +21,15 @@ CALL_REPETITIONS = 5
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line."""
     parser = argparse.ArgumentParser(
-        prog="python -m bench", description="AWS calls per request and handler import times of Nimbus."
+        prog="python -m bench",
+        description="AWS calls per request, handler import times and keep-alive latency of Nimbus.",
     )
     parser.add_argument(
         "--runs", type=int, default=7, help="fresh interpreters per module for import times (default 7)"
     )
-    parser.add_argument("--only", choices=("calls", "imports"), help="run one of the two benchmarks")
+    parser.add_argument(
+        "--only", choices=("calls", "imports", "keepalive"), help="run one of the three benchmarks"
+    )
     parser.add_argument(
         "--json", action="store_true", help="also print the results as one JSON object on the last line"
     )
@@ -60,8 +63,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         import_rows = measure_imports(template, args.runs)
         print(format_imports(import_rows, args.runs))
         results["imports"] = imports_json(import_rows)
+        if args.only is None:
+            print()
+    if args.only in (None, "keepalive"):
+        from bench.keepalive import format_keepalive, keepalive_json, measure_keepalive
+
+        print("== Keep-alive requests through the local API's HTTP server (no function work) ==")
+        keepalive = measure_keepalive()
+        print(format_keepalive(keepalive))
+        results["keepalive"] = keepalive_json(keepalive)
     over = [r["scenario"] for r in results.get("calls", []) if r["verdict"] == "OVER"]
     over += [r["function"] for r in results.get("imports", []) if r["verdict"] == "OVER"]
+    if results.get("keepalive", {}).get("verdict") == "OVER":
+        over.append("keep-alive latency")
     print(f"\nOVER budget: {', '.join(over) if over else 'none'}  ({time.perf_counter() - started:.0f} s)")
     if args.json:
         print(json.dumps(results, separators=(",", ":")))

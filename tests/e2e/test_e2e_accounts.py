@@ -109,6 +109,17 @@ def test_unknown_routes_answer_json_404_and_trailing_slashes_are_tolerated(clien
     assert client.call("GET", "/users/me/", token=token).status == 200
 
 
+def test_unknown_methods_reach_the_default_route_and_answer_json_404(client: Client) -> None:
+    for method, path in [("FOO", "/"), ("TRACE", "/"), ("PROPFIND", "/users/me")]:
+        reply = client.call(method, path)
+        assert (reply.status, reply.body) == (
+            404,
+            {"code": "INVALID_ENDPOINT_ERROR", "message": "Invalid Endpoint"},
+        ), method
+        assert reply.headers["Content-Type"] == "application/json"
+        assert reply.headers["Cache-Control"] == "no-store"
+
+
 def test_source_ip_comes_from_the_socket_not_from_forwarding_headers(client: Client) -> None:
     ip = new_ip()
     assert client.register(new_name(), ip=ip).status == 201

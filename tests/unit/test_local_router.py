@@ -83,3 +83,11 @@ def test_the_real_template_routes_unknown_methods_to_admin_default() -> None:
     me = router.match("GET", "/users/me/")
     assert me is not None
     assert me.function == "AccountsFunction"
+
+
+def test_the_real_template_default_route_takes_any_method_even_unknown_ones() -> None:
+    router = Router.from_specs(function_specs(load_template()))
+    for method, path in [("FOO", "/"), ("TRACE", "/"), ("PROPFIND", "/users/me"), ("PATCH", "/login")]:
+        match = router.match(method, path)
+        assert match is not None
+        assert (match.function, match.route_key) == ("AdminFunction", "$default"), method

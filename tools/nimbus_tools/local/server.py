@@ -1,18 +1,69 @@
-"""The local API's HTTP server: one thread per connection, one console line per request."""
+"""The local API's HTTP server: waitress in front of the :class:`Gateway`, one console line per request.
+
+waitress (a maintained, pure-Python WSGI server) does the HTTP: request parsing and framing
+(malformed or conflicting ``Content-Length``, bad chunks and bad request lines are refused), a capped
+pool of worker threads, and a timeout that drops idle or stalled clients. It buffers a whole request
+before a worker thread sees it, so a slow client never holds a thread. Accepted sockets get
+``TCP_NODELAY`` (waitress's default), so keep-alive requests do not wait on Nagle's algorithm.
+
+Everything the server answers by itself (bad framing, a body over API Gateway's limit, a gateway
+bug) is one JSON response in the contract's error shape with ``Cache-Control: no-store``, after which
+the connection is closed.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+import socket
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TextIO
+from collections.abc import Iterable
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any, TextIO
+from urllib.parse import quote
+
+from waitress import wasyncore
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
+from waitress.task import ErrorTask, WSGITask
 
 from nimbus_tools.local.events import HttpRequest, HttpResponse
 from nimbus_tools.local.gateway import Gateway, GatewayResult, json_message
 
+if TYPE_CHECKING:
+    from wsgiref.types import StartResponse, WSGIEnvironment
+
 # API Gateway refuses payloads over 10 MB.
 MAX_BODY_BYTES = 10 * 1024 * 1024
+# Request line plus headers. API Gateway's HTTP API allows 10 KB; a little more here so that the
+# cookies other localhost projects leave in a browser do not get in the way.
+MAX_HEADER_BYTES = 16 * 1024
+# Worker threads answering requests (requests beyond that wait in a queue, their sockets open).
+THREADS = 16
+# Seconds a connection may stay idle, or stall half-way through a request, before it is closed.
+IDLE_TIMEOUT = 60
+
+# Framing headers are the server's to set; hop-by-hop headers cannot pass through WSGI.
+_SERVER_HEADERS = frozenset(
+    {
+        "content-length",
+        "connection",
+        "transfer-encoding",
+        "date",
+        "server",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailers",
+        "upgrade",
+    }
+)
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BAD_VALUE = re.compile(r"[\r\n\x00]")
 
 
 class RequestLog:
@@ -34,120 +85,264 @@ class RequestLog:
             stream.flush()
 
 
-class LocalApiServer(ThreadingHTTPServer):
-    """A threading HTTP server that hands every request to a :class:`Gateway`.
+def error_response(status: int, code: str, message: str) -> HttpResponse:
+    """An error the server answers by itself, in the contract's shape: JSON, never cached."""
+    body = json.dumps({"code": code, "message": message}).encode()
+    headers = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
+    return HttpResponse(status, headers, body)
 
-    The gateway is attached after binding because the functions' environment depends on the
-    port actually bound (the verification link points back at this server).
+
+def _framing_error(status: int) -> HttpResponse:
+    # waitress's errors: 413 for a body over the limit, 500 for its own failures; every other one
+    # (400 bad framing or request line, 431 headers too large, 501 unknown transfer coding) means the
+    # request could not be read, which the contract calls an invalid body.
+    if status == 413:
+        return error_response(413, "BODY_TOO_LARGE_ERROR", "Body Too Large")
+    if status >= 500 and status != 501:
+        return error_response(500, "INTERNAL_SERVER_ERROR", "Internal Server Error")
+    return error_response(400, "INVALID_BODY_ERROR", "Invalid Body")
+
+
+def _status_line(status: int) -> str:
+    try:
+        return f"{status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"{status} Unknown"
+
+
+def _log_path(target: str) -> str:
+    # The query can hold tokens: keep it out of the console.
+    return target.split("?", 1)[0] or "-"
+
+
+def request_from_environ(environ: WSGIEnvironment, server_port: int) -> HttpRequest:
+    """The :class:`HttpRequest` for a WSGI request, as the client sent it."""
+    target = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+    if not target:  # a server without the raw target: rebuild it from the decoded path
+        target = quote(environ.get("PATH_INFO", "").encode("latin-1"), safe="/;=,:@!$&'()*+~")
+        if environ.get("QUERY_STRING"):
+            target += "?" + environ["QUERY_STRING"]
+    headers: list[tuple[str, str]] = []
+    for key, value in environ.items():
+        if key.startswith("HTTP_"):
+            headers.append((key[5:].replace("_", "-").lower(), value))
+        elif key in ("CONTENT_TYPE", "CONTENT_LENGTH") and value:
+            headers.append((key.replace("_", "-").lower(), value))
+    length = int(environ.get("CONTENT_LENGTH") or 0)  # waitress has validated it (chunks decoded)
+    body = environ["wsgi.input"].read(length) if length > 0 else b""
+    return HttpRequest(
+        method=environ["REQUEST_METHOD"],
+        target=target,
+        headers=headers,
+        body=body,
+        source_ip=environ["REMOTE_ADDR"],  # the socket peer, never X-Forwarded-For
+        protocol=environ.get("SERVER_PROTOCOL", "HTTP/1.1"),
+        server_port=server_port,
+    )
+
+
+class GatewayApp:
+    """The WSGI application: the request goes to the gateway, the answer back, one log line each."""
+
+    def __init__(self, request_log: RequestLog, server_port: int = 80) -> None:
+        self.gateway: Gateway | None = None
+        self.request_log = request_log
+        self.server_port = server_port
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        """Answer one request."""
+        started = time.monotonic()
+        request = request_from_environ(environ, self.server_port)
+        result = self._answer(request)
+        response = result.response
+        headers = [(k, v) for k, v in response.headers if k.lower() not in _SERVER_HEADERS]
+        bad = [k for k, v in headers if not _TOKEN.fullmatch(k) or _BAD_VALUE.search(v)]
+        if bad:  # a header that would break the response framing: API Gateway answers 502
+            response = json_message(502, "Internal Server Error")
+            result = GatewayResult(response, result.function, f"malformed response: bad header {bad[0]!r}")
+            headers = [*response.headers, ("apigw-requestid", request.request_id)]
+        bodiless = response.status in (204, 304) or response.status < 200
+        if not bodiless:  # (a HEAD response tells the length of the body it leaves out)
+            headers.append(("Content-Length", str(len(response.body))))
+        start_response(_status_line(response.status), headers)
+        self.request_log.write(
+            request.method,
+            _log_path(request.target),
+            response.status,
+            (time.monotonic() - started) * 1000,
+            result,
+        )
+        if request.method == "HEAD" or bodiless:
+            return [b""]  # no body goes out, whatever the function returned
+        return [response.body]
+
+    def _answer(self, request: HttpRequest) -> GatewayResult:
+        if self.gateway is None:
+            return GatewayResult(error_response(503, "SERVICE_UNAVAILABLE_ERROR", "Service Unavailable"))
+        try:
+            return self.gateway.handle(request)
+        except Exception as error:
+            failure = error_response(500, "INTERNAL_SERVER_ERROR", "Internal Server Error")
+            return GatewayResult(failure, error=repr(error))
+
+
+class JsonErrorTask(ErrorTask):
+    """waitress's answer to a request it could not read, as contract JSON with one log line."""
+
+    def execute(self) -> None:
+        """Write the JSON error; waitress then closes the connection."""
+        request: Any = self.request  # waitress's parser (the stubs call it an Error)
+        response = _framing_error(int(request.error.code))
+        self.status = _status_line(response.status)
+        self.response_headers = [*self.response_headers, *response.headers]
+        self.set_close_on_finish()
+        self.content_length = len(response.body)
+        self.write(response.body)
+        server: Any = self.channel.server
+        # Headers too large: waitress stopped reading before the request line could be trusted.
+        command = getattr(request, "command", None)  # unset when the request line was unreadable
+        readable = request.error.code != 431 and bool(command)
+        method = command if readable else "-"
+        path = _log_path(getattr(request, "request_uri", "")) if readable else "-"
+        millis = (time.time() - self.start_time) * 1000
+        server.request_log.write(method, path, response.status, millis, None)
+
+
+def _capitalized(name: str) -> str:
+    return "-".join(part.capitalize() for part in name.split("-"))
+
+
+class ApiResponseTask(WSGITask):
+    """waitress's WSGI task, with two of its habits undone to answer as API Gateway does.
+
+    waitress capitalises every response header name (``RateLimit-Limit`` would become
+    ``Ratelimit-Limit``); API Gateway passes the function's names through. And waitress closes the
+    connection after any response without a Content-Length, even a 204 or 304, which never has one
+    (a CORS preflight would cost a new connection each time).
     """
 
-    daemon_threads = True
-    allow_reuse_address = True
-    # socketserver's default backlog is 5: a burst of concurrent clients would see connection
-    # resets that API Gateway never gives. 128 is what werkzeug uses for the AWS emulator side.
-    request_queue_size = 128
+    def build_response_header(self) -> bytes:
+        """The status line and headers, with the application's own spelling of each name."""
+        request: Any = self.request  # waitress's parser (the stubs call it an Error)
+        keep_alive = (
+            not self.has_body
+            and not self.close_on_finish
+            and self.version == "1.1"
+            and request.headers.get("CONNECTION", "").lower() != "close"
+        )
+        spelled = {_capitalized(name): name for name, _ in self.response_headers}
+        lines = super().build_response_header().split(b"\r\n")
+        if keep_alive and self.close_on_finish:
+            self.close_on_finish = False
+            lines = [line for line in lines if line.lower() != b"connection: close"]
+        for index, line in enumerate(lines[1:], start=1):
+            name, separator, value = line.partition(b": ")
+            original = spelled.get(name.decode("latin-1"))
+            if separator and original is not None:
+                lines[index] = original.encode("latin-1") + separator + value
+        return b"\r\n".join(lines)
 
-    def __init__(self, address: tuple[str, int], request_log: RequestLog | None = None) -> None:
-        super().__init__(address, ApiRequestHandler)
-        self.gateway: Gateway | None = None
+
+class _Channel(HTTPChannel):
+    task_class = ApiResponseTask
+    error_task_class = JsonErrorTask
+
+
+class _WaitressServer(TcpWSGIServer):
+    channel_class = _Channel
+    request_log: RequestLog
+
+
+class LocalApiServer:
+    """The local API's HTTP server: bind with the constructor, serve with :meth:`serve_forever`.
+
+    The gateway is attached after binding because the functions' environment depends on the
+    port actually bound (the verification link points back at this server). :meth:`shutdown`
+    (from another thread) stops serving; :meth:`server_close` releases the socket.
+    """
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        request_log: RequestLog | None = None,
+        *,
+        threads: int = THREADS,
+        idle_timeout: int = IDLE_TIMEOUT,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        max_header_bytes: int = MAX_HEADER_BYTES,
+    ) -> None:
         self.request_log = request_log or RequestLog()
+        self.app = GatewayApp(self.request_log)
+        host, port = address
+        adjustments = Adjustments(
+            host=host,
+            port=port,
+            threads=threads,
+            channel_timeout=idle_timeout,
+            # How often idle connections are looked for: they are closed within 1.5 x idle_timeout.
+            cleanup_interval=max(1, min(30, idle_timeout // 2)),
+            # waitress refuses a body of exactly its limit; API Gateway accepts one.
+            max_request_body_size=max_body_bytes + 1,
+            max_request_header_size=max_header_bytes,
+            ident="nimbus-local",
+            # X-Forwarded-For reaches the function (API Gateway appends the peer to it); the source
+            # IP is the socket peer regardless.
+            clear_untrusted_proxy_headers=False,
+            # A client that hangs up is not worth a traceback on the console.
+            log_socket_errors=False,
+            expose_tracebacks=False,
+        )
+        self._map: dict[int, Any] = {}
+        self._server = _WaitressServer(self.app, map=self._map, adj=adjustments)
+        self._server.request_log = self.request_log
+        self.app.server_port = self.port
+        self._stopped = threading.Event()
+        self._stopped.set()
+        self._closed = False
 
     @property
     def port(self) -> int:
         """The bound port."""
-        return int(self.server_address[1])
+        listening: Any = self._server.socket
+        return int(listening.getsockname()[1])
 
+    @property
+    def gateway(self) -> Gateway | None:
+        """The gateway that answers requests (503 until one is attached)."""
+        return self.app.gateway
 
-class ApiRequestHandler(BaseHTTPRequestHandler):
-    """Reads a request, lets the gateway answer it, writes the response and the log line."""
+    @gateway.setter
+    def gateway(self, gateway: Gateway | None) -> None:
+        self.app.gateway = gateway
 
-    server: LocalApiServer
-    protocol_version = "HTTP/1.1"  # keep-alive, as clients get from API Gateway
-
-    def version_string(self) -> str:
-        """The Server header."""
-        return "nimbus-local"
-
-    def do_GET(self) -> None:
-        """Serve GET."""
-        self._serve()
-
-    do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET  # noqa: N815
-
-    def _serve(self) -> None:
-        started = time.monotonic()
-        result: GatewayResult | None = None
-        body = self._read_body()
-        if body is None:
-            response = json_message(413, "Request Entity Too Large")
-            self.close_connection = True
-        else:
-            request = HttpRequest(
-                method=self.command,
-                target=self.path,
-                headers=list(self.headers.items()),
-                body=body,
-                source_ip=self.client_address[0],  # the socket peer, never X-Forwarded-For
-                protocol=self.request_version,
-                server_port=self.server.port,
-            )
-            gateway = self.server.gateway
-            if gateway is None:
-                response = json_message(503, "Service Unavailable")
-            else:
-                try:
-                    result = gateway.handle(request)
-                except Exception as error:
-                    result = GatewayResult(json_message(500, "Internal Server Error"), error=repr(error))
-                response = result.response
+    def serve_forever(self) -> None:
+        """Serve until :meth:`shutdown` (blocks; run it on a thread)."""
+        self._stopped.clear()
         try:
-            self._write(response)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True  # the client went away; still log the request
-        path = self.path.split("?", 1)[0]  # the query can hold tokens: keep it out of the console
-        self.server.request_log.write(
-            self.command, path, response.status, (time.monotonic() - started) * 1000, result
-        )
+            self._server.run()
+        finally:
+            self._stopped.set()
 
-    def _read_body(self) -> bytes | None:
-        if self.headers.get("transfer-encoding", "").lower() == "chunked":
-            return self._read_chunked()
-        length = int(self.headers.get("content-length") or 0)
-        if length > MAX_BODY_BYTES:
-            return None
-        return self.rfile.read(length) if length > 0 else b""
+    def open_connections(self) -> list[socket.socket]:
+        """The accepted client sockets that are open now."""
+        channels: Any = self._server.active_channels  # the stubs type it as a single channel
+        return [channel.socket for channel in list(channels.values())]
 
-    def _read_chunked(self) -> bytes | None:
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            size = int(self.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
-            if size == 0:
-                while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return b"".join(chunks)
-            total += size
-            if total > MAX_BODY_BYTES:
-                return None
-            chunks.append(self.rfile.read(size))
-            self.rfile.readline()
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop serving: close the listening socket and every connection, and wait for the loop."""
+        if not self._stopped.is_set():
+            trigger: Any = self._server.trigger  # the stubs type it as an int
+            trigger.pull_trigger(self._close_all)  # runs on the serving thread
+            self._stopped.wait(timeout)
 
-    def _write(self, response: HttpResponse) -> None:
-        self.send_response(response.status)
-        for name, value in response.headers:
-            if name.lower() in ("content-length", "connection", "transfer-encoding", "date", "server"):
-                continue  # framing headers are ours to set
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(response.body)))
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD" and response.body:
-            self.wfile.write(response.body)
+    def server_close(self) -> None:
+        """Release the socket and stop the worker threads (after :meth:`shutdown`); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._stopped.is_set():
+            self._close_all()
+        self._server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
 
-    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        """Silenced: :class:`RequestLog` writes the one line per request."""
-
-    def log_message(self, format: str, *args: object) -> None:
-        """Protocol errors (bad request lines) go to stderr, prefixed so they stand out."""
-        sys.stderr.write(f"local API: {format % args}\n")
+    def _close_all(self) -> None:
+        wasyncore.close_all(self._map)
