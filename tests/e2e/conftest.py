@@ -80,7 +80,9 @@ class Client:
             data = response.read()
         finally:
             connection.close()
-        return Reply(response.status, json.loads(data) if data else None, dict(response.getheaders()))
+        is_json = (response.getheader("Content-Type") or "").startswith("application/json")
+        decoded: Any = json.loads(data) if data and is_json else (data.decode() if data else None)
+        return Reply(response.status, decoded, dict(response.getheaders()))
 
     def register(self, username: str, *, ip: str | None = None, password: str = "correct horse") -> Reply:
         body = {"username": username, "email": f"{username}@example.com", "password": password}
