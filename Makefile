@@ -24,7 +24,7 @@ export SAM_CLI_TELEMETRY := 0
 # `sam build` must find python3.13 on PATH.
 export PATH := $(dir $(PY313)):$(PATH)
 
-.PHONY: help serve test lint typecheck validate pytest unit integration e2e bench build deploy deps-layer clean
+.PHONY: help serve test lint typecheck validate pytest unit integration contract tools e2e bench build deploy deps-layer clean
 
 help:
 	@sed -n '2,7p' Makefile | sed 's/^# *//'
@@ -61,11 +61,25 @@ typecheck: $(VENV)/.synced
 validate: $(SAM) deps-layer-check
 	$(SAM) validate --lint --region us-east-1
 
-pytest: $(VENV)/.synced
-	$(VENV)/bin/pytest
+# Rules on fakes, contracts and handlers on moto run in parallel (moto provisioned once per
+# worker); the end-to-end tests share one local API, so they run in one process.
+PARALLEL_TESTS := tests/unit tests/contract tests/integration tests/tools
+pytest: $(VENV)/.synced chromium
+	$(VENV)/bin/pytest -n auto -q $(wildcard $(PARALLEL_TESTS))
+	$(VENV)/bin/pytest -q tests/e2e
 
-unit integration e2e: $(VENV)/.synced
-	$(VENV)/bin/pytest tests/$@
+unit integration contract tools: $(VENV)/.synced
+	$(VENV)/bin/pytest -n auto tests/$@
+
+e2e: $(VENV)/.synced chromium
+	$(VENV)/bin/pytest tests/e2e
+
+# Headless Chromium (Debian's package) for the browser test of the verification page.
+.PHONY: chromium
+chromium:
+	@command -v chromium >/dev/null || { echo "installing Debian's chromium (browser tests)"; \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq chromium >/dev/null; }
 
 bench: $(VENV)/.synced
 	$(PY) -m bench

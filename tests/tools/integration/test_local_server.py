@@ -24,7 +24,7 @@ from nimbus_tools.local.launcher import LocalApiProcess, start_local_api
 
 pytestmark = pytest.mark.e2e
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "local_api" / "template.yaml"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "local_api" / "template.yaml"
 
 
 def http(

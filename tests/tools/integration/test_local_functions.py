@@ -14,7 +14,7 @@ from nimbus_tools.local.functions import FunctionPool, worker_environment
 from nimbus_tools.local.worker import WorkerConfig
 from nimbus_tools.template import FunctionSpec
 
-CODE_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "local_api" / "code"
+CODE_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "local_api" / "code"
 
 
 def _config(tmp_path: Path, handler: str, timeout: int = 5) -> WorkerConfig:

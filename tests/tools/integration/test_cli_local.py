@@ -20,7 +20,7 @@ from tests.samples import sample_user
 
 pytestmark = pytest.mark.e2e
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "local_api" / "template.yaml"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "local_api" / "template.yaml"
 
 
 @pytest.fixture(scope="module")

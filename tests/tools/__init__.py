@@ -1,0 +1,1 @@
+"""Tests of the tooling (local API emulator, operator tool), kept apart from the product's tests."""
