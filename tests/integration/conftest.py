@@ -7,6 +7,7 @@ boundary; ``stack.emails`` holds every email the functions sent (text and HTML).
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -150,7 +151,18 @@ def stack(_provisioned: Stack) -> Iterator[Stack]:
 
 
 class Api(InProcessApi):
-    """The in-process API with shortcuts for the common requests."""
+    """The in-process API with shortcuts for the common requests.
+
+    Every successful answer is also checked against the response model its endpoint's policy
+    declares (``Policy.response``), so the models the OpenAPI document will use cannot drift.
+    """
+
+    def call(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Reply:
+        """Send one request (see InProcessApi.call) and check a 2xx body against its declared model."""
+        reply = super().call(method, path, body, **kwargs)
+        if 200 <= reply.status < 300:
+            _check_response_model(self, method, path, reply)
+        return reply
 
     def register(
         self,
@@ -174,6 +186,19 @@ class Api(InProcessApi):
     ) -> Reply:
         """POST /login with sensible defaults."""
         return self.call("POST", "/login", {"username": username, "password": password, **extra}, ip=ip)
+
+
+def _check_response_model(api: InProcessApi, method: str, path: str, reply: Reply) -> None:
+    match = api.router.match(method, path.split("?", 1)[0])
+    if match is None or match.route_key == "$default":
+        return
+    route_method, route_path = match.route_key.split(" ", 1)
+    app = importlib.import_module(api.specs[reply.function].handler_module).app
+    wanted = (route_method, route_path.replace("{", "<").replace("}", ">"))
+    [endpoint] = [e for e in app.endpoints if (e.method, e.path) == wanted]
+    assert endpoint.policy.response is not None, f"{match.route_key} declares no response model"
+    assert reply.status == endpoint.policy.success, (match.route_key, reply.status)
+    endpoint.policy.response.model_validate(reply.body)
 
 
 @pytest.fixture

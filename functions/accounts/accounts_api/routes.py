@@ -21,6 +21,7 @@ from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import json_response, success_response
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.scopes import Scope
+from nimbus_core.views import DomainListView, DomainView, SuccessView, UserView
 
 routes = EndpointRouter()
 
@@ -31,7 +32,12 @@ _MODIFY_EMAIL = (KillSwitch.ACCOUNT_MODIFY, KillSwitch.ACCOUNT_EMAIL_VERIFY)
 @routes.endpoint(
     "GET",
     "/users/me",
-    Policy(scope=Scope.ACCOUNT_READ, statuses=(200, 401, 403, 429, 500, 503), summary="The current user"),
+    Policy(
+        scope=Scope.ACCOUNT_READ,
+        statuses=(200, 401, 403, 429, 500, 503),
+        response=UserView,
+        summary="The current user",
+    ),
 )
 def get_me(request: Request) -> Response[str]:
     """GET /users/me: the caller's own User record, as authenticated (no further reads)."""
@@ -48,6 +54,7 @@ def get_me(request: Request) -> Response[str]:
         rate_limit=ratelimits.CHANGE_USERNAME,
         reverify=True,
         statuses=(200, 400, 401, 403, 409, 429, 500, 503),
+        response=UserView,
         summary="Change the username",
     ),
 )
@@ -67,6 +74,7 @@ def change_username(request: Request) -> Response[str]:
         rate_limit=ratelimits.CHANGE_EMAIL,
         reverify=True,
         statuses=(200, 400, 401, 403, 409, 429, 500, 503),
+        response=UserView,
         summary="Change the email address (it must be verified again)",
     ),
 )
@@ -86,6 +94,7 @@ def change_email(request: Request) -> Response[str]:
         rate_limit=ratelimits.CHANGE_PASSWORD,
         reverify=True,
         statuses=(200, 400, 401, 403, 429, 500, 503),
+        response=UserView,
         summary="Change the password (other sessions are revoked)",
     ),
 )
@@ -106,6 +115,7 @@ def change_password(request: Request) -> Response[str]:
         body=ChangeDomainBody,
         rate_limit=ratelimits.CHANGE_DOMAIN,
         statuses=(200, 400, 401, 403, 404, 429, 500, 503),
+        response=UserView,
         summary="Choose an offered domain and optional subdomain",
     ),
 )
@@ -127,6 +137,7 @@ def change_domain(request: Request) -> Response[str]:
         rate_limit=ratelimits.RESEND_VERIFICATION,
         success=201,
         statuses=(201, 400, 401, 403, 429, 500, 503),
+        response=SuccessView,
         summary="Send the verification email again",
     ),
 )
@@ -144,6 +155,7 @@ def resend_verification(request: Request) -> Response[str]:
         killswitches=_MODIFY_EMAIL,
         body=VerifyEmailBody,
         statuses=(200, 400, 403, 429, 500, 503),
+        response=SuccessView,
         summary="Verify the email address with the emailed token",
     ),
 )
@@ -161,6 +173,7 @@ def verify_email(request: Request) -> Response[str]:
         killswitches=(KillSwitch.ACCOUNT_DELETE,),
         reverify=True,
         statuses=(200, 400, 401, 403, 429, 500, 503),
+        response=SuccessView,
         summary="Delete the account (never with a scoped session)",
     ),
 )
@@ -177,6 +190,7 @@ def delete_me(request: Request) -> Response[str]:
         scope=Scope.ACCOUNT_READ,
         query=DomainsQuery,
         statuses=(200, 401, 403, 429, 500, 503),
+        response=DomainListView,
         summary="Offered domains",
     ),
 )
@@ -190,7 +204,10 @@ def list_domains(request: Request) -> Response[str]:
     "GET",
     "/domains/<id>",
     Policy(
-        scope=Scope.ACCOUNT_READ, statuses=(200, 401, 403, 404, 429, 500, 503), summary="One offered domain"
+        scope=Scope.ACCOUNT_READ,
+        statuses=(200, 401, 403, 404, 429, 500, 503),
+        response=DomainView,
+        summary="One offered domain",
     ),
 )
 def get_domain(request: Request) -> Response[str]:

@@ -12,6 +12,7 @@ from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import json_response
 from nimbus_core.killswitches import KillSwitch
+from nimbus_core.views import SuccessfulAuthView
 
 routes = EndpointRouter()
 
@@ -27,6 +28,7 @@ routes = EndpointRouter()
         rate_limit=ratelimits.REGISTER,
         success=201,
         statuses=(201, 400, 401, 409, 429, 500, 503),
+        response=SuccessfulAuthView,
         summary="Register a user and log in",
     ),
 )
@@ -47,6 +49,7 @@ def register(request: Request) -> Response[str]:
         rate_limit=ratelimits.LOGIN,
         success=201,
         statuses=(201, 400, 401, 403, 404, 429, 500, 503),
+        response=SuccessfulAuthView,
         summary="Log in with a username or email and a password",
     ),
 )

@@ -1,0 +1,70 @@
+"""The response shapes of CONTRACT section 5, as models for the OpenAPI document.
+
+The routes build their JSON from the records' ``to_public()``; these models describe the same
+shapes so each endpoint's policy can name its success response (the developer-experience issue
+generates OpenAPI from the registry). A test keeps each model equal to what the routes answer.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class View(BaseModel):
+    """Base of every response model."""
+
+    model_config = ConfigDict(defer_build=True, extra="forbid")
+
+
+class UserView(View):
+    """The User structure."""
+
+    id: str
+    username: str
+    email: str
+    staff: bool
+    domain: str
+    subdomain: str | None
+    verifiedAt: str | None  # noqa: N815 - the wire names are camelCase
+    bannedAt: str | None  # noqa: N815
+    banReason: str | None  # noqa: N815
+    twoFactorBackupCodeUsedAt: str | None  # noqa: N815
+    createdAt: str  # noqa: N815
+    updatedAt: str  # noqa: N815
+
+
+class SuccessfulAuthView(View):
+    """Register and login: the token (shown once) and its expiry in Unix seconds."""
+
+    token: str
+    exp: int
+
+
+class SuccessView(View):
+    """A plain success: ``{code, message}``."""
+
+    code: str
+    message: str
+
+
+class DomainView(View):
+    """A domain users may choose."""
+
+    id: str
+    subdomains: bool
+    createdAt: str  # noqa: N815
+    updatedAt: str  # noqa: N815
+
+
+class DomainListView(View):
+    """``{count, items}`` of domains."""
+
+    count: int
+    items: list[DomainView]
+
+
+class ServiceView(View):
+    """GET /: the service name and version."""
+
+    name: str
+    version: str
