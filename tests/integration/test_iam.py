@@ -1,5 +1,5 @@
 """IAM, proven: every AWS call a function makes is allowed by that function's statements in
-template.yaml.
+template.yaml, and every statement is needed.
 
 The scenarios below drive every registered endpoint through the in-process API (the local API's
 router and events), down its success path and the failure paths that touch AWS differently (a
@@ -31,7 +31,7 @@ from nimbus_core.adapters import clients, container
 from nimbus_core.settings import get_settings
 from nimbus_tools.local.inprocess import Reply
 from nimbus_tools.template import function_specs, load_template
-from tests.iam import IamRequest, allows, function_statements, requests_of
+from tests.iam import IamRequest, allows, function_statements, glob_matches, requests_of
 from tests.integration.conftest import NOW, PARAMS, Api, Clock, Stack
 
 PASSWORD = "correct horse"
@@ -272,6 +272,10 @@ SCENARIOS: dict[tuple[str, str], Callable[[World], None]] = {
     ("GET", "/domains/<id>"): get_domain,
 }
 
+# Grants no scenario exercises, each with the reason it is still needed. Keep this empty if you can.
+UNEXERCISED: dict[tuple[str, str, str], str] = {}
+
+
 # ---------------------------------------------------------------------------------------------- fixtures
 
 
@@ -336,6 +340,23 @@ def test_every_aws_call_is_allowed_by_the_functions_statements(recording: Record
         if not allows(STATEMENTS[function], r)
     }
     assert not refused, f"{function} would get AccessDenied in AWS for:\n" + "\n".join(sorted(refused))
+
+
+@pytest.mark.parametrize("function", sorted(STATEMENTS))
+def test_every_statement_grant_is_used(recording: Recording, function: str) -> None:
+    """Least privilege: each (action, resource) a statement names was needed by some call."""
+    used = recording.requests[function]
+    unused = [
+        (statement.sid, action, resource)
+        for statement in STATEMENTS[function]
+        if statement.effect == "Allow"
+        for action, resource in statement.grants()
+        if not any(r.action.lower() == action.lower() and glob_matches(resource, r.resource) for r in used)
+        and (function, action, resource) not in UNEXERCISED
+    ]
+    assert not unused, f"{function} is granted more than it uses (Sid, action, resource):\n" + "\n".join(
+        " ".join(grant) for grant in unused
+    )
 
 
 def test_functions_that_hash_or_verify_passwords_have_the_memory_for_argon2(recording: Recording) -> None:
