@@ -297,23 +297,23 @@ def recording(_provisioned: Stack) -> Recording:
     container.reset()
     metrics.reset()
     recorded = Recording()
-    with pytest.MonkeyPatch.context() as patch:
-        clock = Clock(NOW)
-        patch.setattr(nimbus_core.clock, "now", clock)
-        patch.setattr(clients, "_session", recorded.session_factory())
-        patch.setattr(passwords, "hash_password", recorded.argon2_work(passwords.hash_password))
-        patch.setattr(passwords, "verify_password", recorded.argon2_work(passwords.verify_password))
-        world = World(RecordingApi(recorded), stack, clock)
-        try:
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            clock = Clock(NOW)
+            patch.setattr(nimbus_core.clock, "now", clock)
+            patch.setattr(clients, "_session", recorded.session_factory())
+            patch.setattr(passwords, "hash_password", recorded.argon2_work(passwords.hash_password))
+            patch.setattr(passwords, "verify_password", recorded.argon2_work(passwords.verify_password))
+            world = World(RecordingApi(recorded), stack, clock)
             for scenario in SCENARIOS.values():
                 scenario(world)
-        finally:
-            container.reset()
-    stack.set_switches()
-    stack.truncate()
-    get_settings.cache_clear()
-    container.reset()
-    metrics.reset()
+    finally:  # the next test on this worker starts from provisioned state, scenarios passed or not
+        container.reset()
+        stack.set_switches()
+        stack.truncate()
+        get_settings.cache_clear()
+        container.reset()
+        metrics.reset()
     return recorded
 
 
