@@ -24,9 +24,10 @@ TEMPLATE = load_template()
 
 def test_short_form_tags_load_as_long_form_intrinsics() -> None:
     auth = TEMPLATE["Resources"]["AuthFunction"]["Properties"]
-    statements = auth["Policies"][0]["Statement"]
-    assert statements[0]["Resource"][0] == {"Fn::GetAtt": ["UsersTable", "Arn"]}
-    assert statements[0]["Resource"][1] == {"Fn::Sub": "${UsersTable.Arn}/index/*"}
+    resources = [s["Resource"] for s in auth["Policies"][0]["Statement"]]
+    listed = [r for rs in resources for r in (rs if isinstance(rs, list) else [rs])]
+    assert {"Fn::GetAtt": ["UsersTable", "Arn"]} in listed
+    assert {"Fn::Sub": "${UsersTable.Arn}/index/*"} in listed
     assert TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]["STAGE"] == {"Ref": "Stage"}
 
 

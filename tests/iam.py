@@ -1,0 +1,186 @@
+"""What IAM authorizes: SDK calls as IAM (action, resource) requests, and the template's statements.
+
+``requests_of(service, operation, params)`` turns one AWS SDK call into the IAM requests that AWS
+evaluates for it (a transaction is authorized per item, on each item's table, with the item's own
+action; a Query on an index is authorized on the index ARN). ``function_statements`` reads each
+function's ``Policies`` from template.yaml, resolved as the local stack names things, and
+``allows`` evaluates them as IAM does (explicit Deny wins; ``*`` and ``?`` wildcards; actions
+case-insensitive). Anything this module does not understand raises, so a template or code change can
+never be silently misjudged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from nimbus_tools.template import (
+    FUNCTION_TYPE,
+    LOCAL_ACCOUNT_ID,
+    LOCAL_REGION,
+    Template,
+    resolver,
+    resources_of_type,
+)
+
+_PREFIX = f"{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}"
+
+
+class IamModelError(ValueError):
+    """A call or a policy this model does not know how to judge (teach it, do not skip it)."""
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class IamRequest:
+    """One action on one resource, as IAM authorizes it."""
+
+    action: str  # "dynamodb:PutItem"
+    resource: str  # an ARN
+
+
+def table_arn(table: str) -> str:
+    """The ARN of a DynamoDB table in the local account and region."""
+    return f"arn:aws:dynamodb:{_PREFIX}:table/{table}"
+
+
+def parameter_arn(name: str) -> str:
+    """The ARN of an SSM parameter (``/a/b`` -> ``parameter/a/b``, ``a`` -> ``parameter/a``)."""
+    return f"arn:aws:ssm:{_PREFIX}:parameter{name if name.startswith('/') else '/' + name}"
+
+
+# Operations on one table (or one of its indexes) named by TableName.
+_SINGLE_TABLE = {
+    "GetItem",
+    "PutItem",
+    "UpdateItem",
+    "DeleteItem",
+    "Query",
+    "Scan",
+    "DescribeTable",
+    "DescribeTimeToLive",
+}
+_TRANSACT_WRITE = {
+    "Put": "PutItem",
+    "Update": "UpdateItem",
+    "Delete": "DeleteItem",
+    "ConditionCheck": "ConditionCheckItem",
+}
+
+
+def requests_of(service: str, operation: str, params: Mapping[str, Any]) -> list[IamRequest]:
+    """The IAM requests one SDK call makes."""
+    if service == "dynamodb":
+        return _dynamodb(operation, params)
+    if service == "ssm":
+        return _ssm(operation, params)
+    raise IamModelError(f"no IAM mapping for {service}:{operation}; add one to tests/iam.py")
+
+
+def _dynamodb(operation: str, params: Mapping[str, Any]) -> list[IamRequest]:
+    if operation in _SINGLE_TABLE:
+        arn = table_arn(params["TableName"])
+        if params.get("IndexName"):
+            arn += f"/index/{params['IndexName']}"
+        return [IamRequest(f"dynamodb:{operation}", arn)]
+    if operation in {"BatchGetItem", "BatchWriteItem"}:
+        return [IamRequest(f"dynamodb:{operation}", table_arn(t)) for t in params["RequestItems"]]
+    if operation == "TransactWriteItems":
+        found: list[IamRequest] = []
+        for item in params["TransactItems"]:
+            ((kind, body),) = item.items()
+            found.append(IamRequest(f"dynamodb:{_TRANSACT_WRITE[kind]}", table_arn(body["TableName"])))
+        return found
+    if operation == "TransactGetItems":
+        return [
+            IamRequest("dynamodb:GetItem", table_arn(i["Get"]["TableName"])) for i in params["TransactItems"]
+        ]
+    raise IamModelError(f"no IAM mapping for dynamodb:{operation}; add one to tests/iam.py")
+
+
+def _ssm(operation: str, params: Mapping[str, Any]) -> list[IamRequest]:
+    if operation == "GetParameters":
+        return [IamRequest("ssm:GetParameters", parameter_arn(n)) for n in params["Names"]]
+    if operation in {"GetParameter", "PutParameter"}:
+        return [IamRequest(f"ssm:{operation}", parameter_arn(params["Name"]))]
+    if operation == "GetParametersByPath":
+        return [IamRequest("ssm:GetParametersByPath", parameter_arn(params["Path"]))]
+    raise IamModelError(f"no IAM mapping for ssm:{operation}; add one to tests/iam.py")
+
+
+# ---------------------------------------------------------------------------------------------- policies
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One resolved IAM statement of a function."""
+
+    sid: str
+    effect: str
+    actions: tuple[str, ...]
+    resources: tuple[str, ...]
+
+    def matches(self, request: IamRequest) -> bool:
+        """Whether this statement names ``request`` (whatever its effect)."""
+        return any(_glob(a, request.action, case=False) for a in self.actions) and any(
+            _glob(r, request.resource, case=True) for r in self.resources
+        )
+
+    def grants(self) -> list[tuple[str, str]]:
+        """Every (action, resource pattern) pair this statement names."""
+        return [(a, r) for a in self.actions for r in self.resources]
+
+
+def _glob(pattern: str, value: str, *, case: bool) -> bool:
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, value, 0 if case else re.IGNORECASE) is not None
+
+
+def glob_matches(pattern: str, value: str) -> bool:
+    """IAM's resource matching: ``*`` any run of characters, ``?`` one character, case-sensitive."""
+    return _glob(pattern, value, case=True)
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    values = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, str) for v in values):
+        raise IamModelError(f"{where}: expected strings, got {value!r}")
+    return tuple(values)
+
+
+def function_statements(
+    template: Template, params: Mapping[str, str] | None = None
+) -> dict[str, list[Statement]]:
+    """Each function's inline policy statements, by logical id, resolved to local ARNs."""
+    names = resolver(template, params)
+    found: dict[str, list[Statement]] = {}
+    for logical_id, resource in resources_of_type(template, FUNCTION_TYPE).items():
+        properties = resource.get("Properties") or {}
+        if "Role" in properties:
+            raise IamModelError(f"{logical_id}: a Role is not modelled; use inline Policies")
+        statements: list[Statement] = []
+        for index, policy in enumerate(names.resolve(properties.get("Policies") or [])):
+            if not (isinstance(policy, dict) and set(policy) == {"Statement"}):
+                raise IamModelError(f"{logical_id} policy {index}: only inline Statement lists are modelled")
+            for number, raw in enumerate(policy["Statement"]):
+                where = f"{logical_id} statement {raw.get('Sid', number)}"
+                unknown = set(raw) - {"Sid", "Effect", "Action", "Resource"}
+                if unknown:
+                    raise IamModelError(f"{where}: {sorted(unknown)} not modelled")
+                statements.append(
+                    Statement(
+                        sid=str(raw.get("Sid", number)),
+                        effect=raw["Effect"],
+                        actions=_strings(raw["Action"], where),
+                        resources=_strings(raw["Resource"], where),
+                    )
+                )
+        found[logical_id] = statements
+    return found
+
+
+def allows(statements: list[Statement], request: IamRequest) -> bool:
+    """IAM's decision for ``request`` under ``statements``: an Allow names it and no Deny does."""
+    named = [s for s in statements if s.matches(request)]
+    return any(s.effect == "Allow" for s in named) and not any(s.effect == "Deny" for s in named)

@@ -1,0 +1,366 @@
+"""IAM, proven: every AWS call a function makes is allowed by that function's statements in
+template.yaml, and every statement is needed.
+
+The scenarios below drive every registered endpoint through the in-process API (the local API's
+router and events), down its success path and the failure paths that touch AWS differently (a
+conflict, a wrong password, a rate-limit give-back and window restart, a staff caller past a kill
+switch, a session whose ``usedAt`` is refreshed). Each SDK call is attributed to the function being
+invoked and turned into the IAM requests AWS would evaluate (tests/iam.py), then judged against the
+template. Each request starts a cold container, so every function's own SSM read is seen.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import itertools
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+from botocore.model import OperationModel
+
+import nimbus_core.clock
+from nimbus_core import metrics, passwords
+from nimbus_core.adapters import clients, container
+from nimbus_core.settings import get_settings
+from nimbus_tools.local.inprocess import Reply
+from nimbus_tools.template import function_specs, load_template
+from tests.iam import IamRequest, allows, function_statements, glob_matches, requests_of
+from tests.integration.conftest import NOW, PARAMS, Api, Clock, Stack
+
+PASSWORD = "correct horse"
+DOMAIN = PARAMS["DefaultDomain"]
+ARGON2_MEMORY_MB = 1024  # argon2id at 19 MiB, t=2 is CPU bound: Lambda CPU comes with memory
+
+_INVOKED: ContextVar[str | None] = ContextVar("invoked_function", default=None)
+
+
+# ---------------------------------------------------------------------------------------------- recording
+
+
+@dataclass
+class Recording:
+    """What each function did: IAM requests (with the calls that made them) and argon2 work."""
+
+    requests: dict[str, dict[IamRequest, set[str]]] = field(default_factory=lambda: defaultdict(dict))
+    argon2: set[str] = field(default_factory=set)
+    unattributed: list[str] = field(default_factory=list)
+    endpoint: str = ""  # the scenario step being run, for messages
+
+    def on_call(self, params: dict[str, Any], model: OperationModel, event_name: str, **_: Any) -> None:
+        """botocore ``before-parameter-build``: record the call's IAM requests for the invoked function."""
+        service = event_name.split(".")[1]
+        function = _INVOKED.get()
+        if function is None:
+            self.unattributed.append(f"{service}:{model.name}")
+            return
+        for request in requests_of(service, model.name, params):
+            self.requests[function].setdefault(request, set()).add(f"{self.endpoint} ({model.name})")
+
+    def session_factory(self) -> Callable[[], boto3.session.Session]:
+        """A stand-in for ``clients._session``: every client the container builds reports here."""
+
+        @functools.cache
+        def session() -> boto3.session.Session:
+            built = boto3.session.Session()
+            built.events.register("before-parameter-build", self.on_call)
+            return built
+
+        return session
+
+    def argon2_work(self, real: Callable[..., Any]) -> Callable[..., Any]:
+        """Wrap a password function so the invoked function is recorded as doing argon2 work."""
+
+        @functools.wraps(real)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            function = _INVOKED.get()
+            if function is not None:
+                self.argon2.add(function)
+            return real(*args, **kwargs)
+
+        return wrapped
+
+
+class RecordingApi(Api):
+    """The in-process API, with each handler call attributed to its function, in a cold container."""
+
+    def __init__(self, recording: Recording) -> None:
+        super().__init__(load_template(), PARAMS)
+        self.recording = recording
+
+    def handler(self, logical_id: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+        inner = super().handler(logical_id)
+
+        def invoke(event: dict[str, Any], context: Any) -> dict[str, Any]:
+            container.reset()  # a cold container: its clients, its own SSM read
+            token = _INVOKED.set(logical_id)
+            try:
+                return inner(event, context)
+            finally:
+                _INVOKED.reset(token)
+
+        return invoke
+
+    def call(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Reply:
+        self.recording.endpoint = f"{method} {path}"
+        return super().call(method, path, body, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------- scenarios
+
+
+@dataclass
+class World:
+    """What the scenarios share."""
+
+    api: RecordingApi
+    stack: Stack
+    clock: Clock
+    _ips: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+    def ip(self) -> str:
+        """A source address no limit has seen yet."""
+        return f"192.0.2.{next(self._ips)}"
+
+    def user(self, name: str) -> str:
+        """Register ``name`` and return its session token."""
+        return expect(self.api.register(name, ip=self.ip()), 201)["token"]  # type: ignore[no-any-return]
+
+    def age_sessions(self) -> None:
+        """Move time past the usedAt refresh interval, so the next authentication writes usedAt."""
+        self.clock.now += 301
+
+    def make_staff(self, token: str) -> None:
+        self.stack.dynamodb.update_item(
+            TableName=self.stack.table("UsersTable"),
+            Key={"pk": {"S": f"USER#{token.partition('.')[0]}"}},
+            UpdateExpression="SET staff = :t",
+            ExpressionAttributeValues={":t": {"BOOL": True}},
+        )
+
+    def verification_token(self, to: str) -> str:
+        (latest, *_) = [m for m in reversed(self.stack.emails) if m["to"] == [to]]
+        found = re.search(r"token=([^\s\"&<]+)", latest["text"])
+        assert found, latest["text"]
+        return found.group(1)
+
+
+def expect(reply: Reply, status: int) -> Any:
+    assert reply.status == status, (reply.function, reply.status, reply.body)
+    return reply.body
+
+
+def register(w: World) -> None:
+    ip = w.ip()
+    token = expect(w.api.register("reggie", ip=ip), 201)["token"]
+    expect(w.api.register("reggie", email="other@example.com", ip=w.ip()), 409)  # claim taken, hit given back
+    expect(w.api.register("reggie2", ip=ip), 429)
+    w.clock.now += 6 * 3600 + 1  # the window is over: the counter restarts
+    expect(w.api.register("reggie2", ip=ip), 201)
+    again = {"username": "reggie3", "email": "reggie3@example.com", "password": PASSWORD}
+    expect(w.api.call("POST", "/register", again, token=token, ip=w.ip()), 401)  # already logged in
+
+
+def login(w: World) -> None:
+    token = w.user("lois")
+    expect(w.api.login("lois", ip=w.ip()), 201)  # UsernameIndex
+    expect(w.api.login("lois@example.com", ip=w.ip()), 201)  # EmailIndex
+    expect(w.api.login("nobody", ip=w.ip()), 404)  # index miss, claim fallback, hit given back
+    expect(w.api.login("lois", password="wrong password", ip=w.ip()), 401)  # counted on the account
+    w.age_sessions()
+    expect(w.api.call("POST", "/login", {"username": "lois", "password": PASSWORD}, token=token), 401)
+
+
+def root(w: World) -> None:
+    expect(w.api.call("GET", "/"), 200)
+    token = w.user("rooty")
+    w.make_staff(token)
+    w.stack.set_switches("GLOBAL")
+    try:
+        w.age_sessions()
+        expect(w.api.call("GET", "/", token=token), 200)  # staff pass GLOBAL: authenticated, touched
+    finally:
+        w.stack.set_switches()
+
+
+def get_me(w: World) -> None:
+    token = w.user("meg")
+    expect(w.api.call("GET", "/users/me", token=token), 200)
+    w.age_sessions()
+    expect(w.api.call("GET", "/users/me", token=token), 200)
+
+
+def change_username(w: World) -> None:
+    token = w.user("una")
+    body = {"username": "una2", "password": PASSWORD}
+    expect(w.api.call("PUT", "/users/me/username", body, token=token), 200)
+    wrong = {"username": "una3", "password": "wrong password"}
+    expect(w.api.call("PUT", "/users/me/username", wrong, token=token), 401)
+
+
+def change_email(w: World) -> None:
+    token = w.user("emma")
+    body = {"email": "emma2@example.com", "password": PASSWORD}
+    expect(w.api.call("PUT", "/users/me/email", body, token=token), 200)
+
+
+def change_password(w: World) -> None:
+    token = w.user("pat")
+    expect(w.api.login("pat", ip=w.ip()), 201)  # another session, revoked by the change
+    body = {"password": PASSWORD, "newPassword": "battery staple", "confirmNewPassword": "battery staple"}
+    expect(w.api.call("PUT", "/users/me/password", body, token=token), 200)
+
+
+def change_domain(w: World) -> None:
+    token = w.user("dom")
+    expect(w.api.call("PUT", "/users/me/domain", {"domain": DOMAIN}, token=token), 200)
+    body = {"domain": DOMAIN, "subdomain": "dom"}
+    expect(w.api.call("PUT", "/users/me/domain", body, token=token), 200)
+    expect(w.api.call("PUT", "/users/me/domain", {"domain": "not-offered.test"}, token=token), 404)
+
+
+def resend_verification(w: World) -> None:
+    token = w.user("rex")
+    expect(w.api.call("GET", "/users/me/verify", token=token), 201)
+
+
+def verify_email(w: World) -> None:
+    w.user("vera")
+    body = {"token": w.verification_token("vera@example.com")}
+    expect(w.api.call("PUT", "/users/verify", body), 200)
+    expect(w.api.call("PUT", "/users/verify", body), 400)  # used
+
+
+def delete_me(w: World) -> None:
+    token = w.user("dell")
+    for _ in range(3):
+        expect(w.api.login("dell", ip=w.ip()), 201)
+    expect(w.api.call("DELETE", "/users/me", {"password": PASSWORD}, token=token), 200)
+
+
+def list_domains(w: World) -> None:
+    token = w.user("lidia")
+    assert expect(w.api.call("GET", "/domains", token=token), 200)["count"] >= 1
+
+
+def get_domain(w: World) -> None:
+    token = w.user("gina")
+    expect(w.api.call("GET", f"/domains/{DOMAIN}", token=token), 200)
+    expect(w.api.call("GET", "/domains/not-offered.test", token=token), 404)
+
+
+# One scenario per registered endpoint (method, Powertools path).
+SCENARIOS: dict[tuple[str, str], Callable[[World], None]] = {
+    ("POST", "/register"): register,
+    ("POST", "/login"): login,
+    ("GET", "/"): root,
+    ("GET", "/users/me"): get_me,
+    ("PUT", "/users/me/username"): change_username,
+    ("PUT", "/users/me/email"): change_email,
+    ("PUT", "/users/me/password"): change_password,
+    ("PUT", "/users/me/domain"): change_domain,
+    ("GET", "/users/me/verify"): resend_verification,
+    ("PUT", "/users/verify"): verify_email,
+    ("DELETE", "/users/me"): delete_me,
+    ("GET", "/domains"): list_domains,
+    ("GET", "/domains/<id>"): get_domain,
+}
+
+# Grants no scenario exercises, each with the reason it is still needed. Keep this empty if you can.
+UNEXERCISED: dict[tuple[str, str, str], str] = {}
+
+
+# ---------------------------------------------------------------------------------------------- fixtures
+
+
+def _registered() -> dict[tuple[str, str], str]:
+    found: dict[tuple[str, str], str] = {}
+    for spec in function_specs(load_template()):
+        for endpoint in importlib.import_module(spec.handler_module).app.endpoints:
+            found[(endpoint.method, endpoint.path)] = spec.logical_id
+    return found
+
+
+@pytest.fixture(scope="module")
+def recording(_provisioned: Stack) -> Recording:
+    """Every scenario run once with recording on (module-scoped: the checks below share it)."""
+    stack = _provisioned
+    stack.ensure_provisioned()
+    stack.truncate()
+    get_settings.cache_clear()
+    container.reset()
+    metrics.reset()
+    recorded = Recording()
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            clock = Clock(NOW)
+            patch.setattr(nimbus_core.clock, "now", clock)
+            patch.setattr(clients, "_session", recorded.session_factory())
+            patch.setattr(passwords, "hash_password", recorded.argon2_work(passwords.hash_password))
+            patch.setattr(passwords, "verify_password", recorded.argon2_work(passwords.verify_password))
+            world = World(RecordingApi(recorded), stack, clock)
+            for scenario in SCENARIOS.values():
+                scenario(world)
+    finally:  # the next test on this worker starts from provisioned state, scenarios passed or not
+        container.reset()
+        stack.set_switches()
+        stack.truncate()
+        get_settings.cache_clear()
+        container.reset()
+        metrics.reset()
+    return recorded
+
+
+STATEMENTS = function_statements(load_template(), PARAMS)
+
+
+# ---------------------------------------------------------------------------------------------- checks
+
+
+def test_every_registered_endpoint_has_a_scenario() -> None:
+    assert sorted(SCENARIOS) == sorted(_registered())
+
+
+def test_every_call_was_made_by_an_invoked_function(recording: Recording) -> None:
+    assert recording.unattributed == []
+    assert set(recording.requests) == set(STATEMENTS), "a function made no AWS call at all"
+
+
+@pytest.mark.parametrize("function", sorted(STATEMENTS))
+def test_every_aws_call_is_allowed_by_the_functions_statements(recording: Recording, function: str) -> None:
+    refused = {
+        f"{r.action} on {r.resource}  <- {', '.join(sorted(via))}"
+        for r, via in recording.requests[function].items()
+        if not allows(STATEMENTS[function], r)
+    }
+    assert not refused, f"{function} would get AccessDenied in AWS for:\n" + "\n".join(sorted(refused))
+
+
+@pytest.mark.parametrize("function", sorted(STATEMENTS))
+def test_every_statement_grant_is_used(recording: Recording, function: str) -> None:
+    """Least privilege: each (action, resource) a statement names was needed by some call."""
+    used = recording.requests[function]
+    unused = [
+        (statement.sid, action, resource)
+        for statement in STATEMENTS[function]
+        if statement.effect == "Allow"
+        for action, resource in statement.grants()
+        if not any(r.action.lower() == action.lower() and glob_matches(resource, r.resource) for r in used)
+        and (function, action, resource) not in UNEXERCISED
+    ]
+    assert not unused, f"{function} is granted more than it uses (Sid, action, resource):\n" + "\n".join(
+        " ".join(grant) for grant in unused
+    )
+
+
+def test_functions_that_hash_or_verify_passwords_have_the_memory_for_argon2(recording: Recording) -> None:
+    assert {"AuthFunction", "AccountsFunction"} <= recording.argon2
+    memory = {spec.logical_id: spec.memory_size for spec in function_specs(load_template(), PARAMS)}
+    starved = {f: memory[f] for f in recording.argon2 if memory[f] < ARGON2_MEMORY_MB}
+    assert starved == {}

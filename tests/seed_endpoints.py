@@ -1,0 +1,212 @@
+"""The seed specification's endpoint requirements, transcribed as data (plus the CONTRACT's additions).
+
+One row per endpoint of the seed's Endpoints section, implemented or not, in the seed's order, with
+what the seed lists for it: Staff, Scope, Kill switches, Reverify, Ratelimit (from its Limits table)
+and whether scoped sessions may call it. Paths are written as in the seed (``:id``). The rows are
+deliberately plain literals (names, not the service's enums) so this file is an independent
+transcription the service's own Policy declarations are checked against
+(tests/unit/test_endpoint_registry.py).
+
+Resolutions applied from CONTRACT.md:
+- section 8: the session deletes' switch, "ACCOUNT_MODIFY shown with number 2", is ACCOUNT_MODIFY (1);
+- section 8: PATCH /users/:uid/sessions/:sid's scope "STAFF_SESSION_MODIFY" is STAFF_MODIFY_SESSIONS;
+- section 1, 8 and 11 add GET /, GET /domains, GET /domains/:id and the kill-switch / log-level API.
+
+``auth``: "required" (a session is needed; the seed's default), "none" (the seed's "Authorization not
+required", and GET /), "guest" (register and login: no requirement stated; a session means "already
+logged in"). GLOBAL applies to every endpoint and is not listed, as in the seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+AuthKind = Literal["required", "none", "guest"]
+Source = Literal["seed", "contract"]
+
+HOUR = 3600
+MINUTE = 60
+
+
+@dataclass(frozen=True, slots=True)
+class SeedLimit:
+    """One row of the seed's Limits table."""
+
+    limit: int
+    window: int  # seconds
+    per: Literal["ip", "user"]
+    not_counted: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class SeedEndpoint:
+    """What the seed (or the CONTRACT) requires of one endpoint."""
+
+    method: str
+    path: str  # seed style: /users/:id
+    auth: AuthKind = "required"
+    staff: bool = False
+    scope: str | None = None
+    killswitches: tuple[str, ...] = ()
+    reverify: bool = False
+    rate_limit: SeedLimit | None = None
+    scoped_sessions: bool = True
+    source: Source = "seed"
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(method, path) as the seed writes it."""
+        return (self.method, self.path)
+
+
+_MODIFY = ("ACCOUNT_MODIFY",)
+_MODIFY_EMAIL = ("ACCOUNT_MODIFY", "ACCOUNT_EMAIL_VERIFY")
+
+
+def _staff_modify(method: str, path: str, *, reverify: bool = True) -> SeedEndpoint:
+    return SeedEndpoint(method, path, staff=True, scope="STAFF_MODIFY_ACCOUNTS", reverify=reverify)
+
+
+SEED_ENDPOINTS: tuple[SeedEndpoint, ...] = (
+    # ------------------------------------------------------------------ Account endpoints
+    SeedEndpoint(
+        "POST",
+        "/register",
+        auth="guest",
+        killswitches=("ACCOUNT_CREATE", "ACCOUNT_EMAIL_VERIFY"),
+        rate_limit=SeedLimit(1, 6 * HOUR, "ip", frozenset({500, 409})),
+    ),
+    SeedEndpoint("GET", "/users", staff=True, scope="STAFF_READ_ACCOUNTS"),
+    SeedEndpoint("GET", "/users/me", scope="ACCOUNT_READ"),
+    SeedEndpoint("GET", "/users/:id", staff=True, scope="STAFF_READ_ACCOUNTS"),
+    SeedEndpoint(
+        "PUT",
+        "/users/me/username",
+        scope="ACCOUNT_MODIFY",
+        killswitches=_MODIFY,
+        reverify=True,
+        rate_limit=SeedLimit(3, 24 * HOUR, "user", frozenset({500, 409})),
+    ),
+    _staff_modify("PUT", "/users/:id/username"),
+    SeedEndpoint(
+        "PUT",
+        "/users/me/email",
+        scope="ACCOUNT_MODIFY",
+        killswitches=_MODIFY_EMAIL,
+        reverify=True,
+        rate_limit=SeedLimit(3, 24 * HOUR, "user", frozenset({500, 409})),
+    ),
+    _staff_modify("PUT", "/users/:id/email"),
+    SeedEndpoint("PUT", "/users/verify", auth="none", killswitches=_MODIFY_EMAIL),
+    _staff_modify("PUT", "/users/:id/verify"),
+    _staff_modify("DELETE", "/users/:id/verify"),
+    SeedEndpoint(
+        "GET",
+        "/users/me/verify",
+        scope="ACCOUNT_MODIFY",
+        killswitches=_MODIFY_EMAIL,
+        rate_limit=SeedLimit(1, 5 * MINUTE, "user", frozenset({500})),
+    ),
+    _staff_modify("GET", "/users/:id/verify", reverify=False),
+    SeedEndpoint(
+        "PUT",
+        "/users/me/password",
+        scope="ACCOUNT_MODIFY",
+        killswitches=_MODIFY,
+        reverify=True,
+        rate_limit=SeedLimit(5, 24 * HOUR, "user", frozenset({500})),
+    ),
+    _staff_modify("PUT", "/users/:id/password"),
+    _staff_modify("PUT", "/users/:id/staff"),
+    _staff_modify("DELETE", "/users/:id/staff"),
+    _staff_modify("PUT", "/users/:id/ban"),
+    _staff_modify("DELETE", "/users/:id/ban"),
+    SeedEndpoint(
+        "PUT",
+        "/users/me/domain",
+        scope="ACCOUNT_MODIFY",
+        killswitches=_MODIFY,
+        rate_limit=SeedLimit(20, 1 * HOUR, "user", frozenset({500})),
+    ),
+    _staff_modify("PUT", "/users/:id/domain", reverify=False),
+    SeedEndpoint(
+        "DELETE",
+        "/users/me",
+        killswitches=("ACCOUNT_DELETE",),
+        reverify=True,
+        scoped_sessions=False,
+    ),
+    _staff_modify("DELETE", "/users/:id"),
+    _staff_modify("DELETE", "/users"),
+    # ------------------------------------------------------------------ Session endpoints
+    # Login: "Reverify with second-factor challenge". There is no session to reverify: the password
+    # is the login body's own field and the challenge is login's own (tests/unit/test_endpoint_registry).
+    SeedEndpoint(
+        "POST",
+        "/login",
+        auth="guest",
+        killswitches=("ACCOUNT_LOGIN",),
+        reverify=True,
+        rate_limit=SeedLimit(4, 5 * MINUTE, "ip", frozenset({404})),
+    ),
+    SeedEndpoint(
+        "POST",
+        "/users/me/sessions",
+        killswitches=("ACCOUNT_MODIFY", "ACCOUNT_LOGIN"),
+        reverify=True,
+        rate_limit=SeedLimit(4, 5 * MINUTE, "ip"),
+        scoped_sessions=False,
+    ),
+    SeedEndpoint("GET", "/users/me/sessions/:sid", scope="SESSION_READ"),
+    SeedEndpoint("PATCH", "/users/me/sessions/:sid", scope="SESSION_MODIFY"),
+    SeedEndpoint("GET", "/users/:uid/sessions/:sid", staff=True, scope="STAFF_READ_SESSIONS"),
+    # The seed names the scope STAFF_SESSION_MODIFY; CONTRACT section 8 makes it STAFF_MODIFY_SESSIONS.
+    SeedEndpoint("PATCH", "/users/:uid/sessions/:sid", staff=True, scope="STAFF_MODIFY_SESSIONS"),
+    SeedEndpoint("GET", "/users/me/sessions", scope="SESSION_READ"),
+    SeedEndpoint("GET", "/users/:uid/sessions", staff=True, scope="STAFF_READ_SESSIONS"),
+    # "Kill switch named ACCOUNT_MODIFY, shown with number 2": ACCOUNT_MODIFY, number 1 (CONTRACT 8).
+    SeedEndpoint("DELETE", "/users/me/sessions/:sid", scope="SESSION_MODIFY", killswitches=_MODIFY),
+    SeedEndpoint("DELETE", "/users/:uid/sessions/:sid", staff=True, scope="STAFF_MODIFY_SESSIONS"),
+    SeedEndpoint("DELETE", "/users/me/sessions", scope="SESSION_MODIFY", killswitches=_MODIFY),
+    SeedEndpoint("DELETE", "/users/:uid/sessions", staff=True, scope="STAFF_MODIFY_SESSIONS"),
+    SeedEndpoint("DELETE", "/users/me/sessions/all", scope="SESSION_MODIFY", killswitches=_MODIFY),
+    SeedEndpoint("DELETE", "/users/:uid/sessions/all", staff=True, scope="STAFF_MODIFY_SESSIONS"),
+    # ------------------------------------------------------------------ CONTRACT additions
+    SeedEndpoint("GET", "/", auth="none", source="contract"),  # section 1
+    SeedEndpoint("GET", "/domains", scope="ACCOUNT_READ", source="contract"),  # section 8
+    SeedEndpoint("GET", "/domains/:id", scope="ACCOUNT_READ", source="contract"),  # section 8
+    # Section 11: kill switches (staff, STAFF_MODIFY_KILLSWITCHES; the three changes reverify) ...
+    SeedEndpoint("GET", "/killswitches", staff=True, scope="STAFF_MODIFY_KILLSWITCHES", source="contract"),
+    SeedEndpoint(
+        "PUT",
+        "/killswitches/:id",
+        staff=True,
+        scope="STAFF_MODIFY_KILLSWITCHES",
+        reverify=True,
+        source="contract",
+    ),
+    SeedEndpoint(
+        "DELETE",
+        "/killswitches/:id",
+        staff=True,
+        scope="STAFF_MODIFY_KILLSWITCHES",
+        reverify=True,
+        source="contract",
+    ),
+    SeedEndpoint(
+        "DELETE",
+        "/killswitches",
+        staff=True,
+        scope="STAFF_MODIFY_KILLSWITCHES",
+        reverify=True,
+        source="contract",
+    ),
+    # ... and the log level (GET without reverification, PATCH with it).
+    SeedEndpoint("GET", "/loglevel", staff=True, scope="STAFF_MODIFY_LOGLEVEL", source="contract"),
+    SeedEndpoint(
+        "PATCH", "/loglevel", staff=True, scope="STAFF_MODIFY_LOGLEVEL", reverify=True, source="contract"
+    ),
+)
+
+BY_KEY: dict[tuple[str, str], SeedEndpoint] = {e.key: e for e in SEED_ENDPOINTS}

@@ -1,0 +1,207 @@
+"""One registry, three agreements: template routes = registered routes; every registered policy = the
+seed's requirements (tests/seed_endpoints.py); and no route can exist without a policy."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections import Counter
+
+import pytest
+from aws_lambda_powertools.event_handler import Response
+
+from nimbus_core.deps import Deps
+from nimbus_core.http.app import NimbusApp, UnguardedRouteError, create_app
+from nimbus_core.http.guard import Request
+from nimbus_core.http.policy import Auth, Endpoint, Policy
+from nimbus_core.http.registry import EndpointRouter
+from nimbus_core.http.responses import json_response
+from nimbus_core.killswitches import KillSwitch
+from nimbus_core.scopes import Scope
+from nimbus_tools.template import FunctionSpec, function_specs, load_template
+from tests.seed_endpoints import BY_KEY, SEED_ENDPOINTS, SeedEndpoint
+
+SPECS = {spec.logical_id: spec for spec in function_specs(load_template())}
+_AUTH = {"required": Auth.REQUIRED, "none": Auth.NONE, "guest": Auth.GUEST}
+
+
+def _app(spec: FunctionSpec) -> NimbusApp:
+    module = importlib.import_module(spec.handler_module)
+    app = getattr(module, "app", None)
+    assert isinstance(app, NimbusApp), f"{spec.handler_module} has no module-level NimbusApp `app`"
+    return app
+
+
+def _template_path(path: str) -> str:
+    """Powertools ``/domains/<id>`` -> API Gateway ``/domains/{id}``."""
+    return re.sub(r"<(\w+)>", r"{\1}", path)
+
+
+def _seed_path(path: str) -> str:
+    """Powertools ``/users/<uid>/sessions/<sid>`` -> the seed's ``/users/:uid/sessions/:sid``."""
+    return re.sub(r"<(\w+)>", r":\1", path)
+
+
+def _registered() -> list[tuple[str, Endpoint]]:
+    return [(lid, e) for lid, spec in SPECS.items() for e in _app(spec).endpoints]
+
+
+# ---------------------------------------------------------------------------------------- (a) template
+
+
+@pytest.mark.parametrize("logical_id", sorted(SPECS))
+def test_registered_endpoints_are_exactly_the_functions_http_events(logical_id: str) -> None:
+    spec = SPECS[logical_id]
+    registered = [(e.method, _template_path(e.path)) for e in _app(spec).endpoints]
+    events = [(r.method, r.path) for r in spec.routes if r.path != "$default"]
+    assert len(registered) == len(set(registered)), f"{logical_id} registers a route twice"
+    assert sorted(registered) == sorted(events), (
+        f"{logical_id}: only registered {sorted(set(registered) - set(events))}; "
+        f"only in template.yaml {sorted(set(events) - set(registered))}"
+    )
+
+
+def test_only_the_admin_function_catches_default() -> None:
+    catching = [lid for lid, spec in SPECS.items() for r in spec.routes if r.path == "$default"]
+    assert catching == ["AdminFunction"]
+
+
+def test_no_route_is_registered_by_two_functions() -> None:
+    counts = Counter((e.method, e.path) for _, e in _registered())
+    assert [key for key, n in counts.items() if n > 1] == []
+
+
+# ---------------------------------------------------------------------------------------- (b) the seed
+
+
+def test_the_seed_table_is_complete_and_well_formed() -> None:
+    """38 seed endpoints (24 account, 14 session), each once, with names the spec defines."""
+    assert len([e for e in SEED_ENDPOINTS if e.source == "seed"]) == 38
+    assert len(BY_KEY) == len(SEED_ENDPOINTS)
+    for e in SEED_ENDPOINTS:
+        assert e.scope is None or e.scope in Scope.__members__, e
+        assert all(name in KillSwitch.__members__ and name != "GLOBAL" for name in e.killswitches), e
+        # STAFF_* scopes exactly on staff endpoints (seed: Authentication 6).
+        assert (e.scope or "").startswith("STAFF_") == e.staff, e
+        # No stated authorization requirement: nothing a scoped session could be refused for.
+        if e.auth != "required":
+            assert e.scope is None, e
+            assert not e.staff, e
+            assert e.scoped_sessions, e
+        # Endpoints closed to scoped sessions need no scope (seed: Authentication 5).
+        if not e.scoped_sessions:
+            assert e.scope is None, e
+
+
+REGISTERED = _registered()
+
+
+@pytest.mark.parametrize(
+    ("function", "endpoint"), REGISTERED, ids=[f"{e.method} {e.path}" for _, e in REGISTERED]
+)
+def test_registered_policy_agrees_with_the_seed(function: str, endpoint: Endpoint) -> None:
+    key = (endpoint.method, _seed_path(endpoint.path))
+    seed = BY_KEY.get(key)
+    assert seed is not None, f"{function} registers {key}, which neither the seed nor the CONTRACT lists"
+    assert _policy_view(endpoint.policy) == _expected_view(seed)
+
+
+def _expected_view(seed: SeedEndpoint) -> dict[str, object]:
+    limit = seed.rate_limit
+    return {
+        "auth": _AUTH[seed.auth],
+        "staff": seed.staff,
+        "scope": seed.scope,
+        "killswitches": sorted(seed.killswitches),
+        # The guard reverifies a caller's session. Login's "Reverify with second-factor challenge" has
+        # no session: its password is the login body's field and the challenge is login's own.
+        "reverify": seed.reverify and seed.auth == "required",
+        "rate_limit": None if limit is None else (limit.limit, limit.window, limit.per, limit.not_counted),
+        "scoped_sessions": seed.scoped_sessions,
+    }
+
+
+def _policy_view(policy: Policy) -> dict[str, object]:
+    limit = policy.rate_limit
+    assert len(set(policy.killswitches)) == len(policy.killswitches), "a switch listed twice"
+    return {
+        "auth": policy.auth,
+        "staff": policy.staff,
+        "scope": None if policy.scope is None else policy.scope.name,
+        "killswitches": sorted(s.name for s in policy.killswitches),
+        "reverify": policy.reverify,
+        "rate_limit": None
+        if limit is None
+        else (limit.limit, limit.window, limit.per.value, frozenset(limit.not_counted)),
+        "scoped_sessions": policy.scoped_sessions,
+    }
+
+
+@pytest.mark.parametrize(
+    ("function", "endpoint"), REGISTERED, ids=[f"{e.method} {e.path}" for _, e in REGISTERED]
+)
+def test_documented_statuses_follow_the_seeds_observed_rules(function: str, endpoint: Endpoint) -> None:
+    """Errors, rules 1 and 2: switched endpoints list 503, rate-limited ones 429."""
+    policy = endpoint.policy
+    assert policy.success in policy.statuses, function
+    if policy.killswitches:
+        assert 503 in policy.statuses, function
+    if policy.rate_limit is not None:
+        assert 429 in policy.statuses, function
+
+
+def test_login_asks_for_the_password_in_its_own_body() -> None:
+    """The login row's Reverify is not the guard's: the body itself must require the password."""
+    (login,) = [e for _, e in REGISTERED if (e.method, e.path) == ("POST", "/login")]
+    body = login.policy.body
+    assert body is not None
+    assert body.model_fields["password"].is_required()
+
+
+# ---------------------------------------------------------------------------------------- (c) no policy
+
+
+def _no_deps() -> Deps:
+    raise AssertionError("create_app must not build dependencies")
+
+
+def _hello(_request: Request) -> Response[str]:
+    return json_response(200, {})
+
+
+def test_create_app_refuses_a_route_added_without_a_policy() -> None:
+    group = EndpointRouter()
+    group.endpoint("GET", "/guarded", Policy(auth=Auth.NONE))(_hello)
+
+    @group.router.route("/sneaky", "GET")
+    def sneaky() -> Response[str]:
+        return json_response(200, {})
+
+    with pytest.raises(UnguardedRouteError, match="GET /sneaky"):
+        create_app(group, deps=_no_deps)
+
+
+def test_create_app_refuses_an_unguarded_method_on_a_guarded_path() -> None:
+    group = EndpointRouter()
+    group.endpoint("GET", "/users/<id>", Policy())(_hello)
+    group.router.route("/users/<id>", "DELETE")(lambda id: json_response(200, {}))
+
+    with pytest.raises(UnguardedRouteError, match="DELETE /users/<id>"):
+        create_app(group, deps=_no_deps)
+
+
+def test_create_app_refuses_an_unguarded_route_in_a_second_router() -> None:
+    guarded, bare = EndpointRouter(), EndpointRouter()
+    guarded.endpoint("GET", "/a", Policy())(_hello)
+    bare.router.route("/b", "POST")(lambda: json_response(200, {}))
+
+    with pytest.raises(UnguardedRouteError, match="POST /b"):
+        create_app(guarded, bare, deps=_no_deps)
+
+
+def test_create_app_accepts_routes_that_all_have_policies() -> None:
+    group = EndpointRouter()
+    group.endpoint("GET", "/a", Policy())(_hello)
+    group.endpoint("DELETE", "/a/<id>", Policy(staff=True, scope=Scope.STAFF_MODIFY_ACCOUNTS))(_hello)
+    app = create_app(group, deps=_no_deps)
+    assert [(e.method, e.path) for e in app.endpoints] == [("GET", "/a"), ("DELETE", "/a/<id>")]

@@ -1,0 +1,99 @@
+"""The IAM model the IAM test judges the template with (tests/iam.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nimbus_tools.template import load_template
+from tests.iam import (
+    IamModelError,
+    IamRequest,
+    Statement,
+    allows,
+    function_statements,
+    parameter_arn,
+    requests_of,
+    table_arn,
+)
+
+USERS, SESSIONS = table_arn("UsersTable"), table_arn("SessionsTable")
+
+
+def test_a_transaction_is_authorized_per_item_with_the_items_own_action() -> None:
+    items = [
+        {"Put": {"TableName": "UsersTable"}},
+        {"Update": {"TableName": "UsersTable"}},
+        {"Delete": {"TableName": "SessionsTable"}},
+        {"ConditionCheck": {"TableName": "DomainsTable"}},
+    ]
+    assert requests_of("dynamodb", "TransactWriteItems", {"TransactItems": items}) == [
+        IamRequest("dynamodb:PutItem", USERS),
+        IamRequest("dynamodb:UpdateItem", USERS),
+        IamRequest("dynamodb:DeleteItem", SESSIONS),
+        IamRequest("dynamodb:ConditionCheckItem", table_arn("DomainsTable")),
+    ]
+
+
+def test_a_query_on_an_index_is_authorized_on_the_index() -> None:
+    params = {"TableName": "UsersTable", "IndexName": "EmailIndex"}
+    assert requests_of("dynamodb", "Query", params) == [
+        IamRequest("dynamodb:Query", f"{USERS}/index/EmailIndex")
+    ]
+    assert requests_of("dynamodb", "Query", {"TableName": "UsersTable"}) == [
+        IamRequest("dynamodb:Query", USERS)
+    ]
+
+
+def test_batches_are_authorized_per_table_and_parameters_per_name() -> None:
+    batch: dict[str, Any] = {"RequestItems": {"UsersTable": {}, "SessionsTable": {}}}
+    assert requests_of("dynamodb", "BatchGetItem", batch) == [
+        IamRequest("dynamodb:BatchGetItem", USERS),
+        IamRequest("dynamodb:BatchGetItem", SESSIONS),
+    ]
+    assert requests_of("ssm", "GetParameters", {"Names": ["/a/b", "c"]}) == [
+        IamRequest("ssm:GetParameters", "arn:aws:ssm:us-east-1:123456789012:parameter/a/b"),
+        IamRequest("ssm:GetParameters", "arn:aws:ssm:us-east-1:123456789012:parameter/c"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("service", "operation"), [("dynamodb", "ExecuteStatement"), ("sesv2", "SendEmail"), ("s3", "GetObject")]
+)
+def test_an_unmodelled_call_raises(service: str, operation: str) -> None:
+    with pytest.raises(IamModelError):
+        requests_of(service, operation, {})
+
+
+def test_wildcards_match_like_iam_and_an_explicit_deny_wins() -> None:
+    allow = Statement("A", "Allow", ("DynamoDB:Get*",), (f"{USERS}/index/*",))
+    assert allows([allow], IamRequest("dynamodb:GetItem", f"{USERS}/index/EmailIndex"))
+    assert not allows([allow], IamRequest("dynamodb:GetItem", USERS))  # the table is not its index
+    assert not allows([allow], IamRequest("dynamodb:PutItem", f"{USERS}/index/EmailIndex"))
+    deny = Statement("D", "Deny", ("dynamodb:*",), ("*",))
+    assert not allows([allow, deny], IamRequest("dynamodb:GetItem", f"{USERS}/index/EmailIndex"))
+    assert not allows([], IamRequest("dynamodb:GetItem", USERS))
+
+
+def test_template_statements_resolve_to_local_arns() -> None:
+    statements = function_statements(load_template())
+    assert set(statements) == {"AuthFunction", "AccountsFunction", "AdminFunction"}
+    config = parameter_arn("/nimbus/dev/killswitches")
+    for logical_id, found in statements.items():
+        assert allows(found, IamRequest("ssm:GetParameters", config)), logical_id
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        "AmazonDynamoDBFullAccess",
+        {"DynamoDBCrudPolicy": {"TableName": "UsersTable"}},
+        {"Statement": [{"Effect": "Allow", "Action": "s3:*", "NotResource": "x"}]},
+    ],
+)
+def test_policies_the_model_cannot_judge_are_refused(policy: Any) -> None:
+    template = load_template()
+    template["Resources"]["AdminFunction"]["Properties"]["Policies"] = [policy]
+    with pytest.raises(IamModelError):
+        function_statements(template)
