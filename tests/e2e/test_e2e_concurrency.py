@@ -69,3 +69,41 @@ def test_unknown_user_answers_are_not_counted_even_concurrently(client: Client) 
     assert [r.status for r in counted] == [401, 401, 401]
     assert client.login(name, ip=ip).status == 201
     assert client.login(name, ip=ip).status == 429
+
+
+def _registered(client: Client, count: int) -> list[str]:
+    tokens = []
+    for _ in range(count):
+        reply = client.register(new_name())
+        assert reply.status == 201, reply.body
+        tokens.append(reply.body["token"])
+    return tokens
+
+
+def test_twenty_users_renaming_to_one_name_in_any_case_give_exactly_one_200(client: Client) -> None:
+    tokens = _registered(client, 20)
+    wanted = new_name("Taken")
+    variants = [wanted.upper(), wanted.lower(), wanted.swapcase(), wanted]
+
+    def rename(i: int) -> Reply:
+        body = {"username": variants[i % len(variants)], "password": "correct horse"}
+        return client.call("PUT", "/users/me/username", body, token=tokens[i], ip=new_ip())
+
+    replies = _parallel(20, rename)
+    assert Counter(r.status for r in replies) == {200: 1, 409: 19}, [(r.status, r.body) for r in replies]
+    winner = next(r for r in replies if r.status == 200).body["username"]
+    assert client.login(wanted.lower()).status == 201
+    assert winner.lower() == wanted.lower()
+
+
+def test_twenty_users_taking_one_address_in_folded_case_give_exactly_one_200(client: Client) -> None:
+    tokens = _registered(client, 20)
+    local = new_name("strasse")
+    variants = [f"{local}.STRASSE@example.com", f"{local}.straße@example.com", f"{local}.Strasse@EXAMPLE.com"]
+
+    def change(i: int) -> Reply:
+        body = {"email": variants[i % len(variants)], "password": "correct horse"}
+        return client.call("PUT", "/users/me/email", body, token=tokens[i], ip=new_ip())
+
+    replies = _parallel(20, change)
+    assert Counter(r.status for r in replies) == {200: 1, 409: 19}, [(r.status, r.body) for r in replies]

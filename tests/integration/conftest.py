@@ -23,7 +23,7 @@ from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.items import from_item
 from nimbus_core.settings import get_settings
 from nimbus_tools.local.inprocess import InProcessApi, Reply
-from nimbus_tools.local.provision import ProvisionedStack, provision
+from nimbus_tools.local.provision import ProvisionedStack, provision, put_default_domain
 from nimbus_tools.template import Template, load_template
 
 REGION = "us-east-1"
@@ -83,14 +83,13 @@ class Stack:
         container.reset()
 
     def truncate(self) -> None:
-        """Empty every table but the domains (tests start from provisioned state, cheaply)."""
+        """Empty every table, then offer the default domain again (provisioned state, cheaply)."""
         client = self.dynamodb
-        for logical_id, name in self.provisioned.tables.items():
-            if logical_id == "DomainsTable":
-                continue
+        for name in self.provisioned.tables.values():
             keys = [k["AttributeName"] for k in client.describe_table(TableName=name)["Table"]["KeySchema"]]
             for item in client.scan(TableName=name)["Items"]:
                 client.delete_item(TableName=name, Key={k: item[k] for k in keys})
+        put_default_domain(client, self.table("DomainsTable"), PARAMS["DefaultDomain"])
 
 
 _ENV = {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -15,6 +17,8 @@ from nimbus_core.ports import WriteOp
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
+
+_CONFLICT_ATTEMPTS = 3
 
 # What a failed condition means, given the item as it was (None if it did not exist).
 Explain = Callable[[dict[str, Any] | None], Exception]
@@ -52,18 +56,24 @@ class DynamoTransactor:
         if not items:
             return
         request = [_with_old_item(o.op) if o.on_condition_failed else o.op for o in items]
-        try:
-            self._client.transact_write_items(TransactItems=request)  # type: ignore[arg-type]
-        except ClientError as exc:
-            if error_code(exc) != "TransactionCanceledException":
+        for attempt in range(_CONFLICT_ATTEMPTS):
+            try:
+                self._client.transact_write_items(TransactItems=request)  # type: ignore[arg-type]
+                return
+            except ClientError as exc:
+                if error_code(exc) != "TransactionCanceledException":
+                    raise DependencyError(f"TransactWriteItems failed: {exc}") from exc
+                reasons: list[dict[str, Any]] = exc.response.get("CancellationReasons") or []  # type: ignore[assignment]
+                for index, reason in enumerate(reasons):
+                    if reason.get("Code") == "ConditionalCheckFailed":
+                        raise _explain(items[index], reason.get("Item")) from exc
+                conflict = any(r.get("Code") == "TransactionConflict" for r in reasons)
+                if not conflict or attempt == _CONFLICT_ATTEMPTS - 1:
+                    raise DependencyError(f"TransactWriteItems cancelled: {exc}") from exc
+            except BotoCoreError as exc:
                 raise DependencyError(f"TransactWriteItems failed: {exc}") from exc
-            reasons: list[dict[str, Any]] = exc.response.get("CancellationReasons") or []  # type: ignore[assignment]
-            for index, reason in enumerate(reasons):
-                if reason.get("Code") == "ConditionalCheckFailed":
-                    raise _explain(items[index], reason.get("Item")) from exc
-            raise DependencyError(f"TransactWriteItems cancelled: {exc}") from exc
-        except BotoCoreError as exc:
-            raise DependencyError(f"TransactWriteItems failed: {exc}") from exc
+            # A concurrent transaction held one of our items: try again; its conditions then decide.
+            time.sleep(random.uniform(0.01, 0.05) * 2**attempt)  # noqa: S311 - jitter, not a secret
 
 
 def _transact_op(op: WriteOp) -> TransactOp:
