@@ -2,7 +2,9 @@
 
 ``api.call(...)`` routes a request exactly as the local API does (same router, same payload v2
 events) and invokes the handler module in this process. ``faults`` injects AWS errors at the SDK
-boundary; ``stack.emails`` holds every email the functions sent (text and HTML).
+boundary; ``stack.emails`` holds every email the functions sent (text and HTML), once
+``stack.deliver_mail()`` has run the mail function on the outbox stream (reading ``stack.emails``
+does that first, as the deployed stack would within a second).
 """
 
 from __future__ import annotations
@@ -14,14 +16,16 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.config import Config
 from moto import mock_aws
 
 from nimbus_core import metrics
 from nimbus_core.adapters import clients, runtime_config
 from nimbus_core.settings import get_settings
-from nimbus_tools.local.inprocess import InProcessApi, Reply
+from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub, Reply
 from nimbus_tools.local.provision import ProvisionedStack, provision
-from nimbus_tools.template import load_template
+from nimbus_tools.local.streams import StreamReader, committed, lambda_event, latest_stream_arn, matches
+from nimbus_tools.template import load_template, stream_subscriptions
 
 REGION = "us-east-1"
 PARAMS = {"VerificationUrl": "https://files.test/verify?token={token}", "DefaultDomain": "nimbus.test"}
@@ -32,7 +36,32 @@ class Stack:
     """The provisioned emulator and helpers to look inside it."""
 
     provisioned: ProvisionedStack
-    emails: list[dict[str, Any]] = field(default_factory=list)
+    # Every email SES accepted so far, without delivering pending outbox messages first.
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    _outbox: StreamReader | None = None
+
+    @property
+    def emails(self) -> list[dict[str, Any]]:
+        """Every email sent, after delivering the outbox messages written so far."""
+        self.deliver_mail()
+        return self.sent
+
+    def deliver_mail(self) -> dict[str, Any]:
+        """Run the mail function on the outbox stream's new records, as Lambda would (INSERTs only,
+        in process); returns its answer (``batchItemFailures``). Nothing new: no invocation."""
+        [subscription] = [s for s in stream_subscriptions(load_template()) if s.function == "MailFunction"]
+        if self._outbox is None:
+            streams = boto3.client(
+                "dynamodbstreams", region_name=REGION, config=Config(account_id_endpoint_mode="disabled")
+            )
+            arn = latest_stream_arn(self.dynamodb, self.table(subscription.table))
+            self._outbox = StreamReader(streams, arn, "TRIM_HORIZON")
+        records = [r for r in self._outbox.read(1000) if matches(r, subscription.filter_patterns)]
+        records = committed(self.dynamodb, self.table(subscription.table), records)
+        if not records:
+            return {"batchItemFailures": []}
+        handler = InProcessApi(load_template(), PARAMS).handler("MailFunction")
+        return handler(lambda_event(records), LambdaContextStub("MailFunction"))
 
     @property
     def dynamodb(self) -> Any:
@@ -84,7 +113,7 @@ def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
         result = Stack(provisioned)
         events = clients.sesv2().meta.events
         events.register("before-parameter-build.sesv2.SendEmail", _remember_email)
-        events.register("after-call.sesv2.SendEmail", _recorder(result.emails))
+        events.register("after-call.sesv2.SendEmail", _recorder(result.sent))
         yield result
         get_settings.cache_clear()
         clients.reset()
@@ -167,7 +196,12 @@ class Faults:
     def fail(
         self, service: str, operation: str, code: str = "InternalServerError", status: int = 500
     ) -> None:
-        client = {"dynamodb": clients.dynamodb, "ssm": clients.ssm, "sesv2": clients.sesv2}[service]()
+        client = {
+            "dynamodb": clients.dynamodb,
+            "ssm": clients.ssm,
+            "sesv2": clients.sesv2,
+            "sqs": clients.sqs,
+        }[service]()
         event = f"before-call.{service}.{operation}"
 
         def answer(**_: Any) -> tuple[Any, dict[str, Any]]:

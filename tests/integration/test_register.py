@@ -681,7 +681,7 @@ def test_a_409_does_not_count_against_the_registration_limit(api: Api) -> None:
 
 
 def test_a_500_does_not_count_against_the_registration_limit(api: Api, stack: Stack, faults: Faults) -> None:
-    faults.fail("sesv2", "SendEmail")
+    faults.fail("dynamodb", "TransactWriteItems")
     failed = api.register("alice", ip="192.0.2.1")
     assert failed.status == 500, failed.body
     assert failed.body == INTERNAL

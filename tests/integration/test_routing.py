@@ -142,7 +142,7 @@ def _ratelimited(api: Api, stack: Stack, faults: Faults) -> Reply:
 
 
 def _internal(api: Api, stack: Stack, faults: Faults) -> Reply:
-    faults.fail("sesv2", "SendEmail")
+    faults.fail("dynamodb", "TransactWriteItems")
     return api.register()
 
 

@@ -25,6 +25,7 @@ def _settings(monkeypatch: pytest.MonkeyPatch) -> object:
         "COUNTERS_TABLE": "counters",
         "TOKENS_TABLE": "tokens",
         "DOMAINS_TABLE": "domains",
+        "OUTBOX_TABLE": "outbox",
         "KILLSWITCH_PARAMETER": "/nimbus/test/killswitches",
         "LOG_LEVEL_PARAMETER": "/nimbus/test/loglevel",
         "SENDER_EMAIL": "no-reply@nimbus.test",

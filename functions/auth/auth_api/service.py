@@ -5,14 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aws_lambda_powertools import Logger
-from botocore.exceptions import BotoCoreError, ClientError
 
 from auth_api.models import LoginBody, RegisterBody
 from nimbus_core import clock, ids, metrics, passwords
-from nimbus_core.adapters import counters, mail, users
-from nimbus_core.adapters.sessions import delete_session_op, put_session_op
+from nimbus_core.adapters import counters, users
+from nimbus_core.adapters.clients import dynamodb
+from nimbus_core.adapters.outbox import DynamoOutbox
+from nimbus_core.adapters.sessions import put_session_op
 from nimbus_core.adapters.transactions import ConditionFailedError, transact_write
-from nimbus_core.adapters.verification_tokens import delete_verification_token_op, put_verification_token_op
+from nimbus_core.adapters.verification_tokens import put_verification_token_op
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.mail_templates import verification_email
 from nimbus_core.models import Session, User
@@ -41,11 +42,11 @@ class IssuedSession:
 
 
 def register(body: RegisterBody, *, session_name: str, now: float) -> IssuedSession:
-    """Create the account, log it in and send the verification email.
+    """Create the account, log it in and queue the verification email.
 
-    The user, both uniqueness claims, the session and the verification token are written in one
-    transaction. If the email cannot be sent, that transaction is undone and the caller gets a 500:
-    nothing is half-written and the username stays free.
+    The user, both uniqueness claims, the session, the verification token and the email's outbox
+    item are written in one transaction; the mail function sends it from the outbox stream. So SES
+    is never called here and an SES outage cannot fail a registration (CONTRACT section 12).
     """
     settings = get_settings()
     created = clock.iso(now)
@@ -68,39 +69,17 @@ def register(body: RegisterBody, *, session_name: str, now: float) -> IssuedSess
         created_at=created,
         exp=int(now) + settings.verification_token_hours * 3600,
     )
-    transact_write([*users.create_user_ops(user), put_session_op(session), verify_op])
-    try:
-        mail.send(
-            verification_email(
-                to=user.email,
-                username=user.username,
-                link=settings.verification_url.replace("{token}", verify_secret),
-                valid_hours=settings.verification_token_hours,
-            )
-        )
-    except Exception:
-        _undo_registration(user, session, verify_hash)
-        raise
+    email = verification_email(
+        to=user.email,
+        username=user.username,
+        link=settings.verification_url.replace("{token}", verify_secret),
+        valid_hours=settings.verification_token_hours,
+    )
+    mail_op = DynamoOutbox(dynamodb(), settings.outbox_table).enqueue_op(email, now=now, kind="verify-email")
+    transact_write([*users.create_user_ops(user), put_session_op(session), verify_op, mail_op])
     _log.info("user registered", extra={"user_id": user.id})
     metrics.count(metrics.Event.REGISTERED)
     return IssuedSession(token=token, exp=session.exp)
-
-
-def _undo_registration(user: User, session: Session, verify_hash: str) -> None:
-    try:
-        transact_write(
-            [
-                *users.delete_user_ops(user),
-                delete_session_op(session),
-                delete_verification_token_op(verify_hash),
-            ]
-        )
-    except (ClientError, BotoCoreError):
-        # The account is whole (user, claims, session, token): the user can log in and ask for
-        # the email again. Log loudly; the caller still gets the 500.
-        _log.error(
-            "could not undo a registration whose email failed", extra={"user_id": user.id}, exc_info=True
-        )
 
 
 def login(body: LoginBody, *, session_name: str, now: float) -> IssuedSession:

@@ -2,24 +2,34 @@
 
 from __future__ import annotations
 
-from nimbus_core.adapters.clients import sesv2
+from typing import TYPE_CHECKING
+
 from nimbus_core.mail_templates import Email
-from nimbus_core.settings import get_settings
+
+if TYPE_CHECKING:
+    from types_boto3_sesv2 import SESV2Client
 
 
-def send(email: Email) -> str:
-    """Send a multipart (text + HTML) email from the deployment's sender; returns the SES message id."""
-    result = sesv2().send_email(
-        FromEmailAddress=get_settings().sender_email,
-        Destination={"ToAddresses": [email.to]},
-        Content={
-            "Simple": {
-                "Subject": {"Data": email.subject, "Charset": "UTF-8"},
-                "Body": {
-                    "Text": {"Data": email.text, "Charset": "UTF-8"},
-                    "Html": {"Data": email.html, "Charset": "UTF-8"},
-                },
-            }
-        },
-    )
-    return result["MessageId"]
+class SesMailer:
+    """Sends multipart (text + HTML) emails from one sender address through ``client``."""
+
+    def __init__(self, client: SESV2Client, sender: str) -> None:
+        self.client = client
+        self.sender = sender
+
+    def send(self, email: Email) -> str:
+        """Send ``email``; returns the SES message id. SES errors propagate (the caller retries)."""
+        result = self.client.send_email(
+            FromEmailAddress=self.sender,
+            Destination={"ToAddresses": [email.to]},
+            Content={
+                "Simple": {
+                    "Subject": {"Data": email.subject, "Charset": "UTF-8"},
+                    "Body": {
+                        "Text": {"Data": email.text, "Charset": "UTF-8"},
+                        "Html": {"Data": email.html, "Charset": "UTF-8"},
+                    },
+                }
+            },
+        )
+        return result["MessageId"]
