@@ -25,7 +25,9 @@ from nimbus_core.loglevels import LEVELS
 from nimbus_core.settings import get_settings
 
 logger = Logger()
-processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
+# A batch whose every record failed is answered like any other (all records listed), not raised:
+# the stream retries the same records either way, and the answer stays one shape.
+processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
 
 
 def _service() -> MailService:
