@@ -26,6 +26,8 @@ class Event(StrEnum):
     LOGIN_FAILED = "LoginFailed"  # a wrong password
     RATE_LIMITED = "RateLimited"  # any 429, per-IP, per-user or per-account
     KILL_SWITCH_REFUSED = "KillSwitchRefused"
+    MAIL_SENT = "MailSent"  # an outbox message accepted by SES
+    MAIL_DEAD_LETTERED = "MailDeadLettered"  # an outbox message given up on, in the dead-letter queue
 
 
 @cache

@@ -20,6 +20,8 @@ class Settings(BaseModel):
     tokens_table: str = Field(alias="TOKENS_TABLE")
     domains_table: str = Field(alias="DOMAINS_TABLE")
     outbox_table: str = Field(alias="OUTBOX_TABLE")
+    # Only the mail function is given its dead-letter queue; the other functions never send to it.
+    mail_dead_letter_queue_url: str = Field("", alias="MAIL_DEAD_LETTER_QUEUE_URL")
     killswitch_parameter: str = Field(alias="KILLSWITCH_PARAMETER")
     log_level_parameter: str = Field(alias="LOG_LEVEL_PARAMETER")
     sender_email: str = Field(alias="SENDER_EMAIL")

@@ -2,7 +2,9 @@
 
 ``api.call(...)`` routes a request exactly as the local API does (same router, same payload v2
 events) and invokes the handler module in this process. ``faults`` injects AWS errors at the SDK
-boundary; ``stack.emails`` holds every email the functions sent (text and HTML).
+boundary; ``stack.emails`` holds every email the functions sent (text and HTML), once
+``stack.deliver_mail()`` has run the mail function on the outbox stream (reading ``stack.emails``
+does that first, as the deployed stack would within a second).
 """
 
 from __future__ import annotations
@@ -16,15 +18,16 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.config import Config
 from moto import mock_aws
 
 from nimbus_core import metrics
 from nimbus_core.adapters import clients, container
-from nimbus_core.adapters.items import from_item
 from nimbus_core.settings import get_settings
-from nimbus_tools.local.inprocess import InProcessApi, Reply
+from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub, Reply
 from nimbus_tools.local.provision import ProvisionedStack, provision, put_default_domain
-from nimbus_tools.template import Template, load_template
+from nimbus_tools.local.streams import StreamReader, committed, lambda_event, latest_stream_arn, matches
+from nimbus_tools.template import Template, load_template, stream_subscriptions
 
 REGION = "us-east-1"
 PARAMS = {"VerificationUrl": "https://files.test/verify?token={token}", "DefaultDomain": "nimbus.test"}
@@ -41,6 +44,39 @@ class Stack:
         """Provision again if a test with its own fresh moto wiped the backends."""
         if self.table("UsersTable") not in self.dynamodb.list_tables()["TableNames"]:
             provision(boto3.Session(region_name=REGION), self.template, PARAMS)
+            self._outbox = None  # a new table has a new stream
+
+    # Every email SES accepted so far, without delivering pending outbox messages first.
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    _outbox: StreamReader | None = None
+
+    @property
+    def emails(self) -> list[dict[str, Any]]:
+        """Every email sent, after delivering the outbox messages written so far."""
+        self.deliver_mail()
+        return self.sent
+
+    def deliver_mail(self) -> dict[str, Any]:
+        """Run the mail function on the outbox stream's new records, as Lambda would (INSERTs only,
+        in process); returns its answer (``batchItemFailures``). Nothing new: no invocation."""
+        [subscription] = [s for s in stream_subscriptions(load_template()) if s.function == "MailFunction"]
+        if self._outbox is None:
+            streams = boto3.client(
+                "dynamodbstreams", region_name=REGION, config=Config(account_id_endpoint_mode="disabled")
+            )
+            arn = latest_stream_arn(self.dynamodb, self.table(subscription.table))
+            self._outbox = StreamReader(streams, arn, "TRIM_HORIZON")
+        # The stack lives for the whole session, so earlier tests' records (their truncation's REMOVEs
+        # included) may come first: read to the end.
+        backlog: list[dict[str, Any]] = []
+        while batch := self._outbox.read(1000):
+            backlog += batch
+        records = [r for r in backlog if matches(r, subscription.filter_patterns)]
+        records = committed(self.dynamodb, self.table(subscription.table), records)
+        if not records:
+            return {"batchItemFailures": []}
+        handler = InProcessApi(load_template(), PARAMS).handler("MailFunction")
+        return handler(lambda_event(records), LambdaContextStub("MailFunction"))
 
     @property
     def dynamodb(self) -> Any:
@@ -56,21 +92,6 @@ class Stack:
     def items(self, logical_id: str) -> list[dict[str, Any]]:
         """Every item of a table (tests only; the service never scans)."""
         return list(self.dynamodb.scan(TableName=self.table(logical_id))["Items"])
-
-    @property
-    def emails(self) -> list[dict[str, Any]]:
-        """Every email queued in the outbox, oldest first (the mail function sends them)."""
-        queued = [from_item(item) for item in self.items("OutboxTable")]
-        return [
-            {
-                "to": [m["to"]],
-                "subject": m["subject"],
-                "text": m["text"],
-                "html": m["html"],
-                "kind": m["kind"],
-            }
-            for m in sorted(queued, key=lambda m: (m["createdAt"], m["id"]))
-        ]
 
     def set_switches(self, *names: str) -> None:
         """Write the kill-switch parameter and drop the functions' cached copy."""
@@ -133,9 +154,13 @@ def stack(_provisioned: Stack) -> Iterator[Stack]:
     """The session's emulated stack, emptied for this test, with fresh clients and caches."""
     _provisioned.ensure_provisioned()
     _provisioned.truncate()
+    _provisioned.sent.clear()
     get_settings.cache_clear()
     container.reset()
     metrics.reset()
+    events = clients.sesv2().meta.events
+    events.register("before-parameter-build.sesv2.SendEmail", _remember_email)
+    events.register("after-call.sesv2.SendEmail", _recorder(_provisioned.sent))
     yield _provisioned
     if (
         _provisioned.ssm.get_parameter(Name=_provisioned.provisioned.parameters["KillSwitchParameter"])[
@@ -147,6 +172,31 @@ def stack(_provisioned: Stack) -> Iterator[Stack]:
     get_settings.cache_clear()
     container.reset()
     metrics.reset()
+
+
+def _remember_email(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+    context["nimbus_email"] = params
+
+
+def _recorder(sink: list[dict[str, Any]]) -> Callable[..., None]:
+    """Record an email once SES accepted it (an injected fault must leave the outbox empty)."""
+
+    def record(parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        if "Error" in parsed or "nimbus_email" not in context:
+            return
+        params = context["nimbus_email"]
+        simple = params["Content"]["Simple"]
+        sink.append(
+            {
+                "from": params["FromEmailAddress"],
+                "to": params["Destination"]["ToAddresses"],
+                "subject": simple["Subject"]["Data"],
+                "text": simple["Body"]["Text"]["Data"],
+                "html": simple["Body"]["Html"]["Data"],
+            }
+        )
+
+    return record
 
 
 class Api(InProcessApi):
@@ -223,7 +273,12 @@ class Faults:
     def fail(
         self, service: str, operation: str, code: str = "InternalServerError", status: int = 500
     ) -> None:
-        client = {"dynamodb": clients.dynamodb, "ssm": clients.ssm, "sesv2": clients.sesv2}[service]()
+        client = {
+            "dynamodb": clients.dynamodb,
+            "ssm": clients.ssm,
+            "sesv2": clients.sesv2,
+            "sqs": clients.sqs,
+        }[service]()
         event = f"before-call.{service}.{operation}"
 
         def answer(**_: Any) -> tuple[Any, dict[str, Any]]:

@@ -8,6 +8,7 @@ else raises :class:`TemplateError` so a template change cannot be silently misre
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ LOCAL_REGION = "us-east-1"
 TABLE_TYPE = "AWS::DynamoDB::Table"
 SSM_PARAMETER_TYPE = "AWS::SSM::Parameter"
 FUNCTION_TYPE = "AWS::Serverless::Function"
+QUEUE_TYPE = "AWS::SQS::Queue"
 
 Template = dict[str, Any]
 
@@ -224,6 +226,9 @@ class Resolver:
         resource = self.template["Resources"].get(name)
         if resource is None:
             raise TemplateError(f"Ref to unknown parameter or resource {name!r}")
+        if resource.get("Type") == QUEUE_TYPE:
+            # An SQS queue's Ref is its URL; the emulator finds the queue by the URL's last part.
+            return queue_url(self._physical_name(name, resource), self.region, self.account_id)
         return self._physical_name(name, resource)
 
     def _physical_name(self, logical_id: str, resource: Mapping[str, Any]) -> str:
@@ -231,6 +236,8 @@ class Resolver:
         properties = resource.get("Properties") or {}
         if resource_type == TABLE_TYPE:
             return self._named(logical_id, properties.get("TableName"), logical_id)
+        if resource_type == QUEUE_TYPE:
+            return self._named(logical_id, properties.get("QueueName"), logical_id)
         if resource_type == SSM_PARAMETER_TYPE:
             if "Name" not in properties:
                 raise TemplateError(f"{logical_id}: an SSM parameter needs a Name to be used locally")
@@ -267,6 +274,8 @@ class Resolver:
             return f"{prefix.format('dynamodb')}:table/{self._physical_name(logical_id, resource)}"
         if resource_type == SSM_PARAMETER_TYPE:
             return f"{prefix.format('ssm')}:parameter{self._physical_name(logical_id, resource)}"
+        if resource_type == QUEUE_TYPE:
+            return f"{prefix.format('sqs')}:{self._physical_name(logical_id, resource)}"
         if resource_type == "AWS::Logs::LogGroup":
             return f"{prefix.format('logs')}:log-group:{logical_id}:*"
         if resource_type in (FUNCTION_TYPE, "AWS::Lambda::Function"):
@@ -386,11 +395,58 @@ def table_definitions(template: Template) -> dict[str, TableDefinition]:
         for key in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes"):
             if properties.get(key):
                 kwargs[key] = properties[key]
+        stream = properties.get("StreamSpecification") or {}
+        if stream.get("StreamViewType"):
+            kwargs["StreamSpecification"] = {
+                "StreamEnabled": True,
+                "StreamViewType": stream["StreamViewType"],
+            }
         ttl = properties.get("TimeToLiveSpecification") or {}
         ttl_enabled = ttl.get("Enabled") in (True, "true", "True")
         definitions[logical_id] = {
             "create_table": kwargs,
             "ttl_attribute": ttl.get("AttributeName") if ttl_enabled else None,
+        }
+    return definitions
+
+
+# ---------------------------------------------------------------------------------------------- SQS
+
+
+def queue_url(name: str, region: str = LOCAL_REGION, account_id: str = LOCAL_ACCOUNT_ID) -> str:
+    """The URL of queue ``name`` as SQS spells it (moto finds a queue by the URL's last part)."""
+    return f"https://sqs.{region}.amazonaws.com/{account_id}/{name}"
+
+
+class QueueDefinition(TypedDict):
+    """How to create one queue locally: ``create_queue`` kwargs."""
+
+    QueueName: str
+    Attributes: dict[str, str]
+
+
+# Queue properties that are also SQS queue attributes of the same name (the rest do not matter locally).
+_QUEUE_ATTRIBUTES = (
+    "DelaySeconds",
+    "MaximumMessageSize",
+    "MessageRetentionPeriod",
+    "ReceiveMessageWaitTimeSeconds",
+    "VisibilityTimeout",
+    "SqsManagedSseEnabled",
+)
+
+
+def queue_definitions(template: Template) -> dict[str, QueueDefinition]:
+    """Every SQS queue, by logical id, as kwargs for ``create_queue``."""
+    names = Resolver(template, parameter_values(template))
+    definitions: dict[str, QueueDefinition] = {}
+    for logical_id, resource in resources_of_type(template, QUEUE_TYPE).items():
+        properties = names.resolve(resource.get("Properties") or {})
+        definitions[logical_id] = {
+            "QueueName": names._physical_name(logical_id, resource),
+            "Attributes": {
+                key: _parameter_string(properties[key]) for key in _QUEUE_ATTRIBUTES if key in properties
+            },
         }
     return definitions
 
@@ -542,3 +598,75 @@ def http_api_cors(template: Template, params: Mapping[str, str] | None = None) -
             resolved: dict[str, Any] = resolver(template, params).resolve(cors)
             return resolved
     return None
+
+
+# ---------------------------------------------------------------------------------------------- streams
+
+
+@dataclass(frozen=True)
+class StreamSubscription:
+    """A function's DynamoDB event: the table whose stream feeds it and how Lambda polls it."""
+
+    function: str
+    event_name: str
+    table: str  # logical id of the table
+    batch_size: int = 100
+    starting_position: str = "LATEST"
+    filter_patterns: tuple[dict[str, Any], ...] = ()
+    report_batch_item_failures: bool = False
+    maximum_retry_attempts: int = -1  # -1: until the record expires, as Lambda's default
+    bisect_on_error: bool = False
+    on_failure_queue: str | None = None  # logical id of the OnFailure SQS destination
+
+
+def _logical_id_of(value: Any, attribute: str, where: str) -> str:
+    """``X`` from ``!GetAtt X.<attribute>`` (the only form the local stack can follow)."""
+    arg = value.get("Fn::GetAtt") if isinstance(value, dict) else None
+    if isinstance(arg, list) and len(arg) == 2 and arg[1] == attribute and isinstance(arg[0], str):
+        return arg[0]
+    raise TemplateError(f"{where}: only !GetAtt <Resource>.{attribute} is supported locally, got {value!r}")
+
+
+def stream_subscriptions(template: Template) -> list[StreamSubscription]:
+    """Every DynamoDB event of every function, in template order."""
+    names = Resolver(template, parameter_values(template))
+    subscriptions: list[StreamSubscription] = []
+    for function, resource in resources_of_type(template, FUNCTION_TYPE).items():
+        for event_name, event in ((resource.get("Properties") or {}).get("Events") or {}).items():
+            if event.get("Type") != "DynamoDB":
+                continue
+            where = f"{function}.Events.{event_name}"
+            raw = event.get("Properties") or {}
+            table = _logical_id_of(raw.get("Stream"), "StreamArn", f"{where}.Stream")
+            if table not in resources_of_type(template, TABLE_TYPE):
+                raise TemplateError(f"{where}: {table} is not a DynamoDB table of this template")
+            properties = names.resolve(
+                {k: v for k, v in raw.items() if k not in ("Stream", "DestinationConfig")}
+            )
+            on_failure = ((raw.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
+            patterns = []
+            for entry in (properties.get("FilterCriteria") or {}).get("Filters") or []:
+                try:
+                    patterns.append(json.loads(entry["Pattern"]))
+                except (KeyError, TypeError, ValueError) as error:
+                    raise TemplateError(f"{where}: unreadable filter pattern {entry!r}") from error
+            subscriptions.append(
+                StreamSubscription(
+                    function=function,
+                    event_name=event_name,
+                    table=table,
+                    batch_size=int(properties.get("BatchSize", 100)),
+                    starting_position=str(properties.get("StartingPosition", "LATEST")),
+                    filter_patterns=tuple(patterns),
+                    report_batch_item_failures="ReportBatchItemFailures"
+                    in (properties.get("FunctionResponseTypes") or []),
+                    maximum_retry_attempts=int(properties.get("MaximumRetryAttempts", -1)),
+                    bisect_on_error=properties.get("BisectBatchOnFunctionError") in (True, "true", "True"),
+                    on_failure_queue=(
+                        _logical_id_of(on_failure, "Arn", f"{where}.DestinationConfig")
+                        if on_failure is not None
+                        else None
+                    ),
+                )
+            )
+    return subscriptions

@@ -15,6 +15,7 @@ from botocore.config import Config
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
     from types_boto3_sesv2 import SESV2Client
+    from types_boto3_sqs import SQSClient
     from types_boto3_ssm import SSMClient
 
 _CONFIG = Config(
@@ -23,6 +24,9 @@ _CONFIG = Config(
     retries={"mode": "standard", "total_max_attempts": 3},
     tcp_keepalive=True,
 )
+# SES is called only by the mail function, which retries with its own backoff and then dead-letters:
+# one SDK attempt per call keeps the total bounded and every attempt visible to that policy.
+_SINGLE_ATTEMPT = _CONFIG.merge(Config(retries={"mode": "standard", "total_max_attempts": 1}))
 
 
 @cache
@@ -45,10 +49,16 @@ def ssm() -> SSMClient:
 @cache
 def sesv2() -> SESV2Client:
     """The SES v2 client."""
-    return _session().client("sesv2", config=_CONFIG)
+    return _session().client("sesv2", config=_SINGLE_ATTEMPT)
+
+
+@cache
+def sqs() -> SQSClient:
+    """The SQS client (the mail function's dead-letter queue)."""
+    return _session().client("sqs", config=_CONFIG)
 
 
 def reset() -> None:
     """Forget every client (tests switch endpoints and credentials between cases)."""
-    for factory in (_session, dynamodb, ssm, sesv2):
+    for factory in (_session, dynamodb, ssm, sesv2, sqs):
         factory.cache_clear()

@@ -1,10 +1,9 @@
-"""Sending email through SES v2 (only the mail function and the operator tool send)."""
+"""Sending email through SES v2."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nimbus_core.adapters.errors import aws_errors
 from nimbus_core.mail_templates import Email
 
 if TYPE_CHECKING:
@@ -12,26 +11,25 @@ if TYPE_CHECKING:
 
 
 class SesMailer:
-    """Sends multipart (text + HTML) email from the deployment's sender."""
+    """Sends multipart (text + HTML) emails from one sender address through ``client``."""
 
     def __init__(self, client: SESV2Client, sender: str) -> None:
-        self._client = client
-        self._sender = sender
+        self.client = client
+        self.sender = sender
 
     def send(self, email: Email) -> str:
-        """Send ``email``; returns the SES message id."""
-        with aws_errors("SendEmail"):
-            result = self._client.send_email(
-                FromEmailAddress=self._sender,
-                Destination={"ToAddresses": [email.to]},
-                Content={
-                    "Simple": {
-                        "Subject": {"Data": email.subject, "Charset": "UTF-8"},
-                        "Body": {
-                            "Text": {"Data": email.text, "Charset": "UTF-8"},
-                            "Html": {"Data": email.html, "Charset": "UTF-8"},
-                        },
-                    }
-                },
-            )
+        """Send ``email``; returns the SES message id. SES errors propagate (the caller retries)."""
+        result = self.client.send_email(
+            FromEmailAddress=self.sender,
+            Destination={"ToAddresses": [email.to]},
+            Content={
+                "Simple": {
+                    "Subject": {"Data": email.subject, "Charset": "UTF-8"},
+                    "Body": {
+                        "Text": {"Data": email.text, "Charset": "UTF-8"},
+                        "Html": {"Data": email.html, "Charset": "UTF-8"},
+                    },
+                }
+            },
+        )
         return result["MessageId"]

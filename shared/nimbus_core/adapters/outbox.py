@@ -1,46 +1,117 @@
-"""The outbox table: emails written in the same transaction as the change that sends them.
+"""The email outbox: messages written in the same DynamoDB transaction as the change that sends them.
 
-The table's stream feeds the mail function, which sends each message through SES (CONTRACT
-section 12). Items expire by TTL; the one-time token inside a verification link is the only secret
-they hold.
+A request never calls SES (CONTRACT section 12). It adds :meth:`DynamoOutbox.enqueue_op` to its
+``TransactWriteItems``, so the message exists exactly when the change does. The outbox table's
+stream (NEW_IMAGE, INSERT events only) feeds the mail function, which reads each record with
+:func:`message_from_image` and sends it. Items expire by TTL (``expiresAt``) after
+:data:`OUTBOX_TTL_SECONDS`; until then an operator can replay a failed message by its id.
+
+The item holds the rendered email, so it carries the one secret the email must carry (e.g. a
+verification link) and nothing else.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from nimbus_core import clock, ids
-from nimbus_core.adapters.items import to_item
+from nimbus_core.adapters.items import from_item, to_item
 from nimbus_core.adapters.transactions import TransactOp
 from nimbus_core.mail_templates import Email
-from nimbus_core.ports import WriteOp
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
 
-OUTBOX_TTL_SECONDS = 7 * 86400
+OUTBOX_TTL_SECONDS = 7 * 24 * 3600
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxMessage:
+    """One outbox item: the email and what it is for."""
+
+    id: str
+    kind: str
+    email: Email
+    created_at: str
+    expires_at: int
+
+    def expired(self, now: float) -> bool:
+        """Whether the item's TTL has passed (DynamoDB deletes expired items lazily)."""
+        return self.expires_at <= now
+
+
+def message_to_values(message: OutboxMessage) -> dict[str, Any]:
+    """The item's attributes as plain values."""
+    return {
+        "id": message.id,
+        "kind": message.kind,
+        "to": message.email.to,
+        "subject": message.email.subject,
+        "text": message.email.text,
+        "html": message.email.html,
+        "createdAt": message.created_at,
+        "expiresAt": message.expires_at,
+    }
+
+
+def message_from_image(image: Mapping[str, Any]) -> OutboxMessage:
+    """An outbox message from a stored item or a stream record's ``NewImage`` (attribute values).
+
+    Raises KeyError or ValueError if the image is not an outbox item.
+    """
+    values = from_item(dict(image))
+    return OutboxMessage(
+        id=str(values["id"]),
+        kind=str(values["kind"]),
+        email=Email(
+            to=str(values["to"]),
+            subject=str(values["subject"]),
+            text=str(values["text"]),
+            html=str(values["html"]),
+        ),
+        created_at=str(values["createdAt"]),
+        expires_at=int(values["expiresAt"]),
+    )
 
 
 class DynamoOutbox:
-    """The :class:`nimbus_core.ports.Outbox` on the outbox table."""
+    """The outbox table, reached through ``client``."""
 
-    def __init__(self, client: DynamoDBClient, table: str) -> None:
-        self._client = client
-        self._table = table
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+        self.client = client
+        self.table_name = table_name
 
-    def enqueue_op(self, email: Email, *, now: float, kind: str) -> WriteOp:
-        """A transaction item that queues ``email``."""
-        item = to_item(
+    def new_message(self, email: Email, *, now: float, kind: str) -> OutboxMessage:
+        """A message with a fresh id, created ``now`` and expiring :data:`OUTBOX_TTL_SECONDS` later."""
+        return OutboxMessage(
+            id=ids.new_id(),
+            kind=kind,
+            email=email,
+            created_at=clock.iso(now),
+            expires_at=int(now) + OUTBOX_TTL_SECONDS,
+        )
+
+    def enqueue_op(self, email: Email, *, now: float, kind: str) -> TransactOp:
+        """A transaction item that puts ``email`` in the outbox (a new id, never overwriting)."""
+        return self.put_op(self.new_message(email, now=now, kind=kind))
+
+    def put_op(self, message: OutboxMessage) -> TransactOp:
+        """A transaction item that puts ``message`` in the outbox."""
+        return TransactOp(
             {
-                "id": ids.new_id(),
-                "kind": kind,
-                "to": email.to,
-                "subject": email.subject,
-                "text": email.text,
-                "html": email.html,
-                "createdAt": clock.iso(now),
-                "expiresAt": int(now) + OUTBOX_TTL_SECONDS,
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": to_item(message_to_values(message)),
+                    "ConditionExpression": "attribute_not_exists(id)",
+                }
             }
         )
-        put = {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(id)"}
-        return TransactOp({"Put": put})
+
+    def get(self, message_id: str) -> OutboxMessage | None:
+        """The message with ``message_id`` (strongly consistent), or None if it is gone."""
+        item = self.client.get_item(
+            TableName=self.table_name, Key={"id": {"S": message_id}}, ConsistentRead=True
+        ).get("Item")
+        return message_from_image(item) if item else None

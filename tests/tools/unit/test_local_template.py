@@ -13,9 +13,11 @@ from nimbus_tools.template import (
     http_api_cors,
     load_template,
     parameter_values,
+    queue_definitions,
     resolver,
     ssm_parameter_names,
     ssm_parameters,
+    stream_subscriptions,
     table_definitions,
 )
 
@@ -133,11 +135,16 @@ def test_table_definitions_give_create_table_kwargs_and_ttl() -> None:
         "DomainsTable": None,
         "OutboxTable": "expiresAt",
     }
+    assert tables["OutboxTable"]["create_table"]["StreamSpecification"] == {
+        "StreamEnabled": True,
+        "StreamViewType": "NEW_IMAGE",
+    }
+    assert "StreamSpecification" not in users
 
 
 def test_function_specs_merge_globals_with_the_function_and_list_routes() -> None:
     specs = {s.logical_id: s for s in function_specs(TEMPLATE, {"Stage": "qa"})}
-    assert set(specs) == {"AuthFunction", "AccountsFunction", "AdminFunction"}
+    assert set(specs) == {"AuthFunction", "AccountsFunction", "AdminFunction", "MailFunction"}
     auth = specs["AuthFunction"]
     assert auth.handler == "auth_api.handler.lambda_handler"
     assert (auth.handler_module, auth.handler_function) == ("auth_api.handler", "lambda_handler")
@@ -172,3 +179,46 @@ def test_no_value_drops_the_environment_variable_as_cloudformation_does() -> Non
     for spec in function_specs(load_template()):
         assert "AWS_ENDPOINT_URL" not in spec.environment
         assert spec.environment["POWERTOOLS_SERVICE_NAME"] == "nimbus"
+
+
+def test_a_queue_ref_is_its_url_and_its_getatt_arn_names_the_same_queue() -> None:
+    names = resolver(TEMPLATE)
+
+    assert names.resolve({"Ref": "MailDeadLetterQueue"}) == (
+        "https://sqs.us-east-1.amazonaws.com/123456789012/MailDeadLetterQueue"
+    )
+    assert names.resolve({"Fn::GetAtt": ["MailDeadLetterQueue", "Arn"]}) == (
+        "arn:aws:sqs:us-east-1:123456789012:MailDeadLetterQueue"
+    )
+    assert queue_definitions(TEMPLATE) == {
+        "MailDeadLetterQueue": {
+            "QueueName": "MailDeadLetterQueue",
+            "Attributes": {"MessageRetentionPeriod": "1209600", "SqsManagedSseEnabled": "true"},
+        }
+    }
+
+
+def test_only_the_mail_function_gets_the_dead_letter_queue_and_every_function_the_outbox() -> None:
+    specs = {s.logical_id: s for s in function_specs(TEMPLATE)}
+
+    assert {name: "MAIL_DEAD_LETTER_QUEUE_URL" in s.environment for name, s in specs.items()} == {
+        "AuthFunction": False,
+        "AccountsFunction": False,
+        "AdminFunction": False,
+        "MailFunction": True,
+    }
+    assert {s.environment["OUTBOX_TABLE"] for s in specs.values()} == {"OutboxTable"}
+    assert specs["MailFunction"].routes == ()
+
+
+def test_the_mail_function_subscribes_to_inserts_on_the_outbox_stream() -> None:
+    [subscription] = stream_subscriptions(TEMPLATE)
+
+    assert subscription.function == "MailFunction"
+    assert subscription.table == "OutboxTable"
+    assert subscription.filter_patterns == ({"eventName": ["INSERT"]},)
+    assert subscription.report_batch_item_failures
+    assert subscription.bisect_on_error
+    assert subscription.on_failure_queue == "MailDeadLetterQueue"
+    assert subscription.batch_size == 10
+    assert 0 < subscription.maximum_retry_attempts <= 5

@@ -1,4 +1,4 @@
-"""``nimbus``: the operator tool (staff, kill switches, log level, domains, captured mail).
+"""``nimbus``: the operator tool (staff, kill switches, log level, domains, captured and failed mail).
 
 Works on the running local API by default (its serve.json), or on a deployed stack with
 ``--stack NAME [--region R]``.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from nimbus_tools.cli import commands
+from nimbus_tools.cli import commands, mailqueue
 from nimbus_tools.cli.errors import EXIT_USAGE, CliError
 from nimbus_tools.cli.target import Target, local_target, stack_target
 
@@ -77,12 +77,17 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--subdomains", action="store_true", help="allow subdomains of this domain")
     leaf(domains, "remove", "stop offering a domain").add_argument("name")
 
-    mail = groups.add_parser("mail", help="mail captured by the local API").add_subparsers(
+    mail = groups.add_parser("mail", help="captured mail (local) and failed mail").add_subparsers(
         dest="action", required=True
     )
     listing = leaf(mail, "list", "show captured mail, newest last")
     listing.add_argument("--to", metavar="ADDRESS", help="only mail to this address")
     listing.add_argument("--json", action="store_true", help="print the raw JSON list")
+    failed = leaf(mail, "failed", "show the mail dead-letter queue (without consuming it)")
+    failed.add_argument("--json", action="store_true", help="print the raw JSON list")
+    retry = leaf(mail, "retry", "re-send failed mail from its outbox item and remove it from the queue")
+    retry.add_argument("ids", nargs="*", metavar="ID", help="IDs shown by `nimbus mail failed`")
+    retry.add_argument("--all", action="store_true", dest="every", help="every failed message")
     return parser
 
 
@@ -114,10 +119,20 @@ def run(args: argparse.Namespace, target: commands.TargetFactory) -> str:
             args.action, getattr(args, "name", None), getattr(args, "subdomains", False), target
         )
     if args.group == "mail":
-        return commands.mail(args.to, args.json, target)
+        return _mail(args, target)
     raise CliError(
         f"unknown command {args.group}", EXIT_USAGE
     )  # pragma: no cover - argparse refuses it first
+
+
+def _mail(args: argparse.Namespace, target: commands.TargetFactory) -> str:
+    if args.action == "failed":
+        return mailqueue.failed_command(target(), args.json)
+    if args.action == "retry":
+        if args.ids and args.every:
+            raise CliError("give IDs or --all, not both", EXIT_USAGE)
+        return mailqueue.retry_command(target(), args.ids, args.every)
+    return commands.mail(args.to, args.json, target)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import boto3
+from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
 
 from nimbus_tools.cli.errors import CliError
@@ -15,6 +16,9 @@ from nimbus_tools.local.state import read_state, state_path
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
+    from types_boto3_dynamodbstreams import DynamoDBStreamsClient
+    from types_boto3_sesv2 import SESV2Client
+    from types_boto3_sqs import SQSClient
     from types_boto3_ssm import SSMClient
 
 NOT_RUNNING = "the local API is not running; start it with `make serve`"
@@ -28,6 +32,7 @@ TABLE_OUTPUTS = {
     "DomainsTableName": "DomainsTable",
     "OutboxTableName": "OutboxTable",
 }
+QUEUE_OUTPUTS = {"MailDeadLetterQueueUrl": "MailDeadLetterQueue"}
 PARAMETER_OUTPUTS = {
     "KillSwitchParameterName": "KillSwitchParameter",
     "LogLevelParameterName": "LogLevelParameter",
@@ -43,6 +48,8 @@ class Target:
     tables: dict[str, str]
     parameters: dict[str, str]
     endpoint_url: str | None = None  # the local emulator; None for real AWS
+    queues: dict[str, str] = field(default_factory=dict)  # logical id -> queue URL
+    sender_email: str | None = None  # the address system emails are sent from
 
     @property
     def is_local(self) -> bool:
@@ -68,6 +75,28 @@ class Target:
     def ssm(self) -> SSMClient:
         """An SSM client for this stack."""
         return self.session.client("ssm", endpoint_url=self.endpoint_url)
+
+    def queue(self, logical_id: str) -> str:
+        """The URL of an SQS queue of the stack."""
+        if logical_id not in self.queues:
+            raise CliError(f"{self.description} has no {logical_id}")
+        return self.queues[logical_id]
+
+    def sqs(self) -> SQSClient:
+        """An SQS client for this stack."""
+        return self.session.client("sqs", endpoint_url=self.endpoint_url)
+
+    def sesv2(self) -> SESV2Client:
+        """An SES v2 client for this stack."""
+        return self.session.client("sesv2", endpoint_url=self.endpoint_url)
+
+    def dynamodbstreams(self) -> DynamoDBStreamsClient:
+        """A DynamoDB Streams client for this stack (regional endpoint, as the emulator serves)."""
+        return self.session.client(
+            "dynamodbstreams",
+            endpoint_url=self.endpoint_url,
+            config=Config(account_id_endpoint_mode="disabled"),
+        )
 
 
 def find_state_file(start: Path | None = None) -> Path:
@@ -96,6 +125,8 @@ def local_target(state_file: Path | None = None) -> Target:
         tables=dict(state["tables"]),
         parameters=dict(state["parameters"]),
         endpoint_url=state["aws_endpoint_url"],
+        queues=dict(state.get("queues", {})),
+        sender_email=state.get("sender_email") or None,
     )
 
 
@@ -121,4 +152,6 @@ def stack_target(stack_name: str, region: str | None = None) -> Target:
         session=session,
         tables={lid: outputs[key] for key, lid in TABLE_OUTPUTS.items() if key in outputs},
         parameters={lid: outputs[key] for key, lid in PARAMETER_OUTPUTS.items() if key in outputs},
+        queues={lid: outputs[key] for key, lid in QUEUE_OUTPUTS.items() if key in outputs},
+        sender_email=outputs.get("SenderEmail"),
     )

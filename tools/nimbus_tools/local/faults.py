@@ -15,7 +15,7 @@ from xml.sax.saxutils import escape
 
 from nimbus_tools.local.operations import AwsOperation
 
-FAULT_SERVICES = ("dynamodb", "ssm", "ses")
+FAULT_SERVICES = ("dynamodb", "ssm", "ses", "sqs")
 FAULT_MESSAGE = "injected fault"
 
 

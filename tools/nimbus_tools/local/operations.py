@@ -13,6 +13,7 @@ _TARGET_SERVICES = {
     "DynamoDB_20120810": "dynamodb",
     "DynamoDBStreams_20120810": "dynamodbstreams",
     "AmazonSSM": "ssm",
+    "AmazonSQS": "sqs",
 }
 
 # SES v2 is rest-json: the operation is the method and path.

@@ -8,7 +8,7 @@ parameters, SES identity and default domain as a deployed stack.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -19,6 +19,8 @@ from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_tools.template import (
     Template,
     parameter_values,
+    queue_definitions,
+    queue_url,
     ssm_parameter_definitions,
     table_definitions,
 )
@@ -26,6 +28,7 @@ from nimbus_tools.template import (
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
     from types_boto3_sesv2 import SESV2Client
+    from types_boto3_sqs import SQSClient
     from types_boto3_ssm import SSMClient
 
 DOMAINS_TABLE = "DomainsTable"
@@ -39,6 +42,7 @@ class AwsClients:
     ssm: SSMClient
     sesv2: SESV2Client
     ses: Any
+    sqs: SQSClient | None = None  # without it, no queue is created
 
 
 def clients_from_session(session: boto3.Session, endpoint_url: str | None = None) -> AwsClients:
@@ -48,6 +52,7 @@ def clients_from_session(session: boto3.Session, endpoint_url: str | None = None
         ssm=session.client("ssm", endpoint_url=endpoint_url),
         sesv2=session.client("sesv2", endpoint_url=endpoint_url),
         ses=session.client("ses", endpoint_url=endpoint_url),
+        sqs=session.client("sqs", endpoint_url=endpoint_url),
     )
 
 
@@ -57,12 +62,14 @@ class ProvisionedStack:
 
     tables: dict[str, str]
     parameters: dict[str, str]
+    queues: dict[str, str] = field(default_factory=dict)  # logical id -> queue URL
 
 
 def provision(
     target: boto3.Session | AwsClients, template: Template, params: Mapping[str, str] | None = None
 ) -> ProvisionedStack:
-    """Create every table (TTL on where the template says), SSM parameter, SES identity, default domain.
+    """Create every table (TTL and stream where the template says), SQS queue, SSM parameter, SES
+    identity and the default domain.
 
     Safe to call twice: existing tables, identities and the domain item are left as they are,
     parameters are reset to their template value.
@@ -70,12 +77,13 @@ def provision(
     clients = target if isinstance(target, AwsClients) else clients_from_session(target)
     values = parameter_values(template, params)
     tables = create_tables(clients.dynamodb, template)
+    queues = create_queues(clients.sqs, template) if clients.sqs is not None else {}
     parameters = put_parameters(clients.ssm, template, params)
     if "SenderEmail" in values:
         verify_sender(clients, values["SenderEmail"])
     if "DefaultDomain" in values and DOMAINS_TABLE in tables:
         put_default_domain(clients.dynamodb, tables[DOMAINS_TABLE], values["DefaultDomain"])
-    return ProvisionedStack(tables=tables, parameters=parameters)
+    return ProvisionedStack(tables=tables, parameters=parameters, queues=queues)
 
 
 def create_tables(dynamodb: DynamoDBClient, template: Template) -> dict[str, str]:
@@ -95,6 +103,19 @@ def create_tables(dynamodb: DynamoDBClient, template: Template) -> dict[str, str
             _enable_ttl(dynamodb, kwargs["TableName"], definition["ttl_attribute"])
         names[logical_id] = kwargs["TableName"]
     return names
+
+
+def create_queues(sqs: SQSClient, template: Template) -> dict[str, str]:
+    """Create every SQS queue of the template (again: no-op); logical id -> the URL functions use.
+
+    The URL is the one the template's ``!Ref`` resolves to locally, so it matches the functions'
+    environment whatever host the emulator answers with.
+    """
+    urls: dict[str, str] = {}
+    for logical_id, definition in queue_definitions(template).items():
+        sqs.create_queue(QueueName=definition["QueueName"], Attributes=definition["Attributes"])  # type: ignore[arg-type]
+        urls[logical_id] = queue_url(definition["QueueName"])
+    return urls
 
 
 def _enable_ttl(dynamodb: DynamoDBClient, table: str, attribute: str) -> None:

@@ -20,6 +20,7 @@ from nimbus_tools.local.router import Router
 from nimbus_tools.local.server import LocalApiServer, RequestLog
 from nimbus_tools.local.session import emulator_session
 from nimbus_tools.local.state import ServeState, remove_state, state_path, write_state
+from nimbus_tools.local.streams import StreamPoller
 from nimbus_tools.template import (
     DEFAULT_TEMPLATE_PATH,
     LOCAL_REGION,
@@ -28,6 +29,7 @@ from nimbus_tools.template import (
     http_api_cors,
     load_template,
     parameter_values,
+    stream_subscriptions,
 )
 
 HOST = "127.0.0.1"
@@ -54,6 +56,7 @@ class LocalStack:
         self.emulator: AwsEmulator | None = None
         self.server: LocalApiServer | None = None
         self.pools: FunctionPools | None = None
+        self.poller: StreamPoller | None = None
         self.specs: list[FunctionSpec] = []
         self.state: ServeState | None = None
         self._thread: threading.Thread | None = None
@@ -107,6 +110,17 @@ class LocalStack:
             CorsPolicy.from_config(cors_config) if cors_config else None,
             serve_verify_page=values.get("VerificationUrl", "").startswith(f"{api_url}/verify"),
         )
+        # Functions fed by a table's stream (MailFunction by the outbox) run as Lambda would run them.
+        self.poller = StreamPoller(
+            stream_subscriptions(template),
+            self.pools,
+            session=emulator_session(LOCAL_REGION),
+            endpoint_url=aws_url,
+            tables=provisioned.tables,
+            queues=provisioned.queues,
+            log=lambda line: print(line, flush=True),
+        )
+        self.poller.start()
         self._thread = threading.Thread(target=self.server.serve_forever, name="local-api", daemon=True)
         self._thread.start()
 
@@ -117,6 +131,8 @@ class LocalStack:
             "stage": values.get("Stage", ""),
             "tables": provisioned.tables,
             "parameters": provisioned.parameters,
+            "queues": provisioned.queues,
+            "sender_email": values.get("SenderEmail", ""),
             "pid": os.getpid(),
         }
         write_state(self.state_file, self.state)
@@ -135,9 +151,14 @@ class LocalStack:
                 self._thread.join(timeout=5)
             self.server.server_close()
             self.server = None
+        if self.poller is not None:
+            self.poller.request_stop()
         if self.pools is not None:
             self.pools.close()
             self.pools = None
+        if self.poller is not None:
+            self.poller.stop()
+            self.poller = None
         if self.emulator is not None:
             self.emulator.stop()
             self.emulator = None

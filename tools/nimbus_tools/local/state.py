@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 DEFAULT_STATE_DIR = Path(".local")
 STATE_FILE_NAME = "serve.json"
@@ -20,6 +20,8 @@ class ServeState(TypedDict):
     stage: str
     tables: dict[str, str]
     parameters: dict[str, str]
+    queues: NotRequired[dict[str, str]]  # logical id -> queue URL
+    sender_email: NotRequired[str]
     pid: int
 
 
@@ -63,7 +65,7 @@ def read_state(path: Path) -> ServeState | None:
         raw: Any = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    required = ServeState.__annotations__.keys()
+    required = ServeState.__required_keys__
     if not isinstance(raw, dict) or any(key not in raw for key in required):
         return None
     if not isinstance(raw["pid"], int) or not process_alive(raw["pid"]):

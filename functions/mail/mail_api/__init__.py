@@ -1,0 +1,1 @@
+"""mail function: sends outbox messages through SES."""

@@ -1,0 +1,176 @@
+"""Delivery of outbox messages: SES with bounded retries, then the dead-letter queue.
+
+Each message gets :attr:`RetryPolicy.attempts` SES calls inside the invocation, separated by
+exponential backoff with full jitter. A message that still fails is written to the dead-letter
+queue (its outbox id, recipient, kind, the error and the attempt count: never its body, link or
+token) and counts as handled, so one bad address cannot hold up the stream. Only when the
+dead-letter queue itself refuses the message does :meth:`MailService.deliver` raise, which the
+handler reports as a batch item failure so the stream delivers that record again.
+
+Stream delivery is at least once: a record can arrive twice (a retried batch, a replay by the
+operator), so a recipient can get the same verification email twice. That is harmless: both carry
+the same one-time link, and using it once verifies the address.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from aws_lambda_powertools import Logger
+
+from nimbus_core import clock, metrics
+from nimbus_core.adapters.dead_letters import DeadLetter
+from nimbus_core.adapters.outbox import OutboxMessage
+from nimbus_core.mail_templates import Email
+
+# A child of the function's Powertools logger. Never log an email's body, link or token.
+_log = Logger(child=True)
+
+# SES errors that another attempt a moment later cannot fix: dead-letter them at once.
+PERMANENT_ERRORS = frozenset(
+    {
+        "MessageRejected",
+        "BadRequestException",
+        "MailFromDomainNotVerifiedException",
+        "AccountSuspendedException",
+        "NotFoundException",
+    }
+)
+MAX_ERROR_TEXT = 500
+
+
+class Mailer(Protocol):
+    """Sends one email; returns the provider's message id (``SesMailer``)."""
+
+    def send(self, email: Email) -> str:
+        """Send ``email`` or raise."""
+        ...
+
+
+class DeadLetterSink(Protocol):
+    """Keeps messages that could not be sent (``SqsDeadLetterQueue``)."""
+
+    def send(self, letter: DeadLetter) -> str:
+        """Store ``letter`` or raise."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how patiently one message is tried within an invocation."""
+
+    attempts: int = 3
+    base_delay: float = 0.2
+    max_delay: float = 2.0
+
+    def delay(self, failed_attempts: int, jitter: float) -> float:
+        """Seconds to wait after ``failed_attempts`` failures: full jitter (``jitter`` in [0, 1))."""
+        return jitter * min(self.max_delay, self.base_delay * 2.0 ** (failed_attempts - 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """What happened to one message."""
+
+    outbox_id: str
+    sent: bool  # False: written to the dead-letter queue
+    attempts: int
+    ses_message_id: str | None = None
+
+
+class MailService:
+    """Sends outbox messages through ``mailer``; gives up into ``dead_letters``."""
+
+    def __init__(
+        self,
+        mailer: Mailer,
+        dead_letters: DeadLetterSink,
+        *,
+        policy: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] = random.random,
+        now: Callable[[], float] = clock.now,
+    ) -> None:
+        self.mailer = mailer
+        self.dead_letters = dead_letters
+        self.policy = policy or RetryPolicy()
+        self._sleep = sleep
+        self._jitter = jitter
+        self._now = now
+
+    def deliver(self, message: OutboxMessage) -> Delivery:
+        """Send ``message``, retrying; dead-letter it if every attempt fails.
+
+        Raises only if the dead-letter queue cannot take the message (the record must be retried).
+        """
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                ses_id = self.mailer.send(message.email)
+            except Exception as error:
+                code = error_code(error)
+                _log.warning(
+                    "sending an outbox message failed",
+                    extra={
+                        "outbox_id": message.id,
+                        "kind": message.kind,
+                        "attempt": attempts,
+                        "error_code": code,
+                    },
+                )
+                if attempts >= self.policy.attempts or code in PERMANENT_ERRORS:
+                    return self._give_up(message, error, attempts)
+                self._sleep(self.policy.delay(attempts, self._jitter()))
+                continue
+            _log.info(
+                "outbox message sent",
+                extra={"outbox_id": message.id, "kind": message.kind, "attempts": attempts},
+            )
+            metrics.count(metrics.Event.MAIL_SENT)
+            return Delivery(message.id, sent=True, attempts=attempts, ses_message_id=ses_id)
+
+    def _give_up(self, message: OutboxMessage, error: Exception, attempts: int) -> Delivery:
+        letter = DeadLetter(
+            outbox_id=message.id,
+            to=message.email.to,
+            kind=message.kind,
+            error=describe(error),
+            attempts=attempts,
+            failed_at=clock.iso(self._now()),
+        )
+        try:
+            self.dead_letters.send(letter)
+        except Exception:
+            _log.error(
+                "could not dead-letter an outbox message; the stream will deliver it again",
+                extra={"outbox_id": message.id, "kind": message.kind},
+                exc_info=True,
+            )
+            raise
+        _log.error(
+            "outbox message dead-lettered",
+            extra={"outbox_id": message.id, "kind": message.kind, "attempts": attempts},
+        )
+        metrics.count(metrics.Event.MAIL_DEAD_LETTERED)
+        return Delivery(message.id, sent=False, attempts=attempts)
+
+
+def error_code(error: Exception) -> str:
+    """The AWS error code of ``error`` (botocore's ClientError), else its class name."""
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        code = response.get("Error", {}).get("Code")
+        if isinstance(code, str) and code:
+            return code
+    return type(error).__name__
+
+
+def describe(error: Exception) -> str:
+    """A short, single-line description of ``error`` for the dead letter."""
+    text = " ".join(f"{error_code(error)}: {error}".split())
+    return text[:MAX_ERROR_TEXT]

@@ -1,0 +1,274 @@
+"""``nimbus mail failed`` and ``nimbus mail retry``: the mail dead-letter queue, read and replayed.
+
+The queue holds two kinds of messages (see ``nimbus_core.adapters.dead_letters``): dead letters the
+mail function wrote (one outbox id each), and Lambda's record of a stream batch it gave up on
+(``DDBStreamBatchInfo``: a sequence-number range of the outbox stream, read back while the stream
+still keeps it, 24 hours). Either way the email itself is read from its outbox item, which expires
+7 days after it was written: a message is replayed from there through SES with the same
+``SesMailer`` the mail function uses, and its queue message is deleted only once every email it
+stands for was sent.
+
+Listing never consumes: messages are received with a short visibility timeout and made visible
+again at once.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from nimbus_core import clock
+from nimbus_core.adapters.dead_letters import DeadLetter, dead_letter_from_body
+from nimbus_core.adapters.mail import SesMailer
+from nimbus_core.adapters.outbox import DynamoOutbox, message_from_image
+from nimbus_tools.cli import render
+from nimbus_tools.cli.errors import EXIT_USAGE, CliError
+from nimbus_tools.cli.target import Target
+
+QUEUE = "MailDeadLetterQueue"
+OUTBOX = "OutboxTable"
+HOLD_SECONDS = 60  # how long messages stay hidden from other readers while we look at them
+
+
+@dataclass
+class FailedMail:
+    """One message of the dead-letter queue."""
+
+    message_id: str
+    receipt_handle: str
+    sent_at: str
+    letter: DeadLetter | None = None
+    batch: dict[str, Any] | None = None  # DDBStreamBatchInfo
+    raw: str = ""
+
+    @property
+    def id(self) -> str:
+        """What operators name it by: the outbox id of a dead letter, else the SQS message id."""
+        return self.letter.outbox_id if self.letter else self.message_id
+
+    def as_json(self) -> dict[str, Any]:
+        """The message as ``--json`` prints it."""
+        out: dict[str, Any] = {"id": self.id, "sqsMessageId": self.message_id, "sentAt": self.sent_at}
+        if self.letter is not None:
+            out |= {
+                "type": "dead-letter",
+                "outboxId": self.letter.outbox_id,
+                "to": self.letter.to,
+                "kind": self.letter.kind,
+                "error": self.letter.error,
+                "attempts": self.letter.attempts,
+                "failedAt": self.letter.failed_at,
+            }
+        elif self.batch is not None:
+            out |= {"type": "stream-batch", "batch": self.batch}
+        else:
+            out |= {"type": "unknown", "body": self.raw[:500]}
+        return out
+
+
+@dataclass
+class RetryOutcome:
+    """What ``retry`` did with one queue message."""
+
+    mail: FailedMail
+    sent: list[str] = field(default_factory=list)  # outbox ids sent
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        """Every email it stands for went out (so the queue message was deleted)."""
+        return bool(self.sent) and not self.problems
+
+
+# ---------------------------------------------------------------------------------------------- queue
+
+
+def _receive_all(target: Target, hold: int) -> list[FailedMail]:
+    """Every message of the queue, each hidden from other readers for ``hold`` seconds."""
+    sqs = target.sqs()
+    url = target.queue(QUEUE)
+    wait = 0 if target.is_local else 1  # long polling asks every SQS server (short polling samples)
+    seen: dict[str, FailedMail] = {}
+    while True:
+        answer = sqs.receive_message(
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=hold,
+            WaitTimeSeconds=wait,
+            MessageSystemAttributeNames=["SentTimestamp"],
+        )
+        messages = answer.get("Messages", [])
+        if not messages:
+            break
+        for message in messages:
+            seen[message["MessageId"]] = _parse(message)
+    return sorted(seen.values(), key=lambda m: m.sent_at)
+
+
+def _parse(message: Any) -> FailedMail:
+    body = str(message.get("Body", ""))
+    sent_ms = int(message.get("Attributes", {}).get("SentTimestamp", "0") or 0)
+    mail = FailedMail(
+        message_id=message["MessageId"],
+        receipt_handle=message["ReceiptHandle"],
+        sent_at=clock.iso(sent_ms / 1000),
+        letter=dead_letter_from_body(body),
+        raw=body,
+    )
+    if mail.letter is None:
+        try:
+            info = json.loads(body).get("DDBStreamBatchInfo")
+        except (ValueError, AttributeError):
+            info = None
+        mail.batch = info if isinstance(info, dict) else None
+    return mail
+
+
+def _release(target: Target, mails: list[FailedMail]) -> None:
+    """Make ``mails`` visible again at once (they were only looked at)."""
+    sqs = target.sqs()
+    for start in range(0, len(mails), 10):
+        chunk = mails[start : start + 10]
+        sqs.change_message_visibility_batch(
+            QueueUrl=target.queue(QUEUE),
+            Entries=[
+                {"Id": str(i), "ReceiptHandle": m.receipt_handle, "VisibilityTimeout": 0}
+                for i, m in enumerate(chunk)
+            ],
+        )
+
+
+def list_failed(target: Target) -> list[FailedMail]:
+    """Every message in the dead-letter queue, oldest first, without consuming any."""
+    mails = _receive_all(target, HOLD_SECONDS)
+    _release(target, mails)
+    return mails
+
+
+# ---------------------------------------------------------------------------------------------- retry
+
+
+def _outbox_ids(target: Target, batch: dict[str, Any]) -> list[str]:
+    """The outbox ids of the INSERT records in a stream batch's sequence-number range."""
+    streams = target.dynamodbstreams()
+    start, end = int(batch["startSequenceNumber"]), int(batch["endSequenceNumber"])
+    iterator: str | None = streams.get_shard_iterator(
+        StreamArn=batch["streamArn"],
+        ShardId=batch["shardId"],
+        ShardIteratorType="AT_SEQUENCE_NUMBER",
+        SequenceNumber=str(start),
+    )["ShardIterator"]
+    ids: list[str] = []
+    while iterator:
+        answer = streams.get_records(ShardIterator=iterator, Limit=100)
+        records = answer.get("Records", [])
+        for record in records:
+            data = record.get("dynamodb", {})
+            if int(data.get("SequenceNumber", "0")) > end:
+                return ids
+            image = data.get("NewImage")
+            if record.get("eventName") == "INSERT" and image:
+                ids.append(message_from_image(image).id)
+        if not records:
+            break
+        iterator = answer.get("NextShardIterator")
+    return ids
+
+
+def _send(mailer: SesMailer, outbox: DynamoOutbox, outbox_id: str, outcome: RetryOutcome) -> None:
+    message = outbox.get(outbox_id)
+    if message is None or message.expired(clock.now()):
+        outcome.problems.append(
+            f"outbox item {outbox_id} has expired (kept 7 days); the email cannot be re-sent from here"
+        )
+        return
+    try:
+        mailer.send(message.email)
+    except (ClientError, BotoCoreError) as error:
+        outcome.problems.append(f"SES refused {outbox_id} again: {error}")
+        return
+    outcome.sent.append(outbox_id)
+
+
+def retry(target: Target, wanted: list[str], every: bool) -> list[RetryOutcome]:
+    """Re-send the named messages (outbox ids or SQS message ids), or all of them."""
+    if not wanted and not every:
+        raise CliError("name the messages to retry (IDs from `nimbus mail failed`) or pass --all", EXIT_USAGE)
+    if not target.sender_email:
+        raise CliError(f"{target.description} does not say its sender address (SenderEmail output)")
+    mails = _receive_all(target, HOLD_SECONDS)
+    outcomes: list[RetryOutcome] = []
+    try:
+        chosen = mails if every else [m for m in mails if m.id in wanted or m.message_id in wanted]
+        missing = sorted(set(wanted) - {m.id for m in chosen} - {m.message_id for m in chosen})
+        if missing:
+            raise CliError(f"not in the dead-letter queue: {', '.join(missing)}")
+        mailer = SesMailer(target.sesv2(), target.sender_email)
+        outbox = DynamoOutbox(target.dynamodb(), target.table(OUTBOX))
+        for mail in chosen:
+            outcome = RetryOutcome(mail)
+            outcomes.append(outcome)
+            if mail.letter is not None:
+                ids = [mail.letter.outbox_id]
+            elif mail.batch is not None:
+                try:
+                    ids = _outbox_ids(target, mail.batch)
+                except (ClientError, BotoCoreError, KeyError, ValueError) as error:
+                    outcome.problems.append(f"the stream no longer has this batch's records: {error}")
+                    continue
+            else:
+                outcome.problems.append("not a message Nimbus wrote; left in the queue")
+                continue
+            for outbox_id in ids:
+                _send(mailer, outbox, outbox_id, outcome)
+            if outcome.done:
+                target.sqs().delete_message(QueueUrl=target.queue(QUEUE), ReceiptHandle=mail.receipt_handle)
+    finally:
+        deleted = {o.mail.message_id for o in outcomes if o.done}
+        _release(target, [m for m in mails if m.message_id not in deleted])
+    return outcomes
+
+
+# ---------------------------------------------------------------------------------------------- commands
+
+
+def failed_command(target: Target, as_json: bool) -> str:
+    """``mail failed [--json]``."""
+    mails = list_failed(target)
+    if as_json:
+        return json.dumps([m.as_json() for m in mails], indent=2)
+    if not mails:
+        return "no failed mail"
+    rows = []
+    for mail in mails:
+        if mail.letter is not None:
+            letter = mail.letter
+            rows.append(
+                (mail.id, letter.to, letter.kind, str(letter.attempts), letter.failed_at, letter.error)
+            )
+        elif mail.batch is not None:
+            size = str(mail.batch.get("batchSize", "?"))
+            rows.append((mail.id, "-", f"stream batch of {size}", "-", mail.sent_at, "retries exhausted"))
+        else:
+            rows.append((mail.id, "-", "unknown message", "-", mail.sent_at, mail.raw[:60]))
+    return render.table(("ID", "TO", "KIND", "ATTEMPTS", "FAILED AT", "ERROR"), rows)
+
+
+def retry_command(target: Target, wanted: list[str], every: bool) -> str:
+    """``mail retry ID... | --all``; fails (exit 1) if any message could not be re-sent."""
+    outcomes = retry(target, wanted, every)
+    if not outcomes:
+        return "no failed mail"
+    lines = []
+    for outcome in outcomes:
+        if outcome.done:
+            lines.append(f"{outcome.mail.id}: sent ({len(outcome.sent)} email(s)), removed from the queue")
+        else:
+            lines.extend(f"{outcome.mail.id}: {problem}; left in the queue" for problem in outcome.problems)
+    text = "\n".join(lines)
+    if not all(o.done for o in outcomes):
+        raise CliError(text)
+    return text

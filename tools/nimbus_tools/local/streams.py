@@ -1,0 +1,367 @@
+"""DynamoDB stream event sources for the local stack, as Lambda's event source mappings run them.
+
+For every function with a ``DynamoDB`` event in template.yaml, :class:`StreamPoller` reads that
+table's stream from the AWS emulator (moto), keeps the records the event's FilterCriteria accept,
+and invokes the function through its warm worker pool with a Lambda DynamoDB stream event
+(``Records[].eventName``, ``dynamodb.NewImage``, ``eventSourceARN``...), BatchSize at a time.
+
+Failures follow Lambda's rules closely enough for local work: with ReportBatchItemFailures, the
+records from the first reported failure on are invoked again; a function error retries the whole
+batch. After MaximumRetryAttempts retries the batch's description (``DDBStreamBatchInfo``, not the
+records) goes to the OnFailure SQS destination and the shard moves on. Not emulated: bisecting a
+failed batch, MaximumRecordAgeInSeconds, more than the stream's shards at start-up (moto has one).
+
+:class:`StreamReader` and :func:`lambda_event` are also used by the integration tests, which feed
+the mail function from moto's stream in process.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from nimbus_core import clock
+from nimbus_tools.template import LOCAL_ACCOUNT_ID, LOCAL_REGION, StreamSubscription
+
+if TYPE_CHECKING:
+    import boto3
+    from types_boto3_dynamodbstreams import DynamoDBStreamsClient
+
+    from nimbus_tools.local.functions import Invocation
+
+# Lambda's default is "retry until the record expires" (-1); locally that would spin for a day.
+LOCAL_MAX_RETRIES = 5
+STREAM_CLIENT_CONFIG = Config(account_id_endpoint_mode="disabled")  # moto serves the regional endpoint
+
+
+class Invoker(Protocol):
+    """What the poller needs from :class:`~nimbus_tools.local.functions.FunctionPools`."""
+
+    def invoke(self, function: str, event: Mapping[str, Any], request_id: str) -> Invocation:
+        """Run ``function`` on ``event``."""
+        ...
+
+
+# ---------------------------------------------------------------------------------------------- events
+
+
+def lambda_record(record: Mapping[str, Any], stream_arn: str) -> dict[str, Any]:
+    """A GetRecords record in the shape Lambda passes to functions (JSON-ready)."""
+    dynamodb = dict(record.get("dynamodb") or {})
+    created = dynamodb.get("ApproximateCreationDateTime")
+    if isinstance(created, datetime):
+        dynamodb["ApproximateCreationDateTime"] = int(created.timestamp())
+    return {
+        "eventID": record.get("eventID", uuid.uuid4().hex),
+        "eventName": record.get("eventName"),
+        "eventVersion": record.get("eventVersion", "1.1"),
+        "eventSource": "aws:dynamodb",
+        "awsRegion": record.get("awsRegion", LOCAL_REGION),
+        "dynamodb": dynamodb,
+        "eventSourceARN": stream_arn,
+    }
+
+
+def lambda_event(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The event of one invocation."""
+    return {"Records": list(records)}
+
+
+def matches(record: Mapping[str, Any], patterns: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``record`` passes the FilterCriteria ``patterns`` (any one; none means all).
+
+    Supports the exact-value form of Lambda event filtering (``{"eventName": ["INSERT"]}``, nested
+    objects); other forms raise ValueError rather than be silently misread.
+    """
+    return not patterns or any(_match(record, pattern) for pattern in patterns)
+
+
+def _match(value: Any, pattern: Mapping[str, Any]) -> bool:
+    if not isinstance(value, Mapping):
+        return False
+    for key, wanted in pattern.items():
+        if isinstance(wanted, Mapping):
+            if not _match(value.get(key), wanted):
+                return False
+        elif isinstance(wanted, list):
+            if any(isinstance(w, (Mapping, list)) for w in wanted):
+                raise ValueError(f"filter rule {wanted!r} is not supported locally (exact values only)")
+            if value.get(key) not in wanted:
+                return False
+        else:
+            raise ValueError(f"filter pattern values must be lists or objects, got {wanted!r}")
+    return True
+
+
+def batch_failures(result_json: str | None, batch: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The records of ``batch`` to invoke again after a successful invocation that reported
+    ``batchItemFailures``: from the lowest failed sequence number on, as Lambda does. A malformed
+    answer fails the whole batch."""
+    try:
+        result = json.loads(result_json or "null")
+    except ValueError:
+        return list(batch)  # type: ignore[arg-type]
+    if not isinstance(result, dict):
+        return []
+    failures = result.get("batchItemFailures") or []
+    sequences = [str(r["dynamodb"]["SequenceNumber"]) for r in batch]
+    failed: list[int] = []
+    for failure in failures:
+        identifier = failure.get("itemIdentifier") if isinstance(failure, dict) else None
+        if not identifier or str(identifier) not in sequences:
+            return list(batch)  # type: ignore[arg-type]
+        failed.append(sequences.index(str(identifier)))
+    return list(batch[min(failed) :]) if failed else []  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+class StreamReader:
+    """Reads a table's stream from where it was left, shard by shard (new records only).
+
+    Each read asks for a fresh iterator after the last sequence number seen, rather than following
+    ``NextShardIterator``: moto (5.2) restores a table from a copy when it rolls back a cancelled
+    transaction, and an old iterator keeps pointing at the stale copy of the shard, so every record
+    after the first cancelled transaction (any 409) would be missed.
+    """
+
+    def __init__(self, client: DynamoDBStreamsClient, stream_arn: str, starting_position: str) -> None:
+        self.client = client
+        self.stream_arn = stream_arn
+        description = client.describe_stream(StreamArn=stream_arn)["StreamDescription"]
+        # Shard id -> the last sequence number read (None: nothing read yet, start at the horizon).
+        self.shards: dict[str, str | None] = {s["ShardId"]: None for s in description.get("Shards", [])}
+        if starting_position == "LATEST":
+            while self._read_raw(1000):  # skip what is already there
+                pass
+
+    def _iterator(self, shard_id: str) -> str:
+        last = self.shards[shard_id]
+        if last is None:
+            answer = self.client.get_shard_iterator(
+                StreamArn=self.stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+            )
+        else:
+            answer = self.client.get_shard_iterator(
+                StreamArn=self.stream_arn,
+                ShardId=shard_id,
+                ShardIteratorType="AFTER_SEQUENCE_NUMBER",
+                SequenceNumber=last,
+            )
+        return answer["ShardIterator"]
+
+    def _read_raw(self, limit: int) -> list[dict[str, Any]]:
+        for shard_id in list(self.shards):
+            answer = self.client.get_records(ShardIterator=self._iterator(shard_id), Limit=limit)
+            records = list(answer.get("Records", []))
+            if records:
+                self.shards[shard_id] = str(records[-1]["dynamodb"]["SequenceNumber"])
+                return records  # type: ignore[return-value]
+            if not answer.get("NextShardIterator"):
+                del self.shards[shard_id]  # a closed shard
+        return []
+
+    def read(self, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` new records of one shard, in Lambda's shape (empty: nothing new)."""
+        return [lambda_record(r, self.stream_arn) for r in self._read_raw(limit)]
+
+
+def committed(dynamodb: Any, table: str, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` without the writes of cancelled transactions.
+
+    moto (5.2) can stream an INSERT for an item of a TransactWriteItems call that was cancelled and
+    rolled back; DynamoDB never does. A new or changed item whose key is absent from the table was
+    such a write (or was deleted since, which a later REMOVE record reports anyway).
+    """
+    kept = []
+    for record in records:
+        if record.get("eventName") in ("INSERT", "MODIFY"):
+            keys = record["dynamodb"]["Keys"]
+            found = dynamodb.get_item(TableName=table, Key=keys, ConsistentRead=True).get("Item")
+            if not found:
+                continue
+        kept.append(record)
+    return kept
+
+
+def latest_stream_arn(dynamodb: Any, table: str) -> str:
+    """The ARN of ``table``'s stream; ValueError if the table has none."""
+    arn = dynamodb.describe_table(TableName=table)["Table"].get("LatestStreamArn")
+    if not arn:
+        raise ValueError(f"table {table} has no stream (StreamSpecification)")
+    return str(arn)
+
+
+# ---------------------------------------------------------------------------------------------- polling
+
+
+class StreamPoller:
+    """One thread per subscription: read, filter, invoke, retry, give up to the OnFailure queue."""
+
+    def __init__(
+        self,
+        subscriptions: Sequence[StreamSubscription],
+        invoker: Invoker,
+        *,
+        session: boto3.Session,
+        endpoint_url: str,
+        tables: Mapping[str, str],
+        queues: Mapping[str, str],
+        interval: float = 0.2,
+        retry_delay: float = 0.2,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.subscriptions = list(subscriptions)
+        self.invoker = invoker
+        self.session = session
+        self.endpoint_url = endpoint_url
+        self.tables = dict(tables)
+        self.queues = dict(queues)
+        self.interval = interval
+        self.retry_delay = retry_delay
+        self._log = log or (lambda _line: None)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._requests = itertools.count(1)
+        self._readers: list[tuple[StreamSubscription, StreamReader]] = []
+
+    def start(self) -> None:
+        """Open every stream at its StartingPosition (before returning), then poll on threads."""
+        dynamodb = self.session.client("dynamodb", endpoint_url=self.endpoint_url)
+        for subscription in self.subscriptions:
+            arn = latest_stream_arn(dynamodb, self.tables[subscription.table])
+            streams = self.session.client(
+                "dynamodbstreams", endpoint_url=self.endpoint_url, config=STREAM_CLIENT_CONFIG
+            )
+            self._readers.append((subscription, StreamReader(streams, arn, subscription.starting_position)))
+        for subscription, reader in self._readers:
+            thread = threading.Thread(
+                target=self._poll,
+                args=(subscription, reader),
+                name=f"stream-{subscription.table}-{subscription.function}",
+                daemon=True,
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def request_stop(self) -> None:
+        """Stop reading and retrying (threads finish their current invocation, then exit)."""
+        self._stop.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop and wait for every thread (closing the function pools first ends an invocation in
+        flight at once)."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=timeout)
+        self._threads.clear()
+
+    # --- internals
+
+    def _poll(self, subscription: StreamSubscription, reader: StreamReader) -> None:
+        dynamodb = self.session.client("dynamodb", endpoint_url=self.endpoint_url)
+        while not self._stop.is_set():
+            try:
+                records = reader.read(subscription.batch_size)
+            except (BotoCoreError, ClientError) as error:
+                if self._stop.is_set():
+                    return
+                self._log(f"stream {subscription.table}: cannot read ({error}); retrying")
+                self._stop.wait(1.0)
+                continue
+            if not records:
+                self._stop.wait(self.interval)
+                continue
+            try:
+                batch = [r for r in records if matches(r, subscription.filter_patterns)]
+                batch = committed(dynamodb, self.tables[subscription.table], batch)
+            except ValueError as error:
+                self._log(f"stream {subscription.table} -> {subscription.function}: {error}")
+                return
+            except (BotoCoreError, ClientError) as error:
+                self._log(f"stream {subscription.table}: cannot check records ({error}); skipping check")
+            if batch:
+                self._deliver(subscription, batch)
+
+    def _deliver(self, subscription: StreamSubscription, batch: list[dict[str, Any]]) -> None:
+        limit = subscription.maximum_retry_attempts
+        retries = LOCAL_MAX_RETRIES if limit < 0 else min(limit, LOCAL_MAX_RETRIES)
+        pending = batch
+        invocations = 0
+        while pending and not self._stop.is_set():
+            invocations += 1
+            request_id = f"stream-{next(self._requests):06d}-{uuid.uuid4().hex[:8]}"
+            invocation = self.invoker.invoke(subscription.function, lambda_event(pending), request_id)
+            if not invocation.ok:
+                failed, outcome = pending, f"error: {invocation.error}"
+            elif subscription.report_batch_item_failures:
+                failed = batch_failures(invocation.result_json, pending)
+                outcome = f"{len(failed)} to retry" if failed else "ok"
+            else:
+                failed, outcome = [], "ok"
+            self._log(
+                f"{time.strftime('%H:%M:%S')} stream {subscription.table} -> {subscription.function} "
+                f"{len(pending)} record(s): {outcome}"
+            )
+            if not failed:
+                return
+            if invocations > retries:
+                self._give_up(subscription, failed, invocations)
+                return
+            pending = failed
+            self._stop.wait(self.retry_delay * invocations)
+
+    def _give_up(
+        self, subscription: StreamSubscription, failed: list[dict[str, Any]], invocations: int
+    ) -> None:
+        queue = self.queues.get(subscription.on_failure_queue or "")
+        if not queue:
+            self._log(
+                f"stream {subscription.table}: dropped {len(failed)} record(s) after {invocations} tries"
+            )
+            return
+        created = [r["dynamodb"].get("ApproximateCreationDateTime", 0) for r in failed]
+        info = {
+            "requestContext": {
+                "requestId": str(uuid.uuid4()),
+                "functionArn": (
+                    f"arn:aws:lambda:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:function:{subscription.function}"
+                ),
+                "condition": "RetryAttemptsExhausted",
+                "approximateInvokeCount": invocations,
+            },
+            "responseContext": {"statusCode": 200, "executedVersion": "$LATEST"},
+            "version": "1.0",
+            "timestamp": clock.iso(clock.now()),
+            "DDBStreamBatchInfo": {
+                "shardId": next(iter(self._shard_ids(subscription)), ""),
+                "startSequenceNumber": failed[0]["dynamodb"]["SequenceNumber"],
+                "endSequenceNumber": failed[-1]["dynamodb"]["SequenceNumber"],
+                "approximateArrivalOfFirstRecord": clock.iso(float(min(created))),
+                "approximateArrivalOfLastRecord": clock.iso(float(max(created))),
+                "batchSize": len(failed),
+                "streamArn": failed[0]["eventSourceARN"],
+            },
+        }
+        try:
+            sqs = self.session.client("sqs", endpoint_url=self.endpoint_url)
+            sqs.send_message(QueueUrl=queue, MessageBody=json.dumps(info))
+        except (BotoCoreError, ClientError) as error:
+            self._log(f"stream {subscription.table}: could not send the failed batch to {queue}: {error}")
+            return
+        self._log(
+            f"stream {subscription.table}: {len(failed)} record(s) sent to {subscription.on_failure_queue}"
+        )
+
+    def _shard_ids(self, subscription: StreamSubscription) -> list[str]:
+        return [shard for sub, reader in self._readers if sub is subscription for shard in reader.shards]
