@@ -1,0 +1,1 @@
+"""One suite, two implementations: the in-memory fakes and the DynamoDB adapters on moto."""
