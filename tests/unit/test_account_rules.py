@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from accounts_api import service as accounts
@@ -142,7 +144,7 @@ def test_a_banned_user_cannot_verify(world: FakeWorld) -> None:
 def test_each_change_is_one_commit_after_authentication(world: FakeWorld) -> None:
     token = _register(world)
     world.deps.domains.put("files.example", subdomains=True, now="2027-01-01T00:00:00.000Z")
-    changes = [
+    changes: list[Callable[[Caller], object]] = [
         lambda c: accounts.change_username(world.deps, c, "alice_2", world.clock.now()),
         lambda c: accounts.change_email(world.deps, c, "a2@example.com", world.clock.now()),
         lambda c: accounts.change_password(world.deps, c, "another secret", world.clock.now()),
