@@ -203,6 +203,15 @@ class Harness:
         token: str = reply.body["token"]
         return token
 
+    def verification_link(self, address: str) -> str:
+        """The token of the newest verification email queued for ``address`` (read from the outbox)."""
+        items = self._dynamodb.scan(TableName=get_settings().outbox_table)["Items"]
+        mine = sorted((i for i in items if i["to"]["S"] == address), key=lambda i: i["createdAt"]["S"])
+        if not mine:
+            raise ScenarioError(f"setup: no verification email for {address}")
+        text: str = mine[-1]["text"]["S"]
+        return text.split("token=", 1)[1].split(maxsplit=1)[0]
+
     def set_used_at(self, token: str, age_seconds: float) -> None:
         """Write the session's usedAt as ``age_seconds`` ago (what a request that long ago left)."""
         parsed = parse_session_token(token)
@@ -221,7 +230,9 @@ def _expect(what: str, status: int, reply: Reply) -> None:
         raise ScenarioError(f"{what}: expected HTTP {status}, got {reply.status}: {reply.body}")
 
 
-REGISTER_BUDGET = Budget("DynamoDB <= 3, SES <= 1", dynamodb=3, ses=1)
+REGISTER_BUDGET = Budget("DynamoDB <= 2, SES 0", dynamodb=2, ses=0)
+# Issue 5: each self-service change is authentication + limit + one transaction, and never SES.
+CHANGE_BUDGET = Budget("DynamoDB <= 3, SES 0", dynamodb=3, ses=0)
 LOGIN_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)
 ME_BUDGET = Budget("auth 1 DynamoDB; total <= 1, SSM 0", dynamodb=1, ssm=0, total=1)
 # Not in the issue: runtime_config promises one GetParameters for both parameters.
@@ -258,6 +269,34 @@ def scenarios(h: Harness) -> list[Scenario]:
 
         return prepare
 
+    def change(
+        method: str, path: str, body: Callable[[], dict[str, Any]]
+    ) -> Callable[[], Callable[[], Reply]]:
+        # A fresh user per request: the per-user limits (3 renames a day) never bite.
+        def prepare() -> Callable[[], Reply]:
+            token = h.register(h.unique("chg"))
+            sent = body() | {"password": PASSWORD}
+            return lambda: h.api.call(method, path, sent, token=token, ip=h.fresh_ip())
+
+        return prepare
+
+    def verify() -> Callable[[], Reply]:
+        name = h.unique("ver")
+        h.register(name)
+        link = h.verification_link(f"{name}@example.com")
+        return lambda: h.api.call("PUT", "/users/verify", {"token": link})
+
+    def delete_me() -> Callable[[], Reply]:
+        name = h.unique("del")
+        token = h.register(name)
+        for _ in range(3):  # three other sessions to delete
+            _expect(
+                "setup: login",
+                201,
+                h.api.call("POST", "/login", {"username": name, "password": PASSWORD}, ip=h.fresh_ip()),
+            )
+        return lambda: h.api.call("DELETE", "/users/me", {"password": PASSWORD}, token=token)
+
     stale = USED_AT_REFRESH_SECONDS + 300
     return [
         Scenario("POST /register", 201, register, REGISTER_BUDGET),
@@ -284,7 +323,44 @@ def scenarios(h: Harness) -> list[Scenario]:
         Scenario("GET /", 200, lambda: get("/")),
         Scenario("GET /no/such/route (404)", 404, lambda: get("/no/such/route")),
         Scenario("GET /users/me, cold config cache", 200, me(0), COLD_BUDGET, config="cold"),
+        Scenario(
+            "PUT /users/me/username",
+            200,
+            change("PUT", "/users/me/username", lambda: {"username": h.unique("renamed")}),
+            CHANGE_BUDGET,
+        ),
+        Scenario(
+            "PUT /users/me/email",
+            200,
+            change("PUT", "/users/me/email", lambda: {"email": f"{h.unique('mail')}@example.org"}),
+            CHANGE_BUDGET,
+        ),
+        Scenario(
+            "PUT /users/me/password",
+            200,
+            change(
+                "PUT",
+                "/users/me/password",
+                lambda: {"newPassword": "another secret", "confirmNewPassword": "another secret"},
+            ),
+            CHANGE_BUDGET,
+        ),
+        Scenario(
+            "PUT /users/me/domain",
+            200,
+            change("PUT", "/users/me/domain", lambda: {"domain": get_settings().default_domain, "subdomain": "me"}),
+            CHANGE_BUDGET,
+        ),
+        Scenario("GET /users/me/verify (resend)", 201, lambda: _resend(h), CHANGE_BUDGET),
+        Scenario("PUT /users/verify", 200, verify, Budget("DynamoDB <= 2, SES 0", dynamodb=2, ses=0)),
+        Scenario("DELETE /users/me (3 other sessions)", 200, delete_me, Budget("SES 0", ses=0)),
+        Scenario("GET /domains", 200, lambda: get("/domains", me_token), Budget("DynamoDB <= 2", dynamodb=2)),
     ]
+
+
+def _resend(h: Harness) -> Callable[[], Reply]:
+    token = h.register(h.unique("resend"))
+    return lambda: h.api.call("GET", "/users/me/verify", token=token, ip=h.fresh_ip())
 
 
 def _set_config(config: Config) -> None:
