@@ -348,7 +348,11 @@ def scenarios(h: Harness) -> list[Scenario]:
         Scenario(
             "PUT /users/me/domain",
             200,
-            change("PUT", "/users/me/domain", lambda: {"domain": get_settings().default_domain, "subdomain": "me"}),
+            change(
+                "PUT",
+                "/users/me/domain",
+                lambda: {"domain": get_settings().default_domain, "subdomain": "me"},
+            ),
             CHANGE_BUDGET,
         ),
         Scenario("GET /users/me/verify (resend)", 201, lambda: _resend(h), CHANGE_BUDGET),

@@ -157,3 +157,13 @@ def test_an_email_that_can_be_neither_sent_nor_dead_lettered_is_reported_for_the
     assert stack.sent == []
     faults.clear()
     assert dead_letters(stack) == []
+
+
+def test_mail_after_a_refused_registration_is_still_delivered(api: Api, stack: Stack) -> None:
+    assert api.register("alice", ip="192.0.2.1").status == 201
+    assert [e["to"] for e in stack.emails] == [["alice@example.com"]]
+    assert api.register("ALICE", email="other@example.com", ip="192.0.2.2").status == 409
+
+    assert api.register("bob", ip="192.0.2.3").status == 201
+
+    assert [e["to"] for e in stack.emails] == [["alice@example.com"], ["bob@example.com"]]

@@ -10,6 +10,7 @@ records from the first reported failure on are invoked again; a function error r
 batch. After MaximumRetryAttempts retries the batch's description (``DDBStreamBatchInfo``, not the
 records) goes to the OnFailure SQS destination and the shard moves on. Not emulated: bisecting a
 failed batch, MaximumRecordAgeInSeconds, more than the stream's shards at start-up (moto has one).
+Delivery is at least once, as on AWS; locally a record is delivered once unless it is retried.
 
 :class:`StreamReader` and :func:`lambda_event` are also used by the integration tests, which feed
 the mail function from moto's stream in process.
@@ -129,51 +130,48 @@ def batch_failures(result_json: str | None, batch: Sequence[Mapping[str, Any]]) 
 class StreamReader:
     """Reads a table's stream from where it was left, shard by shard (new records only).
 
-    Each read asks for a fresh iterator after the last sequence number seen, rather than following
-    ``NextShardIterator``: moto (5.2) restores a table from a copy when it rolls back a cancelled
-    transaction, and an old iterator keeps pointing at the stale copy of the shard, so every record
-    after the first cancelled transaction (any 409) would be missed.
+    Every read asks for a fresh iterator after the last sequence number seen instead of following
+    ``NextShardIterator``: moto (5.2) rolls a cancelled TransactWriteItems back by replacing the
+    table with a copy, stream included, so an iterator held across that would read a stream nobody
+    writes to any more (and the cancelled writes on it). Records that were read are never rolled
+    back, so "after the last one seen" stays right.
     """
 
     def __init__(self, client: DynamoDBStreamsClient, stream_arn: str, starting_position: str) -> None:
         self.client = client
         self.stream_arn = stream_arn
         description = client.describe_stream(StreamArn=stream_arn)["StreamDescription"]
-        # Shard id -> the last sequence number read (None: nothing read yet, start at the horizon).
-        self.shards: dict[str, str | None] = {s["ShardId"]: None for s in description.get("Shards", [])}
+        self.last_seen: dict[str, str | None] = {s["ShardId"]: None for s in description.get("Shards", [])}
         if starting_position == "LATEST":
-            while self._read_raw(1000):  # skip what is already there
-                pass
+            for shard_id in self.last_seen:
+                while self._read_shard(shard_id, 1000):
+                    pass  # skip what is already there
 
-    def _iterator(self, shard_id: str) -> str:
-        last = self.shards[shard_id]
+    def read(self, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` new records of one shard, in Lambda's shape (empty: nothing new)."""
+        for shard_id in self.last_seen:
+            records = self._read_shard(shard_id, limit)
+            if records:
+                return [lambda_record(r, self.stream_arn) for r in records]
+        return []
+
+    def _read_shard(self, shard_id: str, limit: int) -> list[Any]:
+        last = self.last_seen[shard_id]
         if last is None:
-            answer = self.client.get_shard_iterator(
+            iterator = self.client.get_shard_iterator(
                 StreamArn=self.stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
-            )
+            )["ShardIterator"]
         else:
-            answer = self.client.get_shard_iterator(
+            iterator = self.client.get_shard_iterator(
                 StreamArn=self.stream_arn,
                 ShardId=shard_id,
                 ShardIteratorType="AFTER_SEQUENCE_NUMBER",
                 SequenceNumber=last,
-            )
-        return answer["ShardIterator"]
-
-    def _read_raw(self, limit: int) -> list[dict[str, Any]]:
-        for shard_id in list(self.shards):
-            answer = self.client.get_records(ShardIterator=self._iterator(shard_id), Limit=limit)
-            records = list(answer.get("Records", []))
-            if records:
-                self.shards[shard_id] = str(records[-1]["dynamodb"]["SequenceNumber"])
-                return records  # type: ignore[return-value]
-            if not answer.get("NextShardIterator"):
-                del self.shards[shard_id]  # a closed shard
-        return []
-
-    def read(self, limit: int) -> list[dict[str, Any]]:
-        """Up to ``limit`` new records of one shard, in Lambda's shape (empty: nothing new)."""
-        return [lambda_record(r, self.stream_arn) for r in self._read_raw(limit)]
+            )["ShardIterator"]
+        records = list(self.client.get_records(ShardIterator=iterator, Limit=limit).get("Records", []))
+        if records:
+            self.last_seen[shard_id] = records[-1]["dynamodb"]["SequenceNumber"]
+        return records
 
 
 def committed(dynamodb: Any, table: str, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -364,4 +362,4 @@ class StreamPoller:
         )
 
     def _shard_ids(self, subscription: StreamSubscription) -> list[str]:
-        return [shard for sub, reader in self._readers if sub is subscription for shard in reader.shards]
+        return [shard for sub, reader in self._readers if sub is subscription for shard in reader.last_seen]

@@ -1,0 +1,89 @@
+"""Mail through the outbox, over the real local API: the stream-fed mail function, the dead-letter
+queue and the operator tool that lists and replays it."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from nimbus_tools.local.control import clear_faults, inject_fault
+from nimbus_tools.local.launcher import LocalApiProcess
+from tests.e2e.conftest import Client, new_name, run_cli
+
+LINK = "/verify?token="
+
+
+def poll(read: Callable[[], list[dict[str, Any]]], bound: float) -> list[dict[str, Any]]:
+    """``read()`` again every 0.2 s until it returns something, or the bound passes (then: [])."""
+    deadline = time.monotonic() + bound
+    while True:
+        found = read()
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+def cli_json(local_api: LocalApiProcess, *args: str) -> list[dict[str, Any]]:
+    result = run_cli(local_api, *args, "--json")
+    assert result.returncode == 0, result.stderr
+    parsed: list[dict[str, Any]] = json.loads(result.stdout)
+    return parsed
+
+
+def mail_to(local_api: LocalApiProcess, address: str) -> list[dict[str, Any]]:
+    return cli_json(local_api, "mail", "list", "--to", address)
+
+
+def failed_to(local_api: LocalApiProcess, address: str) -> list[dict[str, Any]]:
+    return [m for m in cli_json(local_api, "mail", "failed") if m.get("to") == address]
+
+
+def test_a_registration_email_is_listed_by_nimbus_mail_list_within_seconds(
+    client: Client, local_api: LocalApiProcess
+) -> None:
+    name = new_name()
+    address = f"{name}@example.com"
+
+    assert client.register(name).status == 201
+
+    [mail] = poll(lambda: mail_to(local_api, address), bound=5)
+    assert mail["subject"] == "Verify your email address"
+    assert LINK in mail["text"]
+
+
+def test_mail_ses_refuses_is_listed_as_failed_and_retry_all_delivers_it(
+    client: Client, local_api: LocalApiProcess
+) -> None:
+    name = new_name()
+    address = f"{name}@example.com"
+    inject_fault(local_api.aws_endpoint_url, "ses", "SendEmail", status=400, code="MessageRejected")
+    try:
+        registered = client.register(name)
+        assert registered.status == 201, registered.body  # SES is down; registration is not
+        [failed] = poll(lambda: failed_to(local_api, address), bound=10)
+    finally:
+        clear_faults(local_api.aws_endpoint_url)
+    assert failed["kind"] == "verify-email"
+    assert failed["error"].startswith("MessageRejected")
+    assert LINK not in json.dumps(failed)
+    assert mail_to(local_api, address) == []
+    assert failed_to(local_api, address) == [failed]  # listing did not consume it
+
+    retried = run_cli(local_api, "mail", "retry", "--all")
+
+    assert retried.returncode == 0, retried.stderr
+    assert f"{failed['id']}: sent" in retried.stdout
+    [mail] = mail_to(local_api, address)
+    assert LINK in mail["text"]
+    assert failed_to(local_api, address) == []
+
+
+def test_mail_retry_refuses_an_unknown_id_and_a_bare_call(local_api: LocalApiProcess) -> None:
+    unknown = run_cli(local_api, "mail", "retry", "NOT-AN-ID")
+    bare = run_cli(local_api, "mail", "retry")
+
+    assert unknown.returncode == 1
+    assert "not in the dead-letter queue" in unknown.stderr
+    assert bare.returncode == 2
