@@ -405,7 +405,9 @@ def test_a_204_from_the_function_goes_out_without_its_body(caplog: pytest.LogCap
             response = connection.getresponse()
             assert (response.status, response.read()) == (204, b"")
             assert response.getheader("Connection") != "close"
-    assert [record.getMessage() for record in caplog.records if record.name.startswith("waitress")] == []
+    waitress = [r.getMessage() for r in caplog.records if r.name.startswith("waitress")]
+    # A loaded machine may make waitress note its queue depth; nothing else may be said.
+    assert [m for m in waitress if not m.startswith("Task queue depth")] == []
 
 
 def test_head_answers_headers_without_a_body(api: Running) -> None:

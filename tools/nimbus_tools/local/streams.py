@@ -130,18 +130,24 @@ def batch_failures(result_json: str | None, batch: Sequence[Mapping[str, Any]]) 
 class StreamReader:
     """Reads a table's stream from where it was left, shard by shard (new records only).
 
-    Every read asks for a fresh iterator after the last sequence number seen instead of following
+    Every read asks for a fresh iterator at the last record returned instead of following
     ``NextShardIterator``: moto (5.2) rolls a cancelled TransactWriteItems back by replacing the
-    table with a copy, stream included, so an iterator held across that would read a stream nobody
-    writes to any more (and the cancelled writes on it). Records that were read are never rolled
-    back, so "after the last one seen" stays right.
+    table with a copy, stream included, so sequence numbers are handed out again and an iterator
+    held across that would read a stream nobody writes to any more. Records are told apart by their
+    eventID, which moto never reuses: when the last record returned is no longer there, the shard
+    is scanned again and only records never returned are given out.
     """
 
     def __init__(self, client: DynamoDBStreamsClient, stream_arn: str, starting_position: str) -> None:
         self.client = client
         self.stream_arn = stream_arn
         description = client.describe_stream(StreamArn=stream_arn)["StreamDescription"]
-        self.last_seen: dict[str, str | None] = {s["ShardId"]: None for s in description.get("Shards", [])}
+        # Shard id -> (sequence number, eventID) of the last record returned; None: nothing yet.
+        self.last_seen: dict[str, tuple[str, str] | None] = {
+            s["ShardId"]: None for s in description.get("Shards", [])
+        }
+        # Every eventID returned: after a rollback moto reuses sequence numbers, never eventIDs.
+        self.returned: set[str] = set()
         if starting_position == "LATEST":
             for shard_id in self.last_seen:
                 while self._read_shard(shard_id, 1000):
@@ -155,23 +161,37 @@ class StreamReader:
                 return [lambda_record(r, self.stream_arn) for r in records]
         return []
 
+    def _records(self, shard_id: str, kind: str, sequence: str | None, limit: int) -> list[Any]:
+        arguments: dict[str, Any] = {
+            "StreamArn": self.stream_arn,
+            "ShardId": shard_id,
+            "ShardIteratorType": kind,
+        }
+        if sequence is not None:
+            arguments["SequenceNumber"] = sequence
+        iterator = self.client.get_shard_iterator(**arguments)["ShardIterator"]
+        return list(self.client.get_records(ShardIterator=iterator, Limit=limit).get("Records", []))
+
     def _read_shard(self, shard_id: str, limit: int) -> list[Any]:
         last = self.last_seen[shard_id]
         if last is None:
-            iterator = self.client.get_shard_iterator(
-                StreamArn=self.stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
-            )["ShardIterator"]
+            records = self._records(shard_id, "TRIM_HORIZON", None, limit)
         else:
-            iterator = self.client.get_shard_iterator(
-                StreamArn=self.stream_arn,
-                ShardId=shard_id,
-                ShardIteratorType="AFTER_SEQUENCE_NUMBER",
-                SequenceNumber=last,
-            )["ShardIterator"]
-        records = list(self.client.get_records(ShardIterator=iterator, Limit=limit).get("Records", []))
-        if records:
-            self.last_seen[shard_id] = records[-1]["dynamodb"]["SequenceNumber"]
-        return records
+            # Re-read the last record returned: if it is not the same record any more, a rolled-back
+            # transaction rewound the shard, so scan it again from the start, skipping what was sent.
+            records = self._records(shard_id, "AT_SEQUENCE_NUMBER", last[0], limit + 1)
+            if records and records[0].get("eventID") == last[1]:
+                records = records[1:]
+            else:
+                records = self._records(shard_id, "TRIM_HORIZON", None, 10_000)
+        fresh = [r for r in records if r.get("eventID") not in self.returned][:limit]
+        if fresh:
+            self.returned.update(str(r.get("eventID")) for r in fresh)
+            self.last_seen[shard_id] = (
+                str(fresh[-1]["dynamodb"]["SequenceNumber"]),
+                str(fresh[-1].get("eventID")),
+            )
+        return fresh
 
 
 def committed(dynamodb: Any, table: str, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
