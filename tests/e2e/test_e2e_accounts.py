@@ -12,6 +12,9 @@ from nimbus_tools.local.launcher import LocalApiProcess
 from tests.e2e.conftest import Client, new_ip, new_name, run_cli
 
 
+VERIFY_LINK = r"http://127\.0\.0\.1:\d+/verify\?token=[0-9A-Z]{26}\.[A-Za-z0-9_-]{43}"
+
+
 def _user_id(token: str) -> str:
     return token.split(".", maxsplit=1)[0]
 
@@ -45,7 +48,7 @@ def test_verification_link_is_captured_and_listed_by_the_operator_tool(
         time.sleep(0.2)
         mails = [m for m in read_mail(local_api.aws_endpoint_url) if address in m["to"]]
     assert len(mails) == 1
-    link = re.search(r"http://127\.0\.0\.1:\d+/verify\?token=[0-9A-Z]{26}\.[A-Za-z0-9_-]{43}", mails[0]["text"])
+    link = re.search(VERIFY_LINK, mails[0]["text"])
     assert link, mails[0]["text"]
     assert link.group(0) in mails[0]["html"]
 
