@@ -34,15 +34,22 @@ class IamModelError(ValueError):
 
 @dataclass(frozen=True, order=True, slots=True)
 class IamRequest:
-    """One action on one resource, as IAM authorizes it."""
+    """One action on one resource, as IAM authorizes it, with the condition keys the call sets."""
 
     action: str  # "dynamodb:PutItem"
     resource: str  # an ARN
+    context: tuple[tuple[str, str], ...] = ()  # e.g. (("ses:FromAddress", "no-reply@..."),)
 
 
 def table_arn(table: str) -> str:
     """The ARN of a DynamoDB table in the local account and region."""
     return f"arn:aws:dynamodb:{_PREFIX}:table/{table}"
+
+
+def queue_arn(url: str) -> str:
+    """The ARN of an SQS queue from its URL (``.../<account>/<name>``)."""
+    account, name = url.rstrip("/").split("/")[-2:]
+    return f"arn:aws:sqs:{LOCAL_REGION}:{account}:{name}"
 
 
 def parameter_arn(name: str) -> str:
@@ -75,6 +82,11 @@ def requests_of(service: str, operation: str, params: Mapping[str, Any]) -> list
         return _dynamodb(operation, params)
     if service == "ssm":
         return _ssm(operation, params)
+    if service == "sesv2" and operation == "SendEmail":
+        # SES authorizes sending on the identity; the template grants "*" limited by the sender.
+        return [IamRequest("ses:SendEmail", "*", (("ses:FromAddress", str(params["FromEmailAddress"])),))]
+    if service == "sqs" and operation == "SendMessage":
+        return [IamRequest("sqs:SendMessage", queue_arn(str(params["QueueUrl"])))]
     raise IamModelError(f"no IAM mapping for {service}:{operation}; add one to tests/iam.py")
 
 
@@ -120,11 +132,16 @@ class Statement:
     effect: str
     actions: tuple[str, ...]
     resources: tuple[str, ...]
+    # StringEquals conditions: every key must be set by the request, to one of the values.
+    conditions: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def matches(self, request: IamRequest) -> bool:
         """Whether this statement names ``request`` (whatever its effect)."""
-        return any(_glob(a, request.action, case=False) for a in self.actions) and any(
-            _glob(r, request.resource, case=True) for r in self.resources
+        context = dict(request.context)
+        return (
+            any(_glob(a, request.action, case=False) for a in self.actions)
+            and any(_glob(r, request.resource, case=True) for r in self.resources)
+            and all(context.get(key) in values for key, values in self.conditions)
         )
 
     def grants(self) -> list[tuple[str, str]]:
@@ -165,7 +182,7 @@ def function_statements(
                 raise IamModelError(f"{logical_id} policy {index}: only inline Statement lists are modelled")
             for number, raw in enumerate(policy["Statement"]):
                 where = f"{logical_id} statement {raw.get('Sid', number)}"
-                unknown = set(raw) - {"Sid", "Effect", "Action", "Resource"}
+                unknown = set(raw) - {"Sid", "Effect", "Action", "Resource", "Condition"}
                 if unknown:
                     raise IamModelError(f"{where}: {sorted(unknown)} not modelled")
                 statements.append(
@@ -174,10 +191,26 @@ def function_statements(
                         effect=raw["Effect"],
                         actions=_strings(raw["Action"], where),
                         resources=_strings(raw["Resource"], where),
+                        conditions=_conditions(raw.get("Condition") or {}, where),
                     )
                 )
         found[logical_id] = statements
     return found
+
+
+_KNOWN_CONDITION_KEYS = frozenset({"ses:FromAddress"})
+
+
+def _conditions(raw: Mapping[str, Any], where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if set(raw) - {"StringEquals"}:
+        raise IamModelError(
+            f"{where}: condition operators {sorted(set(raw) - {'StringEquals'})} not modelled"
+        )
+    equals = raw.get("StringEquals") or {}
+    unknown = set(equals) - _KNOWN_CONDITION_KEYS
+    if unknown:
+        raise IamModelError(f"{where}: condition keys {sorted(unknown)} not modelled")
+    return tuple((key, _strings(value, where)) for key, value in sorted(equals.items()))
 
 
 def allows(statements: list[Statement], request: IamRequest) -> bool:

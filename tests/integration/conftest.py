@@ -56,9 +56,10 @@ class Stack:
         self.deliver_mail()
         return self.sent
 
-    def deliver_mail(self) -> dict[str, Any]:
-        """Run the mail function on the outbox stream's new records, as Lambda would (INSERTs only,
-        in process); returns its answer (``batchItemFailures``). Nothing new: no invocation."""
+    def deliver_mail(self, handler: Callable[[dict[str, Any], Any], Any] | None = None) -> dict[str, Any]:
+        """Run the mail function (or ``handler``) on the outbox stream's new records, as Lambda
+        would (INSERTs only, in process); returns its answer (``batchItemFailures``). Nothing new:
+        no invocation."""
         [subscription] = [s for s in stream_subscriptions(load_template()) if s.function == "MailFunction"]
         if self._outbox is None:
             streams = boto3.client(
@@ -75,8 +76,9 @@ class Stack:
         records = committed(self.dynamodb, self.table(subscription.table), records)
         if not records:
             return {"batchItemFailures": []}
-        handler = InProcessApi(load_template(), PARAMS).handler("MailFunction")
-        return handler(lambda_event(records), LambdaContextStub("MailFunction"))
+        invoke = handler or InProcessApi(load_template(), PARAMS).handler("MailFunction")
+        answer: dict[str, Any] = invoke(lambda_event(records), LambdaContextStub("MailFunction"))
+        return answer
 
     @property
     def dynamodb(self) -> Any:

@@ -28,6 +28,7 @@ from botocore.model import OperationModel
 import nimbus_core.clock
 from nimbus_core import metrics, passwords
 from nimbus_core.adapters import clients, container
+from nimbus_core.adapters.items import from_item
 from nimbus_core.settings import get_settings
 from nimbus_tools.local.inprocess import Reply
 from nimbus_tools.template import function_specs, load_template
@@ -52,6 +53,7 @@ class Recording:
     argon2: set[str] = field(default_factory=set)
     unattributed: list[str] = field(default_factory=list)
     endpoint: str = ""  # the scenario step being run, for messages
+    ses_down: bool = False  # SES refuses every message (the mail function's dead-letter path)
 
     def on_call(self, params: dict[str, Any], model: OperationModel, event_name: str, **_: Any) -> None:
         """botocore ``before-parameter-build``: record the call's IAM requests for the invoked function."""
@@ -70,9 +72,17 @@ class Recording:
         def session() -> boto3.session.Session:
             built = boto3.session.Session()
             built.events.register("before-parameter-build", self.on_call)
+            built.events.register("before-call.sesv2.SendEmail", self._ses_outage)
             return built
 
         return session
+
+    def _ses_outage(self, **_: Any) -> Any:
+        """botocore ``before-call``: answer SendEmail with a throttling error while SES is "down"."""
+        if not self.ses_down:
+            return None
+        error = {"Error": {"Code": "TooManyRequestsException", "Message": "injected"}}
+        return _HttpAnswer(429), {**error, "ResponseMetadata": {"HTTPStatusCode": 429}}
 
     def argon2_work(self, real: Callable[..., Any]) -> Callable[..., Any]:
         """Wrap a password function so the invoked function is recorded as doing argon2 work."""
@@ -85,6 +95,13 @@ class Recording:
             return real(*args, **kwargs)
 
         return wrapped
+
+
+@dataclass
+class _HttpAnswer:
+    status_code: int
+    headers: dict[str, str] = field(default_factory=dict)
+    content: bytes = b""
 
 
 class RecordingApi(Api):
@@ -145,7 +162,11 @@ class World:
         )
 
     def verification_token(self, to: str) -> str:
-        (latest, *_) = [m for m in reversed(self.stack.emails) if m["to"] == [to]]
+        """The link token of the newest email queued for ``to`` (read from the outbox table)."""
+        queued = [from_item(i) for i in self.stack.items("OutboxTable")]
+        (latest, *_) = sorted(
+            (m for m in queued if m["to"] == to), key=lambda m: m["createdAt"], reverse=True
+        )
         found = re.search(r"token=([^\s\"&<]+)", latest["text"])
         assert found, latest["text"]
         return found.group(1)
@@ -255,6 +276,27 @@ def get_domain(w: World) -> None:
     expect(w.api.call("GET", "/domains/not-offered.test", token=token), 404)
 
 
+def deliver_mail(w: World) -> None:
+    """MailFunction, fed the outbox stream: one email sent, then one dead-lettered while SES is down."""
+    w.api.recording.endpoint = "MailFunction (outbox stream)"
+    mail = w.api.handler("MailFunction")
+    expect(w.api.call("POST", "/register", _new_account("mailed"), ip=w.ip()), 201)
+    assert w.stack.deliver_mail(mail) == {"batchItemFailures": []}
+    expect(w.api.call("POST", "/register", _new_account("undelivered"), ip=w.ip()), 201)
+    w.api.recording.ses_down = True
+    try:
+        assert w.stack.deliver_mail(mail) == {"batchItemFailures": []}  # dead-lettered, not retried
+    finally:
+        w.api.recording.ses_down = False
+
+
+def _new_account(name: str) -> dict[str, str]:
+    return {"username": name, "email": f"{name}@example.com", "password": "correct horse"}
+
+
+# Functions not behind the HTTP API, each with the scenario that drives it.
+STREAM_SCENARIOS: dict[str, Callable[[World], None]] = {"MailFunction": deliver_mail}
+
 # One scenario per registered endpoint (method, Powertools path).
 SCENARIOS: dict[tuple[str, str], Callable[[World], None]] = {
     ("POST", "/register"): register,
@@ -282,6 +324,8 @@ UNEXERCISED: dict[tuple[str, str, str], str] = {}
 def _registered() -> dict[tuple[str, str], str]:
     found: dict[tuple[str, str], str] = {}
     for spec in function_specs(load_template()):
+        if not spec.routes:
+            continue  # a stream-fed function (STREAM_SCENARIOS)
         for endpoint in importlib.import_module(spec.handler_module).app.endpoints:
             found[(endpoint.method, endpoint.path)] = spec.logical_id
     return found
@@ -305,7 +349,8 @@ def recording(_provisioned: Stack) -> Recording:
             patch.setattr(passwords, "hash_password", recorded.argon2_work(passwords.hash_password))
             patch.setattr(passwords, "verify_password", recorded.argon2_work(passwords.verify_password))
             world = World(RecordingApi(recorded), stack, clock)
-            for scenario in SCENARIOS.values():
+            patch.setattr("time.sleep", lambda _s: None)  # the mail function's SES backoff
+            for scenario in [*SCENARIOS.values(), *STREAM_SCENARIOS.values()]:
                 scenario(world)
     finally:  # the next test on this worker starts from provisioned state, scenarios passed or not
         container.reset()
@@ -325,6 +370,8 @@ STATEMENTS = function_statements(load_template(), PARAMS)
 
 def test_every_registered_endpoint_has_a_scenario() -> None:
     assert sorted(SCENARIOS) == sorted(_registered())
+    stream_fed = {spec.logical_id for spec in function_specs(load_template()) if not spec.routes}
+    assert set(STREAM_SCENARIOS) == stream_fed
 
 
 def test_every_call_was_made_by_an_invoked_function(recording: Recording) -> None:

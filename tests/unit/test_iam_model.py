@@ -59,7 +59,8 @@ def test_batches_are_authorized_per_table_and_parameters_per_name() -> None:
 
 
 @pytest.mark.parametrize(
-    ("service", "operation"), [("dynamodb", "ExecuteStatement"), ("sesv2", "SendEmail"), ("s3", "GetObject")]
+    ("service", "operation"),
+    [("dynamodb", "ExecuteStatement"), ("sesv2", "CreateEmailIdentity"), ("s3", "GetObject")],
 )
 def test_an_unmodelled_call_raises(service: str, operation: str) -> None:
     with pytest.raises(IamModelError):
@@ -78,10 +79,26 @@ def test_wildcards_match_like_iam_and_an_explicit_deny_wins() -> None:
 
 def test_template_statements_resolve_to_local_arns() -> None:
     statements = function_statements(load_template())
-    assert set(statements) == {"AuthFunction", "AccountsFunction", "AdminFunction"}
+    assert set(statements) == {"AuthFunction", "AccountsFunction", "AdminFunction", "MailFunction"}
     config = parameter_arn("/nimbus/dev/killswitches")
     for logical_id, found in statements.items():
         assert allows(found, IamRequest("ssm:GetParameters", config)), logical_id
+
+
+def test_the_ses_grant_holds_only_for_the_deployment_sender() -> None:
+    mail = function_statements(load_template())["MailFunction"]
+    sender = requests_of("sesv2", "SendEmail", {"FromEmailAddress": "no-reply@nimbus.example"})
+    other = requests_of("sesv2", "SendEmail", {"FromEmailAddress": "attacker@evil.example"})
+    assert all(allows(mail, r) for r in sender)
+    assert not any(allows(mail, r) for r in other)
+
+
+def test_a_queue_url_becomes_the_queue_arn_the_template_grants() -> None:
+    mail = function_statements(load_template())["MailFunction"]
+    url = "http://127.0.0.1:5000/123456789012/MailDeadLetterQueue"
+    assert all(allows(mail, r) for r in requests_of("sqs", "SendMessage", {"QueueUrl": url}))
+    other = "http://127.0.0.1:5000/123456789012/SomethingElse"
+    assert not any(allows(mail, r) for r in requests_of("sqs", "SendMessage", {"QueueUrl": other}))
 
 
 @pytest.mark.parametrize(
