@@ -411,3 +411,90 @@ def test_session_names_with_control_characters_are_refused(api: Api, name: str) 
         400,
         {"code": "INVALID_FIELDS_ERROR", "message": "Invalid Fields", "fields": ["X-Session-Name"]},
     )
+
+
+# ---------------------------------------------------------------------------- limits and kill switches
+
+
+def _limited_request(api: Api, endpoint: str, token: str, n: int, ip: str = "203.0.113.50") -> Reply:
+    """The n-th valid request to ``endpoint`` by one user (bodies that succeed every time)."""
+    if endpoint == "PUT /users/me/username":
+        return put(api, "/users/me/username", token, {"username": f"limited_{n}", "password": PASSWORD}, ip)
+    if endpoint == "PUT /users/me/email":
+        return put(
+            api, "/users/me/email", token, {"email": f"limited{n}@example.org", "password": PASSWORD}, ip
+        )
+    if endpoint == "PUT /users/me/password":
+        old, new = (PASSWORD, "another secret") if n % 2 == 0 else ("another secret", PASSWORD)
+        body = {"password": old, "newPassword": new, "confirmNewPassword": new}
+        return put(api, "/users/me/password", token, body, ip)
+    if endpoint == "PUT /users/me/domain":
+        return put(api, "/users/me/domain", token, {"domain": "nimbus.test", "subdomain": f"s{n}"}, ip)
+    return api.call("GET", "/users/me/verify", token=token, ip=ip)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "limit"),
+    [
+        ("PUT /users/me/username", 3),
+        ("PUT /users/me/email", 3),
+        ("PUT /users/me/password", 5),
+        ("PUT /users/me/domain", 20),
+        ("GET /users/me/verify", 1),
+    ],
+)
+def test_each_per_user_limit_of_the_seed_holds_exactly(
+    api: Api, stack: Stack, endpoint: str, limit: int
+) -> None:
+    _, token = new_user(api)
+    replies = [_limited_request(api, endpoint, token, n) for n in range(limit + 1)]
+    assert [r.status for r in replies[:limit]] == [replies[0].status] * limit
+    assert replies[0].status in {200, 201}
+    assert (replies[-1].status, code(replies[-1])) == (429, "RATELIMITED_ERROR")
+    assert header(replies[0], "RateLimit-Limit") == str(limit)
+    assert header(replies[-1], "Retry-After") is not None
+    other_ip = _limited_request(api, endpoint, token, limit + 1, ip="192.0.2.250")  # per user, not per IP
+    assert other_ip.status == 429
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "switch", "feature"),
+    [
+        (
+            "PUT",
+            "/users/me/username",
+            {"username": "blocked_name", "password": PASSWORD},
+            "ACCOUNT_MODIFY",
+            1,
+        ),
+        ("PUT", "/users/me/email", {"email": "b@example.com", "password": PASSWORD}, "ACCOUNT_MODIFY", 1),
+        (
+            "PUT",
+            "/users/me/password",
+            {"password": PASSWORD, "newPassword": "x" * 8, "confirmNewPassword": "x" * 8},
+            "ACCOUNT_MODIFY",
+            1,
+        ),
+        ("PUT", "/users/me/domain", {"domain": "nimbus.test"}, "ACCOUNT_MODIFY", 1),
+        ("GET", "/users/me/verify", None, "ACCOUNT_MODIFY", 1),
+        ("PUT", "/users/verify", {"token": "x.y"}, "ACCOUNT_MODIFY", 1),
+        ("DELETE", "/users/me", {"password": PASSWORD}, "ACCOUNT_DELETE", 2),
+        ("GET", "/domains", None, "GLOBAL", 8),
+    ],
+)
+def test_each_endpoint_answers_503_to_its_kill_switches_and_staff_pass(
+    api: Api, stack: Stack, method: str, path: str, body: Any, switch: str, feature: int
+) -> None:
+    _, token = new_user(api)
+    stack.set_switches(switch)
+    reply = api.call(method, path, body, token=token)
+    assert (reply.status, code(reply), reply.body.get("feature")) == (
+        503,
+        "SERVICE_UNAVAILABLE_ERROR",
+        feature,
+    )
+    users = DynamoUsers(stack.dynamodb, stack.table("UsersTable"))
+    user = users.get(token.split(".")[0])
+    assert user is not None
+    DynamoTransactor(stack.dynamodb).commit(users.change_ops(user, user.changed(staff=True)))
+    assert api.call(method, path, body, token=token).status != 503
