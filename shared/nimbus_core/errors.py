@@ -10,7 +10,21 @@ from enum import Enum
 from typing import Any
 
 
-class ErrorCode(Enum):
+class _Coded(Enum):
+    """An enum of (HTTP status, message) pairs named by their stable code."""
+
+    @property
+    def status(self) -> int:
+        """The HTTP status this code is answered with."""
+        return int(self.value[0])
+
+    @property
+    def message(self) -> str:
+        """The fixed human-readable message."""
+        return str(self.value[1])
+
+
+class ErrorCode(_Coded):
     """Code -> (HTTP status, message)."""
 
     INVALID_ENDPOINT_ERROR = (404, "Invalid Endpoint")
@@ -44,18 +58,8 @@ class ErrorCode(Enum):
     RATELIMITED_ERROR = (429, "You Have Been Ratelimited. Please Try Again Later.")
     INTERNAL_SERVER_ERROR = (500, "Internal Server Error")
 
-    @property
-    def status(self) -> int:
-        """The HTTP status this error is answered with."""
-        return self.value[0]
 
-    @property
-    def message(self) -> str:
-        """The fixed human-readable message."""
-        return self.value[1]
-
-
-class SuccessCode(Enum):
+class SuccessCode(_Coded):
     """Code -> (HTTP status, message) of the plain successes (CONTRACT section 7)."""
 
     DELETE_USER_SUCCESS = (200, "User Successfully Deleted")
@@ -66,16 +70,6 @@ class SuccessCode(Enum):
     VERIFY_EMAIL_SUCCESS = (200, "Successfully Verified Email")
     DELETE_SECOND_FACTOR_SUCCESS = (200, "Second Factor Successfully Deleted")
     DELETE_SECOND_FACTORS_SUCCESS = (200, "Second Factors Successfully Deleted")
-
-    @property
-    def status(self) -> int:
-        """The HTTP status of this success."""
-        return self.value[0]
-
-    @property
-    def message(self) -> str:
-        """The fixed human-readable message."""
-        return self.value[1]
 
 
 class NimbusError(Exception):

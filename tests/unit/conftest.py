@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pytest_socket import disable_socket, enable_socket
 
@@ -13,25 +15,20 @@ def _no_network() -> object:
     enable_socket()
 
 
+def _settings_fields() -> list[tuple[Any, Any]]:
+    from tests.fakes import SETTINGS
+
+    return [(field, getattr(SETTINGS, name)) for name, field in type(SETTINGS).model_fields.items()]
+
+
 @pytest.fixture(autouse=True)
 def _settings(monkeypatch: pytest.MonkeyPatch) -> object:
     """Deployment settings as the template would set them (names only; nothing is reached)."""
     from nimbus_core import metrics
     from nimbus_core.settings import get_settings
 
-    env = {
-        "USERS_TABLE": "users",
-        "SESSIONS_TABLE": "sessions",
-        "COUNTERS_TABLE": "counters",
-        "TOKENS_TABLE": "tokens",
-        "DOMAINS_TABLE": "domains",
-        "OUTBOX_TABLE": "outbox",
-        "KILLSWITCH_PARAMETER": "/nimbus/test/killswitches",
-        "LOG_LEVEL_PARAMETER": "/nimbus/test/loglevel",
-        "SENDER_EMAIL": "no-reply@nimbus.test",
-        "VERIFICATION_URL": "https://files.test/verify?token={token}",
-        "DEFAULT_DOMAIN": "nimbus.test",
-    }
+    # The fakes' settings, as the template would set them (names only; nothing is reached).
+    env = {field.alias: str(value) for field, value in _settings_fields() if field.alias}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     get_settings.cache_clear()
