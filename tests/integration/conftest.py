@@ -113,6 +113,13 @@ class Stack:
             for item in client.scan(TableName=name)["Items"]:
                 client.delete_item(TableName=name, Key={k: item[k] for k in keys})
         put_default_domain(client, self.table("DomainsTable"), PARAMS["DefaultDomain"])
+        sqs = boto3.client("sqs", region_name=REGION)
+        for url in self.provisioned.queues.values():  # PurgeQueue is allowed once a minute only
+            while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
+                entries = [
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
+                ]
+                sqs.delete_message_batch(QueueUrl=url, Entries=entries)
 
 
 _ENV = {

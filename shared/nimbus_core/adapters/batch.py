@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,9 @@ def batch_get(client: DynamoDBClient, request: dict[str, Any]) -> dict[str, list
 
 def batch_delete(client: DynamoDBClient, table: str, keys: Iterable[dict[str, Any]]) -> None:
     """Delete ``keys`` in batches of 25 (idempotent: deleting a missing item is not an error)."""
-    pending = [{"DeleteRequest": {"Key": key}} for key in keys]
+    # A batch may not name one key twice (DynamoDB refuses it), and deleting twice changes nothing.
+    unique = {json.dumps(key, sort_keys=True): key for key in keys}
+    pending = [{"DeleteRequest": {"Key": key}} for key in unique.values()]
     for start in range(0, len(pending), WRITE_BATCH):
         request: dict[str, Any] = {table: pending[start : start + WRITE_BATCH]}
         for attempt in range(_ATTEMPTS):
