@@ -16,7 +16,7 @@ from typing import Any
 
 from nimbus_core.clock import iso
 from nimbus_core.deps import Deps
-from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.errors import DependencyError, ErrorCode, NimbusError
 from nimbus_core.identity import email_key, username_key
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.mail_templates import Email
@@ -24,7 +24,9 @@ from nimbus_core.models import Domain, Session, User, VerificationToken
 from nimbus_core.ports import CounterState, RuntimeConfig, WriteOp
 from nimbus_core.settings import Settings
 
-Check = Callable[[], NimbusError | None]
+# None when the condition holds; else what DynamoDB would raise: the op's domain error, or a
+# DependencyError for a condition that carries none (a bug, as ``ConditionFailedError`` in the adapters).
+Check = Callable[[], Exception | None]
 
 
 @dataclass
@@ -51,8 +53,17 @@ class FakeOp(WriteOp):
     apply: Callable[[], object]
 
 
-def _always() -> NimbusError | None:
+def _always() -> Exception | None:
     return None
+
+
+class FakeConditionFailedError(DependencyError):
+    """A condition without a domain error failed (the adapters raise ``ConditionFailedError``)."""
+
+
+def _absent(table: dict[Any, Any], key: object, what: str) -> Check:
+    """The condition ``attribute_not_exists`` of a put whose key must be new."""
+    return lambda: FakeConditionFailedError(f"{what} exists") if key in table else None
 
 
 class FakeTransactor:
@@ -118,12 +129,8 @@ class FakeUsers:
     def create_ops(self, user: User) -> list[WriteOp]:
         """Create the user and both claims."""
         db = self.db
-
-        def check() -> NimbusError | None:
-            return NimbusError(ErrorCode.USER_EXISTS_ERROR) if user.id in db.users else None
-
         return [
-            FakeOp(check, lambda: db.users.__setitem__(user.id, user)),
+            FakeOp(_absent(db.users, user.id, "user"), lambda: db.users.__setitem__(user.id, user)),
             self._claim(db.usernames, username_key(user.username), user.id),
             self._claim(db.emails, email_key(user.email), user.id),
         ]
@@ -143,6 +150,8 @@ class FakeUsers:
                 self._release(db.emails, email_key(before.email), before.id),
                 self._claim(db.emails, email_key(after.email), after.id),
             ]
+        if not fields and not ops:
+            return []  # nothing to write, so nothing to guard (as the adapter)
 
         def check() -> NimbusError | None:
             stored = db.users.get(before.id)
@@ -172,19 +181,21 @@ class FakeUsers:
         return [FakeOp(check, apply), *ops]
 
     def delete_ops(self, user: User) -> list[WriteOp]:
-        """Remove the user and its own claims."""
+        """Remove the user and its own claims; a claim that is now another user's cancels it all."""
         db = self.db
+        claims = ((db.usernames, username_key(user.username)), (db.emails, email_key(user.email)))
+
+        def check() -> Exception | None:
+            if any(table.get(key, user.id) != user.id for table, key in claims):
+                return FakeConditionFailedError("a claim of the deleted user belongs to another user")
+            return None
 
         def apply() -> None:
             db.users.pop(user.id, None)
-            for table, key in (
-                (db.usernames, username_key(user.username)),
-                (db.emails, email_key(user.email)),
-            ):
-                if table.get(key) == user.id:
-                    del table[key]
+            for table, key in claims:
+                table.pop(key, None)
 
-        return [FakeOp(_always, apply)]
+        return [FakeOp(check, apply)]
 
     def credentials_unchanged_op(
         self, user: User, *, new_password_hash: str | None, now: float, failure_limit: int
@@ -249,8 +260,8 @@ class FakeSessions:
 
     def put_op(self, session: Session) -> WriteOp:
         """Store a new session."""
-        key = (session.user_id, session.id)
-        return FakeOp(_always, lambda: self.db.sessions.__setitem__(key, session))
+        sessions, key = self.db.sessions, (session.user_id, session.id)
+        return FakeOp(_absent(sessions, key, "session"), lambda: sessions.__setitem__(key, session))
 
     def replace_op(self, session: Session) -> WriteOp:
         """Overwrite an existing session."""
@@ -321,7 +332,8 @@ class FakeTokens:
 
     def put_op(self, token: VerificationToken) -> WriteOp:
         """Store a token."""
-        return FakeOp(_always, lambda: self.db.tokens.__setitem__(token.hash, token))
+        tokens = self.db.tokens
+        return FakeOp(_absent(tokens, token.hash, "token"), lambda: tokens.__setitem__(token.hash, token))
 
     def consume_op(self, token_hash: str) -> WriteOp:
         """Remove a token that must exist."""
