@@ -47,10 +47,12 @@ class FakeDb:
 
 @dataclass(frozen=True)
 class FakeOp(WriteOp):
-    """A condition (None = holds, else the error) and the change to make."""
+    """A condition (None = holds, else the error), the change to make, and the items it touches."""
 
     check: Check
     apply: Callable[[], object]
+    # DynamoDB refuses a transaction with two operations on one item, so the fake refuses it too.
+    items: tuple[tuple[str, ...], ...] = ()
 
 
 def _always() -> Exception | None:
@@ -83,6 +85,9 @@ class FakeTransactor:
             fakes = [op for op in ops if isinstance(op, FakeOp)]
             if len(fakes) != len(ops):
                 raise TypeError("FakeTransactor commits only FakeOps")
+            touched = [item for op in fakes for item in op.items]
+            if len(touched) != len(set(touched)):
+                raise DependencyError("Transaction request cannot include multiple operations on one item")
             for op in fakes:
                 refused = op.check()
                 if refused is not None:
@@ -114,23 +119,30 @@ class FakeUsers:
         user_id = self.db.emails.get(email_key(email))
         return self.db.users.get(user_id) if user_id else None
 
+    def _item(self, table: dict[str, str], key: str) -> tuple[str, str]:
+        return ("username" if table is self.db.usernames else "email", key)
+
     def _claim(self, table: dict[str, str], key: str, user_id: str) -> FakeOp:
         def check() -> NimbusError | None:
             return NimbusError(ErrorCode.USER_EXISTS_ERROR) if key in table else None
 
-        return FakeOp(check, lambda: table.__setitem__(key, user_id))
+        return FakeOp(check, lambda: table.__setitem__(key, user_id), (self._item(table, key),))
 
     def _release(self, table: dict[str, str], key: str, user_id: str) -> FakeOp:
         def check() -> NimbusError | None:
             return None if table.get(key) == user_id else NimbusError(ErrorCode.USER_EXISTS_ERROR)
 
-        return FakeOp(check, lambda: table.pop(key, None))
+        return FakeOp(check, lambda: table.pop(key, None), (self._item(table, key),))
 
     def create_ops(self, user: User) -> list[WriteOp]:
         """Create the user and both claims."""
         db = self.db
         return [
-            FakeOp(_absent(db.users, user.id, "user"), lambda: db.users.__setitem__(user.id, user)),
+            FakeOp(
+                _absent(db.users, user.id, "user"),
+                lambda: db.users.__setitem__(user.id, user),
+                (("user", user.id),),
+            ),
             self._claim(db.usernames, username_key(user.username), user.id),
             self._claim(db.emails, email_key(user.email), user.id),
         ]
@@ -178,7 +190,7 @@ class FakeUsers:
             stored = db.users[before.id]
             db.users[before.id] = stored.model_copy(update={name: getattr(after, name) for name in fields})
 
-        return [FakeOp(check, apply), *ops]
+        return [FakeOp(check, apply, (("user", before.id),)), *ops]
 
     def delete_ops(self, user: User) -> list[WriteOp]:
         """Remove the user and its own claims; a claim that is now another user's cancels it all."""
@@ -195,7 +207,8 @@ class FakeUsers:
             for table, key in claims:
                 table.pop(key, None)
 
-        return [FakeOp(check, apply)]
+        items = (("user", user.id), *(self._item(table, key) for table, key in claims))
+        return [FakeOp(check, apply, items)]
 
     def credentials_unchanged_op(
         self, user: User, *, new_password_hash: str | None, now: float, failure_limit: int
@@ -218,7 +231,7 @@ class FakeUsers:
             if new_password_hash is not None:
                 db.users[user.id] = db.users[user.id].model_copy(update={"password_hash": new_password_hash})
 
-        return FakeOp(check, apply)
+        return FakeOp(check, apply, (("user", user.id),))
 
     def count_auth_failure(self, user_id: str, *, limit: int, window: int, now: float) -> CounterState | None:
         """Count a failure on the user record."""
@@ -261,7 +274,11 @@ class FakeSessions:
     def put_op(self, session: Session) -> WriteOp:
         """Store a new session."""
         sessions, key = self.db.sessions, (session.user_id, session.id)
-        return FakeOp(_absent(sessions, key, "session"), lambda: sessions.__setitem__(key, session))
+        return FakeOp(
+            _absent(sessions, key, "session"),
+            lambda: sessions.__setitem__(key, session),
+            (("session", *key),),
+        )
 
     def replace_op(self, session: Session) -> WriteOp:
         """Overwrite an existing session."""
@@ -270,11 +287,12 @@ class FakeSessions:
         def check() -> NimbusError | None:
             return None if key in self.db.sessions else NimbusError(ErrorCode.INVALID_SESSION_ERROR)
 
-        return FakeOp(check, lambda: self.db.sessions.__setitem__(key, session))
+        return FakeOp(check, lambda: self.db.sessions.__setitem__(key, session), (("session", *key),))
 
     def delete_op(self, user_id: str, session_id: str) -> WriteOp:
         """Remove a session."""
-        return FakeOp(_always, lambda: self.db.sessions.pop((user_id, session_id), None))
+        item = ("session", user_id, session_id)
+        return FakeOp(_always, lambda: self.db.sessions.pop((user_id, session_id), None), (item,))
 
     def touch(self, session: Session, used_at: str) -> None:
         """Record use."""
@@ -333,7 +351,11 @@ class FakeTokens:
     def put_op(self, token: VerificationToken) -> WriteOp:
         """Store a token."""
         tokens = self.db.tokens
-        return FakeOp(_absent(tokens, token.hash, "token"), lambda: tokens.__setitem__(token.hash, token))
+        return FakeOp(
+            _absent(tokens, token.hash, "token"),
+            lambda: tokens.__setitem__(token.hash, token),
+            (("token", token.hash),),
+        )
 
     def consume_op(self, token_hash: str) -> WriteOp:
         """Remove a token that must exist."""
@@ -343,11 +365,11 @@ class FakeTokens:
                 return None
             return NimbusError(ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR)
 
-        return FakeOp(check, lambda: self.db.tokens.pop(token_hash, None))
+        return FakeOp(check, lambda: self.db.tokens.pop(token_hash, None), (("token", token_hash),))
 
     def delete_op(self, token_hash: str) -> WriteOp:
         """Remove a token if present."""
-        return FakeOp(_always, lambda: self.db.tokens.pop(token_hash, None))
+        return FakeOp(_always, lambda: self.db.tokens.pop(token_hash, None), (("token", token_hash),))
 
 
 class FakeDomains:
@@ -377,7 +399,7 @@ class FakeDomains:
                 return NimbusError(ErrorCode.SUBDOMAIN_NOT_ALLOWED_ERROR)
             return None
 
-        return FakeOp(check, lambda: None)
+        return FakeOp(check, lambda: None, (("domain", name),))
 
     def put(self, name: str, *, subdomains: bool, now: str) -> bool:
         """Offer or update a domain."""

@@ -261,3 +261,33 @@ def test_enqueue_in_a_cancelled_transaction_writes_nothing(stores: Stores) -> No
 
 def test_committing_no_ops_does_nothing(stores: Stores) -> None:
     stores.tx.commit([])
+
+
+def test_two_operations_on_one_item_in_a_transaction_are_refused_and_write_nothing(stores: Stores) -> None:
+    user = _user(stores)
+    token = a_token(user)
+    to = f"mail.{tag()}@example.com"
+    ops = [
+        stores.outbox.enqueue_op(_email(to), now=NOW, kind="verify-email"),
+        stores.tokens.put_op(token),
+        stores.tokens.delete_op(token.hash),
+    ]
+
+    with pytest.raises(DependencyError):
+        stores.tx.commit(ops)
+
+    assert stores.tokens.get_with_user(token.hash, user.id)[0] is None
+    assert stores.probe.outbox_to(to) == []
+
+
+def test_a_user_change_and_a_login_condition_on_the_same_user_cannot_share_a_transaction(
+    stores: Stores,
+) -> None:
+    user = _user(stores)
+    renamed = user.changed(username=f"Renamed_{tag()}", updated_at=LATER)
+    check = stores.users.credentials_unchanged_op(user, new_password_hash=None, now=NOW, failure_limit=3)
+
+    with pytest.raises(DependencyError):
+        stores.tx.commit([*stores.users.change_ops(user, renamed), check])
+
+    assert stores.users.get(user.id) == user

@@ -132,6 +132,20 @@ def test_delete_many_removes_more_than_one_batch_and_is_safe_to_retry(stores: St
     assert sorted(stores.sessions.list_ids(user.id)) == sorted(s.id for s in sessions[27:])
 
 
+def test_delete_many_tolerates_a_repeated_id(stores: Stores, request: pytest.FixtureRequest) -> None:
+    if stores.name == "dynamodb":
+        # Reported to the owner of shared/: batch_delete sends duplicate keys in one BatchWriteItem,
+        # which DynamoDB refuses (ValidationException -> 500) although delete_many is "idempotent".
+        request.applymarker(pytest.mark.xfail(strict=True, raises=DependencyError, reason="no dedupe"))
+    user = _user(stores)
+    kept, doomed = a_session(user), a_session(user)
+    _put(stores, kept, doomed)
+
+    stores.sessions.delete_many(user.id, [doomed.id, doomed.id])
+
+    assert stores.sessions.list_ids(user.id) == [kept.id]
+
+
 def test_delete_many_of_nothing_does_nothing(stores: Stores) -> None:
     user = _user(stores)
     session = a_session(user)
