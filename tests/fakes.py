@@ -16,7 +16,7 @@ from typing import Any
 
 from nimbus_core.clock import iso
 from nimbus_core.deps import Deps
-from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.errors import DependencyError, ErrorCode, NimbusError
 from nimbus_core.identity import email_key, username_key
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.mail_templates import Email
@@ -24,7 +24,9 @@ from nimbus_core.models import Domain, Session, User, VerificationToken
 from nimbus_core.ports import CounterState, RuntimeConfig, WriteOp
 from nimbus_core.settings import Settings
 
-Check = Callable[[], NimbusError | None]
+# None when the condition holds; else what DynamoDB would raise: the op's domain error, or a
+# DependencyError for a condition that carries none (a bug, as ``ConditionFailedError`` in the adapters).
+Check = Callable[[], Exception | None]
 
 
 @dataclass
@@ -45,14 +47,25 @@ class FakeDb:
 
 @dataclass(frozen=True)
 class FakeOp(WriteOp):
-    """A condition (None = holds, else the error) and the change to make."""
+    """A condition (None = holds, else the error), the change to make, and the items it touches."""
 
     check: Check
     apply: Callable[[], object]
+    # DynamoDB refuses a transaction with two operations on one item, so the fake refuses it too.
+    items: tuple[tuple[str, ...], ...] = ()
 
 
-def _always() -> NimbusError | None:
+def _always() -> Exception | None:
     return None
+
+
+class FakeConditionFailedError(DependencyError):
+    """A condition without a domain error failed (the adapters raise ``ConditionFailedError``)."""
+
+
+def _absent(table: dict[Any, Any], key: object, what: str) -> Check:
+    """The condition ``attribute_not_exists`` of a put whose key must be new."""
+    return lambda: FakeConditionFailedError(f"{what} exists") if key in table else None
 
 
 class FakeTransactor:
@@ -72,6 +85,9 @@ class FakeTransactor:
             fakes = [op for op in ops if isinstance(op, FakeOp)]
             if len(fakes) != len(ops):
                 raise TypeError("FakeTransactor commits only FakeOps")
+            touched = [item for op in fakes for item in op.items]
+            if len(touched) != len(set(touched)):
+                raise DependencyError("Transaction request cannot include multiple operations on one item")
             for op in fakes:
                 refused = op.check()
                 if refused is not None:
@@ -103,27 +119,30 @@ class FakeUsers:
         user_id = self.db.emails.get(email_key(email))
         return self.db.users.get(user_id) if user_id else None
 
+    def _item(self, table: dict[str, str], key: str) -> tuple[str, str]:
+        return ("username" if table is self.db.usernames else "email", key)
+
     def _claim(self, table: dict[str, str], key: str, user_id: str) -> FakeOp:
         def check() -> NimbusError | None:
             return NimbusError(ErrorCode.USER_EXISTS_ERROR) if key in table else None
 
-        return FakeOp(check, lambda: table.__setitem__(key, user_id))
+        return FakeOp(check, lambda: table.__setitem__(key, user_id), (self._item(table, key),))
 
     def _release(self, table: dict[str, str], key: str, user_id: str) -> FakeOp:
         def check() -> NimbusError | None:
             return None if table.get(key) == user_id else NimbusError(ErrorCode.USER_EXISTS_ERROR)
 
-        return FakeOp(check, lambda: table.pop(key, None))
+        return FakeOp(check, lambda: table.pop(key, None), (self._item(table, key),))
 
     def create_ops(self, user: User) -> list[WriteOp]:
         """Create the user and both claims."""
         db = self.db
-
-        def check() -> NimbusError | None:
-            return NimbusError(ErrorCode.USER_EXISTS_ERROR) if user.id in db.users else None
-
         return [
-            FakeOp(check, lambda: db.users.__setitem__(user.id, user)),
+            FakeOp(
+                _absent(db.users, user.id, "user"),
+                lambda: db.users.__setitem__(user.id, user),
+                (("user", user.id),),
+            ),
             self._claim(db.usernames, username_key(user.username), user.id),
             self._claim(db.emails, email_key(user.email), user.id),
         ]
@@ -143,6 +162,8 @@ class FakeUsers:
                 self._release(db.emails, email_key(before.email), before.id),
                 self._claim(db.emails, email_key(after.email), after.id),
             ]
+        if not fields and not ops:
+            return []  # nothing to write, so nothing to guard (as the adapter)
 
         def check() -> NimbusError | None:
             stored = db.users.get(before.id)
@@ -169,22 +190,25 @@ class FakeUsers:
             stored = db.users[before.id]
             db.users[before.id] = stored.model_copy(update={name: getattr(after, name) for name in fields})
 
-        return [FakeOp(check, apply), *ops]
+        return [FakeOp(check, apply, (("user", before.id),)), *ops]
 
     def delete_ops(self, user: User) -> list[WriteOp]:
-        """Remove the user and its own claims."""
+        """Remove the user and its own claims; a claim that is now another user's cancels it all."""
         db = self.db
+        claims = ((db.usernames, username_key(user.username)), (db.emails, email_key(user.email)))
+
+        def check() -> Exception | None:
+            if any(table.get(key, user.id) != user.id for table, key in claims):
+                return FakeConditionFailedError("a claim of the deleted user belongs to another user")
+            return None
 
         def apply() -> None:
             db.users.pop(user.id, None)
-            for table, key in (
-                (db.usernames, username_key(user.username)),
-                (db.emails, email_key(user.email)),
-            ):
-                if table.get(key) == user.id:
-                    del table[key]
+            for table, key in claims:
+                table.pop(key, None)
 
-        return [FakeOp(_always, apply)]
+        items = (("user", user.id), *(self._item(table, key) for table, key in claims))
+        return [FakeOp(check, apply, items)]
 
     def credentials_unchanged_op(
         self, user: User, *, new_password_hash: str | None, now: float, failure_limit: int
@@ -207,7 +231,7 @@ class FakeUsers:
             if new_password_hash is not None:
                 db.users[user.id] = db.users[user.id].model_copy(update={"password_hash": new_password_hash})
 
-        return FakeOp(check, apply)
+        return FakeOp(check, apply, (("user", user.id),))
 
     def count_auth_failure(self, user_id: str, *, limit: int, window: int, now: float) -> CounterState | None:
         """Count a failure on the user record."""
@@ -249,8 +273,12 @@ class FakeSessions:
 
     def put_op(self, session: Session) -> WriteOp:
         """Store a new session."""
-        key = (session.user_id, session.id)
-        return FakeOp(_always, lambda: self.db.sessions.__setitem__(key, session))
+        sessions, key = self.db.sessions, (session.user_id, session.id)
+        return FakeOp(
+            _absent(sessions, key, "session"),
+            lambda: sessions.__setitem__(key, session),
+            (("session", *key),),
+        )
 
     def replace_op(self, session: Session) -> WriteOp:
         """Overwrite an existing session."""
@@ -259,11 +287,12 @@ class FakeSessions:
         def check() -> NimbusError | None:
             return None if key in self.db.sessions else NimbusError(ErrorCode.INVALID_SESSION_ERROR)
 
-        return FakeOp(check, lambda: self.db.sessions.__setitem__(key, session))
+        return FakeOp(check, lambda: self.db.sessions.__setitem__(key, session), (("session", *key),))
 
     def delete_op(self, user_id: str, session_id: str) -> WriteOp:
         """Remove a session."""
-        return FakeOp(_always, lambda: self.db.sessions.pop((user_id, session_id), None))
+        item = ("session", user_id, session_id)
+        return FakeOp(_always, lambda: self.db.sessions.pop((user_id, session_id), None), (item,))
 
     def touch(self, session: Session, used_at: str) -> None:
         """Record use."""
@@ -321,7 +350,12 @@ class FakeTokens:
 
     def put_op(self, token: VerificationToken) -> WriteOp:
         """Store a token."""
-        return FakeOp(_always, lambda: self.db.tokens.__setitem__(token.hash, token))
+        tokens = self.db.tokens
+        return FakeOp(
+            _absent(tokens, token.hash, "token"),
+            lambda: tokens.__setitem__(token.hash, token),
+            (("token", token.hash),),
+        )
 
     def consume_op(self, token_hash: str) -> WriteOp:
         """Remove a token that must exist."""
@@ -331,11 +365,11 @@ class FakeTokens:
                 return None
             return NimbusError(ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR)
 
-        return FakeOp(check, lambda: self.db.tokens.pop(token_hash, None))
+        return FakeOp(check, lambda: self.db.tokens.pop(token_hash, None), (("token", token_hash),))
 
     def delete_op(self, token_hash: str) -> WriteOp:
         """Remove a token if present."""
-        return FakeOp(_always, lambda: self.db.tokens.pop(token_hash, None))
+        return FakeOp(_always, lambda: self.db.tokens.pop(token_hash, None), (("token", token_hash),))
 
 
 class FakeDomains:
@@ -365,7 +399,7 @@ class FakeDomains:
                 return NimbusError(ErrorCode.SUBDOMAIN_NOT_ALLOWED_ERROR)
             return None
 
-        return FakeOp(check, lambda: None)
+        return FakeOp(check, lambda: None, (("domain", name),))
 
     def put(self, name: str, *, subdomains: bool, now: str) -> bool:
         """Offer or update a domain."""

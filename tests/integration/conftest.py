@@ -119,7 +119,7 @@ class Stack:
                 entries = [
                     {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
                 ]
-                sqs.delete_message_batch(QueueUrl=url, Entries=entries)
+                sqs.delete_message_batch(QueueUrl=url, Entries=entries)  # type: ignore[arg-type]
 
 
 _ENV = {

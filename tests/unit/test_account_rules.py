@@ -1,21 +1,44 @@
-"""Account rules on the in-memory fakes: no moto, no network, milliseconds per test."""
+"""Account rules on the fakes, in milliseconds: registration, login and its per-account lock, the
+self-service changes, email verification, deletion under faults, reverification, and the number of
+store round trips each change costs."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
+from typing import Any, cast
 
 import pytest
+from argon2 import PasswordHasher
 
 from accounts_api import service as accounts
+from accounts_api.routes import routes as account_routes
 from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody
-from nimbus_core import reverify, verification
+from nimbus_core import passwords, verification
 from nimbus_core.auth import Caller, authenticate
 from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, RateLimitedError
+from nimbus_core.http.app import create_app
+from nimbus_core.identity import email_key, username_key
+from nimbus_core.models import User
+from nimbus_core.reverify import reverify
+from nimbus_core.scopes import Scope
+from nimbus_core.session_issuer import IssuedSession, new_session
 from nimbus_core.tokens import parse_session_token
 from tests.fakes import FakeWorld, fake_world
 
 PASSWORD = "correct horse"
+NEW_PASSWORD = "battery staple"
+DAY = 86400
+NOW = 1_800_000_000.25  # FakeClock starts here
+
+
+@pytest.fixture(autouse=True)
+def _cheap_password_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """argon2id with the smallest parameters: the rules are the same, the tests stay fast."""
+    cheap = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+    monkeypatch.setattr(passwords, "_hasher", lambda: cheap)
 
 
 @pytest.fixture
@@ -23,153 +46,573 @@ def world() -> FakeWorld:
     return fake_world()
 
 
-def _register(world: FakeWorld, name: str = "alice") -> str:
+# --- helpers ---------------------------------------------------------------------------------------
+
+
+def _register(world: FakeWorld, username: str = "alice", email: str | None = None) -> IssuedSession:
     body = RegisterBody.model_validate(
-        {"username": name, "email": f"{name}@example.com", "password": PASSWORD}
+        {"username": username, "email": email or f"{username}@example.com", "password": PASSWORD}
     )
-    return auth.register(world.deps, body, session_name="laptop", now=world.clock.now()).token
+    return auth.register(world.deps, body, session_name="Firefox 132 on Ubuntu", now=world.clock.now())
+
+
+def _login(world: FakeWorld, username: str = "alice", password: str = PASSWORD) -> IssuedSession:
+    body = LoginBody.model_validate({"username": username, "password": password})
+    return auth.login(world.deps, body, session_name="curl 8 on an unknown OS", now=world.clock.now())
+
+
+def _authenticate(world: FakeWorld, token: str) -> Caller | None:
+    parsed = parse_session_token(token)
+    assert parsed is not None
+    return authenticate(world.deps, parsed, world.clock.now())
 
 
 def _caller(world: FakeWorld, token: str) -> Caller:
-    parsed = parse_session_token(token)
-    assert parsed is not None
-    caller = authenticate(world.deps, parsed, world.clock.now())
+    caller = _authenticate(world, token)
     assert caller is not None
     return caller
 
 
-def _login(world: FakeWorld, name: str, password: str = PASSWORD) -> str:
-    body = LoginBody.model_validate({"username": name, "password": password})
-    return auth.login(world.deps, body, session_name="phone", now=world.clock.now()).token
+def _user(world: FakeWorld, username: str = "alice") -> User:
+    user = world.deps.users.find_by_username(username)
+    assert user is not None
+    return user
 
 
-def _link_token(world: FakeWorld, to: str) -> str:
-    [*_, (_, email)] = [m for m in world.db.outbox if m[1].to == to]
-    return email.text.split("token=", 1)[1].split()[0]
+def _links(world: FakeWorld, to: str) -> list[str]:
+    """The verification tokens mailed to ``to``, oldest first (the raw ``<userId>.<secret>``)."""
+    found = []
+    for kind, email in world.db.outbox:
+        if email.to == to:
+            assert kind == "verify-email"
+            match = re.search(r"https://files\.test/verify\?token=(\S+)", email.text)
+            assert match is not None
+            found.append(match.group(1))
+    return found
 
 
-def test_register_writes_user_claims_session_token_and_email_in_one_commit(world: FakeWorld) -> None:
-    _register(world)
-    assert world.db.calls == ["commit"]  # no read, no SES: one transaction
-    assert len(world.db.users) == len(world.db.sessions) == len(world.db.tokens) == len(world.db.outbox) == 1
-    assert [kind for kind, _ in world.db.outbox] == ["verify-email"]
+def _verified(world: FakeWorld, username: str = "alice") -> User:
+    """Verify the address of a freshly registered user with the token mailed to it."""
+    user = _user(world, username)
+    verification.verify(world.deps, _links(world, user.email)[-1], world.clock.now())
+    return _user(world, username)
 
 
-def test_the_eleventh_wrong_password_on_an_account_is_a_lock_without_endpoint_headers(
-    world: FakeWorld,
-) -> None:
-    _register(world)
-    for _ in range(10):
-        with pytest.raises(NimbusError) as wrong:
-            _login(world, "alice", "wrong password")
-        assert wrong.value.code is ErrorCode.INVALID_PASSWORD_ERROR
-    with pytest.raises(RateLimitedError) as locked:
-        _login(world, "alice")
-    assert locked.value.account_lock
-    assert 0 < locked.value.retry_after <= 900
-    world.clock.advance(901)
-    assert _login(world, "alice")
+def _error(action: Callable[[], object]) -> NimbusError:
+    with pytest.raises(NimbusError) as raised:
+        action()
+    return raised.value
 
 
-def test_reverification_asks_normal_sessions_for_the_password_even_with_a_2fa_object(
-    world: FakeWorld,
-) -> None:
-    caller = _caller(world, _register(world))
-    for body in ({}, {"2fa": {"token": "t", "type": "totp", "code": "123456"}}, {"password": 12345678}):
-        with pytest.raises(NimbusError) as missing:
-            reverify.reverify(world.deps, caller, body, world.clock.now())
-        assert (missing.value.code, missing.value.extra) == (
-            ErrorCode.MISSING_FIELDS_ERROR,
-            {"fields": ["password"]},
-        )
-    with pytest.raises(NimbusError) as wrong:
-        reverify.reverify(world.deps, caller, {"password": "nope nope"}, world.clock.now())
-    assert wrong.value.code is ErrorCode.INVALID_PASSWORD_ERROR
-    assert world.db.users[caller.user.id].auth_failures == 1  # counted toward the account lock
-    reverify.reverify(world.deps, caller, {"password": PASSWORD}, world.clock.now())
+def _wrong_password(world: FakeWorld, attempt: int) -> NimbusError:
+    return _error(lambda: _login(world, password=f"wrong {attempt}"))
 
 
-def test_scoped_sessions_are_never_asked_to_reverify(world: FakeWorld) -> None:
-    caller = _caller(world, _register(world))
-    scoped = Caller(caller.user, caller.session.changed(permission_flags=1))
-    reverify.reverify(world.deps, scoped, {}, world.clock.now())  # no password, no error
+def _code(action: Callable[[], object]) -> ErrorCode:
+    return _error(action).code
 
 
-def test_a_password_change_keeps_the_caller_and_revokes_every_other_session(world: FakeWorld) -> None:
-    token = _register(world)
-    others = [_login(world, "alice") for _ in range(3)]
-    world.db.calls.clear()
-    accounts.change_password(world.deps, _caller(world, token), "a brand new one", world.clock.now())
-    assert world.db.calls.count("commit") == 1
-    assert _caller(world, token).user.session_generation == 1
-    for other in others:
-        parsed = parse_session_token(other)
-        assert parsed is not None
-        assert authenticate(world.deps, parsed, world.clock.now()) is None
-    assert _login(world, "alice", "a brand new one")
+def _user_sessions(world: FakeWorld, user_id: str) -> list[str]:
+    return [sid for uid, sid in world.db.sessions if uid == user_id]
 
 
-def test_a_changed_email_is_unverified_and_only_the_new_link_works_once(world: FakeWorld) -> None:
-    token = _register(world)
-    old_link = _link_token(world, "alice@example.com")
-    changed = accounts.change_email(world.deps, _caller(world, token), "new@example.org", world.clock.now())
-    assert changed.verified_at is None
-    new_link = _link_token(world, "new@example.org")
-    with pytest.raises(NimbusError):
-        verification.verify(world.deps, old_link, world.clock.now())
-    assert verification.verify(world.deps, new_link, world.clock.now()).verified_at is not None
-    with pytest.raises(NimbusError) as replay:
-        verification.verify(world.deps, new_link, world.clock.now())
-    assert replay.value.code is ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR
+# --- register --------------------------------------------------------------------------------------
 
 
-def test_a_verification_link_expires_after_24_hours(world: FakeWorld) -> None:
-    _register(world)
-    link = _link_token(world, "alice@example.com")
-    world.clock.advance(24 * 3600)
-    with pytest.raises(NimbusError):
-        verification.verify(world.deps, link, world.clock.now())
+def test_register_writes_user_claims_session_token_and_outbox_in_one_commit(world: FakeWorld) -> None:
+    issued = _register(world, "Alice", "Alice@Example.com")
+
+    assert world.db.calls == ["commit"]
+    (user,) = world.db.users.values()
+    assert (user.username, user.email, user.verified_at, user.domain) == (
+        "Alice",
+        "Alice@example.com",
+        None,
+        "nimbus.test",
+    )
+    assert world.db.usernames == {username_key("Alice"): user.id}
+    assert world.db.emails == {email_key("alice@example.com"): user.id}
+    assert _user_sessions(world, user.id) == [issued.session.id]
+    assert list(world.db.tokens) == [user.pending_verification]
+    assert [(kind, email.to) for kind, email in world.db.outbox] == [("verify-email", "Alice@example.com")]
+    assert _caller(world, issued.token).user == user
 
 
-def test_a_banned_user_cannot_verify(world: FakeWorld) -> None:
-    token = _register(world)
-    link = _link_token(world, "alice@example.com")
-    user = _caller(world, token).user
-    world.db.users[user.id] = user.changed(banned_at="2027-01-01T00:00:00.000Z")
-    with pytest.raises(NimbusError) as banned:
-        verification.verify(world.deps, link, world.clock.now())
-    assert banned.value.code is ErrorCode.BANNED_ERROR
-
-
-def test_each_change_is_one_commit_after_authentication(world: FakeWorld) -> None:
-    token = _register(world)
-    world.deps.domains.put("files.example", subdomains=True, now="2027-01-01T00:00:00.000Z")
-    changes: list[Callable[[Caller], object]] = [
-        lambda c: accounts.change_username(world.deps, c, "alice_2", world.clock.now()),
-        lambda c: accounts.change_email(world.deps, c, "a2@example.com", world.clock.now()),
-        lambda c: accounts.change_password(world.deps, c, "another secret", world.clock.now()),
-        lambda c: accounts.change_domain(world.deps, c, "files.example", "me", world.clock.now()),
-        lambda c: accounts.resend_verification(world.deps, c, world.clock.now()),
-    ]
-    for change in changes:
-        caller = _caller(world, token)
-        world.db.calls.clear()
-        change(caller)
-        assert world.db.calls == ["commit"]
-
-
-def test_a_deletion_cut_between_its_phases_leaves_a_usable_account_and_completes_on_retry(
-    world: FakeWorld,
-) -> None:
-    token = _register(world)
-    _login(world, "alice")
+def test_register_that_fails_to_commit_writes_nothing(world: FakeWorld) -> None:
     world.tx.fail_next = DependencyError("injected")
+
     with pytest.raises(DependencyError):
-        accounts.delete_account(world.deps, _caller(world, token))
-    assert _login(world, "alice")  # the account still works
-    accounts.delete_account(world.deps, _caller(world, token))
-    assert world.db.users == {}
-    assert world.db.sessions == {}
+        _register(world)
+
+    assert (world.db.users, world.db.sessions, world.db.tokens, world.db.outbox) == ({}, {}, {}, [])
+
+
+def test_register_with_a_taken_name_in_another_case_is_409_and_writes_nothing(world: FakeWorld) -> None:
+    _register(world, "alice")
+
+    assert _code(lambda: _register(world, "ALICE", "other@example.com")) is ErrorCode.USER_EXISTS_ERROR
+    assert _code(lambda: _register(world, "bob", "ALICE@EXAMPLE.COM")) is ErrorCode.USER_EXISTS_ERROR
+    assert len(world.db.users) == len(world.db.sessions) == len(world.db.tokens) == len(world.db.outbox) == 1
+
+
+# --- login and the per-account lock ----------------------------------------------------------------
+
+
+def test_login_opens_a_session_with_the_username_or_the_email_in_any_case(world: FakeWorld) -> None:
+    _register(world)
+
+    by_name = _login(world, "ALICE")
+    by_email = _login(world, "Alice@Example.com")
+
+    assert _caller(world, by_name.token).user.username == "alice"
+    assert _caller(world, by_email.token).user.username == "alice"
+
+
+def test_login_of_an_unknown_user_is_404_and_counts_nothing(world: FakeWorld) -> None:
+    _register(world)
+
+    assert _code(lambda: _login(world, "nobody")) is ErrorCode.INVALID_USER_ERROR
+    assert _user(world).auth_failures == 0
+
+
+def test_wrong_passwords_lock_the_account_and_the_eleventh_answer_is_429(world: FakeWorld) -> None:
+    _register(world)
+
+    answers = [_wrong_password(world, i) for i in range(11)]
+
+    assert [a.code for a in answers[:10]] == [ErrorCode.INVALID_PASSWORD_ERROR] * 10
+    locked = answers[10]
+    assert isinstance(locked, RateLimitedError)
+    assert (locked.status, locked.account_lock, locked.retry_after) == (429, True, 15 * 60)
+    assert _user(world).auth_failures == 10
+
+
+def test_a_locked_account_refuses_even_the_right_password_until_the_window_ends(world: FakeWorld) -> None:
+    _register(world)
+    for i in range(10):
+        _wrong_password(world, i)
+
+    world.clock.advance(14 * 60)
+    world.db.calls.clear()
+    refused = _error(lambda: _login(world))
+    assert world.db.calls == ["users.find"]  # neither the password is checked nor a failure counted
+    world.clock.advance(60)
+    issued = _login(world)
+
+    assert isinstance(refused, RateLimitedError)
+    assert (refused.account_lock, refused.retry_after) == (True, 60)
+    assert _caller(world, issued.token).user.username == "alice"
+
+
+def test_a_banned_user_is_told_only_after_the_right_password(world: FakeWorld) -> None:
+    _register(world)
+    user = _user(world)
+    world.db.users[user.id] = user.changed(banned_at=world.clock.iso(), ban_reason="spam")
+
+    assert _code(lambda: _login(world, password="wrong password")) is ErrorCode.INVALID_PASSWORD_ERROR
+    world.db.calls.clear()
+    assert _code(lambda: _login(world)) is ErrorCode.BANNED_ERROR
+    assert world.db.calls == ["users.find"]  # answered before any write
+
+
+# --- change username / email -----------------------------------------------------------------------
+
+
+def test_change_username_frees_the_old_name_for_someone_else(world: FakeWorld) -> None:
+    caller = _caller(world, _register(world).token)
+
+    changed = accounts.change_username(world.deps, caller, "Alicia", world.clock.now())
+
+    assert world.deps.users.find_by_username("alicia") == changed
+    assert world.deps.users.find_by_username("alice") is None
+    _register(world, "ALICE", "new.alice@example.com")
+    assert world.db.usernames[username_key("alice")] != changed.id
+
+
+def test_change_username_to_a_taken_name_is_409_and_changes_nothing(world: FakeWorld) -> None:
+    caller = _caller(world, _register(world).token)
+    _register(world, "bob")
+
+    refused = _code(lambda: accounts.change_username(world.deps, caller, "BOB", world.clock.now()))
+
+    assert refused is ErrorCode.USER_EXISTS_ERROR
+    assert _user(world) == caller.user
+
+
+def test_change_email_starts_unverified_and_mails_a_link_to_the_new_address(world: FakeWorld) -> None:
+    caller = _caller(world, _register(world).token)
+    caller = Caller(_verified(world), caller.session)
+    world.clock.advance(60)
+
+    changed = accounts.change_email(world.deps, caller, "alice@new.example", world.clock.now())
+
+    assert changed.verified_at is None
+    assert _user(world) == changed
+    (link,) = _links(world, "alice@new.example")
+    user_id, _, secret = link.partition(".")
+    assert (user_id, len(secret)) == (changed.id, 43)
+    assert world.deps.users.find_by_email("ALICE@example.com") is None
+    verification.verify(world.deps, link, world.clock.now())
+    assert _user(world).verified_at == world.clock.iso()
+
+
+def test_change_email_revokes_the_link_sent_to_the_old_address(world: FakeWorld) -> None:
+    caller = _caller(world, _register(world).token)
+    (old_link,) = _links(world, "alice@example.com")
+
+    accounts.change_email(world.deps, caller, "alice@new.example", world.clock.now())
+
+    refused = _code(lambda: verification.verify(world.deps, old_link, world.clock.now()))
+    assert refused is ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR
+    assert list(world.db.tokens) == [_user(world).pending_verification]  # the old token is gone
+
+
+def test_same_address_in_another_case_keeps_verification_and_sends_no_mail(world: FakeWorld) -> None:
+    caller = _caller(world, _register(world).token)
+    verified = _verified(world)
+    mails = len(world.db.outbox)
+
+    changed = accounts.change_email(world.deps, Caller(verified, caller.session), "ALICE@example.com", NOW)
+
+    assert changed.email == "ALICE@example.com"
+    assert changed.verified_at == verified.verified_at
+    assert len(world.db.outbox) == mails
+    assert world.db.emails == {email_key("alice@example.com"): verified.id}
+
+
+def test_a_pending_link_survives_a_change_to_the_same_address_in_another_case(world: FakeWorld) -> None:
+    caller = _caller(world, _register(world).token)
+    (link,) = _links(world, "alice@example.com")
+    accounts.change_email(world.deps, caller, "Alice@Example.com", world.clock.now())
+
+    verification.verify(world.deps, link, world.clock.now())
+
+    assert _user(world).verified_at is not None
+
+
+# --- verify ----------------------------------------------------------------------------------------
+
+
+def test_verify_is_single_use(world: FakeWorld) -> None:
+    _register(world)
+    (link,) = _links(world, "alice@example.com")
+
+    verification.verify(world.deps, link, world.clock.now())
+    again = _code(lambda: verification.verify(world.deps, link, world.clock.now()))
+
+    assert _user(world).verified_at == world.clock.iso()
+    assert _user(world).pending_verification is None
+    assert again is ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR
     assert world.db.tokens == {}
-    assert world.db.usernames == world.db.emails == {}
-    _register(world)  # the name and the address are free at once
+
+
+def test_verify_refuses_a_secret_presented_for_another_user(world: FakeWorld) -> None:
+    _register(world)
+    _register(world, "bob")
+    (alice_link,) = _links(world, "alice@example.com")
+    forged = f"{_user(world, 'bob').id}.{alice_link.partition('.')[2]}"
+
+    refused = _code(lambda: verification.verify(world.deps, forged, world.clock.now()))
+
+    assert refused is ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR
+    assert _user(world, "bob").verified_at is None
+    assert _user(world).verified_at is None
+
+
+@pytest.mark.parametrize(("age", "valid"), [(DAY - 1, True), (DAY, False)])
+def test_verify_links_last_24_hours(world: FakeWorld, age: int, valid: bool) -> None:
+    _register(world)
+    (link,) = _links(world, "alice@example.com")
+    world.clock.advance(age)
+
+    if valid:
+        verification.verify(world.deps, link, world.clock.now())
+    else:
+        refused = _code(lambda: verification.verify(world.deps, link, world.clock.now()))
+        assert refused is ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR
+
+    assert (_user(world).verified_at is not None) is valid
+
+
+def test_verify_refuses_a_link_whose_address_changed_since(world: FakeWorld) -> None:
+    _register(world)
+    (link,) = _links(world, "alice@example.com")
+    user = _user(world)
+    # A concurrent change of address lands between the mail and the click (the token is still pending).
+    world.db.users[user.id] = user.changed(email="alice@elsewhere.example")
+
+    refused = _code(lambda: verification.verify(world.deps, link, world.clock.now()))
+
+    assert refused is ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR
+    assert _user(world).verified_at is None
+
+
+def test_verify_by_a_banned_user_is_403_and_verifies_nothing(world: FakeWorld) -> None:
+    _register(world)
+    (link,) = _links(world, "alice@example.com")
+    user = _user(world)
+    world.db.users[user.id] = user.changed(banned_at=world.clock.iso(), ban_reason="spam")
+
+    refused = _code(lambda: verification.verify(world.deps, link, world.clock.now()))
+
+    assert refused is ErrorCode.BANNED_ERROR
+    assert _user(world).verified_at is None
+
+
+@pytest.mark.parametrize("raw", ["", "nodot", "01ARZ3NDEKTSV4RRFFQ69G5FAV.short", "x" * 200])
+def test_verify_refuses_malformed_tokens_without_reading_anything(world: FakeWorld, raw: str) -> None:
+    assert (
+        _code(lambda: verification.verify(world.deps, raw, 0)) is ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR
+    )
+    assert world.db.calls == []
+
+
+# --- change password -------------------------------------------------------------------------------
+
+
+def test_change_password_keeps_the_current_session_and_revokes_the_others(world: FakeWorld) -> None:
+    current = _register(world)
+    others = [_login(world), _login(world)]
+    caller = _caller(world, current.token)
+
+    accounts.change_password(world.deps, caller, NEW_PASSWORD, world.clock.now())
+
+    assert _caller(world, current.token).user.id == caller.user.id
+    assert [_authenticate(world, o.token) for o in others] == [None, None]
+    assert _code(lambda: _login(world)) is ErrorCode.INVALID_PASSWORD_ERROR
+    assert _caller(world, _login(world, password=NEW_PASSWORD).token).user.id == caller.user.id
+
+
+def test_change_password_from_a_revoked_session_changes_nothing(world: FakeWorld) -> None:
+    first = _caller(world, _register(world).token)
+    second = _caller(world, _login(world).token)
+    accounts.change_password(world.deps, first, NEW_PASSWORD, world.clock.now())
+
+    refused = _code(lambda: accounts.change_password(world.deps, second, "third password", NOW))
+
+    assert refused is ErrorCode.INVALID_PASSWORD_ERROR  # the hash it read is stale
+    assert passwords.verify_password(_user(world).password_hash, NEW_PASSWORD)
+
+
+# --- delete account --------------------------------------------------------------------------------
+
+
+def _account_with_three_sessions(world: FakeWorld) -> tuple[Caller, list[IssuedSession]]:
+    current = _register(world)
+    return _caller(world, current.token), [current, _login(world), _login(world)]
+
+
+def _assert_gone(world: FakeWorld, caller: Caller, issued: list[IssuedSession]) -> None:
+    user = caller.user
+    assert world.deps.users.get(user.id) is None
+    assert (world.db.usernames, world.db.emails, world.db.tokens) == ({}, {}, {})
+    assert _user_sessions(world, user.id) == []
+    assert [_authenticate(world, i.token) for i in issued] == [None] * len(issued)
+
+
+def test_delete_account_removes_user_claims_sessions_and_token_and_frees_the_name(world: FakeWorld) -> None:
+    caller, issued = _account_with_three_sessions(world)
+    assert caller.user.pending_verification in world.db.tokens
+
+    accounts.delete_account(world.deps, caller)
+
+    _assert_gone(world, caller, issued)
+    again = _register(world, "ALICE", "Alice@Example.com")
+    assert _caller(world, again.token).user.id != caller.user.id
+
+
+class _FailOnce:
+    """Wraps a store method so that its ``nth`` call raises DependencyError."""
+
+    def __init__(self, method: Callable[..., Any], nth: int = 1) -> None:
+        self.method, self.nth, self.calls = method, nth, 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls == self.nth:
+            raise DependencyError("injected fault")
+        return self.method(*args, **kwargs)
+
+
+def _fail_delete_many(world: FakeWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    sessions = world.deps.sessions
+    monkeypatch.setattr(sessions, "delete_many", _FailOnce(sessions.delete_many))
+
+
+def _fail_commit(world: FakeWorld, _: pytest.MonkeyPatch) -> None:
+    world.tx.fail_next = DependencyError("injected fault")
+
+
+@pytest.mark.parametrize("fault", [_fail_delete_many, _fail_commit], ids=lambda f: f.__name__)
+def test_a_fault_during_delete_account_leaves_a_usable_account_and_a_retry_completes(
+    world: FakeWorld, monkeypatch: pytest.MonkeyPatch, fault: Callable[[FakeWorld, Any], None]
+) -> None:
+    caller, issued = _account_with_three_sessions(world)
+    fault(world, monkeypatch)
+
+    with pytest.raises(DependencyError):
+        accounts.delete_account(world.deps, caller)
+
+    assert world.deps.users.get(caller.user.id) == caller.user
+    assert _caller(world, issued[0].token).session.id == caller.session.id
+    relogin = _login(world)
+    accounts.delete_account(world.deps, _caller(world, issued[0].token))
+    _assert_gone(world, caller, [*issued, relogin])
+
+
+def test_a_fault_while_sweeping_after_delete_account_is_not_an_error(
+    world: FakeWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caller, issued = _account_with_three_sessions(world)
+    sessions = world.deps.sessions
+    monkeypatch.setattr(sessions, "delete_many", _FailOnce(sessions.delete_many, nth=2))
+
+    accounts.delete_account(world.deps, caller)
+
+    _assert_gone(world, caller, issued)
+
+
+# --- reverify --------------------------------------------------------------------------------------
+
+
+def _scoped_caller(world: FakeWorld) -> Caller:
+    user = _user(world)
+    scoped = new_session(
+        user, name="ci", lifetime=DAY, now=world.clock.now(), permission_flags=int(Scope.ACCOUNT_MODIFY)
+    )
+    world.tx.commit([world.deps.sessions.put_op(scoped.session)])
+    return _caller(world, scoped.token)
+
+
+def test_reverify_never_asks_a_scoped_session(world: FakeWorld) -> None:
+    _register(world)
+    caller = _scoped_caller(world)
+    world.db.calls.clear()
+
+    reverify(world.deps, caller, {}, world.clock.now())
+
+    assert world.db.calls == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"2fa": {"token": "t", "type": "totp", "code": "123456"}},
+        {"password": None},
+        {"password": 12345678},
+    ],
+    ids=["nothing", "2fa-without-password", "null", "number"],
+)
+def test_reverify_without_a_password_is_missing_fields_even_with_a_2fa_object(
+    world: FakeWorld, body: dict[str, Any]
+) -> None:
+    caller = _caller(world, _register(world).token)
+
+    error = _error(lambda: reverify(world.deps, caller, body, world.clock.now()))
+
+    assert (error.code, error.extra) == (ErrorCode.MISSING_FIELDS_ERROR, {"fields": ["password"]})
+    assert _user(world).auth_failures == 0
+
+
+def test_reverify_with_a_wrong_password_is_401_and_counted(world: FakeWorld) -> None:
+    caller = _caller(world, _register(world).token)
+
+    refused = _code(lambda: reverify(world.deps, caller, {"password": "wrong password"}, world.clock.now()))
+
+    assert refused is ErrorCode.INVALID_PASSWORD_ERROR
+    assert _user(world).auth_failures == 1
+
+
+def test_reverify_with_the_right_password_costs_no_round_trip(world: FakeWorld) -> None:
+    caller = _caller(world, _register(world).token)
+    world.db.calls.clear()
+
+    reverify(world.deps, caller, {"password": PASSWORD}, world.clock.now())
+
+    assert world.round_trips() == 0
+
+
+# --- round trips through the real accounts app -----------------------------------------------------
+
+
+def _call(world: FakeWorld, method: str, path: str, token: str, body: dict[str, Any]) -> tuple[int, Any]:
+    app = create_app(account_routes, deps=lambda: world.deps)
+    event = {
+        "version": "2.0",
+        "routeKey": f"{method} {path}",
+        "rawPath": path,
+        "rawQueryString": "",
+        "headers": {"authorization": token, "content-type": "application/json"},
+        "isBase64Encoded": False,
+        "body": json.dumps(body),
+        "requestContext": {
+            "http": {"method": method, "path": path, "sourceIp": "203.0.113.9"},
+            "stage": "$default",
+        },
+    }
+    result = app.resolve(event, cast(Any, {}))
+    return result["statusCode"], json.loads(result["body"])
+
+
+CHANGES = [
+    ("/users/me/username", {"username": "alicia"}),
+    ("/users/me/email", {"email": "alice@new.example"}),
+    ("/users/me/password", {"newPassword": NEW_PASSWORD, "confirmNewPassword": NEW_PASSWORD}),
+    ("/users/me/domain", {"domain": "nimbus.test", "subdomain": "Alice Files"}),
+]
+
+
+@pytest.mark.parametrize(("path", "body"), CHANGES, ids=[p.rsplit("/", 1)[1] for p, _ in CHANGES])
+def test_each_change_is_authentication_plus_limit_plus_one_commit(
+    world: FakeWorld, path: str, body: dict[str, Any]
+) -> None:
+    world.deps.domains.put("nimbus.test", subdomains=True, now=world.clock.iso())
+    token = _register(world).token
+    world.db.calls.clear()
+
+    status, answer = _call(world, "PUT", path, token, {**body, "password": PASSWORD})
+
+    assert status == 200, answer
+    assert world.db.calls == ["sessions.get_with_user", "counters.hit", "commit"]
+    assert answer["id"] == _user(world, answer["username"]).id
+
+
+def test_a_refused_change_costs_no_commit(world: FakeWorld) -> None:
+    token = _register(world).token
+    world.db.calls.clear()
+
+    status, answer = _call(
+        world, "PUT", "/users/me/username", token, {"username": "x", "password": "wrong pw"}
+    )
+
+    assert (status, answer["code"]) == (401, "INVALID_PASSWORD_ERROR")
+    assert world.db.calls == ["sessions.get_with_user", "counters.hit", "users.count_failure"]
+
+
+def test_delete_account_is_authentication_plus_sweeps_around_one_commit(world: FakeWorld) -> None:
+    token = _register(world).token
+    world.db.calls.clear()
+
+    status, answer = _call(world, "DELETE", "/users/me", token, {"password": PASSWORD})
+
+    assert (status, answer["code"]) == (200, "DELETE_USER_SUCCESS")
+    assert world.db.calls == [
+        "sessions.get_with_user",
+        "sessions.list_ids",
+        "sessions.delete_many",
+        "commit",
+        "sessions.list_ids",
+        "sessions.delete_many",
+    ]
+
+
+def test_login_and_verify_are_one_read_and_one_commit(world: FakeWorld) -> None:
+    _register(world)
+    (link,) = _links(world, "alice@example.com")
+    world.db.calls.clear()
+
+    _login(world)
+    verification.verify(world.deps, link, world.clock.now())
+
+    assert world.db.calls == ["users.find", "commit", "tokens.get_with_user", "commit"]
