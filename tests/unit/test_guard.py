@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import pytest
@@ -315,3 +315,30 @@ def test_query_validation_runs_with_the_body_checks_before_the_rate_limit(fakes:
     bad = get("maybe")
     assert (bad["statusCode"], json.loads(bad["body"])["fields"]) == (400, ["include-self"])
     assert fakes.hits == 1
+
+
+def test_two_apps_built_from_one_router_each_serve_with_their_own_dependencies() -> None:
+    # Powertools rebinds a router's context to the last app that included it; the guarded request
+    # must still reach the route of the app that is answering (tests build apps over the same routes).
+    routes = EndpointRouter()
+
+    @routes.endpoint("GET", "/who", Policy(auth=Auth.NONE))
+    def who(request: Request) -> Response[str]:
+        return json_response(200, {"domain": request.deps.settings.default_domain})
+
+    first, second = fake_world(), fake_world()
+    second_settings = second.deps.settings.model_copy(update={"default_domain": "second.test"})
+    first_app = create_app(routes, deps=lambda: first.deps)
+    create_app(routes, deps=lambda: replace(second.deps, settings=second_settings))
+    event = {
+        "version": "2.0",
+        "rawPath": "/who",
+        "headers": {},
+        "rawQueryString": "",
+        "requestContext": {
+            "http": {"method": "GET", "path": "/who", "sourceIp": "1.1.1.1"},
+            "stage": "$default",
+        },
+    }
+    result = first_app.resolve(event, cast(Any, {}))
+    assert (result["statusCode"], json.loads(result["body"])) == (200, {"domain": "nimbus.test"})

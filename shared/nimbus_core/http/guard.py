@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
-from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter as Router
 
 from nimbus_core import metrics
 from nimbus_core.auth import Caller, authenticate
@@ -37,8 +37,10 @@ from nimbus_core.tokens import SessionToken, parse_session_token
 from nimbus_core.useragent import device_name
 from nimbus_core.validation import read_json_body, read_query, validate
 
-_CONTEXT_KEY = "nimbus_request"
 DEPS_CONTEXT_KEY = "nimbus_deps"
+# The guarded request, for the route. A context variable rather than the router's context: Powertools
+# rebinds a router's context to the last app that included it, and tests build several apps.
+_REQUEST: ContextVar[Request | None] = ContextVar("nimbus_request", default=None)
 MAX_SESSION_NAME = 64
 
 
@@ -74,9 +76,12 @@ class Request:
         return caller
 
 
-def current_request(app: APIGatewayHttpResolver | Router) -> Request:
-    """The guarded request being handled by ``app``."""
-    return cast(Request, app.context[_CONTEXT_KEY])
+def current_request() -> Request:
+    """The guarded request being handled."""
+    request = _REQUEST.get()
+    if request is None:  # pragma: no cover - every route is guarded (the registry sees to it)
+        raise RuntimeError("no guarded request: the route was not registered through the registry")
+    return request
 
 
 def guard(policy: Policy) -> Any:
@@ -104,16 +109,19 @@ def guard(policy: Policy) -> Any:
             request.query = validate(policy.query, read_query(event.query_string_parameters))
         if policy.names_session:
             request.session_name = _session_name(headers)
-        app.append_context(**{_CONTEXT_KEY: request})
+        token = _REQUEST.set(request)
 
         def proceed() -> Response[Any]:
             if policy.reverify and caller is not None:
                 reverify(request.deps, caller, request.raw_body, request.now)
             return next_middleware(app)
 
-        if policy.rate_limit is None:
-            return proceed()
-        return _rate_limited(policy.rate_limit, request, caller, proceed)
+        try:
+            if policy.rate_limit is None:
+                return proceed()
+            return _rate_limited(policy.rate_limit, request, caller, proceed)
+        finally:
+            _REQUEST.reset(token)
 
     return middleware
 

@@ -35,7 +35,7 @@ class EndpointRouter:
 
             @functools.wraps(func)
             def route(**path_params: str) -> Response[Any]:
-                request = current_request(router)
+                request = current_request()
                 request.path = path_params
                 return func(request)
 
