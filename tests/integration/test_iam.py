@@ -33,7 +33,7 @@ from nimbus_core.settings import get_settings
 from nimbus_tools.local.inprocess import Reply
 from nimbus_tools.template import function_specs, load_template
 from tests.iam import IamRequest, allows, function_statements, glob_matches, requests_of
-from tests.integration.conftest import NOW, PARAMS, Api, Clock, Stack
+from tests.integration.conftest import NOW, PARAMS, Api, Clock, Stack, _HttpStub
 
 PASSWORD = "correct horse"
 DOMAIN = PARAMS["DefaultDomain"]
@@ -82,7 +82,7 @@ class Recording:
         if not self.ses_down:
             return None
         error = {"Error": {"Code": "TooManyRequestsException", "Message": "injected"}}
-        return _HttpAnswer(429), {**error, "ResponseMetadata": {"HTTPStatusCode": 429}}
+        return _HttpStub(429), {**error, "ResponseMetadata": {"HTTPStatusCode": 429}}
 
     def argon2_work(self, real: Callable[..., Any]) -> Callable[..., Any]:
         """Wrap a password function so the invoked function is recorded as doing argon2 work."""
@@ -95,13 +95,6 @@ class Recording:
             return real(*args, **kwargs)
 
         return wrapped
-
-
-@dataclass
-class _HttpAnswer:
-    status_code: int
-    headers: dict[str, str] = field(default_factory=dict)
-    content: bytes = b""
 
 
 class RecordingApi(Api):
