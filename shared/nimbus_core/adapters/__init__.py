@@ -1,1 +1,2 @@
-"""Adapters: the only code that talks to AWS (boto3). Services use them through small functions."""
+"""Adapters: the only code that talks to AWS (boto3), as classes built from ``(client, table name)``
+that implement the ports of ``nimbus_core.ports`` and turn botocore's errors into domain errors."""
