@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
-from argon2 import PasswordHasher
-from argon2.exceptions import InvalidHashError, VerificationError
+if TYPE_CHECKING:
+    from argon2 import PasswordHasher
 
 
 @cache
 def _hasher() -> PasswordHasher:
+    # Imported on first use: every function's guard can reverify, but only some ever hash.
+    from argon2 import PasswordHasher
+
     return PasswordHasher(time_cost=2, memory_cost=19 * 1024, parallelism=1)
 
 
@@ -20,6 +24,8 @@ def hash_password(password: str) -> str:
 
 def verify_password(stored_hash: str, password: str) -> bool:
     """Whether ``password`` matches ``stored_hash``; argon2 compares in constant time."""
+    from argon2.exceptions import InvalidHashError, VerificationError
+
     try:
         return _hasher().verify(stored_hash, password)
     except (VerificationError, InvalidHashError):

@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 class Settings(BaseModel):
     """Everything fixed per deployment. Runtime-changeable settings (kill switches, log level) live in SSM."""
 
-    model_config = ConfigDict(frozen=True, populate_by_name=True)
+    # defer_build: the validator is built when the container first reads its settings, not at import.
+    model_config = ConfigDict(frozen=True, populate_by_name=True, defer_build=True)
 
     stage: str = Field("dev", alias="STAGE")
     users_table: str = Field(alias="USERS_TABLE")
