@@ -260,6 +260,10 @@ def _count(
     return CounterState(True, count + 1, limit, reset_at), count + 1, reset_at
 
 
+def _live(session: Session, generation: int, now: float) -> bool:
+    return session.generation == generation and session.exp > now
+
+
 class FakeSessions:
     """The SessionStore in memory."""
 
@@ -301,10 +305,53 @@ class FakeSessions:
         if key in self.db.sessions:
             self.db.sessions[key] = self.db.sessions[key].model_copy(update={"used_at": used_at})
 
-    def list_ids(self, user_id: str) -> list[str]:
-        """Every stored session id of the user."""
+    def get(self, user_id: str, session_id: str) -> Session | None:
+        """One stored session."""
+        self.db.calls.append("sessions.get")
+        return self.db.sessions.get((user_id, session_id))
+
+    def get_many(self, user_id: str, session_ids: Iterable[str]) -> list[Session]:
+        """The stored sessions among the ids."""
+        self.db.calls.append("sessions.get_many")
+        found = (self.db.sessions.get((user_id, sid)) for sid in dict.fromkeys(session_ids))
+        return [s for s in found if s is not None]
+
+    def live(self, user_id: str, *, generation: int, now: float) -> list[Session]:
+        """Live sessions, newest first."""
+        self.db.calls.append("sessions.live")
+        mine = [s for (uid, _), s in self.db.sessions.items() if uid == user_id]
+        return sorted((s for s in mine if _live(s, generation, now)), key=lambda s: s.id, reverse=True)
+
+    def list_ids(self, user_id: str, *, below_generation: int | None = None) -> list[str]:
+        """Stored session ids of the user (optionally only older generations)."""
         self.db.calls.append("sessions.list_ids")
-        return sorted(sid for uid, sid in self.db.sessions if uid == user_id)
+        return sorted(
+            sid
+            for (uid, sid), s in self.db.sessions.items()
+            if uid == user_id and (below_generation is None or s.generation < below_generation)
+        )
+
+    def rename(self, session: Session, name: str, updated_at: str, *, now: float) -> Session | None:
+        """Rename a live session."""
+        with self.db.lock:
+            self.db.calls.append("sessions.rename")
+            key = (session.user_id, session.id)
+            stored = self.db.sessions.get(key)
+            if stored is None or not _live(stored, session.generation, now):
+                return None
+            renamed: Session = stored.changed(name=name, updated_at=updated_at)
+            self.db.sessions[key] = renamed
+            return renamed
+
+    def delete_live(self, user_id: str, session_id: str, *, generation: int, now: float) -> bool:
+        """Delete a live session."""
+        with self.db.lock:
+            self.db.calls.append("sessions.delete_live")
+            stored = self.db.sessions.get((user_id, session_id))
+            if stored is None or not _live(stored, generation, now):
+                return False
+            del self.db.sessions[(user_id, session_id)]
+            return True
 
     def delete_many(self, user_id: str, session_ids: Iterable[str]) -> None:
         """Remove sessions."""

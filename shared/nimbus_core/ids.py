@@ -9,14 +9,27 @@ dependency and import time for eight lines.
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_lock = threading.Lock()
+_last = 0
 
 
 def new_id() -> str:
-    """A new opaque, time-ordered, URL-safe id (26 characters)."""
-    value = (time.time_ns() // 1_000_000) << 80 | secrets.randbits(80)
+    """A new opaque, time-ordered, URL-safe id (26 characters).
+
+    Monotonic within a process (ULID's monotonic mode): an id made in the same millisecond as the
+    previous one is that one plus a small random step, so "newest first" holds for a user's sessions
+    created in quick succession. Across containers, order is by millisecond.
+    """
+    global _last
+    with _lock:
+        value = (time.time_ns() // 1_000_000) << 80 | secrets.randbits(80)
+        if value <= _last:
+            value = _last + 1 + secrets.randbits(16)
+        _last = value
     chars = []
     for _ in range(26):
         chars.append(_CROCKFORD[value & 31])

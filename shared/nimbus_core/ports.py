@@ -139,8 +139,29 @@ class SessionStore(Protocol):
         """Record use of a session."""
         ...
 
-    def list_ids(self, user_id: str) -> list[str]:
-        """The ids of every stored session of a user (expired ones included), by a Query."""
+    def get(self, user_id: str, session_id: str) -> Session | None:
+        """One stored session (strongly consistent), live or not."""
+        ...
+
+    def get_many(self, user_id: str, session_ids: Iterable[str]) -> list[Session]:
+        """The stored sessions among ``session_ids`` (at most 100), in one round trip."""
+        ...
+
+    def live(self, user_id: str, *, generation: int, now: float) -> list[Session]:
+        """The user's live sessions (``generation``, unexpired), newest first, by a Query."""
+        ...
+
+    def list_ids(self, user_id: str, *, below_generation: int | None = None) -> list[str]:
+        """The ids of every stored session of a user (expired ones included), or only of those
+        older than ``below_generation``, by a Query."""
+        ...
+
+    def rename(self, session: Session, name: str, updated_at: str, *, now: float) -> Session | None:
+        """Rename ``session`` if it is still live (its generation, unexpired); None if not."""
+        ...
+
+    def delete_live(self, user_id: str, session_id: str, *, generation: int, now: float) -> bool:
+        """Delete a session if it is live (``generation``, unexpired); False if there was none."""
         ...
 
     def delete_many(self, user_id: str, session_ids: Iterable[str]) -> None:

@@ -150,3 +150,87 @@ def test_delete_many_of_nothing_does_nothing(stores: Stores) -> None:
     stores.sessions.delete_many(user.id, [])
 
     assert stores.sessions.list_ids(user.id) == [session.id]
+
+
+# ------------------------------------------------------------------------------ live sessions (issue 6)
+
+
+def test_live_lists_only_current_unexpired_sessions_newest_first_across_pages(stores: Stores) -> None:
+    user, other = _user(stores), _user(stores)
+    current = [a_session(user) for _ in range(2 * PAGE + 3)]  # ids are time-ordered: creation order
+    expired = a_session(user, exp=int(NOW))  # exp == now is already over
+    revoked = a_session(user).changed(generation=user.session_generation - 1)
+    _put(stores, *current, expired, revoked, a_session(other))
+
+    live = stores.sessions.live(user.id, generation=user.session_generation, now=NOW)
+
+    assert [s.id for s in live] == [s.id for s in reversed(current)]
+    assert live[0] == current[-1]
+
+
+def test_live_of_another_generation_sees_none_of_the_old_ones(stores: Stores) -> None:
+    user = _user(stores)
+    _put(stores, a_session(user), a_session(user))
+
+    assert stores.sessions.live(user.id, generation=user.session_generation + 1, now=NOW) == []
+
+
+def test_list_ids_below_a_generation_names_only_older_sessions(stores: Stores) -> None:
+    user = _user(stores)
+    old = [a_session(user).changed(generation=g) for g in (0, 1, 1)]
+    kept = [a_session(user).changed(generation=2), a_session(user).changed(generation=3)]
+    _put(stores, *old, *kept)
+
+    assert sorted(stores.sessions.list_ids(user.id, below_generation=2)) == sorted(s.id for s in old)
+
+
+def test_get_and_get_many_read_stored_sessions_and_skip_unknown_ids(stores: Stores) -> None:
+    user = _user(stores)
+    first, second, expired = a_session(user), a_session(user), a_session(user, exp=int(NOW) - 5)
+    _put(stores, first, second, expired)
+
+    assert stores.sessions.get(user.id, first.id) == first
+    assert stores.sessions.get(user.id, new_id()) is None
+    found = stores.sessions.get_many(user.id, [second.id, new_id(), expired.id, second.id])
+    assert sorted(s.id for s in found) == sorted([second.id, expired.id])
+    assert stores.sessions.get_many(user.id, []) == []
+
+
+def test_rename_changes_a_live_session_and_returns_it(stores: Stores) -> None:
+    user = _user(stores)
+    session = a_session(user)
+    _put(stores, session)
+
+    renamed = stores.sessions.rename(session, "Laptop ünïcode 💻", LATER, now=NOW)
+
+    assert renamed == session.changed(name="Laptop ünïcode 💻", updated_at=LATER)
+    assert stores.sessions.get(user.id, session.id) == renamed
+
+
+def test_rename_of_a_revoked_expired_or_missing_session_writes_nothing(stores: Stores) -> None:
+    user = _user(stores)
+    expired = a_session(user, exp=int(NOW))
+    revoked = a_session(user).changed(generation=user.session_generation + 5)
+    _put(stores, expired)
+    _put(stores, revoked)
+
+    assert stores.sessions.rename(expired, "x", LATER, now=NOW) is None
+    # The caller passes the generation it authenticated with: the stored one moved on.
+    assert stores.sessions.rename(revoked.changed(generation=0), "x", LATER, now=NOW) is None
+    assert stores.sessions.rename(a_session(user), "x", LATER, now=NOW) is None
+    assert stores.sessions.get(user.id, expired.id) == expired
+    assert stores.sessions.get(user.id, revoked.id) == revoked
+
+
+def test_delete_live_deletes_once_and_refuses_dead_sessions(stores: Stores) -> None:
+    user = _user(stores)
+    live, expired = a_session(user), a_session(user, exp=int(NOW))
+    _put(stores, live, expired)
+    g = user.session_generation
+
+    assert stores.sessions.delete_live(user.id, live.id, generation=g, now=NOW) is True
+    assert stores.sessions.delete_live(user.id, live.id, generation=g, now=NOW) is False
+    assert stores.sessions.delete_live(user.id, expired.id, generation=g, now=NOW) is False
+    assert stores.sessions.delete_live(user.id, new_id(), generation=g, now=NOW) is False
+    assert stores.sessions.get(user.id, live.id) is None
+    assert stores.sessions.get(user.id, expired.id) == expired

@@ -30,6 +30,10 @@ def session_item(session: Session) -> dict[str, Any]:
     return record_item(session, exclude=frozenset({"id"}), sessionId=session.id, expiresAt=session.exp)
 
 
+# A session is live while it has its user's current generation and has not expired.
+_LIVE = "attribute_exists(sessionId) AND generation = :g AND expiresAt > :now"
+
+
 def _read_session(item: dict[str, Any]) -> Session:
     return read_record(Session, {**item, "id": item["sessionId"]})
 
@@ -103,26 +107,108 @@ class DynamoSessions:
                 if error_code(exc) != "ConditionalCheckFailedException":
                     raise  # a session revoked meanwhile needs no usedAt
 
-    def list_ids(self, user_id: str) -> list[str]:
-        """Every stored session id of a user: a Query on the user's partition, keys only, paged."""
-        ids: list[str] = []
+    def get(self, user_id: str, session_id: str) -> Session | None:
+        """One stored session (strongly consistent), live or not."""
+        with aws_errors("GetItem (session)"):
+            item = self._client.get_item(
+                TableName=self._table, Key=session_key(user_id, session_id), ConsistentRead=True
+            ).get("Item")
+        return _read_session(item) if item else None
+
+    def get_many(self, user_id: str, session_ids: Iterable[str]) -> list[Session]:
+        """The stored sessions among ``session_ids`` (at most 100), in one BatchGetItem."""
+        keys = [session_key(user_id, sid) for sid in dict.fromkeys(session_ids)]
+        if not keys:
+            return []
+        found = batch_get(self._client, {self._table: {"Keys": keys, "ConsistentRead": True}})
+        return [_read_session(item) for item in found.get(self._table, [])]
+
+    def live(self, user_id: str, *, generation: int, now: float) -> list[Session]:
+        """The user's live sessions (current generation, unexpired), newest first.
+
+        One Query on the user's partition, read backwards (ids are time-ordered), filtered in
+        DynamoDB; a further page only per MB of stored sessions (some thousands of them).
+        """
+        return [
+            _read_session(item)
+            for item in self._query(
+                user_id,
+                ScanIndexForward=False,
+                FilterExpression="generation = :g AND expiresAt > :now",
+                ExpressionAttributeValues={":g": {"N": str(generation)}, ":now": {"N": str(int(now))}},
+            )
+        ]
+
+    def list_ids(self, user_id: str, *, below_generation: int | None = None) -> list[str]:
+        """Stored session ids of a user (all, or only those older than ``below_generation``): a Query
+        on the user's partition, keys only, paged."""
+        extra: dict[str, Any] = {"ProjectionExpression": "sessionId"}
+        if below_generation is not None:
+            # Sessions stored before generations existed have none: they count as generation 0.
+            extra["FilterExpression"] = "attribute_not_exists(generation) OR generation < :g"
+            extra["ExpressionAttributeValues"] = {":g": {"N": str(below_generation)}}
+        return [item["sessionId"]["S"] for item in self._query(user_id, **extra)]
+
+    def rename(self, session: Session, name: str, updated_at: str, *, now: float) -> Session | None:
+        """Rename a session that is still live (same generation, unexpired); None if it is not."""
+        with aws_errors("UpdateItem (session name)"):
+            try:
+                result = self._client.update_item(
+                    TableName=self._table,
+                    Key=session_key(session.user_id, session.id),
+                    UpdateExpression="SET #n = :n, updatedAt = :t",
+                    ConditionExpression=_LIVE,
+                    ExpressionAttributeNames={"#n": "name"},
+                    ExpressionAttributeValues={
+                        ":n": {"S": name},
+                        ":t": {"S": updated_at},
+                        ":g": {"N": str(session.generation)},
+                        ":now": {"N": str(int(now))},
+                    },
+                    ReturnValues="ALL_NEW",
+                )
+            except ClientError as exc:
+                if error_code(exc) == "ConditionalCheckFailedException":
+                    return None
+                raise
+        return _read_session(result["Attributes"])
+
+    def delete_live(self, user_id: str, session_id: str, *, generation: int, now: float) -> bool:
+        """Delete a session if it is live; False (nothing deleted) if it is unknown, revoked or expired."""
+        with aws_errors("DeleteItem (session)"):
+            try:
+                self._client.delete_item(
+                    TableName=self._table,
+                    Key=session_key(user_id, session_id),
+                    ConditionExpression=_LIVE,
+                    ExpressionAttributeValues={":g": {"N": str(generation)}, ":now": {"N": str(int(now))}},
+                )
+            except ClientError as exc:
+                if error_code(exc) == "ConditionalCheckFailedException":
+                    return False
+                raise
+        return True
+
+    def _query(self, user_id: str, **extra: Any) -> list[dict[str, Any]]:
+        values = {":u": {"S": user_id}, **extra.pop("ExpressionAttributeValues", {})}
+        items: list[dict[str, Any]] = []
         start: dict[str, Any] | None = None
         while True:
             request: dict[str, Any] = {
                 "TableName": self._table,
                 "KeyConditionExpression": "userId = :u",
-                "ExpressionAttributeValues": {":u": {"S": user_id}},
-                "ProjectionExpression": "sessionId",
+                "ExpressionAttributeValues": values,
                 "ConsistentRead": True,
+                **extra,
             }
             if start:
                 request["ExclusiveStartKey"] = start
             with aws_errors("Query (sessions)"):
                 page = self._client.query(**request)
-            ids += [item["sessionId"]["S"] for item in page.get("Items", [])]
+            items += page.get("Items", [])
             start = page.get("LastEvaluatedKey")
             if not start:
-                return ids
+                return items
 
     def delete_many(self, user_id: str, session_ids: Iterable[str]) -> None:
         """Remove sessions in batches of 25 (idempotent, safe to retry after a fault)."""
