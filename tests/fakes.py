@@ -171,6 +171,7 @@ class FakeUsers:
                 return NimbusError(ErrorCode.INVALID_SESSION_ERROR)
             stale = (
                 ("password_hash" in fields and stored.password_hash != before.password_hash)
+                or ("session_generation" in fields and stored.session_generation != before.session_generation)
                 or (
                     username_key(before.username) != username_key(after.username)
                     and username_key(stored.username) != username_key(before.username)
@@ -184,6 +185,8 @@ class FakeUsers:
                 return None
             if stored.password_hash != before.password_hash:
                 return NimbusError(ErrorCode.INVALID_PASSWORD_ERROR)
+            if stored.session_generation != before.session_generation:
+                return NimbusError(ErrorCode.INVALID_SESSION_ERROR)
             return NimbusError(ErrorCode.USER_EXISTS_ERROR)
 
         def apply() -> None:
@@ -331,13 +334,15 @@ class FakeSessions:
             if uid == user_id and (below_generation is None or s.generation < below_generation)
         )
 
-    def rename(self, session: Session, name: str, updated_at: str, *, now: float) -> Session | None:
+    def rename(
+        self, user_id: str, session_id: str, name: str, updated_at: str, *, generation: int, now: float
+    ) -> Session | None:
         """Rename a live session."""
         with self.db.lock:
             self.db.calls.append("sessions.rename")
-            key = (session.user_id, session.id)
+            key = (user_id, session_id)
             stored = self.db.sessions.get(key)
-            if stored is None or not _live(stored, session.generation, now):
+            if stored is None or not _live(stored, generation, now):
                 return None
             renamed: Session = stored.changed(name=name, updated_at=updated_at)
             self.db.sessions[key] = renamed

@@ -13,8 +13,17 @@ import threading
 import time
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_lock = threading.Lock()
-_last = 0
+
+
+class _Monotonic:
+    """The last id's value, so the next one in the same millisecond can follow it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.last = 0
+
+
+_state = _Monotonic()
 
 
 def new_id() -> str:
@@ -24,12 +33,11 @@ def new_id() -> str:
     previous one is that one plus a small random step, so "newest first" holds for a user's sessions
     created in quick succession. Across containers, order is by millisecond.
     """
-    global _last
-    with _lock:
+    with _state.lock:
         value = (time.time_ns() // 1_000_000) << 80 | secrets.randbits(80)
-        if value <= _last:
-            value = _last + 1 + secrets.randbits(16)
-        _last = value
+        if value <= _state.last:
+            value = _state.last + 1 + secrets.randbits(16)
+        _state.last = value
     chars = []
     for _ in range(26):
         chars.append(_CROCKFORD[value & 31])

@@ -156,8 +156,10 @@ class SessionStore(Protocol):
         older than ``below_generation``, by a Query."""
         ...
 
-    def rename(self, session: Session, name: str, updated_at: str, *, now: float) -> Session | None:
-        """Rename ``session`` if it is still live (its generation, unexpired); None if not."""
+    def rename(
+        self, user_id: str, session_id: str, name: str, updated_at: str, *, generation: int, now: float
+    ) -> Session | None:
+        """Rename a session if it is still live (``generation``, unexpired); None if not."""
         ...
 
     def delete_live(self, user_id: str, session_id: str, *, generation: int, now: float) -> bool:

@@ -12,6 +12,7 @@ import base64
 import binascii
 import json
 import re
+import unicodedata
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
@@ -41,6 +42,7 @@ _OWN_CODES = {
     "invalid_email": ErrorCode.INVALID_EMAIL_ERROR,
     "passwords_do_not_match": ErrorCode.PASSWORDS_DO_NOT_MATCH_ERROR,
     "subdomain_too_long": ErrorCode.SUBDOMAIN_TOO_LONG_ERROR,
+    "too_many_ids": ErrorCode.BODY_TOO_LARGE_ERROR,
 }
 
 
@@ -80,11 +82,41 @@ def _check_email(value: str) -> str:
         raise PydanticCustomError("invalid_email", "invalid email") from None
 
 
+def printable(value: str) -> bool:
+    """No control or format characters (newlines, NUL, bidi overrides would forge lines in lists
+    and logs)."""
+    return all(unicodedata.category(c)[0] != "C" for c in value)
+
+
+MAX_NAME = 64
+
+
+def _check_name(value: str) -> str:
+    if not 1 <= len(value) <= MAX_NAME or not printable(value):
+        raise PydanticCustomError("invalid_name", "names are 1 to 64 printable characters")
+    return value
+
+
+MAX_IDS = 50
+
+
+def _check_ids(value: list[str]) -> list[str]:
+    if len(value) > MAX_IDS:
+        raise PydanticCustomError("too_many_ids", "at most 50 ids")
+    return value
+
+
 Username = Annotated[str, BeforeValidator(trim), AfterValidator(_check_username)]
 """A username, trimmed, matching ``^[A-Za-z0-9_.-]{1,64}$``."""
 
 EmailAddress = Annotated[str, BeforeValidator(trim), AfterValidator(_check_email)]
 """An email address, trimmed, checked and normalised by email-validator."""
+
+Name = Annotated[str, BeforeValidator(trim), AfterValidator(_check_name)]
+"""A session name: trimmed, 1 to 64 printable characters (else INVALID_FIELDS_ERROR)."""
+
+IdList = Annotated[list[str], AfterValidator(_check_ids)]
+"""An ``ids`` array of strings: more than 50 is BODY_TOO_LARGE_ERROR (CONTRACT section 2)."""
 
 
 def _lenient_int(default: int, low: int, high: int | None) -> BeforeValidator:

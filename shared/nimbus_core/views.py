@@ -68,3 +68,34 @@ class ServiceView(View):
 
     name: str
     version: str
+
+
+class SessionView(View):
+    """The Session structure; ``permissionFlags`` is null for a normal session."""
+
+    id: str
+    exp: int
+    name: str
+    permissionFlags: int | None  # noqa: N815
+    usedAt: str  # noqa: N815
+    createdAt: str  # noqa: N815
+    updatedAt: str  # noqa: N815
+
+
+class SessionListView(View):
+    """``{count, items}`` of sessions: ``count`` is every live session, not the page size."""
+
+    count: int
+    items: list[SessionView]
+
+
+class ScopedSessionView(SessionView):
+    """A new scoped session: the Session fields plus its token, shown this once."""
+
+    token: str
+
+
+class CountedSuccessView(SuccessView):
+    """A plural success: ``{code, message, count}``."""
+
+    count: int

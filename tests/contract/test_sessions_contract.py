@@ -201,7 +201,9 @@ def test_rename_changes_a_live_session_and_returns_it(stores: Stores) -> None:
     session = a_session(user)
     _put(stores, session)
 
-    renamed = stores.sessions.rename(session, "Laptop ünïcode 💻", LATER, now=NOW)
+    renamed = stores.sessions.rename(
+        user.id, session.id, "Laptop ünïcode 💻", LATER, generation=user.session_generation, now=NOW
+    )
 
     assert renamed == session.changed(name="Laptop ünïcode 💻", updated_at=LATER)
     assert stores.sessions.get(user.id, session.id) == renamed
@@ -214,10 +216,12 @@ def test_rename_of_a_revoked_expired_or_missing_session_writes_nothing(stores: S
     _put(stores, expired)
     _put(stores, revoked)
 
-    assert stores.sessions.rename(expired, "x", LATER, now=NOW) is None
-    # The caller passes the generation it authenticated with: the stored one moved on.
-    assert stores.sessions.rename(revoked.changed(generation=0), "x", LATER, now=NOW) is None
-    assert stores.sessions.rename(a_session(user), "x", LATER, now=NOW) is None
+    g = user.session_generation
+
+    assert stores.sessions.rename(user.id, expired.id, "x", LATER, generation=g, now=NOW) is None
+    # The user's generation moved on past this one: revoked, whatever the session's own number.
+    assert stores.sessions.rename(user.id, revoked.id, "x", LATER, generation=g, now=NOW) is None
+    assert stores.sessions.rename(user.id, new_id(), "x", LATER, generation=g, now=NOW) is None
     assert stores.sessions.get(user.id, expired.id) == expired
     assert stores.sessions.get(user.id, revoked.id) == revoked
 

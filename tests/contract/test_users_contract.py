@@ -163,6 +163,24 @@ def test_change_from_a_stale_username_is_user_exists(stores: Stores) -> None:
     assert stores.probe.claim_owner("username", second.username) is None
 
 
+def test_revoking_from_a_stale_generation_is_invalid_session(stores: Stores) -> None:
+    """Two "revoke all but mine" from two sessions: the second was revoked by the first."""
+    user = _create(stores, a_user())
+    first = user.changed(session_generation=user.session_generation + 1, updated_at=LATER)
+    stores.tx.commit(stores.users.change_ops(user, first))
+
+    second = user.changed(session_generation=user.session_generation + 1)
+    _refused(stores, stores.users.change_ops(user, second), ErrorCode.INVALID_SESSION_ERROR)
+
+    # A change that does not touch the generation is not refused for it.
+    renamed = user.changed(username=f"Renamed_{tag()}", updated_at=LATER)
+    stores.tx.commit(stores.users.change_ops(user, renamed))
+    stored = stores.users.get(user.id)
+    assert stored is not None
+    assert stored.session_generation == first.session_generation
+    assert stored.username == renamed.username
+
+
 def test_change_from_a_stale_password_hash_is_invalid_password(stores: Stores) -> None:
     user = _create(stores, a_user(password_hash="hash-0"))
     stores.tx.commit(stores.users.change_ops(user, user.changed(password_hash="hash-1", updated_at=LATER)))

@@ -79,7 +79,13 @@ def test_wildcards_match_like_iam_and_an_explicit_deny_wins() -> None:
 
 def test_template_statements_resolve_to_local_arns() -> None:
     statements = function_statements(load_template())
-    assert set(statements) == {"AuthFunction", "AccountsFunction", "AdminFunction", "MailFunction"}
+    assert set(statements) == {
+        "AuthFunction",
+        "AccountsFunction",
+        "SessionsFunction",
+        "AdminFunction",
+        "MailFunction",
+    }
     config = parameter_arn("/nimbus/dev/killswitches")
     for logical_id, found in statements.items():
         assert allows(found, IamRequest("ssm:GetParameters", config)), logical_id

@@ -149,20 +149,22 @@ class DynamoSessions:
             extra["ExpressionAttributeValues"] = {":g": {"N": str(below_generation)}}
         return [item["sessionId"]["S"] for item in self._query(user_id, **extra)]
 
-    def rename(self, session: Session, name: str, updated_at: str, *, now: float) -> Session | None:
-        """Rename a session that is still live (same generation, unexpired); None if it is not."""
+    def rename(
+        self, user_id: str, session_id: str, name: str, updated_at: str, *, generation: int, now: float
+    ) -> Session | None:
+        """Rename a session that is still live (``generation``, unexpired); None if it is not."""
         with aws_errors("UpdateItem (session name)"):
             try:
                 result = self._client.update_item(
                     TableName=self._table,
-                    Key=session_key(session.user_id, session.id),
+                    Key=session_key(user_id, session_id),
                     UpdateExpression="SET #n = :n, updatedAt = :t",
                     ConditionExpression=_LIVE,
                     ExpressionAttributeNames={"#n": "name"},
                     ExpressionAttributeValues={
                         ":n": {"S": name},
                         ":t": {"S": updated_at},
-                        ":g": {"N": str(session.generation)},
+                        ":g": {"N": str(generation)},
                         ":now": {"N": str(int(now))},
                     },
                     ReturnValues="ALL_NEW",

@@ -134,6 +134,10 @@ class DynamoUsers:
         if before.password_hash != after.password_hash:
             conditions.append("passwordHash = :oldHash")
             values[":oldHash"] = {"S": before.password_hash}
+        if before.session_generation != after.session_generation:
+            # Two "revoke all but mine" from two sessions must not both keep theirs.
+            conditions.append("sessionGeneration = :oldGeneration")
+            values[":oldGeneration"] = {"N": str(before.session_generation)}
         update = _diff_update(before, after)
         if update is None:  # nothing differs (a changed key always changes an attribute)
             return []
@@ -255,4 +259,6 @@ def _explain_stale(old: dict[str, Any] | None, before: User) -> NimbusError:
         return NimbusError(ErrorCode.INVALID_SESSION_ERROR)  # the account was deleted meanwhile
     if old.get("passwordHash") != before.password_hash:
         return NimbusError(ErrorCode.INVALID_PASSWORD_ERROR)
+    if old.get("sessionGeneration", 0) != before.session_generation:
+        return NimbusError(ErrorCode.INVALID_SESSION_ERROR)  # sessions were revoked meanwhile
     return NimbusError(ErrorCode.USER_EXISTS_ERROR)

@@ -42,10 +42,13 @@ class NimbusApp:
             self.endpoints += group.endpoints
         self.deps = deps
         _refuse_unguarded(self.resolver, self.endpoints)
+        self.literal_siblings = literal_siblings(self.endpoints)
 
     def resolve(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         """Answer one API Gateway event with this app's dependencies."""
-        self.resolver.append_context(**{guard.DEPS_CONTEXT_KEY: self.deps()})
+        self.resolver.append_context(
+            **{guard.DEPS_CONTEXT_KEY: self.deps(), guard.LITERALS_CONTEXT_KEY: self.literal_siblings}
+        )
         return self.resolver.resolve(event, context)
 
 
@@ -53,6 +56,34 @@ def create_app(*routers: EndpointRouter, deps: DepsFactory) -> NimbusApp:
     """An app whose errors, unknown routes and unexpected failures all answer contract JSON, and
     which refuses to exist if any route lacks a policy."""
     return NimbusApp(list(routers), deps)
+
+
+def literal_siblings(endpoints: list[Endpoint]) -> dict[str, dict[str, frozenset[str]]]:
+    """Per parameterised path, the values each parameter must not take because a sibling route
+    spells them literally (CONTRACT section 1: literal segments win over parameters).
+
+    API Gateway already prefers ``DELETE /users/me/sessions/all`` to ``/users/me/sessions/{sid}``,
+    but a GET of ``.../sessions/all`` has no literal route and reaches ``{sid}`` with ``sid=all``:
+    that must be 404 INVALID_ENDPOINT_ERROR, not a lookup of a session named "all".
+    """
+    split = {e.path: e.path.strip("/").split("/") for e in endpoints}
+    reserved: dict[str, dict[str, set[str]]] = {}
+    for path, segments in split.items():
+        for other in split.values():
+            if len(other) != len(segments):
+                continue
+            differing = [i for i, (a, b) in enumerate(zip(segments, other, strict=True)) if not _same(a, b)]
+            if len(differing) == 1 and _is_param(segments[i := differing[0]]) and not _is_param(other[i]):
+                reserved.setdefault(path, {}).setdefault(segments[i][1:-1], set()).add(other[i])
+    return {p: {name: frozenset(values) for name, values in params.items()} for p, params in reserved.items()}
+
+
+def _is_param(segment: str) -> bool:
+    return segment.startswith("<") and segment.endswith(">")
+
+
+def _same(a: str, b: str) -> bool:
+    return a == b or (_is_param(a) and _is_param(b))
 
 
 def _refuse_unguarded(resolver: APIGatewayHttpResolver, endpoints: list[Endpoint]) -> None:

@@ -1,5 +1,6 @@
 """The endpoint guard: CONTRACT section 4's order of checks, implemented once for every endpoint.
 
+0. a path parameter spelling a sibling route's literal (``/sessions/all``) is no route: 404
 1. read the token if present (no error yet)
 2. kill switches of the endpoint, and GLOBAL always: 503 unless the caller is staff
 3. session required (401), or refused when already logged in (register/login)
@@ -13,7 +14,6 @@ Then the route runs with a :class:`Request` that holds all of the above.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -35,13 +35,13 @@ from nimbus_core.reverify import reverify
 from nimbus_core.scopes import grants
 from nimbus_core.tokens import SessionToken, parse_session_token
 from nimbus_core.useragent import device_name
-from nimbus_core.validation import read_json_body, read_query, validate
+from nimbus_core.validation import MAX_NAME, printable, read_json_body, read_query, validate
 
 DEPS_CONTEXT_KEY = "nimbus_deps"
+LITERALS_CONTEXT_KEY = "nimbus_literal_siblings"
 # The guarded request, for the route. A context variable rather than the router's context: Powertools
 # rebinds a router's context to the last app that included it, and tests build several apps.
 _REQUEST: ContextVar[Request | None] = ContextVar("nimbus_request", default=None)
-MAX_SESSION_NAME = 64
 
 
 @dataclass(slots=True)
@@ -88,6 +88,7 @@ def guard(policy: Policy) -> Any:
     """The middleware that enforces ``policy`` (see the module docstring for the order)."""
 
     def middleware(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response[Any]:
+        _check_literal_siblings(app)
         deps: Deps = app.context[DEPS_CONTEXT_KEY]
         event = app.current_event
         headers = {k.lower(): v for k, v in (event.headers or {}).items()}
@@ -124,6 +125,14 @@ def guard(policy: Policy) -> Any:
             _REQUEST.reset(token)
 
     return middleware
+
+
+def _check_literal_siblings(app: APIGatewayHttpResolver) -> None:
+    """A parameter spelling a sibling route's literal segment is no route at all (404)."""
+    reserved = app.context.get(LITERALS_CONTEXT_KEY, {}).get(app.context.get("_path"), {})
+    for name, value in (app.context.get("_route_args") or {}).items():
+        if value in reserved.get(name, ()):
+            raise NimbusError(ErrorCode.INVALID_ENDPOINT_ERROR)
 
 
 def _check_killswitches(policy: Policy, request: Request) -> None:
@@ -166,9 +175,7 @@ def _session_name(headers: dict[str, str]) -> str:
     if given is None:
         return device_name(headers.get("user-agent"))
     name = given.strip(" ")
-    # Control and format characters (newlines, NUL, bidi overrides) would forge lines in lists and logs.
-    printable = all(unicodedata.category(c)[0] != "C" for c in name)
-    if not 1 <= len(name) <= MAX_SESSION_NAME or not printable:
+    if not 1 <= len(name) <= MAX_NAME or not printable(name):
         raise NimbusError(ErrorCode.INVALID_FIELDS_ERROR, fields=["X-Session-Name"])
     return name
 

@@ -1,0 +1,1 @@
+"""sessions endpoint group."""

@@ -1,0 +1,171 @@
+"""Session rules: list, read, rename and revoke a user's sessions, and issue scoped sessions.
+
+A session is *live* while it has its user's current generation and has not expired; everything
+else (revoked by a generation bump, expired but not yet removed by TTL) is invisible here: never
+listed, never counted, never found (404 INVALID_SESSION_ERROR). The same rules serve the caller's
+own endpoints (``/users/me/sessions``) and the staff endpoints (``/users/:uid/sessions``); only
+the own ones know a *current* session, which ``me`` names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from nimbus_core import clock, ids
+from nimbus_core.auth import Caller
+from nimbus_core.deps import Deps
+from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.models import Session, User
+from nimbus_core.scopes import STAFF_BITS
+from nimbus_core.session_issuer import IssuedSession, new_session, revoke_all, revoke_all_but
+
+ME = "me"
+# A staff revoke-all retries when the target's sessions were revoked meanwhile by someone else.
+_REVOKE_ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Whose sessions an endpoint works on, and the caller's session when they are the caller's own."""
+
+    user: User
+    current: Session | None = None
+
+    @classmethod
+    def me(cls, caller: Caller) -> Owner:
+        """The caller's own sessions (``me`` names the calling session)."""
+        return cls(caller.user, caller.session)
+
+    def resolve(self, sid: str) -> str:
+        """``me`` is the current session on the own endpoints; elsewhere it is just an unknown id."""
+        return self.current.id if sid == ME and self.current is not None else sid
+
+    def live_current(self, sid: str) -> Session | None:
+        """The current session when ``sid`` names it (it authenticated this request: no read)."""
+        return self.current if self.current is not None and self.resolve(sid) == self.current.id else None
+
+
+def target_user(deps: Deps, user_id: str) -> User:
+    """The user a staff endpoint works on, or 404 INVALID_USER_ERROR."""
+    user = deps.users.get(user_id) if ids.is_id(user_id) else None
+    if user is None:
+        raise NimbusError(ErrorCode.INVALID_USER_ERROR)
+    return user
+
+
+def list_sessions(
+    deps: Deps, owner: Owner, now: float, *, limit: int, offset: int
+) -> tuple[int, list[Session]]:
+    """The owner's live sessions, newest first: the total and one page."""
+    live = deps.sessions.live(owner.user.id, generation=owner.user.session_generation, now=now)
+    return len(live), live[offset : offset + limit]
+
+
+def get_session(deps: Deps, owner: Owner, sid: str, now: float) -> Session:
+    """One live session of the owner, or 404 INVALID_SESSION_ERROR."""
+    current = owner.live_current(sid)
+    if current is not None:
+        return current
+    sid = owner.resolve(sid)
+    session = deps.sessions.get(owner.user.id, sid) if ids.is_id(sid) else None
+    if session is None or not _live(session, owner.user, now):
+        raise _unknown_session()
+    return session
+
+
+def rename_session(deps: Deps, owner: Owner, sid: str, name: str, now: float) -> Session:
+    """Rename one live session of the owner (one conditional write), or 404 INVALID_SESSION_ERROR."""
+    sid = owner.resolve(sid)
+    user = owner.user
+    renamed = None
+    if ids.is_id(sid):
+        renamed = deps.sessions.rename(
+            user.id, sid, name, clock.iso(now), generation=user.session_generation, now=now
+        )
+    if renamed is None:
+        raise _unknown_session()
+    return renamed
+
+
+def delete_session(deps: Deps, owner: Owner, sid: str, now: float) -> None:
+    """Revoke one live session of the owner (one conditional delete), or 404 INVALID_SESSION_ERROR."""
+    sid = owner.resolve(sid)
+    user = owner.user
+    deleted = ids.is_id(sid) and deps.sessions.delete_live(
+        user.id, sid, generation=user.session_generation, now=now
+    )
+    if not deleted:
+        raise _unknown_session()
+
+
+def delete_sessions(deps: Deps, owner: Owner, session_ids: Sequence[str], now: float) -> int:
+    """Revoke the owner's live sessions among ``session_ids`` (unknown ones skipped); how many.
+
+    One BatchGetItem finds which exist and are live, then BatchWriteItem removes exactly those, so
+    ``count`` never includes an unknown, revoked or expired id.
+    """
+    wanted = [sid for sid in dict.fromkeys(owner.resolve(s) for s in session_ids) if ids.is_id(sid)]
+    if not wanted:
+        return 0
+    live = [s.id for s in deps.sessions.get_many(owner.user.id, wanted) if _live(s, owner.user, now)]
+    deps.sessions.delete_many(owner.user.id, live)
+    return len(live)
+
+
+def revoke_all_sessions(deps: Deps, owner: Owner, *, keep_current: bool, now: float) -> int:
+    """Revoke every session of the owner at once, optionally keeping the caller's; how many.
+
+    One write moves the user to a new session generation (the caller's session moves with it when
+    kept). Authentication compares generations on the read it already makes, so the revoked
+    sessions fail on their very next request, in every function instance, whatever their number.
+    The stale items are deleted afterwards by the sweeper, paged and batched, from the users
+    table's stream; until then they are invisible (never listed, counted or accepted).
+    """
+    # The count is for the answer (upstream's clients read it); the revocation does not depend on it.
+    count = len(deps.sessions.live(owner.user.id, generation=owner.user.session_generation, now=now))
+    if keep_current and owner.current is not None:
+        # Conditional on the generation we read: if another session revoked this one meanwhile,
+        # the caller is revoked too (INVALID_SESSION_ERROR), never kept by a race.
+        after, ops = revoke_all_but(deps, owner.user, owner.current)
+        deps.tx.commit([*deps.users.change_ops(owner.user, after), *ops])
+        return max(count - 1, 0)
+    user = owner.user
+    for _ in range(_REVOKE_ATTEMPTS):
+        try:
+            deps.tx.commit(deps.users.change_ops(user, revoke_all(user)))
+            return count
+        except NimbusError as exc:
+            if exc.code is not ErrorCode.INVALID_SESSION_ERROR:
+                raise
+            # Revoked meanwhile by someone else (a session kept there must go too), or deleted.
+            fresh = deps.users.get(user.id)
+            if fresh is None:
+                raise NimbusError(ErrorCode.INVALID_USER_ERROR) from None
+            user = fresh
+    raise NimbusError(ErrorCode.INTERNAL_SERVER_ERROR)
+
+
+def create_scoped_session(
+    deps: Deps, caller: Caller, *, name: str, permission_flags: int, long_lived: bool, now: float
+) -> IssuedSession:
+    """A scoped session of the caller: 24 hours, or 10 years when ``long_lived`` (deployment
+    settings). STAFF_* scopes need a staff user (403)."""
+    user = caller.user
+    if permission_flags & STAFF_BITS and not user.staff:
+        raise NimbusError(ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR)
+    settings = deps.settings
+    lifetime = (
+        settings.long_lived_session_days * 86400 if long_lived else settings.scoped_session_hours * 3600
+    )
+    issued = new_session(user, name=name, lifetime=lifetime, now=now, permission_flags=permission_flags)
+    deps.tx.commit([deps.sessions.put_op(issued.session)])
+    return issued
+
+
+def _live(session: Session, user: User, now: float) -> bool:
+    return session.generation == user.session_generation and session.exp > now
+
+
+def _unknown_session() -> NimbusError:
+    return NimbusError(ErrorCode.INVALID_SESSION_ERROR, status=404)
