@@ -21,7 +21,7 @@ ARGON2_CURRENT = "$argon2id$v=19$m=19456,t=2,p=1$"
 PASSWORD = "correct horse"
 REGISTER_IP = "198.51.100.1"
 LOGIN_IP = "203.0.113.5"
-PYTEST_DEVICE = "Unknown client on an unknown OS"
+PYTEST_DEVICE = "pytest 9 on an unknown OS"
 
 INVALID_USER = {"code": "INVALID_USER_ERROR", "message": "Invalid User"}
 INVALID_PASSWORD = {"code": "INVALID_PASSWORD_ERROR", "message": "Invalid Password"}

@@ -21,7 +21,7 @@ DAY = 24 * HOUR
 SIX_HOURS = 6 * HOUR
 ARGON2_CURRENT = "$argon2id$v=19$m=19456,t=2,p=1$"
 LINK = re.compile(r"https://files\.test/verify\?token=([A-Za-z0-9_.-]+)")
-PYTEST_DEVICE = "Unknown client on an unknown OS"  # what the parser makes of the harness's "pytest/9.2"
+PYTEST_DEVICE = "pytest 9 on an unknown OS"  # what the parser makes of the harness's "pytest/9.2"
 
 INVALID_BODY = {"code": "INVALID_BODY_ERROR", "message": "Invalid Body"}
 INVALID_USERNAME = {"code": "INVALID_USERNAME_ERROR", "message": "Invalid Username"}

@@ -72,6 +72,12 @@ def test_hashes_made_with_old_parameters_need_a_rehash() -> None:
             "Firefox 132 on Ubuntu",
         ),
         ("curl/8.5.0", "curl 8 on an unknown OS"),
+        # The client library's own header: the parser does not know it, its product token names it.
+        ("Cumulonimbus-Wrapper/5.1.0", "Cumulonimbus-Wrapper 5 on an unknown OS"),
+        ("node", "node on an unknown OS"),
+        ("MyApp/v2 (Linux)", "MyApp 2 on Linux"),
+        ("\x00\x1b[31m", "Unknown client on an unknown OS"),
+        ("/1.0", "Unknown client on an unknown OS"),
         (None, "Unknown device"),
         ("", "Unknown device"),
     ],
@@ -82,6 +88,7 @@ def test_device_names_read_naturally(agent: str | None, name: str) -> None:
 
 def test_device_names_are_at_most_64_characters() -> None:
     assert len(device_name("X" * 5000)) <= 64
+    assert len(device_name("A" * 40 + "/1 (" + "Windows NT 10.0; " * 30 + ")")) <= 64
 
 
 def test_error_bodies_carry_code_message_and_extras() -> None:
