@@ -269,6 +269,95 @@ def get_domain(w: World) -> None:
     expect(w.api.call("GET", "/domains/not-offered.test", token=token), 404)
 
 
+def _sid(token: str) -> str:
+    return token.split(".")[1]
+
+
+def _uid(token: str) -> str:
+    return token.split(".", maxsplit=1)[0]
+
+
+def list_my_sessions(w: World) -> None:
+    token = w.user("lisa")
+    assert expect(w.api.call("GET", "/users/me/sessions", token=token), 200)["count"] == 1
+
+
+def get_my_session(w: World) -> None:
+    token = w.user("gus")
+    other = expect(w.api.login("gus", ip=w.ip()), 201)["token"]
+    expect(w.api.call("GET", "/users/me/sessions/me", token=token), 200)  # no read beyond authentication
+    expect(w.api.call("GET", f"/users/me/sessions/{_sid(other)}", token=token), 200)
+
+
+def rename_my_session(w: World) -> None:
+    token = w.user("ren")
+    expect(w.api.call("PATCH", "/users/me/sessions/me", {"name": "Laptop"}, token=token), 200)
+
+
+def delete_my_session(w: World) -> None:
+    token = w.user("dee")
+    other = expect(w.api.login("dee", ip=w.ip()), 201)["token"]
+    expect(w.api.call("DELETE", f"/users/me/sessions/{_sid(other)}", token=token), 200)
+
+
+def delete_my_sessions(w: World) -> None:
+    token = w.user("dems")
+    other = expect(w.api.login("dems", ip=w.ip()), 201)["token"]
+    expect(w.api.call("DELETE", "/users/me/sessions", {"ids": [_sid(other)]}, token=token), 200)
+
+
+def delete_all_my_sessions(w: World) -> None:
+    token = w.user("dall")
+    expect(w.api.login("dall", ip=w.ip()), 201)
+    expect(w.api.call("DELETE", "/users/me/sessions/all", token=token), 200)
+
+
+def create_scoped_session(w: World) -> None:
+    token = w.user("scot")
+    body = {"name": "CI", "permissionFlags": 4, "password": PASSWORD}
+    expect(w.api.call("POST", "/users/me/sessions", body, token=token, ip=w.ip()), 201)
+    wrong = {**body, "password": "wrong password"}  # counted on the account
+    expect(w.api.call("POST", "/users/me/sessions", wrong, token=token, ip=w.ip()), 401)
+
+
+def _staff_and_target(w: World, name: str) -> tuple[str, str]:
+    staff = w.user(f"{name}staff")
+    w.make_staff(staff)
+    return staff, w.user(name)
+
+
+def list_user_sessions(w: World) -> None:
+    staff, target = _staff_and_target(w, "lus")
+    expect(w.api.call("GET", f"/users/{_uid(target)}/sessions", token=staff), 200)
+
+
+def get_user_session(w: World) -> None:
+    staff, target = _staff_and_target(w, "gus2")
+    expect(w.api.call("GET", f"/users/{_uid(target)}/sessions/{_sid(target)}", token=staff), 200)
+
+
+def rename_user_session(w: World) -> None:
+    staff, target = _staff_and_target(w, "rus")
+    body = {"name": "Flagged"}
+    expect(w.api.call("PATCH", f"/users/{_uid(target)}/sessions/{_sid(target)}", body, token=staff), 200)
+
+
+def delete_user_session(w: World) -> None:
+    staff, target = _staff_and_target(w, "dus")
+    expect(w.api.call("DELETE", f"/users/{_uid(target)}/sessions/{_sid(target)}", token=staff), 200)
+
+
+def delete_user_sessions(w: World) -> None:
+    staff, target = _staff_and_target(w, "duss")
+    body = {"ids": [_sid(target)]}
+    expect(w.api.call("DELETE", f"/users/{_uid(target)}/sessions", body, token=staff), 200)
+
+
+def delete_all_user_sessions(w: World) -> None:
+    staff, target = _staff_and_target(w, "daus")
+    expect(w.api.call("DELETE", f"/users/{_uid(target)}/sessions/all", token=staff), 200)
+
+
 def deliver_mail(w: World) -> None:
     """MailFunction, fed the outbox stream: one email sent, then one dead-lettered while SES is down."""
     w.api.recording.endpoint = "MailFunction (outbox stream)"
@@ -305,6 +394,19 @@ SCENARIOS: dict[tuple[str, str], Callable[[World], None]] = {
     ("DELETE", "/users/me"): delete_me,
     ("GET", "/domains"): list_domains,
     ("GET", "/domains/<id>"): get_domain,
+    ("GET", "/users/me/sessions"): list_my_sessions,
+    ("GET", "/users/me/sessions/<sid>"): get_my_session,
+    ("PATCH", "/users/me/sessions/<sid>"): rename_my_session,
+    ("DELETE", "/users/me/sessions/<sid>"): delete_my_session,
+    ("DELETE", "/users/me/sessions"): delete_my_sessions,
+    ("DELETE", "/users/me/sessions/all"): delete_all_my_sessions,
+    ("POST", "/users/me/sessions"): create_scoped_session,
+    ("GET", "/users/<uid>/sessions"): list_user_sessions,
+    ("GET", "/users/<uid>/sessions/<sid>"): get_user_session,
+    ("PATCH", "/users/<uid>/sessions/<sid>"): rename_user_session,
+    ("DELETE", "/users/<uid>/sessions/<sid>"): delete_user_session,
+    ("DELETE", "/users/<uid>/sessions"): delete_user_sessions,
+    ("DELETE", "/users/<uid>/sessions/all"): delete_all_user_sessions,
 }
 
 # Grants no scenario exercises, each with the reason it is still needed. Keep this empty if you can.
@@ -400,7 +502,7 @@ def test_every_statement_grant_is_used(recording: Recording, function: str) -> N
 
 
 def test_functions_that_hash_or_verify_passwords_have_the_memory_for_argon2(recording: Recording) -> None:
-    assert {"AuthFunction", "AccountsFunction"} <= recording.argon2
+    assert {"AuthFunction", "AccountsFunction", "SessionsFunction"} <= recording.argon2
     memory = {spec.logical_id: spec.memory_size for spec in function_specs(load_template(), PARAMS)}
     starved = {f: memory[f] for f in recording.argon2 if memory[f] < ARGON2_MEMORY_MB}
     assert starved == {}

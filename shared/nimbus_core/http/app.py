@@ -42,6 +42,7 @@ class NimbusApp:
             self.endpoints += group.endpoints
         self.deps = deps
         _refuse_unguarded(self.resolver, self.endpoints)
+        _literals_first(self.resolver)
         self.literal_siblings = literal_siblings(self.endpoints)
 
     def resolve(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
@@ -84,6 +85,15 @@ def _is_param(segment: str) -> bool:
 
 def _same(a: str, b: str) -> bool:
     return a == b or (_is_param(a) and _is_param(b))
+
+
+def _literals_first(resolver: APIGatewayHttpResolver) -> None:
+    """Try ``/users/<uid>/sessions/all`` before ``/users/<uid>/sessions/<sid>``, as API Gateway does.
+
+    Powertools matches routes in registration order; sorting by "literal before parameter, segment
+    by segment" (stable, so otherwise unchanged) makes the order of declarations irrelevant.
+    """
+    resolver._dynamic_routes.sort(key=lambda route: [_is_param(s) for s in route.path.strip("/").split("/")])
 
 
 def _refuse_unguarded(resolver: APIGatewayHttpResolver, endpoints: list[Endpoint]) -> None:

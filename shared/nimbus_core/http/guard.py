@@ -129,7 +129,8 @@ def guard(policy: Policy) -> Any:
 
 def _check_literal_siblings(app: APIGatewayHttpResolver) -> None:
     """A parameter spelling a sibling route's literal segment is no route at all (404)."""
-    reserved = app.context.get(LITERALS_CONTEXT_KEY, {}).get(app.context.get("_path"), {})
+    route = app.context.get("_route")
+    reserved = app.context.get(LITERALS_CONTEXT_KEY, {}).get(getattr(route, "path", None), {})
     for name, value in (app.context.get("_route_args") or {}).items():
         if value in reserved.get(name, ()):
             raise NimbusError(ErrorCode.INVALID_ENDPOINT_ERROR)

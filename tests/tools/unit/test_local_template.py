@@ -144,7 +144,13 @@ def test_table_definitions_give_create_table_kwargs_and_ttl() -> None:
 
 def test_function_specs_merge_globals_with_the_function_and_list_routes() -> None:
     specs = {s.logical_id: s for s in function_specs(TEMPLATE, {"Stage": "qa"})}
-    assert set(specs) == {"AuthFunction", "AccountsFunction", "AdminFunction", "MailFunction"}
+    assert set(specs) == {
+        "AuthFunction",
+        "AccountsFunction",
+        "SessionsFunction",
+        "AdminFunction",
+        "MailFunction",
+    }
     auth = specs["AuthFunction"]
     assert auth.handler == "auth_api.handler.lambda_handler"
     assert (auth.handler_module, auth.handler_function) == ("auth_api.handler", "lambda_handler")
@@ -204,6 +210,7 @@ def test_only_the_mail_function_gets_the_dead_letter_queue_and_every_function_th
     assert {name: "MAIL_DEAD_LETTER_QUEUE_URL" in s.environment for name, s in specs.items()} == {
         "AuthFunction": False,
         "AccountsFunction": False,
+        "SessionsFunction": False,
         "AdminFunction": False,
         "MailFunction": True,
     }
