@@ -1,0 +1,120 @@
+"""Scope enforcement on every endpoint that exists, walked from the registry (issue 6).
+
+For each registered endpoint that needs a session, three scoped sessions made through
+POST /users/me/sessions call it: one holding exactly the endpoint's scope, one holding an unrelated
+scope, and one holding ALL. The exact scope and ALL must get past the scope check (whatever the
+endpoint then answers: 200, 400, 404 ...) without ever being asked for a password; the unrelated
+scope must get 403 INSUFFICIENT_PERMISSIONS_ERROR. Endpoints closed to scoped sessions (account
+deletion, scoped-session creation) refuse all three, whatever their scopes.
+
+A new endpoint is walked automatically: nothing here lists endpoints.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import re
+from typing import Any
+
+import pytest
+
+from nimbus_core.http.policy import Auth, Endpoint
+from nimbus_core.scopes import STAFF_BITS, Scope
+from nimbus_tools.local.inprocess import Reply
+from nimbus_tools.template import function_specs, load_template
+from tests.integration.conftest import PARAMS, Api, Stack
+
+PASSWORD = "correct horse"
+UNRELATED = Scope.UPLOAD_FILE  # a file scope: no account or session endpoint may accept it
+_ips = itertools.count(1)
+
+
+def _endpoints() -> list[Endpoint]:
+    found: list[Endpoint] = []
+    for spec in function_specs(load_template()):
+        if spec.routes:
+            found += importlib.import_module(spec.handler_module).app.endpoints
+    return found
+
+
+ENDPOINTS = _endpoints()
+WITH_SESSION = [e for e in ENDPOINTS if e.policy.auth is Auth.REQUIRED]
+
+
+def _ip() -> str:
+    n = next(_ips)
+    return f"172.16.{n // 250 % 250}.{n % 250 + 1}"
+
+
+def _key(api: Api, stack: Stack, *, staff: bool, flags: int) -> tuple[str, str]:
+    """A fresh user (staff when asked) and a scoped session of it holding ``flags``."""
+    username = f"s{next(_ips)}x{_ip().replace('.', '')}"
+    registered = api.register(username=username, ip=_ip())
+    assert registered.status == 201, registered.body
+    token = registered.body["token"]
+    user_id = token.split(".", maxsplit=1)[0]
+    if staff:
+        stack.dynamodb.update_item(
+            TableName=stack.table("UsersTable"),
+            Key={"pk": {"S": f"USER#{user_id}"}},
+            UpdateExpression="SET staff = :t",
+            ExpressionAttributeValues={":t": {"BOOL": True}},
+        )
+    body = {"name": "walk", "permissionFlags": flags, "password": PASSWORD}
+    created = api.call("POST", "/users/me/sessions", body, token=token, ip=_ip())
+    assert created.status == 201, created.body
+    return user_id, created.body["token"]
+
+
+def _call(api: Api, endpoint: Endpoint, user_id: str, key: str) -> Reply:
+    def fill(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if endpoint.path.startswith("/domains/"):
+            return PARAMS["DefaultDomain"]
+        return "me" if name == "sid" else user_id
+
+    path = re.sub(r"<(\w+)>", fill, endpoint.path)
+    body: Any = {} if endpoint.method in {"POST", "PUT", "PATCH", "DELETE"} else None
+    return api.call(endpoint.method, path, body, token=key, ip=_ip())
+
+
+def _refused(reply: Reply) -> bool:
+    return (reply.status, reply.body.get("code")) == (403, "INSUFFICIENT_PERMISSIONS_ERROR")
+
+
+def _asked_for_password(reply: Reply) -> bool:
+    body = reply.body
+    return body.get("code") == "INVALID_PASSWORD_ERROR" or "password" in (body.get("fields") or [])
+
+
+@pytest.mark.parametrize("endpoint", WITH_SESSION, ids=[f"{e.method} {e.path}" for e in WITH_SESSION])
+def test_scoped_sessions_meet_every_endpoints_scope(api: Api, stack: Stack, endpoint: Endpoint) -> None:
+    policy = endpoint.policy
+    staff = policy.staff
+    exact = int(policy.scope) if policy.scope is not None else int(UNRELATED)
+    # ALL, plus every other bit the user may hold (STAFF_* only for staff): "whatever their scopes".
+    everything = int(Scope.ALL) | (int(sum(Scope)) & ~(0 if staff else int(STAFF_BITS)))
+
+    outcomes = {}
+    for label, flags in (("unrelated", int(UNRELATED)), ("exact", exact), ("all", everything)):
+        user_id, key = _key(api, stack, staff=staff, flags=flags)
+        outcomes[label] = _call(api, endpoint, user_id, key)
+
+    if not policy.scoped_sessions:
+        assert [_refused(r) for r in outcomes.values()] == [True, True, True], outcomes
+        return
+    unrelated_allowed = policy.scope is None
+    assert _refused(outcomes["unrelated"]) is not unrelated_allowed, outcomes["unrelated"]
+    for label in ("exact", "all"):
+        reply = outcomes[label]
+        assert not _refused(reply), (label, reply)
+        assert reply.status != 401, (label, reply)
+        assert not _asked_for_password(reply), (label, reply)
+        assert reply.status < 500, (label, reply)
+
+
+def test_the_walk_covers_every_endpoint_but_the_sessionless_ones() -> None:
+    sessionless = {(e.method, e.path) for e in ENDPOINTS if e.policy.auth is not Auth.REQUIRED}
+    assert sessionless == {("POST", "/register"), ("POST", "/login"), ("PUT", "/users/verify"), ("GET", "/")}
+    assert len(WITH_SESSION) == len(ENDPOINTS) - len(sessionless)
