@@ -203,6 +203,26 @@ class Harness:
         token: str = reply.body["token"]
         return token
 
+    def login(self, username: str) -> str:
+        """Log ``username`` in once more (uncounted) and return the new session's token."""
+        body = {"username": username, "password": PASSWORD}
+        reply = self.api.call("POST", "/login", body, ip=self.fresh_ip())
+        _expect(f"setup: login {username}", 201, reply)
+        token: str = reply.body["token"]
+        return token
+
+    def make_staff(self, token: str) -> None:
+        """Give the token's user the staff flag (what `nimbus staff promote` does)."""
+        parsed = parse_session_token(token)
+        if parsed is None:
+            raise ScenarioError(f"setup: unreadable session token {token!r}")
+        self._dynamodb.update_item(
+            TableName=get_settings().users_table,
+            Key={"pk": {"S": f"USER#{parsed.user_id}"}},
+            UpdateExpression="SET staff = :t",
+            ExpressionAttributeValues={":t": {"BOOL": True}},
+        )
+
     def verification_link(self, address: str) -> str:
         """The token of the newest verification email queued for ``address`` (read from the outbox)."""
         items = self._dynamodb.scan(TableName=get_settings().outbox_table)["Items"]
@@ -235,6 +255,11 @@ REGISTER_BUDGET = Budget("DynamoDB <= 2, SES 0", dynamodb=2, ses=0)
 CHANGE_BUDGET = Budget("DynamoDB <= 3, SES 0", dynamodb=3, ses=0)
 LOGIN_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)
 ME_BUDGET = Budget("auth 1 DynamoDB; total <= 1, SSM 0", dynamodb=1, ssm=0, total=1)
+# Issue 6: the sessions endpoints' success paths.
+SESSION_ME_BUDGET = Budget("DynamoDB 1 (the auth read)", dynamodb=1, total=1)
+SESSION_ONE_BUDGET = Budget("DynamoDB <= 2", dynamodb=2)
+SESSION_LIST_BUDGET = Budget("DynamoDB <= 2", dynamodb=2)
+SCOPED_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)
 # Not in the issue: runtime_config promises one GetParameters for both parameters.
 COLD_BUDGET = Budget("SSM <= 1 (design, not issue)", ssm=1)
 
@@ -296,6 +321,37 @@ def scenarios(h: Harness) -> list[Scenario]:
                 h.api.call("POST", "/login", {"username": name, "password": PASSWORD}, ip=h.fresh_ip()),
             )
         return lambda: h.api.call("DELETE", "/users/me", {"password": PASSWORD}, token=token)
+
+    def own_sessions(
+        method: str, path: str, body: dict[str, Any] | None = None, *, others: int = 3
+    ) -> Callable[[], Callable[[], Reply]]:
+        # A fresh user with `others` more sessions per request; "{other}" is the newest other one.
+        def prepare() -> Callable[[], Reply]:
+            name = h.unique("ses")
+            token = h.register(name)
+            logins = [h.login(name) for _ in range(others)]
+            other = logins[-1].split(".")[1] if logins else ""
+            target = path.format(other=other, uid=token.split(".")[0])
+            sent = None if body is None else _fill(body, other)
+            return lambda: h.api.call(method, target, sent, token=token, ip=h.fresh_ip())
+
+        return prepare
+
+    def staff_sessions(
+        method: str, suffix: str, body: dict[str, Any] | None = None
+    ) -> Callable[[], Callable[[], Reply]]:
+        def prepare() -> Callable[[], Reply]:
+            staff = h.register(h.unique("staff"))
+            h.make_staff(staff)
+            name = h.unique("target")
+            target = h.register(name)
+            h.login(name)
+            uid, sid = target.split(".")[:2]
+            path = f"/users/{uid}/sessions" + suffix.format(sid=sid)
+            sent = None if body is None else _fill(body, sid)
+            return lambda: h.api.call(method, path, sent, token=staff, ip=h.fresh_ip())
+
+        return prepare
 
     stale = USED_AT_REFRESH_SECONDS + 300
     return [
@@ -359,7 +415,76 @@ def scenarios(h: Harness) -> list[Scenario]:
         Scenario("PUT /users/verify", 200, verify, Budget("DynamoDB <= 2, SES 0", dynamodb=2, ses=0)),
         Scenario("DELETE /users/me (3 other sessions)", 200, delete_me, Budget("SES 0", ses=0)),
         Scenario("GET /domains", 200, lambda: get("/domains", me_token), Budget("DynamoDB <= 2", dynamodb=2)),
+        Scenario(
+            "GET /users/me/sessions (4 live)",
+            200,
+            own_sessions("GET", "/users/me/sessions"),
+            SESSION_LIST_BUDGET,
+        ),
+        Scenario(
+            "GET /users/me/sessions/me", 200, own_sessions("GET", "/users/me/sessions/me"), SESSION_ME_BUDGET
+        ),
+        Scenario(
+            "GET /users/me/sessions/:sid (another)",
+            200,
+            own_sessions("GET", "/users/me/sessions/{other}"),
+            SESSION_ONE_BUDGET,
+        ),
+        Scenario(
+            "PATCH /users/me/sessions/:sid",
+            200,
+            own_sessions("PATCH", "/users/me/sessions/{other}", {"name": "Renamed"}),
+            SESSION_ONE_BUDGET,
+        ),
+        Scenario(
+            "DELETE /users/me/sessions/:sid",
+            200,
+            own_sessions("DELETE", "/users/me/sessions/{other}"),
+            SESSION_ONE_BUDGET,
+        ),
+        Scenario(
+            "DELETE /users/me/sessions (2 ids)",
+            200,
+            own_sessions("DELETE", "/users/me/sessions", {"ids": ["{other}", "me"]}),
+        ),
+        Scenario(
+            "DELETE /users/me/sessions/all (3 others)", 200, own_sessions("DELETE", "/users/me/sessions/all")
+        ),
+        Scenario(
+            "POST /users/me/sessions (scoped)",
+            201,
+            own_sessions(
+                "POST",
+                "/users/me/sessions",
+                {"name": "CI", "permissionFlags": 4, "password": PASSWORD},
+                others=0,
+            ),
+            SCOPED_BUDGET,
+        ),
+        Scenario("GET /users/:uid/sessions (staff)", 200, staff_sessions("GET", "")),
+        Scenario("GET /users/:uid/sessions/:sid (staff)", 200, staff_sessions("GET", "/{sid}")),
+        Scenario(
+            "PATCH /users/:uid/sessions/:sid (staff)", 200, staff_sessions("PATCH", "/{sid}", {"name": "x"})
+        ),
+        Scenario("DELETE /users/:uid/sessions/:sid (staff)", 200, staff_sessions("DELETE", "/{sid}")),
+        Scenario(
+            "DELETE /users/:uid/sessions (staff)", 200, staff_sessions("DELETE", "", {"ids": ["{other}"]})
+        ),
+        Scenario("DELETE /users/:uid/sessions/all (staff)", 200, staff_sessions("DELETE", "/all")),
     ]
+
+
+def _fill(body: dict[str, Any], other: str) -> dict[str, Any]:
+    """``body`` with "{other}" (in strings and lists of strings) replaced by a session id."""
+
+    def one(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace("{other}", other)
+        if isinstance(value, list):
+            return [one(v) for v in value]
+        return value
+
+    return {key: one(value) for key, value in body.items()}
 
 
 def _resend(h: Harness) -> Callable[[], Reply]:
