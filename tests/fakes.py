@@ -319,9 +319,20 @@ class FakeSessions:
         found = (self.db.sessions.get((user_id, sid)) for sid in dict.fromkeys(session_ids))
         return [s for s in found if s is not None]
 
-    def live(self, user_id: str, *, generation: int, now: float) -> list[Session]:
-        """Live sessions, newest first."""
-        self.db.calls.append("sessions.live")
+    def live_page(
+        self, user_id: str, *, generation: int, now: float, limit: int, offset: int
+    ) -> tuple[int, list[Session]]:
+        """The number of live sessions and one page of them, newest first."""
+        self.db.calls.append("sessions.live_page")
+        live = self._live(user_id, generation, now)
+        return len(live), live[offset : offset + limit]
+
+    def count_live(self, user_id: str, *, generation: int, now: float) -> int:
+        """The number of live sessions."""
+        self.db.calls.append("sessions.count_live")
+        return len(self._live(user_id, generation, now))
+
+    def _live(self, user_id: str, generation: int, now: float) -> list[Session]:
         mine = [s for (uid, _), s in self.db.sessions.items() if uid == user_id]
         return sorted((s for s in mine if _live(s, generation, now)), key=lambda s: s.id, reverse=True)
 

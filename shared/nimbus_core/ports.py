@@ -147,8 +147,15 @@ class SessionStore(Protocol):
         """The stored sessions among ``session_ids`` (at most 100), in one round trip."""
         ...
 
-    def live(self, user_id: str, *, generation: int, now: float) -> list[Session]:
-        """The user's live sessions (``generation``, unexpired), newest first, by a Query."""
+    def live_page(
+        self, user_id: str, *, generation: int, now: float, limit: int, offset: int
+    ) -> tuple[int, list[Session]]:
+        """How many live sessions (``generation``, unexpired) the user has, and one page of them,
+        newest first, by one Query."""
+        ...
+
+    def count_live(self, user_id: str, *, generation: int, now: float) -> int:
+        """How many live sessions the user has (a COUNT Query: no items returned)."""
         ...
 
     def list_ids(self, user_id: str, *, below_generation: int | None = None) -> list[str]:

@@ -162,17 +162,23 @@ def test_live_lists_only_current_unexpired_sessions_newest_first_across_pages(st
     revoked = a_session(user).changed(generation=user.session_generation - 1)
     _put(stores, *current, expired, revoked, a_session(other))
 
-    live = stores.sessions.live(user.id, generation=user.session_generation, now=NOW)
+    g = user.session_generation
+    count, live = stores.sessions.live_page(user.id, generation=g, now=NOW, limit=50, offset=0)
+    _, page = stores.sessions.live_page(user.id, generation=g, now=NOW, limit=3, offset=PAGE)
 
+    assert count == len(current) == stores.sessions.count_live(user.id, generation=g, now=NOW)
     assert [s.id for s in live] == [s.id for s in reversed(current)]
     assert live[0] == current[-1]
+    assert page == live[PAGE : PAGE + 3]
 
 
 def test_live_of_another_generation_sees_none_of_the_old_ones(stores: Stores) -> None:
     user = _user(stores)
     _put(stores, a_session(user), a_session(user))
 
-    assert stores.sessions.live(user.id, generation=user.session_generation + 1, now=NOW) == []
+    g = user.session_generation + 1
+    assert stores.sessions.live_page(user.id, generation=g, now=NOW, limit=50, offset=0) == (0, [])
+    assert stores.sessions.count_live(user.id, generation=g, now=NOW) == 0
 
 
 def test_list_ids_below_a_generation_names_only_older_sessions(stores: Stores) -> None:

@@ -185,7 +185,7 @@ def test_revoke_all_costs_one_transaction_whatever_the_number_of_sessions(world:
     service.revoke_all_sessions(world.deps, owner, keep_current=False, now=world.clock.now())
 
     # One Query (for the count) and one transaction; no per-session write.
-    assert world.db.calls[calls:] == ["sessions.live", "commit"]
+    assert world.db.calls[calls:] == ["sessions.count_live", "commit"]
     assert all(_caller(world, t) is None for t in tokens)
 
 

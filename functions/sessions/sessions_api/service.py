@@ -58,8 +58,10 @@ def list_sessions(
     deps: Deps, owner: Owner, now: float, *, limit: int, offset: int
 ) -> tuple[int, list[Session]]:
     """The owner's live sessions, newest first: the total and one page."""
-    live = deps.sessions.live(owner.user.id, generation=owner.user.session_generation, now=now)
-    return len(live), live[offset : offset + limit]
+    user = owner.user
+    return deps.sessions.live_page(
+        user.id, generation=user.session_generation, now=now, limit=limit, offset=offset
+    )
 
 
 def get_session(deps: Deps, owner: Owner, sid: str, now: float) -> Session:
@@ -123,7 +125,7 @@ def revoke_all_sessions(deps: Deps, owner: Owner, *, keep_current: bool, now: fl
     table's stream; until then they are invisible (never listed, counted or accepted).
     """
     # The count is for the answer (upstream's clients read it); the revocation does not depend on it.
-    count = len(deps.sessions.live(owner.user.id, generation=owner.user.session_generation, now=now))
+    count = deps.sessions.count_live(owner.user.id, generation=owner.user.session_generation, now=now)
     if keep_current and owner.current is not None:
         # Conditional on the generation we read: if another session revoked this one meanwhile,
         # the caller is revoked too (INVALID_SESSION_ERROR), never kept by a race.

@@ -34,6 +34,13 @@ def session_item(session: Session) -> dict[str, Any]:
 _LIVE = "attribute_exists(sessionId) AND generation = :g AND expiresAt > :now"
 
 
+def _live_filter(generation: int, now: float) -> dict[str, Any]:
+    return {
+        "FilterExpression": "generation = :g AND expiresAt > :now",
+        "ExpressionAttributeValues": {":g": {"N": str(generation)}, ":now": {"N": str(int(now))}},
+    }
+
+
 def _read_session(item: dict[str, Any]) -> Session:
     return read_record(Session, {**item, "id": item["sessionId"]})
 
@@ -123,21 +130,33 @@ class DynamoSessions:
         found = batch_get(self._client, {self._table: {"Keys": keys, "ConsistentRead": True}})
         return [_read_session(item) for item in found.get(self._table, [])]
 
-    def live(self, user_id: str, *, generation: int, now: float) -> list[Session]:
-        """The user's live sessions (current generation, unexpired), newest first.
+    def live_page(
+        self, user_id: str, *, generation: int, now: float, limit: int, offset: int
+    ) -> tuple[int, list[Session]]:
+        """How many live sessions the user has (current generation, unexpired) and one page of
+        them, newest first.
 
         One Query on the user's partition, read backwards (ids are time-ordered), filtered in
-        DynamoDB; a further page only per MB of stored sessions (some thousands of them).
+        DynamoDB; a further page only per MB of stored sessions (some thousands). Only the page's
+        items are turned into records.
         """
-        return [
-            _read_session(item)
-            for item in self._query(
-                user_id,
-                ScanIndexForward=False,
-                FilterExpression="generation = :g AND expiresAt > :now",
-                ExpressionAttributeValues={":g": {"N": str(generation)}, ":now": {"N": str(int(now))}},
-            )
-        ]
+        items = self._query(user_id, ScanIndexForward=False, **_live_filter(generation, now))
+        return len(items), [_read_session(item) for item in items[offset : offset + limit]]
+
+    def count_live(self, user_id: str, *, generation: int, now: float) -> int:
+        """How many live sessions the user has: a COUNT Query (no items travel back)."""
+        total = 0
+        start: dict[str, Any] | None = None
+        request = self._query_request(user_id, Select="COUNT", **_live_filter(generation, now))
+        while True:
+            if start:
+                request["ExclusiveStartKey"] = start
+            with aws_errors("Query (count sessions)"):
+                page = self._client.query(**request)
+            total += page.get("Count", 0)
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return total
 
     def list_ids(self, user_id: str, *, below_generation: int | None = None) -> list[str]:
         """Stored session ids of a user (all, or only those older than ``below_generation``): a Query
@@ -191,18 +210,21 @@ class DynamoSessions:
                 raise
         return True
 
-    def _query(self, user_id: str, **extra: Any) -> list[dict[str, Any]]:
+    def _query_request(self, user_id: str, **extra: Any) -> dict[str, Any]:
         values = {":u": {"S": user_id}, **extra.pop("ExpressionAttributeValues", {})}
+        return {
+            "TableName": self._table,
+            "KeyConditionExpression": "userId = :u",
+            "ExpressionAttributeValues": values,
+            "ConsistentRead": True,
+            **extra,
+        }
+
+    def _query(self, user_id: str, **extra: Any) -> list[dict[str, Any]]:
+        request = self._query_request(user_id, **extra)
         items: list[dict[str, Any]] = []
         start: dict[str, Any] | None = None
         while True:
-            request: dict[str, Any] = {
-                "TableName": self._table,
-                "KeyConditionExpression": "userId = :u",
-                "ExpressionAttributeValues": values,
-                "ConsistentRead": True,
-                **extra,
-            }
             if start:
                 request["ExclusiveStartKey"] = start
             with aws_errors("Query (sessions)"):
