@@ -28,7 +28,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--runs", type=int, default=7, help="fresh interpreters per module for import times (default 7)"
     )
     parser.add_argument(
-        "--only", choices=("calls", "imports", "keepalive"), help="run one of the three benchmarks"
+        "--only", choices=("calls", "imports", "keepalive", "revoke"), help="run one of the three benchmarks"
     )
     parser.add_argument(
         "--json", action="store_true", help="also print the results as one JSON object on the last line"
@@ -54,6 +54,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         call_rows = measure_calls(template, CALL_REPETITIONS)
         print(format_calls(call_rows, CALL_REPETITIONS))
         results["calls"] = calls_json(call_rows)
+        if args.only is None:
+            print()
+    if args.only in (None, "revoke"):
+        from bench.sessions import format_revoke, measure_revoke, revoke_json
+
+        print("== Revoking every session of a user with N sessions (moto, in process) ==")
+        revoke_rows = measure_revoke(template)
+        print(format_revoke(revoke_rows))
+        results["revoke"] = revoke_json(revoke_rows)
         if args.only is None:
             print()
     if args.only in (None, "imports"):
