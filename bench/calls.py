@@ -461,12 +461,22 @@ def scenarios(h: Harness) -> list[Scenario]:
             ),
             SCOPED_BUDGET,
         ),
-        Scenario("GET /users/:uid/sessions (staff)", 200, staff_sessions("GET", "")),
-        Scenario("GET /users/:uid/sessions/:sid (staff)", 200, staff_sessions("GET", "/{sid}")),
+        Scenario("GET /users/:uid/sessions (staff)", 200, staff_sessions("GET", ""), SESSION_LIST_BUDGET),
         Scenario(
-            "PATCH /users/:uid/sessions/:sid (staff)", 200, staff_sessions("PATCH", "/{sid}", {"name": "x"})
+            "GET /users/:uid/sessions/:sid (staff)", 200, staff_sessions("GET", "/{sid}"), SESSION_ONE_BUDGET
         ),
-        Scenario("DELETE /users/:uid/sessions/:sid (staff)", 200, staff_sessions("DELETE", "/{sid}")),
+        Scenario(
+            "PATCH /users/:uid/sessions/:sid (staff)",
+            200,
+            staff_sessions("PATCH", "/{sid}", {"name": "x"}),
+            SESSION_ONE_BUDGET,
+        ),
+        Scenario(
+            "DELETE /users/:uid/sessions/:sid (staff)",
+            200,
+            staff_sessions("DELETE", "/{sid}"),
+            SESSION_ONE_BUDGET,
+        ),
         Scenario(
             "DELETE /users/:uid/sessions (staff)", 200, staff_sessions("DELETE", "", {"ids": ["{other}"]})
         ),

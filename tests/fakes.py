@@ -278,6 +278,14 @@ class FakeSessions:
         self.db.calls.append("sessions.get_with_user")
         return self.db.sessions.get((user_id, session_id)), self.db.users.get(user_id)
 
+    def get_with_users(
+        self, user_id: str, session_id: str, other_user_id: str
+    ) -> tuple[Session | None, User | None, User | None]:
+        """Session, its user and another user together."""
+        self.db.calls.append("sessions.get_with_users")
+        users = self.db.users
+        return self.db.sessions.get((user_id, session_id)), users.get(user_id), users.get(other_user_id)
+
     def put_op(self, session: Session) -> WriteOp:
         """Store a new session."""
         sessions, key = self.db.sessions, (session.user_id, session.id)

@@ -21,16 +21,29 @@ USED_AT_REFRESH_SECONDS = 300
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """An authenticated caller: the user and the session the request came with."""
+    """An authenticated caller: the user and the session the request came with, and the user a
+    staff endpoint works on when it was read together with them (``target_id`` set)."""
 
     user: User
     session: Session
+    target_id: str | None = None
+    target: User | None = None
 
 
-def authenticate(deps: Deps, token: SessionToken, now: float) -> Caller | None:
+def authenticate(
+    deps: Deps, token: SessionToken, now: float, *, target_id: str | None = None
+) -> Caller | None:
     """The caller for ``token``, or None if the session is unknown, revoked (deleted or of an older
-    generation), expired, the secret is wrong, or the user is gone or banned."""
-    session, user = deps.sessions.get_with_user(token.user_id, token.session_id)
+    generation), expired, the secret is wrong, or the user is gone or banned.
+
+    With ``target_id`` (a well-formed user id from the path of a staff endpoint) that user is read
+    in the same BatchGetItem, so the endpoint needs no read of its own.
+    """
+    target: User | None = None
+    if target_id is None:
+        session, user = deps.sessions.get_with_user(token.user_id, token.session_id)
+    else:
+        session, user, target = deps.sessions.get_with_users(token.user_id, token.session_id, target_id)
     if session is None or user is None:
         return None
     if not secret_matches(token.secret, session.secret_hash):
@@ -39,7 +52,7 @@ def authenticate(deps: Deps, token: SessionToken, now: float) -> Caller | None:
         return None
     if now - iso_to_epoch(session.used_at) >= USED_AT_REFRESH_SECONDS:
         session = _touch(deps, session, now)
-    return Caller(user=user, session=session)
+    return Caller(user=user, session=session, target_id=target_id, target=target)
 
 
 def _touch(deps: Deps, session: Session, now: float) -> Session:

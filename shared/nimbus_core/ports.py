@@ -123,6 +123,12 @@ class SessionStore(Protocol):
         """The session and its user in one round trip (strongly consistent)."""
         ...
 
+    def get_with_users(
+        self, user_id: str, session_id: str, other_user_id: str
+    ) -> tuple[Session | None, User | None, User | None]:
+        """The session, its user and another user (a staff endpoint's target), in one round trip."""
+        ...
+
     def put_op(self, session: Session) -> WriteOp:
         """Store a new session."""
         ...

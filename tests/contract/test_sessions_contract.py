@@ -244,3 +244,14 @@ def test_delete_live_deletes_once_and_refuses_dead_sessions(stores: Stores) -> N
     assert stores.sessions.delete_live(user.id, new_id(), generation=g, now=NOW) is False
     assert stores.sessions.get(user.id, live.id) is None
     assert stores.sessions.get(user.id, expired.id) == expired
+
+
+def test_get_with_users_reads_a_second_user_in_the_same_request(stores: Stores) -> None:
+    user, other = _user(stores), _user(stores)
+    session = a_session(user)
+    _put(stores, session)
+
+    assert stores.sessions.get_with_users(user.id, session.id, other.id) == (session, user, other)
+    assert stores.sessions.get_with_users(user.id, session.id, user.id) == (session, user, user)
+    assert stores.sessions.get_with_users(user.id, session.id, new_id()) == (session, user, None)
+    assert stores.sessions.get_with_users(user.id, new_id(), other.id) == (None, user, other)

@@ -686,3 +686,15 @@ def test_revocation_by_staff_is_not_switched_off(api: Api, stack: Stack) -> None
     assert me(api, target).status in {401, 503}
     stack.set_switches()
     assert me(api, target).status == 401
+
+
+def test_staff_may_work_on_their_own_sessions_through_the_staff_endpoints(api: Api, stack: Stack) -> None:
+    """The target user is read with the caller's session: the same user twice is one key, once."""
+    _, staff = new_user(api)
+    make_staff(stack, staff)
+
+    listed = api.call("GET", f"/users/{uid(staff)}/sessions", token=staff)
+    one = api.call("GET", f"/users/{uid(staff)}/sessions/{sid(staff)}", token=staff)
+
+    assert (listed.status, listed.body["count"]) == (200, 1)
+    assert one.body["id"] == sid(staff)

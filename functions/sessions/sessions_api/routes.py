@@ -45,7 +45,8 @@ def _me(request: Request) -> Owner:
 
 
 def _user(request: Request) -> Owner:
-    return Owner(service.target_user(request.deps, request.path["uid"]))
+    # Read with the caller's session (Policy.target): no read of its own.
+    return service.staff_target(request.target_user(request.path["uid"]))
 
 
 def _list(request: Request, owner: Owner) -> Response[str]:
@@ -202,6 +203,7 @@ def create_scoped_session(request: Request) -> Response[str]:
     "/users/<uid>/sessions",
     Policy(
         staff=True,
+        target="uid",
         scope=Scope.STAFF_READ_SESSIONS,
         query=SessionsQuery,
         statuses=_STAFF,
@@ -219,6 +221,7 @@ def list_user_sessions(request: Request) -> Response[str]:
     "/users/<uid>/sessions/<sid>",
     Policy(
         staff=True,
+        target="uid",
         scope=Scope.STAFF_READ_SESSIONS,
         statuses=_STAFF,
         response=SessionView,
@@ -235,6 +238,7 @@ def get_user_session(request: Request) -> Response[str]:
     "/users/<uid>/sessions/<sid>",
     Policy(
         staff=True,
+        target="uid",
         scope=Scope.STAFF_MODIFY_SESSIONS,
         body=RenameSessionBody,
         statuses=_STAFF,
@@ -253,6 +257,7 @@ def rename_user_session(request: Request) -> Response[str]:
     "/users/<uid>/sessions/<sid>",
     Policy(
         staff=True,
+        target="uid",
         scope=Scope.STAFF_MODIFY_SESSIONS,
         statuses=_STAFF,
         response=SuccessView,
@@ -270,6 +275,7 @@ def delete_user_session(request: Request) -> Response[str]:
     "/users/<uid>/sessions",
     Policy(
         staff=True,
+        target="uid",
         scope=Scope.STAFF_MODIFY_SESSIONS,
         body=DeleteSessionsBody,
         statuses=_STAFF,
@@ -288,6 +294,7 @@ def delete_user_sessions(request: Request) -> Response[str]:
     "/users/<uid>/sessions/all",
     Policy(
         staff=True,
+        target="uid",
         scope=Scope.STAFF_MODIFY_SESSIONS,
         statuses=_STAFF,
         response=CountedSuccessView,

@@ -46,12 +46,11 @@ class Owner:
         return self.current if self.current is not None and self.resolve(sid) == self.current.id else None
 
 
-def target_user(deps: Deps, user_id: str) -> User:
-    """The user a staff endpoint works on, or 404 INVALID_USER_ERROR."""
-    user = deps.users.get(user_id) if ids.is_id(user_id) else None
+def staff_target(user: User | None) -> Owner:
+    """The sessions of the user a staff endpoint works on, or 404 INVALID_USER_ERROR."""
     if user is None:
         raise NimbusError(ErrorCode.INVALID_USER_ERROR)
-    return user
+    return Owner(user)
 
 
 def list_sessions(

@@ -70,6 +70,31 @@ class DynamoSessions:
             read_record(User, users[0]) if users else None,
         )
 
+    def get_with_users(
+        self, user_id: str, session_id: str, other_user_id: str
+    ) -> tuple[Session | None, User | None, User | None]:
+        """The session, its user and another user (a staff endpoint's target) in ONE BatchGetItem."""
+        if other_user_id == user_id:
+            session, user = self.get_with_user(user_id, session_id)
+            return session, user, user
+        found = batch_get(
+            self._client,
+            {
+                self._table: {"Keys": [session_key(user_id, session_id)], "ConsistentRead": True},
+                self._users_table: {
+                    "Keys": [user_key(user_id), user_key(other_user_id)],
+                    "ConsistentRead": True,
+                },
+            },
+        )
+        sessions = found.get(self._table, [])
+        users = {u.id: u for u in (read_record(User, item) for item in found.get(self._users_table, []))}
+        return (
+            _read_session(sessions[0]) if sessions else None,
+            users.get(user_id),
+            users.get(other_user_id),
+        )
+
     def put_op(self, session: Session) -> WriteOp:
         """Store a new session (ids never repeat, so an existing one is a bug, not a user error)."""
         return TransactOp(

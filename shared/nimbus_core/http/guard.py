@@ -22,7 +22,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
-from nimbus_core import metrics
+from nimbus_core import ids, metrics
 from nimbus_core.auth import Caller, authenticate
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError, RateLimitedError
@@ -30,6 +30,7 @@ from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.responses import rate_limit_headers, response_for_exception
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.limiter import RateLimiter
+from nimbus_core.models import User
 from nimbus_core.ratelimits import Per, RateLimit
 from nimbus_core.reverify import reverify
 from nimbus_core.scopes import grants
@@ -58,15 +59,27 @@ class Request:
     query: Any = None
     path: dict[str, str] = field(default_factory=dict)
     session_name: str = ""
+    target_id: str | None = None
     _caller: Caller | None = None
     _authenticated: bool = False
 
     def caller(self) -> Caller | None:
         """The authenticated caller, resolved at most once per request."""
         if not self._authenticated:
-            self._caller = authenticate(self.deps, self.token, self.now) if self.token else None
+            if self.token:
+                self._caller = authenticate(self.deps, self.token, self.now, target_id=self.target_id)
             self._authenticated = True
         return self._caller
+
+    def target_user(self, user_id: str) -> User | None:
+        """The user ``user_id`` names: the one read with the caller when the policy declared its
+        ``target`` parameter, else one more read (None if there is no such user)."""
+        caller = self.require_caller()
+        if user_id == caller.user.id:
+            return caller.user
+        if caller.target_id == user_id:
+            return caller.target
+        return self.deps.users.get(user_id) if ids.is_id(user_id) else None
 
     def require_caller(self) -> Caller:
         """The caller on an endpoint whose guard required a session."""
@@ -98,6 +111,7 @@ def guard(policy: Policy) -> Any:
             headers=headers,
             now=deps.clock.now(),
             token=parse_session_token(headers.get("authorization")),
+            target_id=_target_id(policy, app),
         )
         _check_killswitches(policy, request)
         caller = _check_session(policy, request)
@@ -134,6 +148,14 @@ def _check_literal_siblings(app: APIGatewayHttpResolver) -> None:
     for name, value in (app.context.get("_route_args") or {}).items():
         if value in reserved.get(name, ()):
             raise NimbusError(ErrorCode.INVALID_ENDPOINT_ERROR)
+
+
+def _target_id(policy: Policy, app: APIGatewayHttpResolver) -> str | None:
+    """The well-formed user id in the policy's ``target`` path parameter, if any."""
+    if policy.target is None:
+        return None
+    value = (app.context.get("_route_args") or {}).get(policy.target)
+    return value if isinstance(value, str) and ids.is_id(value) else None
 
 
 def _check_killswitches(policy: Policy, request: Request) -> None:

@@ -40,6 +40,9 @@ class Policy:
     reverify: bool = False
     # Sessions created here are named by X-Session-Name, or else after the User-Agent.
     names_session: bool = False
+    # The path parameter naming the user a staff endpoint works on: read with the caller's session
+    # in the authentication's one BatchGetItem (Request.target_user).
+    target: str | None = None
     # For the OpenAPI document: the success status and its response model, and every status the
     # endpoint can answer.
     success: int = 200
