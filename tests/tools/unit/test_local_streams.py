@@ -27,8 +27,41 @@ def test_an_insert_filter_keeps_inserts_and_drops_removes_and_modifies() -> None
 
 
 def test_a_filter_form_the_emulator_cannot_read_is_refused_not_ignored() -> None:
-    with pytest.raises(ValueError, match="not supported locally"):
-        matches(record("1"), [{"eventName": [{"prefix": "INS"}]}])
+    for rule in ({"suffix": "ERT"}, {"anything-but": ["INSERT"]}, {"prefix": 1}, ["INSERT"]):
+        with pytest.raises(ValueError, match="not supported locally"):
+            matches(record("1"), [{"eventName": [rule]}])
+    with pytest.raises(ValueError, match="not supported locally"):  # even where the key is absent
+        matches(record("1"), [{"missing": [{"suffix": "x"}]}])
+
+
+def users_record(pk: str, event: str) -> dict[str, Any]:
+    """A KEYS_ONLY users-table record: no images, only the key."""
+    return {
+        "eventName": event,
+        "dynamodb": {"SequenceNumber": "1", "StreamViewType": "KEYS_ONLY", "Keys": {"pk": {"S": pk}}},
+    }
+
+
+def test_a_prefix_filter_on_the_key_keeps_user_items_and_drops_claims() -> None:
+    user_items = {"dynamodb": {"Keys": {"pk": {"S": [{"prefix": "USER#"}]}}}}
+    patterns = [{"eventName": ["MODIFY", "REMOVE"], **user_items}]
+
+    assert matches(users_record("USER#01ABC", "MODIFY"), patterns)
+    assert matches(users_record("USER#01ABC", "REMOVE"), patterns)
+    assert not matches(users_record("USER#01ABC", "INSERT"), patterns)
+    assert not matches(users_record("USERNAME#alice", "REMOVE"), patterns)
+    assert not matches(users_record("EMAIL#alice@example.com", "MODIFY"), patterns)
+    assert not matches(users_record("XUSER#01ABC", "MODIFY"), patterns)  # a prefix, not a substring
+    assert not matches({"eventName": "MODIFY", "dynamodb": {"Keys": {"pk": {"N": "1"}}}}, patterns)
+    assert not matches({"eventName": "MODIFY", "dynamodb": {}}, patterns)
+
+
+def test_exact_values_and_prefixes_mix_in_one_list() -> None:
+    patterns = [{"dynamodb": {"Keys": {"pk": {"S": ["ADMIN", {"prefix": "USER#"}]}}}}]
+
+    assert matches(users_record("ADMIN", "MODIFY"), patterns)
+    assert matches(users_record("USER#1", "MODIFY"), patterns)
+    assert not matches(users_record("ADMINS", "MODIFY"), patterns)
 
 
 def test_a_reported_failure_retries_that_record_and_every_later_one() -> None:

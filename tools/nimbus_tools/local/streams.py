@@ -81,7 +81,8 @@ def matches(record: Mapping[str, Any], patterns: Sequence[Mapping[str, Any]]) ->
     """Whether ``record`` passes the FilterCriteria ``patterns`` (any one; none means all).
 
     Supports the exact-value form of Lambda event filtering (``{"eventName": ["INSERT"]}``, nested
-    objects); other forms raise ValueError rather than be silently misread.
+    objects) and string prefixes (``{"pk": {"S": [{"prefix": "USER#"}]}}``); other forms raise
+    ValueError rather than be silently misread.
     """
     return not patterns or any(_match(record, pattern) for pattern in patterns)
 
@@ -94,13 +95,56 @@ def _match(value: Any, pattern: Mapping[str, Any]) -> bool:
             if not _match(value.get(key), wanted):
                 return False
         elif isinstance(wanted, list):
-            if any(isinstance(w, (Mapping, list)) for w in wanted):
-                raise ValueError(f"filter rule {wanted!r} is not supported locally (exact values only)")
-            if value.get(key) not in wanted:
+            for rule in wanted:  # refuse a form the emulator cannot read, whatever the record holds
+                _check_rule(rule)
+            if key not in value or not any(_rule_matches(value[key], rule) for rule in wanted):
                 return False
         else:
             raise ValueError(f"filter pattern values must be lists or objects, got {wanted!r}")
     return True
+
+
+def _check_rule(rule: Any) -> None:
+    prefix = isinstance(rule, Mapping) and set(rule) == {"prefix"} and isinstance(rule["prefix"], str)
+    if isinstance(rule, (Mapping, list)) and not prefix:
+        raise ValueError(f"filter rule {rule!r} is not supported locally (exact values and prefix only)")
+
+
+def _rule_matches(value: Any, rule: Any) -> bool:
+    """One element of a filter's value list: an exact value, or ``{"prefix": "..."}``."""
+    if isinstance(rule, Mapping):
+        return isinstance(value, str) and value.startswith(rule["prefix"])
+    return bool(value == rule)
+
+
+def on_failure_message(
+    subscription: StreamSubscription, failed: Sequence[Mapping[str, Any]], invocations: int, shard_id: str
+) -> dict[str, Any]:
+    """What Lambda sends to the OnFailure destination for a batch it gave up on: where the records
+    are in the stream (``DDBStreamBatchInfo``), never the records themselves."""
+    created = [r["dynamodb"].get("ApproximateCreationDateTime", 0) for r in failed]
+    return {
+        "requestContext": {
+            "requestId": str(uuid.uuid4()),
+            "functionArn": (
+                f"arn:aws:lambda:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:function:{subscription.function}"
+            ),
+            "condition": "RetryAttemptsExhausted",
+            "approximateInvokeCount": invocations,
+        },
+        "responseContext": {"statusCode": 200, "executedVersion": "$LATEST"},
+        "version": "1.0",
+        "timestamp": clock.iso(clock.now()),
+        "DDBStreamBatchInfo": {
+            "shardId": shard_id,
+            "startSequenceNumber": failed[0]["dynamodb"]["SequenceNumber"],
+            "endSequenceNumber": failed[-1]["dynamodb"]["SequenceNumber"],
+            "approximateArrivalOfFirstRecord": clock.iso(float(min(created))),
+            "approximateArrivalOfLastRecord": clock.iso(float(max(created))),
+            "batchSize": len(failed),
+            "streamArn": failed[0]["eventSourceARN"],
+        },
+    }
 
 
 def batch_failures(result_json: str | None, batch: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -348,29 +392,9 @@ class StreamPoller:
                 f"stream {subscription.table}: dropped {len(failed)} record(s) after {invocations} tries"
             )
             return
-        created = [r["dynamodb"].get("ApproximateCreationDateTime", 0) for r in failed]
-        info = {
-            "requestContext": {
-                "requestId": str(uuid.uuid4()),
-                "functionArn": (
-                    f"arn:aws:lambda:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:function:{subscription.function}"
-                ),
-                "condition": "RetryAttemptsExhausted",
-                "approximateInvokeCount": invocations,
-            },
-            "responseContext": {"statusCode": 200, "executedVersion": "$LATEST"},
-            "version": "1.0",
-            "timestamp": clock.iso(clock.now()),
-            "DDBStreamBatchInfo": {
-                "shardId": next(iter(self._shard_ids(subscription)), ""),
-                "startSequenceNumber": failed[0]["dynamodb"]["SequenceNumber"],
-                "endSequenceNumber": failed[-1]["dynamodb"]["SequenceNumber"],
-                "approximateArrivalOfFirstRecord": clock.iso(float(min(created))),
-                "approximateArrivalOfLastRecord": clock.iso(float(max(created))),
-                "batchSize": len(failed),
-                "streamArn": failed[0]["eventSourceARN"],
-            },
-        }
+        info = on_failure_message(
+            subscription, failed, invocations, next(iter(self._shard_ids(subscription)), "")
+        )
         try:
             sqs = self.session.client("sqs", endpoint_url=self.endpoint_url)
             sqs.send_message(QueueUrl=queue, MessageBody=json.dumps(info))
