@@ -28,6 +28,7 @@ class Event(StrEnum):
     KILL_SWITCH_REFUSED = "KillSwitchRefused"
     MAIL_SENT = "MailSent"  # an outbox message accepted by SES
     MAIL_DEAD_LETTERED = "MailDeadLettered"  # an outbox message given up on, in the dead-letter queue
+    SESSIONS_SWEPT = "SessionsSwept"  # stale session items deleted by the sweep function
 
 
 @cache
@@ -41,9 +42,9 @@ def begin() -> None:
     _metrics().clear_metrics()
 
 
-def count(event: Event) -> None:
-    """Count one occurrence of ``event`` in this request."""
-    _metrics().add_metric(name=event.value, unit=MetricUnit.Count, value=1)
+def count(event: Event, value: int = 1) -> None:
+    """Count ``value`` occurrences (one by default) of ``event`` in this invocation."""
+    _metrics().add_metric(name=event.value, unit=MetricUnit.Count, value=value)
 
 
 def flush() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from nimbus_core.adapters.counters import CounterSpec, CounterTargetMissingError, hit
@@ -17,11 +18,22 @@ if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
 
 _NOT_EXISTS = "attribute_not_exists(pk)"
+USER_KEY_PREFIX = "USER#"  # the key of a user item; claims are USERNAME#... and EMAIL#...
 
 
 def user_key(user_id: str) -> dict[str, Any]:
     """The primary key of a user item."""
     return {"pk": {"S": f"USER#{user_id}"}}
+
+
+def user_id_from_key(keys: Mapping[str, Any]) -> str | None:
+    """The user id of a users-table key in DynamoDB's JSON (a stream record's ``Keys``); None for a
+    claim item (``USERNAME#``/``EMAIL#``) or anything else."""
+    pk = keys.get("pk")
+    value = pk.get("S") if isinstance(pk, Mapping) else None
+    if not isinstance(value, str) or not value.startswith(USER_KEY_PREFIX):
+        return None
+    return value.removeprefix(USER_KEY_PREFIX) or None
 
 
 def user_item(user: User) -> dict[str, Any]:

@@ -139,7 +139,8 @@ def test_table_definitions_give_create_table_kwargs_and_ttl() -> None:
         "StreamEnabled": True,
         "StreamViewType": "NEW_IMAGE",
     }
-    assert "StreamSpecification" not in users
+    assert users["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"}
+    assert "StreamSpecification" not in tables["SessionsTable"]["create_table"]
 
 
 def test_function_specs_merge_globals_with_the_function_and_list_routes() -> None:
@@ -150,6 +151,7 @@ def test_function_specs_merge_globals_with_the_function_and_list_routes() -> Non
         "SessionsFunction",
         "AdminFunction",
         "MailFunction",
+        "SweepFunction",
     }
     auth = specs["AuthFunction"]
     assert auth.handler == "auth_api.handler.lambda_handler"
@@ -197,10 +199,11 @@ def test_a_queue_ref_is_its_url_and_its_getatt_arn_names_the_same_queue() -> Non
         "arn:aws:sqs:us-east-1:123456789012:MailDeadLetterQueue"
     )
     assert queue_definitions(TEMPLATE) == {
-        "MailDeadLetterQueue": {
-            "QueueName": "MailDeadLetterQueue",
+        name: {
+            "QueueName": name,
             "Attributes": {"MessageRetentionPeriod": "1209600", "SqsManagedSseEnabled": "true"},
         }
+        for name in ("MailDeadLetterQueue", "SweepDeadLetterQueue")
     }
 
 
@@ -213,13 +216,15 @@ def test_only_the_mail_function_gets_the_dead_letter_queue_and_every_function_th
         "SessionsFunction": False,
         "AdminFunction": False,
         "MailFunction": True,
+        "SweepFunction": False,  # its queue is written by the event source mapping, not by its code
     }
     assert {s.environment["OUTBOX_TABLE"] for s in specs.values()} == {"OutboxTable"}
     assert specs["MailFunction"].routes == ()
+    assert specs["SweepFunction"].routes == ()
 
 
 def test_the_mail_function_subscribes_to_inserts_on_the_outbox_stream() -> None:
-    [subscription] = stream_subscriptions(TEMPLATE)
+    [subscription] = [s for s in stream_subscriptions(TEMPLATE) if s.table == "OutboxTable"]
 
     assert subscription.function == "MailFunction"
     assert subscription.table == "OutboxTable"
@@ -229,3 +234,27 @@ def test_the_mail_function_subscribes_to_inserts_on_the_outbox_stream() -> None:
     assert subscription.on_failure_queue == "MailDeadLetterQueue"
     assert subscription.batch_size == 10
     assert 0 < subscription.maximum_retry_attempts <= 5
+
+
+def test_the_sweep_function_subscribes_to_changed_and_removed_user_items_on_the_users_stream() -> None:
+    [subscription] = [s for s in stream_subscriptions(TEMPLATE) if s.table == "UsersTable"]
+
+    assert subscription.function == "SweepFunction"
+    assert subscription.filter_patterns == (
+        {"eventName": ["MODIFY", "REMOVE"], "dynamodb": {"Keys": {"pk": {"S": [{"prefix": "USER#"}]}}}},
+    )
+    assert subscription.report_batch_item_failures
+    assert subscription.bisect_on_error
+    assert subscription.on_failure_queue == "SweepDeadLetterQueue"
+    assert subscription.batch_size == 10
+    assert 0 < subscription.maximum_retry_attempts <= 5
+    assert [s.function for s in stream_subscriptions(TEMPLATE)] == ["MailFunction", "SweepFunction"]
+
+
+def test_an_on_failure_destination_without_a_type_is_still_followed() -> None:
+    """SweepFunction's OnFailure has no ``Type`` (so SAM adds no policy of its own); the local event
+    source still finds the queue."""
+    events = TEMPLATE["Resources"]["SweepFunction"]["Properties"]["Events"]
+    assert "Type" not in events["Users"]["Properties"]["DestinationConfig"]["OnFailure"]
+    [subscription] = [s for s in stream_subscriptions(TEMPLATE) if s.function == "SweepFunction"]
+    assert subscription.on_failure_queue == "SweepDeadLetterQueue"
