@@ -4,12 +4,14 @@
 events) and invokes the handler module in this process. ``faults`` injects AWS errors at the SDK
 boundary; ``stack.emails`` holds every email the functions sent (text and HTML), once
 ``stack.deliver_mail()`` has run the mail function on the outbox stream (reading ``stack.emails``
-does that first, as the deployed stack would within a second).
+does that first, as the deployed stack would within a second). ``stack.sweep()`` runs the sweep
+function on the users table's stream as its event source mapping would (tests/integration/stream_feed.py).
 """
 
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,6 +30,7 @@ from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub, Reply
 from nimbus_tools.local.provision import ProvisionedStack, provision, put_default_domain
 from nimbus_tools.local.streams import StreamReader, committed, lambda_event, latest_stream_arn, matches
 from nimbus_tools.template import Template, load_template, stream_subscriptions
+from tests.integration.stream_feed import Handler, Invocation, StreamFeed
 
 REGION = "us-east-1"
 PARAMS = {"VerificationUrl": "https://files.test/verify?token={token}", "DefaultDomain": "nimbus.test"}
@@ -45,10 +48,12 @@ class Stack:
         if self.table("UsersTable") not in self.dynamodb.list_tables()["TableNames"]:
             provision(boto3.Session(region_name=REGION), self.template, PARAMS)
             self._outbox = None  # a new table has a new stream
+            self._feeds.clear()
 
     # Every email SES accepted so far, without delivering pending outbox messages first.
     sent: list[dict[str, Any]] = field(default_factory=list)
     _outbox: StreamReader | None = None
+    _feeds: dict[str, StreamFeed] = field(default_factory=dict)
 
     @property
     def emails(self) -> list[dict[str, Any]]:
@@ -79,6 +84,33 @@ class Stack:
         invoke = handler or InProcessApi(load_template(), PARAMS).handler("MailFunction")
         answer: dict[str, Any] = invoke(lambda_event(records), LambdaContextStub("MailFunction"))
         return answer
+
+    def sweep(self, handler: Handler | None = None) -> list[Invocation]:
+        """Run the sweep function (or ``handler``) on the users table's stream as its event source
+        mapping would: what a failed batch held back first, then every new record FilterCriteria
+        accept (changed or removed user items), BatchSize at a time, until nothing is left or a
+        batch fails (the next call retries it; after MaximumRetryAttempts the batch goes to the
+        OnFailure queue). Returns this call's invocations; ``stack.feed("SweepFunction")`` has all."""
+        return self.feed("SweepFunction").drain(
+            handler or InProcessApi(load_template(), PARAMS).handler("SweepFunction")
+        )
+
+    def feed(self, function: str) -> StreamFeed:
+        """The event source mapping of a stream-fed function (made on first use, then kept)."""
+        if function not in self._feeds:
+            [subscription] = [s for s in stream_subscriptions(self.template) if s.function == function]
+            queue = self.provisioned.queues.get(subscription.on_failure_queue or "")
+            self._feeds[function] = StreamFeed(
+                subscription,
+                table=self.table(subscription.table),
+                dynamodb=self.dynamodb,
+                streams=boto3.client(
+                    "dynamodbstreams", region_name=REGION, config=Config(account_id_endpoint_mode="disabled")
+                ),
+                sqs=boto3.client("sqs", region_name=REGION),
+                on_failure_queue_url=queue,
+            )
+        return self._feeds[function]
 
     @property
     def dynamodb(self) -> Any:
@@ -113,6 +145,8 @@ class Stack:
             for item in client.scan(TableName=name)["Items"]:
                 client.delete_item(TableName=name, Key={k: item[k] for k in keys})
         put_default_domain(client, self.table("DomainsTable"), PARAMS["DefaultDomain"])
+        # The sweeper starts each test after the stream records of earlier tests and of this emptying.
+        self.feed("SweepFunction").skip()
         sqs = boto3.client("sqs", region_name=REGION)
         for url in self.provisioned.queues.values():  # PurgeQueue is allowed once a minute only
             while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
@@ -280,8 +314,16 @@ class Faults:
         self._unregister: list[Callable[[], None]] = []
 
     def fail(
-        self, service: str, operation: str, code: str = "InternalServerError", status: int = 500
+        self,
+        service: str,
+        operation: str,
+        code: str = "InternalServerError",
+        status: int = 500,
+        *,
+        after: int = 0,
     ) -> None:
+        """Fail every ``operation`` call from now on (until :meth:`clear`), once ``after`` calls
+        have gone through (a fault mid-way through a sequence of calls)."""
         client = {
             "dynamodb": clients.dynamodb,
             "ssm": clients.ssm,
@@ -290,7 +332,11 @@ class Faults:
         }[service]()
         event = f"before-call.{service}.{operation}"
 
-        def answer(**_: Any) -> tuple[Any, dict[str, Any]]:
+        passed = itertools.count()
+
+        def answer(**_: Any) -> tuple[Any, dict[str, Any]] | None:
+            if next(passed) < after:
+                return None  # the real call
             http = _HttpStub(status)
             return http, {
                 "Error": {"Code": code, "Message": "injected fault"},
