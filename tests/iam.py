@@ -82,6 +82,8 @@ def requests_of(service: str, operation: str, params: Mapping[str, Any]) -> list
         return _dynamodb(operation, params)
     if service == "ssm":
         return _ssm(operation, params)
+    if service in {"dynamodb-streams", "dynamodbstreams"}:  # botocore events spell it with the hyphen
+        return _dynamodb_streams(operation, params)
     if service == "sesv2" and operation == "SendEmail":
         # SES authorizes sending on the identity; the template grants "*" limited by the sender.
         return [IamRequest("ses:SendEmail", "*", (("ses:FromAddress", str(params["FromEmailAddress"])),))]
@@ -109,6 +111,21 @@ def _dynamodb(operation: str, params: Mapping[str, Any]) -> list[IamRequest]:
             IamRequest("dynamodb:GetItem", table_arn(i["Get"]["TableName"])) for i in params["TransactItems"]
         ]
     raise IamModelError(f"no IAM mapping for dynamodb:{operation}; add one to tests/iam.py")
+
+
+def _dynamodb_streams(operation: str, params: Mapping[str, Any]) -> list[IamRequest]:
+    """Stream reads (an event source mapping's, with its function's role), authorized on the stream
+    under the ``dynamodb:`` prefix."""
+    if operation in {"DescribeStream", "GetShardIterator"}:
+        return [IamRequest(f"dynamodb:{operation}", str(params["StreamArn"]))]
+    if operation == "GetRecords":
+        # GetRecords names only its iterator. Real iterators are opaque; moto's begin with the
+        # stream's ARN ("<stream arn>|1|<id>"), which is what IAM authorizes the call on.
+        arn = str(params["ShardIterator"]).split("|", 1)[0]
+        if not re.fullmatch(r"arn:aws:dynamodb:[^:]+:\d{12}:table/[^/]+/stream/[^/|]+", arn):
+            raise IamModelError(f"cannot tell the stream of shard iterator {params['ShardIterator']!r}")
+        return [IamRequest("dynamodb:GetRecords", arn)]
+    raise IamModelError(f"no IAM mapping for dynamodbstreams:{operation}; add one to tests/iam.py")
 
 
 def _ssm(operation: str, params: Mapping[str, Any]) -> list[IamRequest]:

@@ -23,6 +23,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.config import Config
 from botocore.model import OperationModel
 
 import nimbus_core.clock
@@ -31,9 +32,10 @@ from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.items import from_item
 from nimbus_core.settings import get_settings
 from nimbus_tools.local.inprocess import Reply
-from nimbus_tools.template import function_specs, load_template
+from nimbus_tools.template import function_specs, load_template, stream_subscriptions
 from tests.iam import IamRequest, allows, function_statements, glob_matches, requests_of
 from tests.integration.conftest import NOW, PARAMS, Api, Clock, Stack, _HttpStub
+from tests.integration.stream_feed import Invocation, StreamFeed
 
 PASSWORD = "correct horse"
 DOMAIN = PARAMS["DefaultDomain"]
@@ -54,6 +56,7 @@ class Recording:
     unattributed: list[str] = field(default_factory=list)
     endpoint: str = ""  # the scenario step being run, for messages
     ses_down: bool = False  # SES refuses every message (the mail function's dead-letter path)
+    down: set[str] = field(default_factory=set)  # "service.Operation"s that fail while listed
 
     def on_call(self, params: dict[str, Any], model: OperationModel, event_name: str, **_: Any) -> None:
         """botocore ``before-parameter-build``: record the call's IAM requests for the invoked function."""
@@ -73,9 +76,31 @@ class Recording:
             built = boto3.session.Session()
             built.events.register("before-parameter-build", self.on_call)
             built.events.register("before-call.sesv2.SendEmail", self._ses_outage)
+            built.events.register("before-call", self._outage)
             return built
 
         return session
+
+    def attribute(self, client: Any, function: str) -> Any:
+        """Record ``client``'s calls as ``function``'s: the event source mapping of a stream-fed
+        function reads the stream and sends to its OnFailure destination with that function's role."""
+
+        def on_call(params: dict[str, Any], model: OperationModel, event_name: str, **_: Any) -> None:
+            token = _INVOKED.set(function)
+            try:
+                self.on_call(params=params, model=model, event_name=event_name)
+            finally:
+                _INVOKED.reset(token)
+
+        client.meta.events.register("before-parameter-build", on_call)
+        return client
+
+    def _outage(self, event_name: str, **_: Any) -> Any:
+        """botocore ``before-call``: answer a listed operation with a service error."""
+        if event_name.removeprefix("before-call.") not in self.down:
+            return None
+        error = {"Error": {"Code": "InternalServerError", "Message": "injected"}}
+        return _HttpStub(500), {**error, "ResponseMetadata": {"HTTPStatusCode": 500}}
 
     def _ses_outage(self, **_: Any) -> Any:
         """botocore ``before-call``: answer SendEmail with a throttling error while SES is "down"."""
@@ -372,12 +397,59 @@ def deliver_mail(w: World) -> None:
         w.api.recording.ses_down = False
 
 
+def sweep_sessions(w: World) -> None:
+    """SweepFunction, fed the users stream by its event source mapping (whose stream reads and
+    dead letters use the function's role): stale sessions swept after a password change, every
+    session of a deleted account, then a batch that keeps failing given up to the dead-letter queue."""
+    feed = _event_source(w, "SweepFunction")
+    sweeper = w.api.handler("SweepFunction")
+
+    def sweep() -> list[Invocation]:
+        w.api.recording.endpoint = "SweepFunction (users stream)"
+        return feed.drain(sweeper)
+
+    feed.skip()  # earlier scenarios' records: not this scenario's
+    token = w.user("sweepy")
+    expect(w.api.login("sweepy", ip=w.ip()), 201)
+    body = {"password": PASSWORD, "newPassword": "battery staple", "confirmNewPassword": "battery staple"}
+    expect(w.api.call("PUT", "/users/me/password", body, token=token), 200)  # a new generation
+    assert [i.failures for i in sweep()] == [[]]
+    expect(w.api.call("DELETE", "/users/me", {"password": "battery staple"}, token=token), 200)
+    assert [i.failures for i in sweep()] == [[]]
+    doomed = w.user("doomed")
+    expect(w.api.login("doomed", ip=w.ip()), 201)  # a session the change makes stale
+    expect(w.api.call("PUT", "/users/me/password", body, token=doomed), 200)
+    w.api.recording.down.add("dynamodb.BatchWriteItem")
+    try:
+        while not feed.given_up:  # MaximumRetryAttempts retries, then the dead-letter queue
+            assert all(i.failures for i in sweep())
+    finally:
+        w.api.recording.down.discard("dynamodb.BatchWriteItem")
+
+
+def _event_source(w: World, function: str) -> StreamFeed:
+    """``function``'s event source mapping, its AWS calls recorded as ``function``'s."""
+    [subscription] = [s for s in stream_subscriptions(load_template()) if s.function == function]
+    streams = boto3.client("dynamodbstreams", config=Config(account_id_endpoint_mode="disabled"))
+    return StreamFeed(
+        subscription,
+        table=w.stack.table(subscription.table),
+        dynamodb=w.stack.dynamodb,  # the harness's own look-ups, not the mapping's
+        streams=w.api.recording.attribute(streams, function),
+        sqs=w.api.recording.attribute(boto3.client("sqs"), function),
+        on_failure_queue_url=w.stack.provisioned.queues[subscription.on_failure_queue or ""],
+    )
+
+
 def _new_account(name: str) -> dict[str, str]:
     return {"username": name, "email": f"{name}@example.com", "password": "correct horse"}
 
 
 # Functions not behind the HTTP API, each with the scenario that drives it.
-STREAM_SCENARIOS: dict[str, Callable[[World], None]] = {"MailFunction": deliver_mail}
+STREAM_SCENARIOS: dict[str, Callable[[World], None]] = {
+    "MailFunction": deliver_mail,
+    "SweepFunction": sweep_sessions,
+}
 
 # One scenario per registered endpoint (method, Powertools path).
 SCENARIOS: dict[tuple[str, str], Callable[[World], None]] = {

@@ -85,6 +85,7 @@ def test_template_statements_resolve_to_local_arns() -> None:
         "SessionsFunction",
         "AdminFunction",
         "MailFunction",
+        "SweepFunction",
     }
     config = parameter_arn("/nimbus/dev/killswitches")
     for logical_id, found in statements.items():
@@ -105,6 +106,39 @@ def test_a_queue_url_becomes_the_queue_arn_the_template_grants() -> None:
     assert all(allows(mail, r) for r in requests_of("sqs", "SendMessage", {"QueueUrl": url}))
     other = "http://127.0.0.1:5000/123456789012/SomethingElse"
     assert not any(allows(mail, r) for r in requests_of("sqs", "SendMessage", {"QueueUrl": other}))
+
+
+STREAM = "arn:aws:dynamodb:us-east-1:123456789012:table/UsersTable/stream/2027-01-15T08:00:00.250"
+
+
+def test_stream_reads_are_authorized_on_the_stream_named_by_the_arn_or_moto_iterator() -> None:
+    assert requests_of("dynamodb-streams", "DescribeStream", {"StreamArn": STREAM}) == [
+        IamRequest("dynamodb:DescribeStream", STREAM)
+    ]
+    assert requests_of("dynamodb-streams", "GetShardIterator", {"StreamArn": STREAM, "ShardId": "s"}) == [
+        IamRequest("dynamodb:GetShardIterator", STREAM)
+    ]
+    assert requests_of("dynamodb-streams", "GetRecords", {"ShardIterator": f"{STREAM}|1|abc=="}) == [
+        IamRequest("dynamodb:GetRecords", STREAM)
+    ]
+    with pytest.raises(IamModelError):
+        requests_of("dynamodb-streams", "GetRecords", {"ShardIterator": "opaque-real-iterator"})
+    with pytest.raises(IamModelError):
+        requests_of("dynamodb-streams", "ListStreams", {})
+
+
+def test_the_sweeper_reads_only_the_users_stream_and_sends_only_to_its_own_queue() -> None:
+    sweep = function_statements(load_template())["SweepFunction"]
+    outbox_stream = STREAM.replace("UsersTable", "OutboxTable")
+    for action in ("DescribeStream", "GetShardIterator", "GetRecords"):
+        assert allows(sweep, IamRequest(f"dynamodb:{action}", STREAM))
+        assert not allows(sweep, IamRequest(f"dynamodb:{action}", outbox_stream))
+    own = "http://127.0.0.1:5000/123456789012/SweepDeadLetterQueue"
+    mail = "http://127.0.0.1:5000/123456789012/MailDeadLetterQueue"
+    assert all(allows(sweep, r) for r in requests_of("sqs", "SendMessage", {"QueueUrl": own}))
+    assert not any(allows(sweep, r) for r in requests_of("sqs", "SendMessage", {"QueueUrl": mail}))
+    assert not allows(sweep, IamRequest("dynamodb:PutItem", SESSIONS))
+    assert not allows(sweep, IamRequest("dynamodb:Query", USERS))
 
 
 @pytest.mark.parametrize(
