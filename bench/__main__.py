@@ -1,6 +1,7 @@
-"""``python -m bench``: AWS calls per request (warm functions), handler import times, keep-alive latency.
+"""``python -m bench``: AWS calls per request (warm functions), revoking every session of a user,
+the session sweeper on 5,000 stale sessions, handler import times, keep-alive latency.
 
-Both tables are reports, not tests: an OVER verdict is printed, never asserted (timings depend on
+The tables are reports, not tests: an OVER verdict is printed, never asserted (timings depend on
 the machine). A scenario that does not answer the scripted HTTP status stops the run instead,
 because its call counts would describe some other code path.
 """
@@ -22,13 +23,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line."""
     parser = argparse.ArgumentParser(
         prog="python -m bench",
-        description="AWS calls per request, handler import times and keep-alive latency of Nimbus.",
+        description=(
+            "AWS calls per request, revoke-all, the session sweeper, handler import times and "
+            "keep-alive latency of Nimbus."
+        ),
     )
     parser.add_argument(
         "--runs", type=int, default=7, help="fresh interpreters per module for import times (default 7)"
     )
     parser.add_argument(
-        "--only", choices=("calls", "imports", "keepalive", "revoke"), help="run one of the three benchmarks"
+        "--only",
+        choices=("calls", "revoke", "sweep", "imports", "keepalive"),
+        help="run one of the five benchmarks",
     )
     parser.add_argument(
         "--json", action="store_true", help="also print the results as one JSON object on the last line"
@@ -63,6 +69,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         revoke_rows = measure_revoke(template)
         print(format_revoke(revoke_rows))
         results["revoke"] = revoke_json(revoke_rows)
+        if args.only is None:
+            print()
+    if args.only in (None, "sweep"):
+        from bench.sweep import format_sweep, measure_sweep, sweep_json
+
+        print("== Session sweeper: one user's stale sessions after a generation bump (moto, in process) ==")
+        sweep = measure_sweep(template)
+        print(format_sweep(sweep))
+        results["sweep"] = sweep_json(sweep)
         if args.only is None:
             print()
     if args.only in (None, "imports"):
