@@ -70,3 +70,30 @@ def test_metrics_recorded_outside_an_invocation_do_not_leak_into_the_next(
     metrics.count(metrics.Event.LOGIN_FAILED)  # e.g. left over by code run outside a handler
     assert api.register().status == 201
     assert _counted(capsys.readouterr().out) == {"Registered": 1}
+
+
+def test_the_sweeper_counts_the_sessions_it_deleted_and_prints_nothing_when_none_were_stale(
+    api: Api, stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = api.register().body["token"]
+    assert api.login().status == 201
+    assert api.login().status == 201
+    body = {
+        "password": "correct horse",
+        "newPassword": "battery staple",
+        "confirmNewPassword": "battery staple",
+    }
+    assert api.call("PUT", "/users/me/password", body, token=token).status == 200
+    capsys.readouterr()
+
+    stack.sweep()
+
+    assert _counted(capsys.readouterr().out) == {"SessionsSwept": 2}
+    assert (
+        api.call(
+            "PUT", "/users/me/username", {"username": "alicia", "password": "battery staple"}, token=token
+        ).status
+        == 200
+    )
+    assert len(stack.sweep()) == 1  # the rename is swept too: nothing stale, nothing counted
+    assert _emf(capsys.readouterr().out) == []
