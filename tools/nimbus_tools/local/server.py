@@ -331,6 +331,7 @@ class LocalApiServer:
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stop serving: close the listening socket and every connection, and wait for the loop."""
         if not self._stopped.is_set():
+            self._wait_idle(timeout)
             trigger: Any = self._server.trigger  # the stubs type it as an int
             trigger.pull_trigger(self._close_all)  # runs on the serving thread
             self._stopped.wait(timeout)
@@ -342,7 +343,16 @@ class LocalApiServer:
         self._closed = True
         if self._stopped.is_set():
             self._close_all()
+        self._wait_idle()
         self._server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
+
+    def _wait_idle(self, timeout: float = 5.0) -> None:
+        """Let requests still being answered finish: closing or cancelling a channel while a worker
+        thread services it makes waitress fail inside that thread (a traceback on Ctrl-C)."""
+        dispatcher: Any = self._server.task_dispatcher
+        deadline = time.monotonic() + timeout
+        while (dispatcher.active_count or dispatcher.queue) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def _close_all(self) -> None:
         wasyncore.close_all(self._map)
