@@ -20,7 +20,7 @@ from nimbus_core.errors import DependencyError, ErrorCode, NimbusError
 from nimbus_core.identity import email_key, username_key
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.mail_templates import Email
-from nimbus_core.models import Domain, Session, User, VerificationToken
+from nimbus_core.models import Domain, SecondFactor, Session, User, VerificationToken
 from nimbus_core.ports import CounterState, RuntimeConfig, WriteOp
 from nimbus_core.settings import Settings
 
@@ -236,6 +236,96 @@ class FakeUsers:
 
         return FakeOp(check, apply, (("user", user.id),))
 
+    # ------------------------------------------------------------------ second factors (in the user)
+
+    def _factor_op(
+        self, user: User, check: Callable[[User], NimbusError | None], change: Callable[[User], User]
+    ) -> WriteOp:
+        db = self.db
+
+        def condition() -> NimbusError | None:
+            stored = db.users.get(user.id)
+            return NimbusError(ErrorCode.INVALID_SESSION_ERROR) if stored is None else check(stored)
+
+        def apply() -> None:
+            db.users[user.id] = change(db.users[user.id])
+
+        return FakeOp(condition, apply, (("user", user.id),))
+
+    def add_factor_op(self, user: User, factor: SecondFactor, *, max_factors: int) -> WriteOp:
+        """Enrol a factor."""
+
+        def check(stored: User) -> NimbusError | None:
+            if factor.id in stored.second_factors or len(stored.second_factors) >= max_factors:
+                return NimbusError(ErrorCode.INVALID_FIELDS_ERROR, fields=["type"])
+            return None
+
+        return self._factor_op(
+            user,
+            check,
+            lambda u: u.model_copy(update={"second_factors": {**u.second_factors, factor.id: factor}}),
+        )
+
+    def remove_factors_op(self, user: User, factor_ids: Sequence[str]) -> WriteOp:
+        """Remove factors (all must exist); the last ones take the backup codes along."""
+        wanted = set(factor_ids)
+        last = set(user.second_factors) <= wanted
+
+        def check(stored: User) -> NimbusError | None:
+            if not wanted <= set(stored.second_factors):
+                return NimbusError(ErrorCode.INVALID_SECOND_FACTOR_ERROR)
+            if last and len(stored.second_factors) != len(user.second_factors):
+                return NimbusError(ErrorCode.INVALID_SECOND_FACTOR_ERROR)
+            return None
+
+        def change(u: User) -> User:
+            kept = {k: v for k, v in u.second_factors.items() if k not in wanted}
+            return u.model_copy(
+                update={"second_factors": kept, "backup_codes": {} if last else u.backup_codes}
+            )
+
+        return self._factor_op(user, check, change)
+
+    def use_totp_step_op(self, user: User, factor_id: str, step: int) -> WriteOp:
+        """Accept a newer TOTP step."""
+
+        def check(stored: User) -> NimbusError | None:
+            factor = stored.second_factors.get(factor_id)
+            if factor is None or factor.last_step >= step:
+                return NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
+            return None
+
+        return self._factor_op(user, check, lambda u: _with_factor(u, factor_id, last_step=step))
+
+    def use_sign_count_op(self, user: User, factor_id: str, *, seen: int, new: int) -> WriteOp:
+        """Store a new signature counter."""
+
+        def check(stored: User) -> NimbusError | None:
+            factor = stored.second_factors.get(factor_id)
+            if factor is None or factor.sign_count != seen:
+                return NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
+            return None
+
+        return self._factor_op(user, check, lambda u: _with_factor(u, factor_id, sign_count=new))
+
+    def use_backup_code_op(self, user: User, code_hash: str, used_at: str) -> WriteOp:
+        """Spend a backup code."""
+
+        def check(stored: User) -> NimbusError | None:
+            present = code_hash in stored.backup_codes
+            return None if present else NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
+
+        def change(u: User) -> User:
+            left = {k: v for k, v in u.backup_codes.items() if k != code_hash}
+            return u.model_copy(update={"backup_codes": left, "two_factor_backup_code_used_at": used_at})
+
+        return self._factor_op(user, check, change)
+
+    def set_backup_codes_op(self, user: User, code_hashes: Sequence[str]) -> WriteOp:
+        """Replace the backup codes."""
+        codes = dict.fromkeys(code_hashes, True)
+        return self._factor_op(user, lambda _u: None, lambda u: u.model_copy(update={"backup_codes": codes}))
+
     def count_auth_failure(self, user_id: str, *, limit: int, window: int, now: float) -> CounterState | None:
         """Count a failure on the user record."""
         with self.db.lock:
@@ -261,6 +351,11 @@ def _count(
     if count >= limit:
         return CounterState(False, count, limit, reset_at), count, reset_at
     return CounterState(True, count + 1, limit, reset_at), count + 1, reset_at
+
+
+def _with_factor(user: User, factor_id: str, **values: Any) -> User:
+    factor = user.second_factors[factor_id].model_copy(update=values)
+    return user.model_copy(update={"second_factors": {**user.second_factors, factor_id: factor}})
 
 
 def _live(session: Session, generation: int, now: float) -> bool:

@@ -9,7 +9,7 @@ hashes are fields here but never part of a public view.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
@@ -25,6 +25,38 @@ class Record(BaseModel):
     def changed(self, **values: Any) -> Any:
         """A copy with ``values`` replaced (validated, unlike ``model_copy``)."""
         return type(self).model_validate({**self.model_dump(), **values})
+
+
+class SecondFactor(Record):
+    """An enrolled second factor, stored inside its user's item (``secondFactors.<id>``), so the
+    authentication read brings every factor with the user and deleting the user deletes them.
+
+    The secret parts (the TOTP seed, the WebAuthn public key) never leave the server: only
+    :meth:`to_public` is ever answered.
+    """
+
+    id: str
+    type: Literal["totp", "webauthn"]
+    name: str
+    created_at: str
+    updated_at: str
+    # TOTP: the seed and the last time step accepted (a code is accepted at most once).
+    secret: str | None = None
+    last_step: int = 0
+    # WebAuthn: the credential (base64url) and its signature counter.
+    credential_id: str | None = None
+    public_key: str | None = None
+    sign_count: int = 0
+
+    def to_public(self) -> dict[str, Any]:
+        """The SecondFactor structure of the API: never a secret."""
+        return {
+            "id": self.id,
+            "type": self.type,
+            "name": self.name,
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at,
+        }
 
 
 class User(Record):
@@ -43,7 +75,10 @@ class User(Record):
     banned_at: str | None = None
     ban_reason: str | None = None
     two_factor_backup_code_used_at: str | None = None
-    second_factor_count: int = 0
+    # Enrolled factors by id, and the hashes of the unused backup codes (a map, so one can be
+    # removed atomically by its hash). Both live in the user item: see SecondFactor.
+    second_factors: dict[str, SecondFactor] = {}
+    backup_codes: dict[str, bool] = {}
     # Failed password (and later second-factor) answers in the current per-account window.
     auth_failures: int = 0
     auth_failures_reset_at: int = 0
@@ -52,6 +87,17 @@ class User(Record):
     session_generation: int = 0
     # The hash of the one verification token that is still valid, if any (single pending token).
     pending_verification: str | None = None
+
+    @property
+    def second_factor_count(self) -> int:
+        """How many factors are enrolled (backup codes are not a factor of their own)."""
+        return len(self.second_factors)
+
+    def second_factor_types(self) -> list[str]:
+        """What a challenge may be answered with: the enrolled kinds, plus ``backup`` while unused
+        backup codes remain (CONTRACT section 9)."""
+        kinds: list[str] = sorted({f.type for f in self.second_factors.values()})
+        return [*kinds, "backup"] if self.backup_codes and kinds else kinds
 
     def to_public(self) -> dict[str, Any]:
         """The User structure of the API; unset values are null, never omitted."""

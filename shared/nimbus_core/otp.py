@@ -63,7 +63,10 @@ def totp_step(secret: str, code: str, now: float) -> int | None:
 
 def new_backup_codes() -> list[str]:
     """A new set of backup codes, as shown to the user (once)."""
-    return [_group("".join(secrets.choice(_BACKUP_CHARS) for _ in range(_BACKUP_LENGTH))) for _ in range(10)]
+    return [
+        _group("".join(secrets.choice(_BACKUP_CHARS) for _ in range(_BACKUP_LENGTH)))
+        for _ in range(BACKUP_CODES_PER_SET)
+    ]
 
 
 def backup_code_hash(code: str) -> str | None:

@@ -20,7 +20,7 @@ from typing import Protocol
 
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.mail_templates import Email
-from nimbus_core.models import Domain, Session, User, VerificationToken
+from nimbus_core.models import Domain, SecondFactor, Session, User, VerificationToken
 
 
 class WriteOp:
@@ -109,6 +109,32 @@ class UserStore(Protocol):
     ) -> WriteOp:
         """Assert the user still has the verified password hash, is not banned and not locked;
         optionally store a rehashed password in the same step."""
+        ...
+
+    def add_factor_op(self, user: User, factor: SecondFactor, *, max_factors: int) -> WriteOp:
+        """Enrol a second factor (stored in the user item); INVALID_FIELDS_ERROR beyond ``max_factors``."""
+        ...
+
+    def remove_factors_op(self, user: User, factor_ids: Sequence[str]) -> WriteOp:
+        """Remove enrolled factors (each must exist: INVALID_SECOND_FACTOR_ERROR); the last ones take
+        the backup codes with them."""
+        ...
+
+    def use_totp_step_op(self, user: User, factor_id: str, step: int) -> WriteOp:
+        """Accept a TOTP time step newer than the factor's last one (else
+        INVALID_SECOND_FACTOR_RESPONSE_ERROR: a replayed code)."""
+        ...
+
+    def use_sign_count_op(self, user: User, factor_id: str, *, seen: int, new: int) -> WriteOp:
+        """Store a WebAuthn key's new signature counter if it is still ``seen``."""
+        ...
+
+    def use_backup_code_op(self, user: User, code_hash: str, used_at: str) -> WriteOp:
+        """Spend a backup code (single use) and set ``twoFactorBackupCodeUsedAt``."""
+        ...
+
+    def set_backup_codes_op(self, user: User, code_hashes: Sequence[str]) -> WriteOp:
+        """Replace the user's backup codes with a new set."""
         ...
 
     def count_auth_failure(self, user_id: str, *, limit: int, window: int, now: float) -> CounterState | None:

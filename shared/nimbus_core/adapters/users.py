@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nimbus_core.adapters.counters import CounterSpec, CounterTargetMissingError, hit
 from nimbus_core.adapters.errors import aws_errors
 from nimbus_core.adapters.items import read_record, record_item, to_item
-from nimbus_core.adapters.transactions import TransactOp, fails_with
+from nimbus_core.adapters.transactions import Explain, TransactOp, fails_with
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.identity import email_key, username_key
-from nimbus_core.models import User
+from nimbus_core.models import SecondFactor, User
 from nimbus_core.ports import CounterState, WriteOp
 
 if TYPE_CHECKING:
@@ -165,6 +165,115 @@ class DynamoUsers:
             body["ExpressionAttributeValues"] = {**values, **set_values}
         return [TransactOp({"Update": body}, lambda old: _explain_stale(old, before)), *ops]
 
+    # ------------------------------------------------------------------ second factors (in the user item)
+
+    def add_factor_op(self, user: User, factor: SecondFactor, *, max_factors: int) -> WriteOp:
+        """Enrol ``factor``: the user must still exist and have room (INVALID_FIELDS_ERROR beyond
+        ``max_factors``); a concurrent enrolment of the same id is refused."""
+        stored = to_item(factor.model_dump(by_alias=True, exclude_none=True))
+        return self._factor_update(
+            user,
+            "SET secondFactors.#f = :factor",
+            condition="attribute_not_exists(secondFactors.#f) AND size(secondFactors) < :max",
+            names={"#f": factor.id},
+            values={":factor": {"M": stored}, ":max": _n(max_factors)},
+            explain=lambda old: (
+                NimbusError(ErrorCode.INVALID_SESSION_ERROR)
+                if old is None
+                else NimbusError(ErrorCode.INVALID_FIELDS_ERROR, fields=["type"])
+            ),
+        )
+
+    def remove_factors_op(self, user: User, factor_ids: Sequence[str]) -> WriteOp:
+        """Remove factors that must all still be enrolled (else INVALID_SECOND_FACTOR_ERROR, nothing
+        removed). Removing the last ones also drops the backup codes, which only back a factor up;
+        that case also requires that no factor was enrolled meanwhile."""
+        names = {f"#f{i}": fid for i, fid in enumerate(dict.fromkeys(factor_ids))}
+        update = "REMOVE " + ", ".join(f"secondFactors.{name}" for name in names)
+        conditions = [f"attribute_exists(secondFactors.{name})" for name in names]
+        values: dict[str, Any] = {}
+        if set(user.second_factors) <= set(factor_ids):
+            update += " SET backupCodes = :empty"
+            conditions.append("size(secondFactors) = :count")
+            values = {":empty": {"M": {}}, ":count": _n(len(user.second_factors))}
+        return self._factor_update(
+            user,
+            update,
+            condition=" AND ".join(conditions),
+            names=names,
+            values=values,
+            explain=_gone_or(ErrorCode.INVALID_SECOND_FACTOR_ERROR),
+        )
+
+    def use_totp_step_op(self, user: User, factor_id: str, step: int) -> WriteOp:
+        """Record that ``step`` was used on a TOTP factor: only a newer step than the last one is
+        accepted, so a code is never accepted twice (INVALID_SECOND_FACTOR_RESPONSE_ERROR)."""
+        return self._factor_update(
+            user,
+            "SET secondFactors.#f.lastStep = :step",
+            condition="secondFactors.#f.lastStep < :step",
+            names={"#f": factor_id},
+            values={":step": _n(step)},
+            explain=_gone_or(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR),
+        )
+
+    def use_sign_count_op(self, user: User, factor_id: str, *, seen: int, new: int) -> WriteOp:
+        """Store a WebAuthn key's new signature counter, if no other assertion moved it meanwhile."""
+        return self._factor_update(
+            user,
+            "SET secondFactors.#f.signCount = :new",
+            condition="secondFactors.#f.signCount = :seen",
+            names={"#f": factor_id},
+            values={":seen": _n(seen), ":new": _n(new)},
+            explain=_gone_or(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR),
+        )
+
+    def use_backup_code_op(self, user: User, code_hash: str, used_at: str) -> WriteOp:
+        """Spend one backup code (single use: INVALID_SECOND_FACTOR_RESPONSE_ERROR once spent) and
+        record when (``twoFactorBackupCodeUsedAt``)."""
+        return self._factor_update(
+            user,
+            "REMOVE backupCodes.#c SET twoFactorBackupCodeUsedAt = :t",
+            condition="attribute_exists(backupCodes.#c)",
+            names={"#c": code_hash},
+            values={":t": {"S": used_at}},
+            explain=_gone_or(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR),
+        )
+
+    def set_backup_codes_op(self, user: User, code_hashes: Sequence[str]) -> WriteOp:
+        """Replace the backup codes with a new set (the old ones stop working)."""
+        return self._factor_update(
+            user,
+            "SET backupCodes = :codes",
+            condition="",
+            names={},
+            values={":codes": {"M": {h: {"BOOL": True} for h in code_hashes}}},
+            explain=fails_with(ErrorCode.INVALID_SESSION_ERROR),
+        )
+
+    def _factor_update(
+        self,
+        user: User,
+        update: str,
+        *,
+        condition: str,
+        names: dict[str, str],
+        values: dict[str, Any],
+        explain: Explain,
+    ) -> TransactOp:
+        exists = "attribute_exists(pk)"
+        body: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": user_key(user.id),
+            "UpdateExpression": update,
+            "ConditionExpression": f"{exists} AND {condition}" if condition else exists,
+        }
+        if names:
+            body["ExpressionAttributeNames"] = names
+        if values:
+            body["ExpressionAttributeValues"] = values
+        return TransactOp({"Update": body}, explain)
+
     def delete_ops(self, user: User) -> list[WriteOp]:
         """Remove the user and both claims (each claim only if it is still this user's)."""
         key_delete = TransactOp({"Delete": {"TableName": self._table, "Key": user_key(user.id)}})
@@ -264,6 +373,15 @@ def _diff_update(before: User, after: User) -> tuple[dict[str, str], dict[str, A
         if part
     )
     return names, values, expression
+
+
+def _n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def _gone_or(code: ErrorCode) -> Explain:
+    """The user was deleted meanwhile (INVALID_SESSION_ERROR), or else ``code``."""
+    return lambda old: NimbusError(ErrorCode.INVALID_SESSION_ERROR if old is None else code)
 
 
 def _explain_stale(old: dict[str, Any] | None, before: User) -> NimbusError:
