@@ -20,7 +20,15 @@ from nimbus_core.errors import DependencyError, ErrorCode, NimbusError
 from nimbus_core.identity import email_key, username_key
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.mail_templates import Email
-from nimbus_core.models import Domain, SecondFactor, Session, User, VerificationToken
+from nimbus_core.models import (
+    Challenge,
+    Domain,
+    PendingFactor,
+    SecondFactor,
+    Session,
+    User,
+    VerificationToken,
+)
 from nimbus_core.ports import CounterState, RuntimeConfig, WriteOp
 from nimbus_core.settings import Settings
 
@@ -39,6 +47,8 @@ class FakeDb:
     sessions: dict[tuple[str, str], Session] = field(default_factory=dict)
     counters: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (count, resetAt)
     tokens: dict[str, VerificationToken] = field(default_factory=dict)
+    challenges: dict[str, Challenge] = field(default_factory=dict)
+    pending: dict[str, PendingFactor] = field(default_factory=dict)
     domains: dict[str, Domain] = field(default_factory=dict)
     outbox: list[tuple[str, Email]] = field(default_factory=list)  # (kind, email)
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -479,6 +489,69 @@ class FakeSessions:
             self.db.sessions.pop((user_id, sid), None)
 
 
+class FakeChallenges:
+    """The ChallengeStore in memory."""
+
+    def __init__(self, db: FakeDb) -> None:
+        self.db = db
+
+    def get_with_user(self, token_hash: str, user_id: str) -> tuple[Challenge | None, User | None]:
+        """Challenge and user together."""
+        self.db.calls.append("challenges.get_with_user")
+        return self.db.challenges.get(token_hash), self.db.users.get(user_id)
+
+    def put_op(self, challenge: Challenge) -> WriteOp:
+        """Store a challenge."""
+        table, key = self.db.challenges, challenge.hash
+        return FakeOp(
+            _absent(table, key, "challenge"), lambda: table.__setitem__(key, challenge), (("token", key),)
+        )
+
+    def consume_op(self, token_hash: str, *, max_attempts: int) -> WriteOp:
+        """Use a live challenge up."""
+        table = self.db.challenges
+
+        def check() -> NimbusError | None:
+            found = table.get(token_hash)
+            alive = found is not None and found.attempts < max_attempts
+            return None if alive else NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
+
+        return FakeOp(check, lambda: table.pop(token_hash, None), (("token", token_hash),))
+
+    def count_failure(self, token_hash: str) -> int | None:
+        """Count a wrong answer."""
+        with self.db.lock:
+            self.db.calls.append("challenges.count_failure")
+            found = self.db.challenges.get(token_hash)
+            if found is None:
+                return None
+            self.db.challenges[token_hash] = found.model_copy(update={"attempts": found.attempts + 1})
+            return found.attempts + 1
+
+    def get_pending(self, token_hash: str) -> PendingFactor | None:
+        """A pending enrolment."""
+        self.db.calls.append("challenges.get_pending")
+        return self.db.pending.get(token_hash)
+
+    def put_pending_op(self, pending: PendingFactor) -> WriteOp:
+        """Store a pending enrolment."""
+        table, key = self.db.pending, pending.hash
+        return FakeOp(
+            _absent(table, key, "pending"), lambda: table.__setitem__(key, pending), (("enrol", key),)
+        )
+
+    def consume_pending_op(self, token_hash: str) -> WriteOp:
+        """Use a pending enrolment up."""
+        table = self.db.pending
+
+        def check() -> NimbusError | None:
+            return (
+                None if token_hash in table else NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
+            )
+
+        return FakeOp(check, lambda: table.pop(token_hash, None), (("enrol", token_hash),))
+
+
 class FakeCounters:
     """The CounterStore in memory."""
 
@@ -670,6 +743,7 @@ def fake_world(settings: Settings = SETTINGS, **overrides: Any) -> FakeWorld:
         "tokens": FakeTokens(db),
         "domains": FakeDomains(db),
         "outbox": FakeOutbox(db),
+        "challenges": FakeChallenges(db),
     }
     ports.update(overrides)
     return FakeWorld(db=db, clock=clock, config=config, tx=tx, deps=Deps(**ports))

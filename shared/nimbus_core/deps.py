@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nimbus_core.ports import (
+    ChallengeStore,
     Clock,
     CounterStore,
     DomainStore,
@@ -36,3 +37,4 @@ class Deps:
     tokens: TokenStore
     domains: DomainStore
     outbox: Outbox
+    challenges: ChallengeStore

@@ -159,6 +159,38 @@ class VerificationToken(Record):
     exp: int
 
 
+class Challenge(Record):
+    """A second-factor challenge (CONTRACT section 9), stored under the hash of its token.
+
+    Bound to the user and, on reverification, to the calling session and the endpoint; valid 5
+    minutes; single use; dead after 5 wrong answers. ``webauthn_challenge`` holds the WebAuthn
+    request challenge (base64url) when the user has a key.
+    """
+
+    hash: str
+    user_id: str
+    session_id: str | None = None
+    endpoint: str
+    attempts: int = 0
+    webauthn_challenge: str | None = None
+    created_at: str
+    exp: int
+
+
+class PendingFactor(Record):
+    """A second factor being enrolled: shown to the user, confirmed within 10 minutes by the same
+    session (the TOTP seed, or the WebAuthn creation challenge), stored under its token's hash."""
+
+    hash: str
+    user_id: str
+    session_id: str
+    type: Literal["totp", "webauthn"]
+    secret: str | None = None
+    webauthn_challenge: str | None = None
+    created_at: str
+    exp: int
+
+
 class Domain(Record):
     """A domain the deployment offers; ``subdomains`` says whether users may pick a subdomain."""
 

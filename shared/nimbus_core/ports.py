@@ -20,7 +20,15 @@ from typing import Protocol
 
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.mail_templates import Email
-from nimbus_core.models import Domain, SecondFactor, Session, User, VerificationToken
+from nimbus_core.models import (
+    Challenge,
+    Domain,
+    PendingFactor,
+    SecondFactor,
+    Session,
+    User,
+    VerificationToken,
+)
 
 
 class WriteOp:
@@ -239,6 +247,38 @@ class TokenStore(Protocol):
 
     def delete_op(self, token_hash: str) -> WriteOp:
         """Remove a token if present."""
+        ...
+
+
+class ChallengeStore(Protocol):
+    """Second-factor challenges and pending enrolments, stored under the hash of their token."""
+
+    def get_with_user(self, token_hash: str, user_id: str) -> tuple[Challenge | None, User | None]:
+        """The challenge and the user it names, in one round trip."""
+        ...
+
+    def put_op(self, challenge: Challenge) -> WriteOp:
+        """Store a new challenge."""
+        ...
+
+    def consume_op(self, token_hash: str, *, max_attempts: int) -> WriteOp:
+        """Use a live challenge up (else INVALID_SECOND_FACTOR_RESPONSE_ERROR)."""
+        ...
+
+    def count_failure(self, token_hash: str) -> int | None:
+        """Count a wrong answer: how many so far, or None if the challenge is gone."""
+        ...
+
+    def get_pending(self, token_hash: str) -> PendingFactor | None:
+        """A pending enrolment."""
+        ...
+
+    def put_pending_op(self, pending: PendingFactor) -> WriteOp:
+        """Store a pending enrolment."""
+        ...
+
+    def consume_pending_op(self, token_hash: str) -> WriteOp:
+        """Use a pending enrolment up (else INVALID_SECOND_FACTOR_RESPONSE_ERROR)."""
         ...
 
 

@@ -17,6 +17,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from nimbus_core.adapters.challenges import DynamoChallenges
 from nimbus_core.adapters.counters import DynamoCounters
 from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_core.adapters.items import from_item
@@ -27,6 +28,7 @@ from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
 from nimbus_core.identity import email_key, username_key
 from nimbus_core.ports import (
+    ChallengeStore,
     CounterStore,
     DomainStore,
     Outbox,
@@ -38,6 +40,7 @@ from nimbus_core.ports import (
 from nimbus_tools.local.provision import provision
 from nimbus_tools.template import load_template
 from tests.fakes import (
+    FakeChallenges,
     FakeCounters,
     FakeDb,
     FakeDomains,
@@ -84,6 +87,7 @@ class Stores:
     sessions: SessionStore
     counters: CounterStore
     tokens: TokenStore
+    challenges: ChallengeStore
     domains: DomainStore
     outbox: Outbox
     tx: Transactor
@@ -170,6 +174,7 @@ def _fake_stores() -> Stores:
         sessions=FakeSessions(db),
         counters=FakeCounters(db),
         tokens=FakeTokens(db),
+        challenges=FakeChallenges(db),
         domains=FakeDomains(db),
         outbox=FakeOutbox(db),
         tx=FakeTransactor(db),
@@ -187,6 +192,7 @@ def _dynamo_stores(moto: _Moto) -> Stores:
         sessions=DynamoSessions(client, t["SessionsTable"], t["UsersTable"]),
         counters=DynamoCounters(client, t["CountersTable"]),
         tokens=DynamoTokens(client, t["TokensTable"], t["UsersTable"]),
+        challenges=DynamoChallenges(client, t["TokensTable"], t["UsersTable"]),
         domains=DynamoDomains(client, t["DomainsTable"]),
         outbox=DynamoOutbox(client, t["OutboxTable"]),
         tx=DynamoTransactor(client),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import cache
 
 from nimbus_core.adapters import clients
+from nimbus_core.adapters.challenges import DynamoChallenges
 from nimbus_core.adapters.counters import DynamoCounters
 from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_core.adapters.outbox import DynamoOutbox
@@ -37,6 +38,7 @@ def production_deps() -> Deps:
         sessions=DynamoSessions(dynamodb, settings.sessions_table, settings.users_table),
         counters=DynamoCounters(dynamodb, settings.counters_table),
         tokens=DynamoTokens(dynamodb, settings.tokens_table, settings.users_table),
+        challenges=DynamoChallenges(dynamodb, settings.tokens_table, settings.users_table),
         domains=DynamoDomains(dynamodb, settings.domains_table),
         outbox=DynamoOutbox(dynamodb, settings.outbox_table),
     )
