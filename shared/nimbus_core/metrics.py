@@ -29,6 +29,9 @@ class Event(StrEnum):
     MAIL_SENT = "MailSent"  # an outbox message accepted by SES
     MAIL_DEAD_LETTERED = "MailDeadLettered"  # an outbox message given up on, in the dead-letter queue
     SESSIONS_SWEPT = "SessionsSwept"  # stale session items deleted by the sweep function
+    SECOND_FACTOR_CHALLENGED = "SecondFactorChallenged"  # a correct password asked for a second factor
+    SECOND_FACTOR_PASSED = "SecondFactorPassed"
+    SECOND_FACTOR_FAILED = "SecondFactorFailed"  # a wrong second-factor answer
 
 
 @cache

@@ -9,24 +9,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from nimbus_core import credentials
+from nimbus_core import challenges, credentials
 from nimbus_core.auth import Caller
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
 
 
-def reverify(deps: Deps, caller: Caller, body: dict[str, Any], now: float) -> None:
+def reverify(deps: Deps, caller: Caller, body: dict[str, Any], now: float, *, endpoint: str) -> None:
     """Pass, or raise the contract's error: 400 MISSING_FIELDS_ERROR ["password"] when the password
     is absent (also when a ``2fa`` object is sent for an account without a second factor: the
     upstream bypass), 401 INVALID_PASSWORD_ERROR when wrong, 429 while the account is locked."""
     if caller.session.scoped:
         return
-    if caller.user.second_factor_count > 0:
-        # The second-factor issue plugs in here: a correct password then answers the
-        # SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR challenge, and a `2fa` answer replaces the
-        # password. No account can enrol a factor yet, so no account reaches this branch.
-        raise NotImplementedError("second-factor reverification")
+    user = caller.user
+    binding = challenges.Binding(endpoint=endpoint, session_id=caller.session.id)
+    if user.second_factor_count > 0 and body.get("2fa") is not None:
+        # The answer to a challenge replaces the password; it is recorded before the change runs
+        # (the challenge is used up and the factor's replay guard moves, in one transaction).
+        parsed = challenges.parse_answer(body["2fa"])
+        _, ops = challenges.answer(deps, parsed, binding, now, expected_user=user.id)
+        deps.tx.commit(ops)
+        return
     password = body.get("password")
     if not isinstance(password, str):
         raise NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=["password"])
-    credentials.check_password(deps, caller.user, password, now)
+    credentials.check_password(deps, user, password, now)
+    if user.second_factor_count > 0:
+        raise challenges.require(deps, user, binding, now)

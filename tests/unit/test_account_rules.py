@@ -489,7 +489,7 @@ def test_reverify_never_asks_a_scoped_session(world: FakeWorld) -> None:
     caller = _scoped_caller(world)
     world.db.calls.clear()
 
-    reverify(world.deps, caller, {}, world.clock.now())
+    reverify(world.deps, caller, {}, world.clock.now(), endpoint="PUT /users/me/username")
 
     assert world.db.calls == []
 
@@ -509,7 +509,9 @@ def test_reverify_without_a_password_is_missing_fields_even_with_a_2fa_object(
 ) -> None:
     caller = _caller(world, _register(world).token)
 
-    error = _error(lambda: reverify(world.deps, caller, body, world.clock.now()))
+    error = _error(
+        lambda: reverify(world.deps, caller, body, world.clock.now(), endpoint="PUT /users/me/username")
+    )
 
     assert (error.code, error.extra) == (ErrorCode.MISSING_FIELDS_ERROR, {"fields": ["password"]})
     assert _user(world).auth_failures == 0
@@ -518,7 +520,15 @@ def test_reverify_without_a_password_is_missing_fields_even_with_a_2fa_object(
 def test_reverify_with_a_wrong_password_is_401_and_counted(world: FakeWorld) -> None:
     caller = _caller(world, _register(world).token)
 
-    refused = _code(lambda: reverify(world.deps, caller, {"password": "wrong password"}, world.clock.now()))
+    refused = _code(
+        lambda: reverify(
+            world.deps,
+            caller,
+            {"password": "wrong password"},
+            world.clock.now(),
+            endpoint="PUT /users/me/username",
+        )
+    )
 
     assert refused is ErrorCode.INVALID_PASSWORD_ERROR
     assert _user(world).auth_failures == 1
@@ -528,7 +538,7 @@ def test_reverify_with_the_right_password_costs_no_round_trip(world: FakeWorld) 
     caller = _caller(world, _register(world).token)
     world.db.calls.clear()
 
-    reverify(world.deps, caller, {"password": PASSWORD}, world.clock.now())
+    reverify(world.deps, caller, {"password": PASSWORD}, world.clock.now(), endpoint="PUT /users/me/username")
 
     assert world.round_trips() == 0
 

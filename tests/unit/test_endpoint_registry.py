@@ -152,11 +152,20 @@ def test_documented_statuses_follow_the_seeds_observed_rules(function: str, endp
 
 
 def test_login_asks_for_the_password_in_its_own_body() -> None:
-    """The login row's Reverify is not the guard's: the body itself must require the password."""
+    """The login row's Reverify is not the guard's: the body itself must require the password,
+    unless it answers a second-factor challenge."""
+    from nimbus_core.errors import NimbusError
+    from nimbus_core.validation import validate
+
     (login,) = [e for _, e in REGISTERED if (e.method, e.path) == ("POST", "/login")]
     body = login.policy.body
     assert body is not None
-    assert body.model_fields["password"].is_required()
+    with pytest.raises(NimbusError) as refused:
+        validate(body, {"username": "alice"})
+    assert refused.value.body()["fields"] == ["password"]
+    with pytest.raises(NimbusError) as bypass:
+        validate(body, {"username": "alice", "2fa": None})
+    assert bypass.value.body()["fields"] == ["password"]
 
 
 # ---------------------------------------------------------------------------------------- (c) no policy

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
 from nimbus_core.validation import Body, EmailAddress, Username, trim
@@ -29,9 +29,25 @@ class RegisterBody(Body):
         return self
 
 
-class LoginBody(Body):
-    """POST /login. ``username`` may also be an email address. Passwords are never trimmed."""
+def _required_without_2fa(value: str | None, info: ValidationInfo) -> str | None:
+    # The answer to a second-factor challenge names the user by its token (CONTRACT section 9);
+    # any other login needs both fields.
+    if value is None and info.data.get("two_factor") is None:
+        raise PydanticCustomError("missing", "Field required")
+    return value
 
-    username: Annotated[str, BeforeValidator(trim)]
-    password: str
+
+class LoginBody(Body):
+    """POST /login. ``username`` may also be an email address. Passwords are never trimmed. The
+    second request of a challenge carries ``2fa`` instead; ``username`` and ``password`` are then
+    ignored (the client library repeats ``username``)."""
+
+    # Declared first: the other fields' validators look at it.
+    two_factor: dict[str, Any] | None = Field(None, alias="2fa")
+    username: Annotated[
+        str | None, BeforeValidator(trim), AfterValidator(_required_without_2fa), Field(validate_default=True)
+    ] = None
+    password: Annotated[str | None, AfterValidator(_required_without_2fa), Field(validate_default=True)] = (
+        None
+    )
     remember_me: bool | None = Field(None, alias="rememberMe")

@@ -5,17 +5,19 @@ from __future__ import annotations
 from aws_lambda_powertools import Logger
 
 from auth_api.models import LoginBody, RegisterBody
-from nimbus_core import credentials, ids, metrics, passwords, verification
+from nimbus_core import challenges, credentials, ids, metrics, passwords, verification
 from nimbus_core.clock import iso
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.models import User
+from nimbus_core.ports import WriteOp
 from nimbus_core.ratelimits import ACCOUNT_AUTH_FAILURES
 from nimbus_core.session_issuer import IssuedSession, new_session, normal_lifetime
 
 # A child of the function's Powertools logger: JSON lines, the operator's log level.
 _log = Logger(child=True)
 
+_LOGIN = challenges.Binding(endpoint="POST /login")
 # No account can have a longer login name (usernames <= 64, emails <= 254), and DynamoDB refuses
 # index keys over 2 KiB, so longer input is simply "no such user".
 _MAX_LOGIN_NAME = 320
@@ -51,24 +53,40 @@ def login(deps: Deps, body: LoginBody, *, session_name: str, now: float) -> Issu
     Order: unknown user 404 (not counted by the IP limit), account locked by failed answers 429,
     wrong password 401 (counted, per IP and per account), banned 403 only after a correct password.
     """
-    user = _find_user(deps, body.username)
-    if user is None:
-        raise NimbusError(ErrorCode.INVALID_USER_ERROR)
-    credentials.check_password(deps, user, body.password, now)
+    answer_ops: list[WriteOp] = []
+    rehash = None
+    if body.two_factor is not None:
+        # The second request of a challenge: the token alone names the user.
+        parsed = challenges.parse_answer(body.two_factor)
+        user, answer_ops = challenges.answer(deps, parsed, _LOGIN, now, expected_user=None)
+    else:
+        found = _find_user(deps, body.username or "")
+        if found is None:
+            raise NimbusError(ErrorCode.INVALID_USER_ERROR)
+        user = found
+        password = body.password or ""
+        credentials.check_password(deps, user, password, now)
+        if passwords.needs_rehash(user.password_hash):
+            rehash = passwords.hash_password(password)
     if user.banned_at is not None:
         raise NimbusError(ErrorCode.BANNED_ERROR)
-    # Second-factor hook: when an account has enrolled factors, this is where the login answers
-    # SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR (CONTRACT section 9) instead of opening a session.
-    # Enrolment does not exist yet, so no account can reach that branch.
+    if body.two_factor is None and user.second_factor_count > 0:
+        raise challenges.require(deps, user, _LOGIN, now)
     issued = new_session(
         user, name=session_name, lifetime=normal_lifetime(deps, remember_me=bool(body.remember_me)), now=now
     )
-    rehash = passwords.hash_password(body.password) if passwords.needs_rehash(user.password_hash) else None
-    credentials_op = deps.users.credentials_unchanged_op(
-        user, new_password_hash=rehash, now=now, failure_limit=ACCOUNT_AUTH_FAILURES.limit
-    )
+    # A password login's session rides on "the user still has that password, is not banned or
+    # locked". An answered challenge's ops (challenge used up, the factor's replay guard moved on the
+    # user item) take that place: one transaction may touch the user item once, and a ban or
+    # password change since the challenge moved the user's session generation, so the new session
+    # would be born revoked.
+    guard_ops = answer_ops or [
+        deps.users.credentials_unchanged_op(
+            user, new_password_hash=rehash, now=now, failure_limit=ACCOUNT_AUTH_FAILURES.limit
+        )
+    ]
     try:
-        deps.tx.commit([deps.sessions.put_op(issued.session), credentials_op])
+        deps.tx.commit([deps.sessions.put_op(issued.session), *guard_ops])
     except NimbusError:
         _explain_refused_login(deps, user.id, now)
         raise

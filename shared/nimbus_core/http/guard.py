@@ -24,6 +24,7 @@ from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
 from nimbus_core import ids, metrics
 from nimbus_core.auth import Caller, authenticate
+from nimbus_core.challenges import ChallengeRequiredError
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError, RateLimitedError
 from nimbus_core.http.policy import Auth, Policy
@@ -60,6 +61,7 @@ class Request:
     path: dict[str, str] = field(default_factory=dict)
     session_name: str = ""
     target_id: str | None = None
+    endpoint: str = ""  # "METHOD /path/<param>": what a second-factor challenge is bound to
     _caller: Caller | None = None
     _authenticated: bool = False
 
@@ -112,6 +114,7 @@ def guard(policy: Policy) -> Any:
             now=deps.clock.now(),
             token=parse_session_token(headers.get("authorization")),
             target_id=_target_id(policy, app),
+            endpoint=_endpoint(app),
         )
         _check_killswitches(policy, request)
         caller = _check_session(policy, request)
@@ -128,7 +131,7 @@ def guard(policy: Policy) -> Any:
 
         def proceed() -> Response[Any]:
             if policy.reverify and caller is not None:
-                reverify(request.deps, caller, request.raw_body, request.now)
+                reverify(request.deps, caller, request.raw_body, request.now, endpoint=request.endpoint)
             return next_middleware(app)
 
         try:
@@ -148,6 +151,11 @@ def _check_literal_siblings(app: APIGatewayHttpResolver) -> None:
     for name, value in (app.context.get("_route_args") or {}).items():
         if value in reserved.get(name, ()):
             raise NimbusError(ErrorCode.INVALID_ENDPOINT_ERROR)
+
+
+def _endpoint(app: APIGatewayHttpResolver) -> str:
+    route = app.context.get("_route")
+    return f"{getattr(route, 'method', '')} {getattr(route, 'path', '')}"
 
 
 def _target_id(policy: Policy, app: APIGatewayHttpResolver) -> str | None:
@@ -209,6 +217,7 @@ def _rate_limited(
     subject = request.source_ip if limit.per is Per.IP or caller is None else caller.user.id
     limiter = RateLimiter(request.deps.counters)
     hit = limiter.hit(limit, subject, request.now)
+    challenged = False
     if not hit.state.allowed:
         metrics.count(metrics.Event.RATE_LIMITED)
         raise RateLimitedError(
@@ -220,8 +229,10 @@ def _rate_limited(
         response = response_for_exception(exc)
         if isinstance(exc, RateLimitedError) and exc.account_lock:
             return response  # the account lock's 429 carries its own Retry-After, not this window
+        challenged = isinstance(exc, ChallengeRequiredError)
     state = hit.state
-    if response.status_code in limit.not_counted:
+    # A challenge is not counted: the answer that completes it is (CONTRACT section 4 step 7).
+    if response.status_code in limit.not_counted or challenged:
         state = limiter.give_back(hit)
     response.headers.update(rate_limit_headers(state, request.now))
     return response

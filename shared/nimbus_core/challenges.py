@@ -1,0 +1,161 @@
+"""The second-factor challenge (CONTRACT section 9), shared by login and every reverification.
+
+1. A correct password on an account with a factor answers 401 SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR
+   with ``token`` (``<userId>.<secret>``: random, stored hashed, 5 minutes, single use), ``exp``,
+   ``types`` and, with a key enrolled, ``challenge`` (WebAuthn request options). The challenge is
+   bound to the user and, on reverification, to the calling session and the endpoint.
+2. The client repeats the request with ``2fa: {token, type, code | response}`` instead of the
+   password. A right answer is committed in one transaction: the challenge is used up and the
+   factor's replay guard moves (TOTP step, backup code spent, WebAuthn counter). A wrong one is 401
+   INVALID_SECOND_FACTOR_RESPONSE_ERROR, counted on the challenge (the 5th kills it) and toward the
+   per-account lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from nimbus_core import clock, credentials, ids, metrics, otp
+from nimbus_core.deps import Deps
+from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.models import Challenge, User
+from nimbus_core.ports import WriteOp
+from nimbus_core.tokens import hash_secret, secret_matches
+
+CHALLENGE_SECONDS = 300
+MAX_ATTEMPTS = 5
+_MAX_CODE = 64
+
+
+class ChallengeRequiredError(NimbusError):
+    """The 401 that asks for a second factor. Not counted by the endpoint's rate limit (the answer
+    that completes it is), so answering never costs a second hit."""
+
+    def __init__(self, *, token: str, exp: int, types: list[str], challenge: dict[str, Any] | None) -> None:
+        extra: dict[str, Any] = {"token": token, "exp": exp, "types": types}
+        if challenge is not None:
+            extra["challenge"] = challenge
+        super().__init__(ErrorCode.SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR, **extra)
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """What a challenge is bound to besides its user: the endpoint, and the session reverifying."""
+
+    endpoint: str
+    session_id: str | None = None
+
+
+def require(deps: Deps, user: User, binding: Binding, now: float) -> ChallengeRequiredError:
+    """Store a new challenge for ``user`` and return the 401 that carries it (raise it)."""
+    secret = ids.new_secret()
+    challenge = Challenge(
+        hash=hash_secret(secret),
+        user_id=user.id,
+        session_id=binding.session_id,
+        endpoint=binding.endpoint,
+        created_at=clock.iso(now),
+        exp=int(now) + CHALLENGE_SECONDS,
+    )
+    deps.tx.commit([deps.challenges.put_op(challenge)])
+    metrics.count(metrics.Event.SECOND_FACTOR_CHALLENGED)
+    return ChallengeRequiredError(
+        token=f"{user.id}.{secret}", exp=challenge.exp, types=user.second_factor_types(), challenge=None
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A well-formed ``2fa`` object."""
+
+    user_id: str
+    secret: str
+    type: str
+    code: str | None
+    response: dict[str, Any] | None
+
+
+def parse_answer(value: Any) -> Answer:
+    """The ``2fa`` object, or 400 MISSING_FIELDS_ERROR naming what is missing or of the wrong type
+    (``2fa``, ``2fa.token``, ``2fa.type``, ``2fa.code``/``2fa.response``); an unknown ``type`` is
+    400 INVALID_SECOND_FACTOR_METHOD_ERROR; a token of the wrong shape is simply unknown (401)."""
+    if not isinstance(value, dict):
+        raise NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=["2fa"])
+    token, kind = value.get("token"), value.get("type")
+    if not isinstance(token, str) or not isinstance(kind, str):
+        fields = [name for name, v in (("2fa.token", token), ("2fa.type", kind)) if not isinstance(v, str)]
+        raise NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=fields)
+    if kind not in {"totp", "backup", "webauthn"}:
+        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_METHOD_ERROR)
+    code, response = value.get("code"), value.get("response")
+    if kind == "webauthn" and not isinstance(response, dict):
+        raise NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=["2fa.response"])
+    if kind != "webauthn" and not isinstance(code, str):
+        raise NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=["2fa.code"])
+    user_id, _, secret = token.partition(".")
+    if not ids.is_id(user_id) or len(secret) != 43:
+        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
+    return Answer(
+        user_id=user_id,
+        secret=secret,
+        type=kind,
+        code=code[:_MAX_CODE] if isinstance(code, str) else None,
+        response=response if isinstance(response, dict) else None,
+    )
+
+
+def answer(
+    deps: Deps, answer: Answer, binding: Binding, now: float, *, expected_user: str | None
+) -> tuple[User, list[WriteOp]]:
+    """Check ``answer`` against its challenge: the user it authenticates and the writes that record
+    it (challenge used up, replay guard moved), for the caller to commit, alone or with its own
+    change. ``expected_user`` is the reverifying caller (None at login, where the challenge alone
+    names the user). A wrong answer raises (after counting it)."""
+    token_hash = hash_secret(answer.secret)
+    challenge, user = deps.challenges.get_with_user(token_hash, answer.user_id)
+    if (
+        challenge is None
+        or user is None
+        or not secret_matches(answer.secret, challenge.hash)
+        or challenge.user_id != user.id
+        or (expected_user is not None and user.id != expected_user)
+        or challenge.endpoint != binding.endpoint
+        or challenge.session_id != binding.session_id
+        or challenge.exp <= now
+        or challenge.attempts >= MAX_ATTEMPTS
+    ):
+        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
+    credentials.refuse_if_locked(user, now)
+    if answer.type not in user.second_factor_types():
+        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_METHOD_ERROR)
+    ops = _verified_ops(deps, user, answer, now)
+    if ops is None:
+        _wrong(deps, user, token_hash, now)
+        raise AssertionError("unreachable")  # pragma: no cover - _wrong always raises
+    metrics.count(metrics.Event.SECOND_FACTOR_PASSED)
+    return user, [deps.challenges.consume_op(token_hash, max_attempts=MAX_ATTEMPTS), *ops]
+
+
+def _verified_ops(deps: Deps, user: User, answer: Answer, now: float) -> list[WriteOp] | None:
+    """The writes that record a right answer, or None for a wrong one."""
+    if answer.type == "totp" and answer.code is not None:
+        for factor in user.second_factors.values():
+            if factor.type == "totp" and factor.secret:
+                step = otp.totp_step(factor.secret, answer.code, now)
+                if step is not None and step > factor.last_step:
+                    return [deps.users.use_totp_step_op(user, factor.id, step)]
+        return None
+    if answer.type == "backup" and answer.code is not None:
+        code_hash = otp.backup_code_hash(answer.code)
+        if code_hash is None or code_hash not in user.backup_codes:
+            return None
+        return [deps.users.use_backup_code_op(user, code_hash, clock.iso(now))]
+    return None  # WebAuthn answers arrive with the passkeys module
+
+
+def _wrong(deps: Deps, user: User, token_hash: str, now: float) -> None:
+    deps.challenges.count_failure(token_hash)
+    metrics.count(metrics.Event.SECOND_FACTOR_FAILED)
+    credentials.record_failure(deps, user, now)  # 429 when this failure locks the account
+    raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
