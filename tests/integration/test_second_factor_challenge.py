@@ -1,0 +1,307 @@
+"""The second-factor challenge in login and reverification, on moto (issue 7).
+
+Factors are enrolled through the store here (the enrolment endpoints come with the rest of the
+issue); everything else goes through the API.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pyotp
+import pytest
+
+from nimbus_core import otp
+from nimbus_core.adapters.transactions import DynamoTransactor
+from nimbus_core.adapters.users import DynamoUsers
+from nimbus_core.clock import iso
+from nimbus_core.ids import new_id
+from nimbus_core.models import SecondFactor, User
+from nimbus_tools.local.inprocess import Reply
+from tests.integration.conftest import NOW, Api, Clock, Stack
+
+PASSWORD = "correct horse"
+_ips = itertools.count(1)
+
+
+def code(reply: Reply) -> str:
+    return str(reply.body.get("code"))
+
+
+def fresh_ip() -> str:
+    n = next(_ips)
+    return f"10.77.{n // 250 % 250}.{n % 250 + 1}"
+
+
+def _users(stack: Stack) -> DynamoUsers:
+    return DynamoUsers(stack.dynamodb, stack.table("UsersTable"))
+
+
+def _user(stack: Stack, token: str) -> User:
+    user = _users(stack).get(token.split(".", maxsplit=1)[0])
+    assert user is not None
+    return user
+
+
+def enrol_totp(stack: Stack, token: str, *, backup: list[str] | None = None) -> str:
+    """Give the token's user a TOTP factor (and backup codes); the TOTP seed."""
+    user = _user(stack, token)
+    secret = otp.new_totp_secret()
+    factor = SecondFactor(
+        id=new_id(), type="totp", name="Phone", created_at=iso(NOW), updated_at=iso(NOW), secret=secret
+    )
+    ops = [_users(stack).add_factor_op(user, factor, max_factors=10)]
+    DynamoTransactor(stack.dynamodb).commit(ops)
+    if backup:
+        hashes = [h for h in (otp.backup_code_hash(c) for c in backup) if h]
+        DynamoTransactor(stack.dynamodb).commit([_users(stack).set_backup_codes_op(user, hashes)])
+    return secret
+
+
+def new_user(api: Api, **extra: Any) -> tuple[str, str]:
+    username = f"tf{new_id()[-10:].lower()}"
+    reply = api.register(username=username, ip=fresh_ip(), **extra)
+    assert reply.status == 201, reply.body
+    return username, str(reply.body["token"])
+
+
+def rename(api: Api, token: str, body: dict[str, Any]) -> Reply:
+    return api.call("PUT", "/users/me/username", body, token=token, ip=fresh_ip())
+
+
+def key(api: Api, token: str, body: dict[str, Any]) -> Reply:
+    """POST /users/me/sessions: reverified, limited per IP only (each call from a fresh one)."""
+    return api.call(
+        "POST", "/users/me/sessions", {"name": "k", "permissionFlags": 4, **body}, token=token, ip=fresh_ip()
+    )
+
+
+def totp_now(secret: str, at: float) -> str:
+    return pyotp.TOTP(secret).at(at)
+
+
+# ------------------------------------------------------------------------------------ reverification
+
+
+def test_a_correct_password_asks_for_the_second_factor_and_the_answer_completes_the_change(
+    api: Api, stack: Stack, frozen: Clock
+) -> None:
+    _, token = new_user(api)
+    secret = enrol_totp(stack, token, backup=otp.new_backup_codes())
+    wanted = f"renamed{new_id()[-6:].lower()}"
+
+    challenged = rename(api, token, {"username": wanted, "password": PASSWORD})
+
+    assert challenged.status == 401
+    body = challenged.body
+    assert code(challenged) == "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR"
+    assert (body["exp"], body["types"]) == (int(NOW) + 300, ["totp", "backup"])
+    assert body["token"].split(".")[0] == token.split(".")[0]
+    answer = {"token": body["token"], "type": "totp", "code": totp_now(secret, NOW)}
+    done = rename(api, token, {"username": wanted, "2fa": answer})
+    assert (done.status, done.body.get("username")) == (200, wanted)
+
+
+def test_a_challenge_is_single_use_and_a_totp_code_is_accepted_once(
+    api: Api, stack: Stack, frozen: Clock
+) -> None:
+    _, token = new_user(api)
+    secret = enrol_totp(stack, token)
+    first = key(api, token, {"password": PASSWORD}).body["token"]
+    second = key(api, token, {"password": PASSWORD}).body["token"]
+    totp_code = totp_now(secret, NOW)
+
+    assert key(api, token, {"2fa": {"token": first, "type": "totp", "code": totp_code}}).status == 201
+    replayed_challenge = key(api, token, {"2fa": {"token": first, "type": "totp", "code": totp_code}})
+    replayed_code = key(api, token, {"2fa": {"token": second, "type": "totp", "code": totp_code}})
+
+    assert (replayed_challenge.status, code(replayed_challenge)) == (
+        401,
+        "INVALID_SECOND_FACTOR_RESPONSE_ERROR",
+    )
+    assert (replayed_code.status, code(replayed_code)) == (401, "INVALID_SECOND_FACTOR_RESPONSE_ERROR")
+    frozen.now = NOW + 30  # the next time step is a new code
+    later = key(api, token, {"2fa": {"token": second, "type": "totp", "code": totp_now(secret, NOW + 30)}})
+    assert later.status == 201
+
+
+def test_a_challenge_is_bound_to_its_endpoint_and_session_and_lives_five_minutes(
+    api: Api, stack: Stack, frozen: Clock
+) -> None:
+    username, token = new_user(api)
+    secret = enrol_totp(stack, token)
+    other_session = api.login(username=username, ip=fresh_ip())
+    challenge = rename(api, token, {"username": "x" + new_id()[-6:].lower(), "password": PASSWORD}).body[
+        "token"
+    ]
+    answer = {"token": challenge, "type": "totp", "code": totp_now(secret, NOW)}
+
+    elsewhere = api.call("PUT", "/users/me/domain", {"domain": "nimbus.test", "2fa": answer}, token=token)
+    assert other_session.status == 401  # login itself is challenged now
+    frozen.now = NOW + 301
+    late = rename(
+        api,
+        token,
+        {"username": "y" + new_id()[-6:].lower(), "2fa": {**answer, "code": totp_now(secret, NOW + 301)}},
+    )
+
+    assert elsewhere.status == 200  # domain changes do not reverify: the 2fa object is ignored there
+    assert (late.status, code(late)) == (401, "INVALID_SECOND_FACTOR_RESPONSE_ERROR")
+
+
+def test_five_wrong_answers_kill_the_challenge_and_count_toward_the_account_lock(
+    api: Api, stack: Stack, frozen: Clock
+) -> None:
+    _, token = new_user(api)
+    secret = enrol_totp(stack, token)
+    challenge = key(api, token, {"password": PASSWORD}).body["token"]
+    wrong = {
+        "token": challenge,
+        "type": "totp",
+        "code": "000000" if totp_now(secret, NOW) != "000000" else "111111",
+    }
+
+    replies = [key(api, token, {"2fa": wrong}) for _ in range(5)]
+    right = key(api, token, {"2fa": {**wrong, "code": totp_now(secret, NOW)}})
+
+    assert [code(r) for r in replies] == ["INVALID_SECOND_FACTOR_RESPONSE_ERROR"] * 5
+    assert (right.status, code(right)) == (401, "INVALID_SECOND_FACTOR_RESPONSE_ERROR")
+    assert _user(stack, token).auth_failures == 5
+
+
+def test_a_backup_code_works_once_and_is_recorded(api: Api, stack: Stack, frozen: Clock) -> None:
+    _, token = new_user(api)
+    codes = otp.new_backup_codes()
+    enrol_totp(stack, token, backup=codes)
+
+    def with_backup(backup_code: str) -> Reply:
+        challenge = rename(api, token, {"username": "q" + new_id()[-6:].lower(), "password": PASSWORD}).body[
+            "token"
+        ]
+        return rename(
+            api,
+            token,
+            {
+                "username": "p" + new_id()[-6:].lower(),
+                "2fa": {"token": challenge, "type": "backup", "code": backup_code},
+            },
+        )
+
+    assert with_backup(codes[0].lower()).status == 200
+    again = with_backup(codes[0])
+    assert (again.status, code(again)) == (401, "INVALID_SECOND_FACTOR_RESPONSE_ERROR")
+    me = api.call("GET", "/users/me", token=token).body
+    assert me["twoFactorBackupCodeUsedAt"] == iso(NOW)
+    assert len(_user(stack, token).backup_codes) == 9
+
+
+@pytest.mark.parametrize(
+    ("answer", "status", "error"),
+    [
+        ("nope", 400, "MISSING_FIELDS_ERROR"),
+        ({}, 400, "MISSING_FIELDS_ERROR"),
+        ({"token": "x", "type": "sms", "code": "1"}, 400, "INVALID_SECOND_FACTOR_METHOD_ERROR"),
+        ({"token": "x", "type": "totp"}, 400, "MISSING_FIELDS_ERROR"),
+        (
+            {"token": "x" * 5000, "type": "totp", "code": "123456"},
+            401,
+            "INVALID_SECOND_FACTOR_RESPONSE_ERROR",
+        ),
+        ({"token": "x", "type": "webauthn", "response": {}}, 401, "INVALID_SECOND_FACTOR_RESPONSE_ERROR"),
+    ],
+)
+def test_malformed_answers_get_clear_errors(
+    api: Api, stack: Stack, answer: Any, status: int, error: str
+) -> None:
+    _, token = new_user(api)
+    enrol_totp(stack, token)
+
+    reply = rename(api, token, {"username": "m" + new_id()[-6:].lower(), "2fa": answer})
+
+    assert (reply.status, code(reply)) == (status, error)
+
+
+def test_without_a_factor_a_2fa_object_never_replaces_the_password(api: Api) -> None:
+    _, token = new_user(api)
+
+    reply = rename(
+        api,
+        token,
+        {"username": "n" + new_id()[-6:].lower(), "2fa": {"token": "x", "type": "totp", "code": "1"}},
+    )
+
+    assert (reply.status, code(reply), reply.body["fields"]) == (400, "MISSING_FIELDS_ERROR", ["password"])
+
+
+# --------------------------------------------------------------------------------------------- login
+
+
+def test_login_with_a_factor_is_challenged_and_the_answer_logs_in(
+    api: Api, stack: Stack, frozen: Clock
+) -> None:
+    username, token = new_user(api)
+    secret = enrol_totp(stack, token)
+    ip = fresh_ip()
+
+    challenged = api.login(username=username, ip=ip)
+    answer = {"token": challenged.body["token"], "type": "totp", "code": totp_now(secret, NOW)}
+    # The client library repeats `username`; it is ignored.
+    logged_in = api.call(
+        "POST", "/login", {"username": "someone-else", "2fa": answer, "rememberMe": True}, ip=ip
+    )
+
+    assert (challenged.status, code(challenged)) == (401, "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR")
+    assert logged_in.status == 201, logged_in.body
+    assert logged_in.body["exp"] == int(NOW) + 30 * 86400
+    assert api.call("GET", "/users/me", token=logged_in.body["token"]).status == 200
+
+
+def test_a_login_challenge_never_costs_a_hit_of_the_login_limit(
+    api: Api, stack: Stack, frozen: Clock
+) -> None:
+    username, token = new_user(api)
+    secret = enrol_totp(stack, token)
+    ip = fresh_ip()
+
+    challenges = [api.login(username=username, ip=ip) for _ in range(6)]
+    frozen.now = NOW + 30
+    answer = {"token": challenges[-1].body["token"], "type": "totp", "code": totp_now(secret, NOW + 30)}
+    done = api.call("POST", "/login", {"2fa": answer}, ip=ip)
+
+    assert [r.status for r in challenges] == [401] * 6
+    assert challenges[-1].headers["RateLimit-Remaining"] == "4"
+    assert done.status == 201
+
+
+def test_a_reverification_challenge_cannot_log_in(api: Api, stack: Stack, frozen: Clock) -> None:
+    _, token = new_user(api)
+    secret = enrol_totp(stack, token)
+    challenge = rename(api, token, {"username": "l" + new_id()[-6:].lower(), "password": PASSWORD}).body[
+        "token"
+    ]
+
+    reply = api.call(
+        "POST",
+        "/login",
+        {"2fa": {"token": challenge, "type": "totp", "code": totp_now(secret, NOW)}},
+        ip=fresh_ip(),
+    )
+
+    assert (reply.status, code(reply)) == (401, "INVALID_SECOND_FACTOR_RESPONSE_ERROR")
+
+
+def test_scoped_sessions_are_never_asked_for_a_second_factor(api: Api, stack: Stack) -> None:
+    _, token = new_user(api)
+    key = api.call(
+        "POST",
+        "/users/me/sessions",
+        {"name": "k", "permissionFlags": 8, "password": PASSWORD},
+        token=token,
+        ip=fresh_ip(),
+    ).body["token"]
+    enrol_totp(stack, token)  # after the key was made: it works all the same
+
+    reply = rename(api, key, {"username": "s" + new_id()[-6:].lower()})
+
+    assert reply.status == 200, reply.body
