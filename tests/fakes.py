@@ -262,19 +262,28 @@ class FakeUsers:
 
         return FakeOp(condition, apply, (("user", user.id),))
 
-    def add_factor_op(self, user: User, factor: SecondFactor, *, max_factors: int) -> WriteOp:
-        """Enrol a factor."""
+    def add_factor_op(
+        self,
+        user: User,
+        factor: SecondFactor,
+        *,
+        max_factors: int,
+        backup_codes: Sequence[str] | None = None,
+    ) -> WriteOp:
+        """Enrol a factor (and maybe a first set of backup codes)."""
 
         def check(stored: User) -> NimbusError | None:
             if factor.id in stored.second_factors or len(stored.second_factors) >= max_factors:
                 return NimbusError(ErrorCode.INVALID_FIELDS_ERROR, fields=["type"])
             return None
 
-        return self._factor_op(
-            user,
-            check,
-            lambda u: u.model_copy(update={"second_factors": {**u.second_factors, factor.id: factor}}),
-        )
+        def change(u: User) -> User:
+            update: dict[str, Any] = {"second_factors": {**u.second_factors, factor.id: factor}}
+            if backup_codes is not None:
+                update["backup_codes"] = dict.fromkeys(backup_codes, True)
+            return u.model_copy(update=update)
+
+        return self._factor_op(user, check, change)
 
     def remove_factors_op(self, user: User, factor_ids: Sequence[str]) -> WriteOp:
         """Remove factors (all must exist); the last ones take the backup codes along."""

@@ -119,8 +119,16 @@ class UserStore(Protocol):
         optionally store a rehashed password in the same step."""
         ...
 
-    def add_factor_op(self, user: User, factor: SecondFactor, *, max_factors: int) -> WriteOp:
-        """Enrol a second factor (stored in the user item); INVALID_FIELDS_ERROR beyond ``max_factors``."""
+    def add_factor_op(
+        self,
+        user: User,
+        factor: SecondFactor,
+        *,
+        max_factors: int,
+        backup_codes: Sequence[str] | None = None,
+    ) -> WriteOp:
+        """Enrol a second factor (stored in the user item), optionally with a first set of backup
+        code hashes in the same write; INVALID_FIELDS_ERROR beyond ``max_factors``."""
         ...
 
     def remove_factors_op(self, user: User, factor_ids: Sequence[str]) -> WriteOp:

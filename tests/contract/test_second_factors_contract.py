@@ -194,3 +194,16 @@ def test_an_account_change_never_touches_the_factors(stores: Stores) -> None:
     stores.tx.commit(stores.users.change_ops(stale, stale.changed(domain="other.test")))
 
     assert set(_stored(stores, user).second_factors) == {totp.id}
+
+
+def test_a_factor_and_its_first_backup_codes_are_enrolled_in_one_write(stores: Stores) -> None:
+    user = _create(stores)
+    totp = a_totp()
+
+    stores.tx.commit(
+        [stores.users.add_factor_op(user, totp, max_factors=10, backup_codes=["g" * 64, "h" * 64])]
+    )
+
+    stored = _stored(stores, user)
+    assert set(stored.second_factors) == {totp.id}
+    assert stored.backup_codes == {"g" * 64: True, "h" * 64: True}

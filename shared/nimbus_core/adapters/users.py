@@ -167,16 +167,29 @@ class DynamoUsers:
 
     # ------------------------------------------------------------------ second factors (in the user item)
 
-    def add_factor_op(self, user: User, factor: SecondFactor, *, max_factors: int) -> WriteOp:
-        """Enrol ``factor``: the user must still exist and have room (INVALID_FIELDS_ERROR beyond
+    def add_factor_op(
+        self,
+        user: User,
+        factor: SecondFactor,
+        *,
+        max_factors: int,
+        backup_codes: Sequence[str] | None = None,
+    ) -> WriteOp:
+        """Enrol ``factor`` (and, with ``backup_codes``, a first set of backup codes, in the same
+        write): the user must still exist and have room (INVALID_FIELDS_ERROR beyond
         ``max_factors``); a concurrent enrolment of the same id is refused."""
         stored = to_item(factor.model_dump(by_alias=True, exclude_none=True))
+        update = "SET secondFactors.#f = :factor"
+        values: dict[str, Any] = {":factor": {"M": stored}, ":max": _n(max_factors)}
+        if backup_codes is not None:
+            update += ", backupCodes = :codes"
+            values[":codes"] = {"M": {h: {"BOOL": True} for h in backup_codes}}
         return self._factor_update(
             user,
-            "SET secondFactors.#f = :factor",
+            update,
             condition="attribute_not_exists(secondFactors.#f) AND size(secondFactors) < :max",
             names={"#f": factor.id},
-            values={":factor": {"M": stored}, ":max": _n(max_factors)},
+            values=values,
             explain=lambda old: (
                 NimbusError(ErrorCode.INVALID_SESSION_ERROR)
                 if old is None
