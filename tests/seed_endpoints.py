@@ -173,6 +173,53 @@ SEED_ENDPOINTS: tuple[SeedEndpoint, ...] = (
     SeedEndpoint("DELETE", "/users/me/sessions/all", scope="SESSION_MODIFY", killswitches=_MODIFY),
     SeedEndpoint("DELETE", "/users/:uid/sessions/all", staff=True, scope="STAFF_MODIFY_SESSIONS"),
     # ------------------------------------------------------------------ CONTRACT additions
+    # Section 9: second-factor management of the caller's own account. Enrolment, regeneration and
+    # removal are closed to scoped sessions; changes are account modifications (ACCOUNT_MODIFY).
+    SeedEndpoint(
+        "POST",
+        "/users/me/2fa/totp",
+        killswitches=_MODIFY,
+        reverify=True,
+        scoped_sessions=False,
+        source="contract",
+    ),
+    SeedEndpoint(
+        "POST", "/users/me/2fa/totp/confirm", killswitches=_MODIFY, scoped_sessions=False, source="contract"
+    ),
+    SeedEndpoint(
+        "POST",
+        "/users/me/2fa/backup",
+        killswitches=_MODIFY,
+        reverify=True,
+        scoped_sessions=False,
+        source="contract",
+    ),
+    SeedEndpoint("GET", "/users/me/2fa", scope="SECOND_FACTOR_READ", source="contract"),
+    SeedEndpoint("GET", "/users/me/2fa/:id", scope="SECOND_FACTOR_READ", source="contract"),
+    SeedEndpoint(
+        "DELETE",
+        "/users/me/2fa/:id",
+        killswitches=_MODIFY,
+        reverify=True,
+        scoped_sessions=False,
+        source="contract",
+    ),
+    SeedEndpoint(
+        "DELETE",
+        "/users/me/2fa",
+        killswitches=_MODIFY,
+        reverify=True,
+        scoped_sessions=False,
+        source="contract",
+    ),
+    SeedEndpoint(
+        "DELETE",
+        "/users/me/2fa/all",
+        killswitches=_MODIFY,
+        reverify=True,
+        scoped_sessions=False,
+        source="contract",
+    ),
     SeedEndpoint("GET", "/", auth="none", source="contract"),  # section 1
     SeedEndpoint("GET", "/domains", scope="ACCOUNT_READ", source="contract"),  # section 8
     SeedEndpoint("GET", "/domains/:id", scope="ACCOUNT_READ", source="contract"),  # section 8

@@ -99,3 +99,48 @@ class CountedSuccessView(SuccessView):
     """A plural success: ``{code, message, count}``."""
 
     count: int
+
+
+class SecondFactorView(View):
+    """An enrolled second factor: never its secret."""
+
+    id: str
+    type: str
+    name: str
+    createdAt: str  # noqa: N815
+    updatedAt: str  # noqa: N815
+
+
+class SecondFactorListView(View):
+    """``{count, items}`` of second factors."""
+
+    count: int
+    items: list[SecondFactorView]
+
+
+class TotpSetupView(View):
+    """A TOTP factor to confirm: the enrolment token and what the authenticator app needs (once)."""
+
+    token: str
+    exp: int
+    type: str
+    secret: str
+    uri: str
+    digits: int
+    algorithm: str
+    period: int
+
+
+class EnrolledFactorView(View):
+    """A confirmed factor; ``codes`` is the first set of backup codes, shown once, when new."""
+
+    id: str
+    type: str
+    name: str
+    codes: list[str] | None = None
+
+
+class BackupCodesView(View):
+    """A new set of backup codes, shown once."""
+
+    codes: list[str]

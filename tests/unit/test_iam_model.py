@@ -83,6 +83,7 @@ def test_template_statements_resolve_to_local_arns() -> None:
         "AuthFunction",
         "AccountsFunction",
         "SessionsFunction",
+        "SecondFactorsFunction",
         "AdminFunction",
         "MailFunction",
         "SweepFunction",

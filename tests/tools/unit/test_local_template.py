@@ -149,6 +149,7 @@ def test_function_specs_merge_globals_with_the_function_and_list_routes() -> Non
         "AuthFunction",
         "AccountsFunction",
         "SessionsFunction",
+        "SecondFactorsFunction",
         "AdminFunction",
         "MailFunction",
         "SweepFunction",
@@ -214,6 +215,7 @@ def test_only_the_mail_function_gets_the_dead_letter_queue_and_every_function_th
         "AuthFunction": False,
         "AccountsFunction": False,
         "SessionsFunction": False,
+        "SecondFactorsFunction": False,
         "AdminFunction": False,
         "MailFunction": True,
         "SweepFunction": False,  # its queue is written by the event source mapping, not by its code

@@ -1,0 +1,1 @@
+"""second-factor endpoint group."""

@@ -1,0 +1,8 @@
+"""Lambda entry point of the second-factor group (/users/me/2fa...): wiring only."""
+
+from factors_api.routes import routes
+from nimbus_core.adapters.container import production_deps
+from nimbus_core.http.app import create_app, create_handler
+
+app = create_app(routes, deps=production_deps)
+lambda_handler = create_handler(app)

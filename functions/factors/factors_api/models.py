@@ -1,0 +1,29 @@
+"""Request bodies of the second-factor endpoints (``password`` and ``2fa`` are the guard's)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from nimbus_core.validation import Body, IdList, Name, Pagination
+
+Token = Annotated[str, Field(max_length=128)]
+
+
+class ConfirmTotpBody(Body):
+    """POST /users/me/2fa/totp/confirm: the enrolment token, a name, and a code from the app."""
+
+    token: Token
+    name: Name
+    code: Annotated[str, Field(max_length=16)]
+
+
+class DeleteFactorsBody(Body):
+    """DELETE /users/me/2fa: at most 50 ids."""
+
+    ids: IdList
+
+
+class FactorsQuery(Pagination):
+    """GET /users/me/2fa: pagination only."""

@@ -1,0 +1,189 @@
+"""Routes of the second-factor group: enrolment and management of the caller's own factors
+(CONTRACT section 9; the upstream-compatible paths the client library calls)."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import Response
+
+from factors_api import service
+from factors_api.models import ConfirmTotpBody, DeleteFactorsBody, FactorsQuery
+from nimbus_core.errors import SuccessCode
+from nimbus_core.http.guard import Request
+from nimbus_core.http.policy import Policy
+from nimbus_core.http.registry import EndpointRouter
+from nimbus_core.http.responses import json_response, success_response
+from nimbus_core.killswitches import KillSwitch
+from nimbus_core.scopes import Scope
+from nimbus_core.views import (
+    BackupCodesView,
+    CountedSuccessView,
+    EnrolledFactorView,
+    SecondFactorListView,
+    SecondFactorView,
+    SuccessView,
+    TotpSetupView,
+)
+
+routes = EndpointRouter()
+
+_MODIFY = (KillSwitch.ACCOUNT_MODIFY,)
+# Enrolling, regenerating backup codes and removing factors are never open to scoped sessions,
+# whatever their scopes (CONTRACT section 9).
+_CHANGE = (200, 201, 400, 401, 403, 404, 429, 500, 503)
+
+
+@routes.endpoint(
+    "POST",
+    "/users/me/2fa/totp",
+    Policy(
+        scoped_sessions=False,
+        killswitches=_MODIFY,
+        reverify=True,
+        success=201,
+        statuses=(201, 400, 401, 403, 429, 500, 503),
+        response=TotpSetupView,
+        summary="Start enrolling a TOTP app: its secret and otpauth URI, and a token to confirm with",
+    ),
+)
+def start_totp(request: Request) -> Response[str]:
+    """POST /users/me/2fa/totp: 201 with the seed (shown once) and the enrolment token."""
+    return json_response(201, service.start_totp(request.deps, request.require_caller(), request.now))
+
+
+@routes.endpoint(
+    "POST",
+    "/users/me/2fa/totp/confirm",
+    Policy(
+        scoped_sessions=False,
+        killswitches=_MODIFY,
+        body=ConfirmTotpBody,
+        success=201,
+        statuses=(201, 400, 401, 403, 429, 500, 503),
+        response=EnrolledFactorView,
+        summary="Confirm a TOTP app with a code: the factor (and a first set of backup codes)",
+    ),
+)
+def confirm_totp(request: Request) -> Response[str]:
+    """POST /users/me/2fa/totp/confirm: 201 ``{id, type, name, codes?}``."""
+    body: ConfirmTotpBody = request.body
+    factor, codes = service.confirm_totp(
+        request.deps,
+        request.require_caller(),
+        token=body.token,
+        name=body.name,
+        code=body.code,
+        now=request.now,
+    )
+    answer = {"id": factor.id, "type": factor.type, "name": factor.name}
+    return json_response(201, answer if codes is None else {**answer, "codes": codes})
+
+
+@routes.endpoint(
+    "POST",
+    "/users/me/2fa/backup",
+    Policy(
+        scoped_sessions=False,
+        killswitches=_MODIFY,
+        reverify=True,
+        success=201,
+        statuses=(201, 400, 401, 403, 429, 500, 503),
+        response=BackupCodesView,
+        summary="A new set of backup codes (the old ones stop working)",
+    ),
+)
+def regenerate_backup_codes(request: Request) -> Response[str]:
+    """POST /users/me/2fa/backup: 201 ``{codes}``, shown once."""
+    return json_response(
+        201, {"codes": service.regenerate_backup_codes(request.deps, request.require_caller())}
+    )
+
+
+@routes.endpoint(
+    "GET",
+    "/users/me/2fa",
+    Policy(
+        scope=Scope.SECOND_FACTOR_READ,
+        query=FactorsQuery,
+        statuses=(200, 401, 403, 429, 500, 503),
+        response=SecondFactorListView,
+        summary="The caller's second factors, newest first",
+    ),
+)
+def list_factors(request: Request) -> Response[str]:
+    """GET /users/me/2fa: ``{count, items}`` (no read beyond authentication)."""
+    query: FactorsQuery = request.query
+    count, page = service.list_factors(request.require_caller().user, limit=query.limit, offset=query.offset)
+    return json_response(200, {"count": count, "items": [f.to_public() for f in page]})
+
+
+@routes.endpoint(
+    "GET",
+    "/users/me/2fa/<id>",
+    Policy(
+        scope=Scope.SECOND_FACTOR_READ,
+        statuses=(200, 401, 403, 404, 429, 500, 503),
+        response=SecondFactorView,
+        summary="One of the caller's second factors",
+    ),
+)
+def get_factor(request: Request) -> Response[str]:
+    """GET /users/me/2fa/:id, or 404 INVALID_SECOND_FACTOR_ERROR."""
+    return json_response(
+        200, service.get_factor(request.require_caller().user, request.path["id"]).to_public()
+    )
+
+
+@routes.endpoint(
+    "DELETE",
+    "/users/me/2fa/<id>",
+    Policy(
+        scoped_sessions=False,
+        killswitches=_MODIFY,
+        reverify=True,
+        statuses=_CHANGE,
+        response=SuccessView,
+        summary="Remove one of the caller's second factors",
+    ),
+)
+def delete_factor(request: Request) -> Response[str]:
+    """DELETE /users/me/2fa/:id: 200 DELETE_SECOND_FACTOR_SUCCESS."""
+    service.remove_factor(request.deps, request.require_caller().user, request.path["id"])
+    return success_response(SuccessCode.DELETE_SECOND_FACTOR_SUCCESS)
+
+
+@routes.endpoint(
+    "DELETE",
+    "/users/me/2fa",
+    Policy(
+        scoped_sessions=False,
+        killswitches=_MODIFY,
+        body=DeleteFactorsBody,
+        reverify=True,
+        statuses=_CHANGE,
+        response=CountedSuccessView,
+        summary="Remove several of the caller's second factors (at most 50 ids)",
+    ),
+)
+def delete_factors(request: Request) -> Response[str]:
+    """DELETE /users/me/2fa: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
+    count = service.remove_factors(request.deps, request.require_caller().user, request.body.ids)
+    return success_response(SuccessCode.DELETE_SECOND_FACTORS_SUCCESS, count=count)
+
+
+@routes.endpoint(
+    "DELETE",
+    "/users/me/2fa/all",
+    Policy(
+        scoped_sessions=False,
+        killswitches=_MODIFY,
+        reverify=True,
+        statuses=_CHANGE,
+        response=CountedSuccessView,
+        summary="Remove every second factor of the caller (and the backup codes)",
+    ),
+)
+def delete_all_factors(request: Request) -> Response[str]:
+    """DELETE /users/me/2fa/all: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
+    user = request.require_caller().user
+    count = service.remove_factors(request.deps, user, list(user.second_factors))
+    return success_response(SuccessCode.DELETE_SECOND_FACTORS_SUCCESS, count=count)

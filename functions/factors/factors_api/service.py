@@ -1,0 +1,131 @@
+"""Second-factor rules: enrol TOTP (two steps), regenerate backup codes, list and remove factors.
+
+Factors live in the user item (see ``nimbus_core.models.SecondFactor``), so reading them costs no
+round trip beyond authentication, and every change is one conditional write of that item.
+Enrolment is two-step: the reverified request stores a *pending* factor (the TOTP seed, 10 minutes,
+bound to the user and the session) and shows the seed once; confirming with a code from the app
+enrols it, with the first set of backup codes when the user has none, in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from nimbus_core import clock, ids, otp
+from nimbus_core.auth import Caller
+from nimbus_core.deps import Deps
+from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.models import PendingFactor, SecondFactor, User
+from nimbus_core.tokens import hash_secret
+
+PENDING_SECONDS = 600
+MAX_FACTORS = 10
+ISSUER = "Nimbus"
+
+
+def start_totp(deps: Deps, caller: Caller, now: float) -> dict[str, Any]:
+    """Store a pending TOTP factor and answer what an authenticator app needs (shown once)."""
+    user = caller.user
+    secret, token = otp.new_totp_secret(), ids.new_secret()
+    pending = PendingFactor(
+        hash=hash_secret(token),
+        user_id=user.id,
+        session_id=caller.session.id,
+        type="totp",
+        secret=secret,
+        created_at=clock.iso(now),
+        exp=int(now) + PENDING_SECONDS,
+    )
+    deps.tx.commit([deps.challenges.put_pending_op(pending)])
+    return {
+        "token": token,
+        "exp": pending.exp,
+        "type": "totp",
+        "secret": secret,
+        "uri": otp.totp_uri(secret, account=user.username, issuer=ISSUER),
+        "digits": otp.TOTP_DIGITS,
+        "algorithm": otp.TOTP_ALGORITHM,
+        "period": otp.TOTP_PERIOD,
+    }
+
+
+def confirm_totp(
+    deps: Deps, caller: Caller, *, token: str, name: str, code: str, now: float
+) -> tuple[SecondFactor, list[str] | None]:
+    """Enrol the pending TOTP factor if ``code`` is right: the factor, and the first backup codes
+    (shown once) when the user had none. Wrong or stale token, or wrong code: 401."""
+    user = caller.user
+    token_hash = hash_secret(token)
+    pending = deps.challenges.get_pending(token_hash)
+    if (
+        pending is None
+        or pending.type != "totp"
+        or pending.user_id != user.id
+        or pending.session_id != caller.session.id
+        or pending.exp <= now
+        or pending.secret is None
+    ):
+        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
+    step = otp.totp_step(pending.secret, code, now)
+    if step is None:
+        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
+    stamp = clock.iso(now)
+    factor = SecondFactor(
+        id=ids.new_id(),
+        type="totp",
+        name=name,
+        created_at=stamp,
+        updated_at=stamp,
+        secret=pending.secret,
+        last_step=step,
+    )
+    codes = None if user.backup_codes else otp.new_backup_codes()
+    hashes = None if codes is None else [h for h in (otp.backup_code_hash(c) for c in codes) if h]
+    deps.tx.commit(
+        [
+            deps.challenges.consume_pending_op(token_hash),
+            deps.users.add_factor_op(user, factor, max_factors=MAX_FACTORS, backup_codes=hashes),
+        ]
+    )
+    return factor, codes
+
+
+def regenerate_backup_codes(deps: Deps, caller: Caller) -> list[str]:
+    """A new set of backup codes (the old ones stop working); only for a user with a factor."""
+    user = caller.user
+    if user.second_factor_count == 0:
+        raise NimbusError(ErrorCode.USER_REQUIRES_SECOND_FACTOR_ERROR)
+    codes = otp.new_backup_codes()
+    hashes = [h for h in (otp.backup_code_hash(c) for c in codes) if h]
+    deps.tx.commit([deps.users.set_backup_codes_op(user, hashes)])
+    return codes
+
+
+def list_factors(user: User, *, limit: int, offset: int) -> tuple[int, list[SecondFactor]]:
+    """The user's factors, newest first: the total and one page (no read: they came with the user)."""
+    factors = sorted(user.second_factors.values(), key=lambda f: f.id, reverse=True)
+    return len(factors), factors[offset : offset + limit]
+
+
+def get_factor(user: User, factor_id: str) -> SecondFactor:
+    """One of the user's factors, or 404 INVALID_SECOND_FACTOR_ERROR (another user's included)."""
+    factor = user.second_factors.get(factor_id)
+    if factor is None:
+        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_ERROR)
+    return factor
+
+
+def remove_factors(deps: Deps, user: User, factor_ids: Sequence[str]) -> int:
+    """Remove the user's factors among ``factor_ids`` (unknown ones skipped); how many. Removing
+    the last factor removes the backup codes too."""
+    known = [fid for fid in dict.fromkeys(factor_ids) if fid in user.second_factors]
+    if known:
+        deps.tx.commit([deps.users.remove_factors_op(user, known)])
+    return len(known)
+
+
+def remove_factor(deps: Deps, user: User, factor_id: str) -> None:
+    """Remove one factor, or 404 INVALID_SECOND_FACTOR_ERROR."""
+    get_factor(user, factor_id)
+    remove_factors(deps, user, [factor_id])
