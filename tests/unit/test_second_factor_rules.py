@@ -1,0 +1,195 @@
+"""Second-factor rules on the fakes, in milliseconds: the challenge's bindings, attempts and
+replay guards, enrolment and removal, and the round trips each costs."""
+
+from __future__ import annotations
+
+import pyotp
+import pytest
+from argon2 import PasswordHasher
+
+from auth_api import service as auth
+from auth_api.models import LoginBody, RegisterBody
+from factors_api import service as factors
+from nimbus_core import challenges, passwords
+from nimbus_core.auth import Caller, authenticate
+from nimbus_core.errors import ErrorCode, NimbusError, RateLimitedError
+from nimbus_core.ids import new_id
+from nimbus_core.reverify import reverify
+from nimbus_core.tokens import parse_session_token
+from tests.fakes import FakeWorld, fake_world
+
+PASSWORD = "correct horse"
+RENAME = "PUT /users/me/username"
+
+
+@pytest.fixture(autouse=True)
+def _cheap_password_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
+    cheap = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+    monkeypatch.setattr(passwords, "_hasher", lambda: cheap)
+
+
+@pytest.fixture
+def world() -> FakeWorld:
+    return fake_world()
+
+
+def _caller(world: FakeWorld, token: str) -> Caller:
+    parsed = parse_session_token(token)
+    assert parsed is not None
+    caller = authenticate(world.deps, parsed, world.clock.now())
+    assert caller is not None
+    return caller
+
+
+def _enrolled(world: FakeWorld) -> tuple[str, str, list[str]]:
+    """A user with a TOTP factor enrolled through the service; (username, token, backup codes)."""
+    name = f"u{new_id()[-8:].lower()}"
+    body = RegisterBody.model_validate(
+        {"username": name, "email": f"{name}@example.com", "password": PASSWORD}
+    )
+    token = auth.register(world.deps, body, session_name="first", now=world.clock.now()).token
+    setup = factors.start_totp(world.deps, _caller(world, token), world.clock.now())
+    code = pyotp.TOTP(setup["secret"]).at(world.clock.now())
+    _, codes = factors.confirm_totp(
+        world.deps,
+        _caller(world, token),
+        token=setup["token"],
+        name="Phone",
+        code=code,
+        now=world.clock.now(),
+    )
+    assert codes is not None
+    world.db.calls.clear()
+    world.secret = setup["secret"]  # type: ignore[attr-defined]
+    return name, token, codes
+
+
+def _error(action: object) -> NimbusError:
+    with pytest.raises(NimbusError) as raised:
+        action()  # type: ignore[operator]
+    return raised.value
+
+
+def _challenge(world: FakeWorld, token: str, endpoint: str = RENAME) -> challenges.ChallengeRequiredError:
+    with pytest.raises(challenges.ChallengeRequiredError) as raised:
+        reverify(
+            world.deps, _caller(world, token), {"password": PASSWORD}, world.clock.now(), endpoint=endpoint
+        )
+    return raised.value
+
+
+def _answer(
+    world: FakeWorld,
+    token: str,
+    challenge_token: str,
+    code: str,
+    *,
+    kind: str = "totp",
+    endpoint: str = RENAME,
+) -> None:
+    body = {"2fa": {"token": challenge_token, "type": kind, "code": code}}
+    reverify(world.deps, _caller(world, token), body, world.clock.now(), endpoint=endpoint)
+
+
+def test_a_challenge_names_the_enrolled_kinds_and_is_stored_only_hashed(world: FakeWorld) -> None:
+    _, token, _ = _enrolled(world)
+
+    challenge = _challenge(world, token)
+
+    body = challenge.body()
+    assert body["types"] == ["totp", "backup"]
+    assert body["exp"] == int(world.clock.now()) + 300
+    secret = body["token"].split(".")[1]
+    assert secret not in str(world.db.challenges)
+
+
+def test_the_answer_costs_one_read_and_one_transaction(world: FakeWorld) -> None:
+    _, token, _ = _enrolled(world)
+    challenge = _challenge(world, token).body()["token"]
+    world.clock.advance(30)
+    calls = len(world.db.calls)
+
+    _answer(world, token, challenge, pyotp.TOTP(world.secret).at(world.clock.now()))  # type: ignore[attr-defined]
+
+    assert world.db.calls[calls:] == ["sessions.get_with_user", "challenges.get_with_user", "commit"]
+
+
+def test_a_challenge_does_not_travel_to_another_endpoint_session_or_user(world: FakeWorld) -> None:
+    _, token, _ = _enrolled(world)
+    _, stranger, _ = _enrolled(world)
+    challenge = _challenge(world, token).body()["token"]
+    code = pyotp.TOTP(world.secret).at(world.clock.now() + 30)  # type: ignore[attr-defined]
+    world.clock.advance(30)
+
+    elsewhere = _error(lambda: _answer(world, token, challenge, code, endpoint="DELETE /users/me"))
+    foreign = _error(lambda: _answer(world, stranger, challenge, code))
+
+    assert elsewhere.code is ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
+    assert foreign.code is ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
+
+
+def test_wrong_answers_die_at_five_and_lock_the_account_after_ten(world: FakeWorld) -> None:
+    _, token, _ = _enrolled(world)
+    right = pyotp.TOTP(world.secret).at(world.clock.now())  # type: ignore[attr-defined]
+    wrong = "000000" if right != "000000" else "111111"
+    outcomes = []
+    for _ in range(2):
+        challenge = _challenge(world, token).body()["token"]
+        outcomes += [_error(lambda c=challenge: _answer(world, token, c, wrong)).code.name for _ in range(5)]
+        dead = _error(lambda c=challenge: _answer(world, token, c, right))  # the 5th wrong answer killed it
+        assert dead.code is ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
+
+    assert outcomes == ["INVALID_SECOND_FACTOR_RESPONSE_ERROR"] * 10
+    with pytest.raises(RateLimitedError) as locked:
+        _challenge(world, token)  # even the right password: the account is locked
+    assert locked.value.account_lock
+
+
+def test_a_backup_code_is_single_use(world: FakeWorld) -> None:
+    _, token, codes = _enrolled(world)
+
+    _answer(world, token, _challenge(world, token).body()["token"], codes[3], kind="backup")
+    again = _error(
+        lambda: _answer(world, token, _challenge(world, token).body()["token"], codes[3], kind="backup")
+    )
+
+    assert again.code is ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
+    assert _caller(world, token).user.two_factor_backup_code_used_at is not None
+
+
+def test_login_answers_with_the_session_in_one_transaction(world: FakeWorld) -> None:
+    name, _, _ = _enrolled(world)
+    first = _error(
+        lambda: auth.login(
+            world.deps,
+            LoginBody.model_validate({"username": name, "password": PASSWORD}),
+            session_name="x",
+            now=world.clock.now(),
+        )
+    )
+    world.clock.advance(30)
+    answer = {
+        "token": first.body()["token"],
+        "type": "totp",
+        "code": pyotp.TOTP(world.secret).at(world.clock.now()),
+    }  # type: ignore[attr-defined]
+    calls = len(world.db.calls)
+
+    issued = auth.login(
+        world.deps, LoginBody.model_validate({"2fa": answer}), session_name="x", now=world.clock.now()
+    )
+
+    assert first.code is ErrorCode.SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR
+    assert world.db.calls[calls:] == ["challenges.get_with_user", "commit"]
+    assert _caller(world, issued.token).user.username == name
+
+
+def test_removing_the_last_factor_ends_the_challenges(world: FakeWorld) -> None:
+    _, token, _ = _enrolled(world)
+    user = _caller(world, token).user
+
+    assert factors.remove_factors(world.deps, user, [*user.second_factors, new_id()]) == 1
+
+    after = _caller(world, token).user
+    assert (after.second_factors, after.backup_codes) == ({}, {})
+    reverify(world.deps, _caller(world, token), {"password": PASSWORD}, world.clock.now(), endpoint=RENAME)
