@@ -3,6 +3,8 @@ replay guards, enrolment and removal, and the round trips each costs."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pyotp
 import pytest
 from argon2 import PasswordHasher
@@ -41,8 +43,22 @@ def _caller(world: FakeWorld, token: str) -> Caller:
     return caller
 
 
-def _enrolled(world: FakeWorld) -> tuple[str, str, list[str]]:
-    """A user with a TOTP factor enrolled through the service; (username, token, backup codes)."""
+@dataclass(frozen=True)
+class Enrolled:
+    """A user with a TOTP factor: its name, session token, backup codes and TOTP seed."""
+
+    name: str
+    token: str
+    codes: list[str]
+    secret: str
+
+    def code(self, at: float) -> str:
+        """The TOTP code at ``at``."""
+        return str(pyotp.TOTP(self.secret).at(at))
+
+
+def _enrolled(world: FakeWorld) -> Enrolled:
+    """A user with a TOTP factor enrolled through the service."""
     name = f"u{new_id()[-8:].lower()}"
     body = RegisterBody.model_validate(
         {"username": name, "email": f"{name}@example.com", "password": PASSWORD}
@@ -60,8 +76,7 @@ def _enrolled(world: FakeWorld) -> tuple[str, str, list[str]]:
     )
     assert codes is not None
     world.db.calls.clear()
-    world.secret = setup["secret"]  # type: ignore[attr-defined]
-    return name, token, codes
+    return Enrolled(name, token, codes, setup["secret"])
 
 
 def _error(action: object) -> NimbusError:
@@ -92,7 +107,7 @@ def _answer(
 
 
 def test_a_challenge_names_the_enrolled_kinds_and_is_stored_only_hashed(world: FakeWorld) -> None:
-    _, token, _ = _enrolled(world)
+    token = _enrolled(world).token
 
     challenge = _challenge(world, token)
 
@@ -104,21 +119,22 @@ def test_a_challenge_names_the_enrolled_kinds_and_is_stored_only_hashed(world: F
 
 
 def test_the_answer_costs_one_read_and_one_transaction(world: FakeWorld) -> None:
-    _, token, _ = _enrolled(world)
+    enrolled = _enrolled(world)
+    token = enrolled.token
     challenge = _challenge(world, token).body()["token"]
     world.clock.advance(30)
     calls = len(world.db.calls)
 
-    _answer(world, token, challenge, pyotp.TOTP(world.secret).at(world.clock.now()))  # type: ignore[attr-defined]
+    _answer(world, token, challenge, enrolled.code(world.clock.now()))
 
     assert world.db.calls[calls:] == ["sessions.get_with_user", "challenges.get_with_user", "commit"]
 
 
 def test_a_challenge_does_not_travel_to_another_endpoint_session_or_user(world: FakeWorld) -> None:
-    _, token, _ = _enrolled(world)
-    _, stranger, _ = _enrolled(world)
+    enrolled = _enrolled(world)
+    token, stranger = enrolled.token, _enrolled(world).token
     challenge = _challenge(world, token).body()["token"]
-    code = pyotp.TOTP(world.secret).at(world.clock.now() + 30)  # type: ignore[attr-defined]
+    code = enrolled.code(world.clock.now() + 30)
     world.clock.advance(30)
 
     elsewhere = _error(lambda: _answer(world, token, challenge, code, endpoint="DELETE /users/me"))
@@ -129,8 +145,9 @@ def test_a_challenge_does_not_travel_to_another_endpoint_session_or_user(world: 
 
 
 def test_wrong_answers_die_at_five_and_lock_the_account_after_ten(world: FakeWorld) -> None:
-    _, token, _ = _enrolled(world)
-    right = pyotp.TOTP(world.secret).at(world.clock.now())  # type: ignore[attr-defined]
+    enrolled = _enrolled(world)
+    token = enrolled.token
+    right = enrolled.code(world.clock.now())
     wrong = "000000" if right != "000000" else "111111"
     outcomes = []
     for _ in range(2):
@@ -146,7 +163,8 @@ def test_wrong_answers_die_at_five_and_lock_the_account_after_ten(world: FakeWor
 
 
 def test_a_backup_code_is_single_use(world: FakeWorld) -> None:
-    _, token, codes = _enrolled(world)
+    enrolled = _enrolled(world)
+    token, codes = enrolled.token, enrolled.codes
 
     _answer(world, token, _challenge(world, token).body()["token"], codes[3], kind="backup")
     again = _error(
@@ -158,7 +176,8 @@ def test_a_backup_code_is_single_use(world: FakeWorld) -> None:
 
 
 def test_login_answers_with_the_session_in_one_transaction(world: FakeWorld) -> None:
-    name, _, _ = _enrolled(world)
+    enrolled = _enrolled(world)
+    name = enrolled.name
     first = _error(
         lambda: auth.login(
             world.deps,
@@ -171,8 +190,8 @@ def test_login_answers_with_the_session_in_one_transaction(world: FakeWorld) -> 
     answer = {
         "token": first.body()["token"],
         "type": "totp",
-        "code": pyotp.TOTP(world.secret).at(world.clock.now()),
-    }  # type: ignore[attr-defined]
+        "code": enrolled.code(world.clock.now()),
+    }
     calls = len(world.db.calls)
 
     issued = auth.login(
@@ -185,7 +204,7 @@ def test_login_answers_with_the_session_in_one_transaction(world: FakeWorld) -> 
 
 
 def test_removing_the_last_factor_ends_the_challenges(world: FakeWorld) -> None:
-    _, token, _ = _enrolled(world)
+    token = _enrolled(world).token
     user = _caller(world, token).user
 
     assert factors.remove_factors(world.deps, user, [*user.second_factors, new_id()]) == 1
