@@ -29,7 +29,11 @@ from moto import mock_aws
 from bench.table import render
 from nimbus_core import clock
 from nimbus_core.adapters import clients, container
+from nimbus_core.adapters.items import to_item
 from nimbus_core.auth import USED_AT_REFRESH_SECONDS
+from nimbus_core.ids import new_id
+from nimbus_core.models import SecondFactor
+from nimbus_core.otp import new_totp_secret
 from nimbus_core.settings import get_settings
 from nimbus_core.tokens import parse_session_token
 from nimbus_tools.local.inprocess import InProcessApi, Reply
@@ -212,15 +216,28 @@ class Harness:
         return token
 
     def make_staff(self, token: str) -> None:
-        """Give the token's user the staff flag (what `nimbus staff promote` does)."""
+        """Give the token's user the staff flag and a TOTP factor (staff endpoints require one)."""
         parsed = parse_session_token(token)
         if parsed is None:
             raise ScenarioError(f"setup: unreadable session token {token!r}")
+        stamp = clock.iso(clock.now())
+        factor = SecondFactor(
+            id=new_id(),
+            type="totp",
+            name="Staff phone",
+            created_at=stamp,
+            updated_at=stamp,
+            secret=new_totp_secret(),
+        )
         self._dynamodb.update_item(
             TableName=get_settings().users_table,
             Key={"pk": {"S": f"USER#{parsed.user_id}"}},
-            UpdateExpression="SET staff = :t",
-            ExpressionAttributeValues={":t": {"BOOL": True}},
+            UpdateExpression="SET staff = :t, secondFactors.#f = :factor",
+            ExpressionAttributeNames={"#f": factor.id},
+            ExpressionAttributeValues={
+                ":t": {"BOOL": True},
+                ":factor": {"M": to_item(factor.model_dump(by_alias=True, exclude_none=True))},
+            },
         )
 
     def verification_link(self, address: str) -> str:

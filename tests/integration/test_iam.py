@@ -36,6 +36,7 @@ from nimbus_tools.template import function_specs, load_template, stream_subscrip
 from tests.iam import IamRequest, allows, function_statements, glob_matches, requests_of
 from tests.integration.conftest import NOW, PARAMS, Api, Clock, Stack, _HttpStub
 from tests.integration.stream_feed import Invocation, StreamFeed
+from tests.staff import promote
 
 PASSWORD = "correct horse"
 DOMAIN = PARAMS["DefaultDomain"]
@@ -172,12 +173,8 @@ class World:
         self.clock.now += 301
 
     def make_staff(self, token: str) -> None:
-        self.stack.dynamodb.update_item(
-            TableName=self.stack.table("UsersTable"),
-            Key={"pk": {"S": f"USER#{token.partition('.')[0]}"}},
-            UpdateExpression="SET staff = :t",
-            ExpressionAttributeValues={":t": {"BOOL": True}},
-        )
+        """Staff with a second factor (staff endpoints require one)."""
+        promote(self.stack.dynamodb, self.stack.table("UsersTable"), token.partition(".")[0])
 
     def totp(self, secret: str) -> str:
         """The TOTP code of ``secret`` now (pyotp imported here: only these scenarios need it)."""

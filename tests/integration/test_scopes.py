@@ -24,6 +24,7 @@ from nimbus_core.scopes import STAFF_BITS, Scope
 from nimbus_tools.local.inprocess import Reply
 from nimbus_tools.template import function_specs, load_template
 from tests.integration.conftest import PARAMS, Api, Stack
+from tests.staff import promote
 
 PASSWORD = "correct horse"
 UNRELATED = Scope.UPLOAD_FILE  # a file scope: no account or session endpoint may accept it
@@ -54,16 +55,13 @@ def _key(api: Api, stack: Stack, *, staff: bool, flags: int) -> tuple[str, str]:
     assert registered.status == 201, registered.body
     token = registered.body["token"]
     user_id = token.split(".", maxsplit=1)[0]
-    if staff:
-        stack.dynamodb.update_item(
-            TableName=stack.table("UsersTable"),
-            Key={"pk": {"S": f"USER#{user_id}"}},
-            UpdateExpression="SET staff = :t",
-            ExpressionAttributeValues={":t": {"BOOL": True}},
-        )
+    if staff:  # the flag first (STAFF_* scopes need it), the factor after (it would ask for it)
+        promote(stack.dynamodb, stack.table("UsersTable"), user_id, with_factor=False)
     body = {"name": "walk", "permissionFlags": flags, "password": PASSWORD}
     created = api.call("POST", "/users/me/sessions", body, token=token, ip=_ip())
     assert created.status == 201, created.body
+    if staff:  # staff endpoints require a second factor
+        promote(stack.dynamodb, stack.table("UsersTable"), user_id)
     return user_id, created.body["token"]
 
 

@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 
-from nimbus_core.adapters.transactions import DynamoTransactor
-from nimbus_core.adapters.users import DynamoUsers
 from nimbus_core.ids import new_id
 from nimbus_core.scopes import ALL_BITS, STAFF_BITS, Scope
 from nimbus_tools.local.inprocess import Reply
 from tests.integration.conftest import NOW, Api, Clock, Faults, Stack
+from tests.staff import promote
 
 PASSWORD = "correct horse"
 DAY = 86400
@@ -69,11 +68,9 @@ def scoped_token(api: Api, token: str, flags: int) -> str:
     return str(reply.body["token"])
 
 
-def make_staff(stack: Stack, token: str) -> None:
-    users = DynamoUsers(stack.dynamodb, stack.table("UsersTable"))
-    user = users.get(uid(token))
-    assert user is not None
-    DynamoTransactor(stack.dynamodb).commit(users.change_ops(user, user.changed(staff=True)))
+def make_staff(stack: Stack, token: str, *, with_factor: bool = True) -> None:
+    """Staff, with the second factor staff endpoints require (unless told otherwise)."""
+    promote(stack.dynamodb, stack.table("UsersTable"), uid(token), with_factor=with_factor)
 
 
 # ------------------------------------------------------------------------------------------- listing
@@ -540,7 +537,7 @@ def test_scoped_session_creation_reverifies_the_password(api: Api) -> None:
 def test_staff_scopes_need_a_staff_user(api: Api, stack: Stack) -> None:
     _, user = new_user(api)
     _, staff = new_user(api)
-    make_staff(stack, staff)
+    make_staff(stack, staff, with_factor=False)  # a factor would ask for a second-factor answer
 
     refused = scoped(api, user, int(Scope.ACCOUNT_READ | Scope.STAFF_READ_SESSIONS))
     granted = scoped(api, staff, int(Scope.STAFF_READ_SESSIONS))
@@ -663,8 +660,9 @@ def test_staff_endpoints_answer_unknown_users_and_sessions_and_refuse_non_staff(
 def test_staff_scopes_split_reading_from_modifying(api: Api, stack: Stack) -> None:
     _, target = new_user(api)
     _, staff = new_user(api)
-    make_staff(stack, staff)
+    make_staff(stack, staff, with_factor=False)
     reader = scoped_token(api, staff, int(Scope.STAFF_READ_SESSIONS))
+    make_staff(stack, staff)  # staff endpoints require a second factor
     base = f"/users/{uid(target)}/sessions"
 
     assert api.call("GET", base, token=reader).status == 200
@@ -698,3 +696,36 @@ def test_staff_may_work_on_their_own_sessions_through_the_staff_endpoints(api: A
 
     assert (listed.status, listed.body["count"]) == (200, 1)
     assert one.body["id"] == sid(staff)
+
+
+def test_staff_endpoints_require_the_staff_caller_to_have_a_second_factor(api: Api, stack: Stack) -> None:
+    _, target = new_user(api)
+    _, staff = new_user(api)
+    make_staff(stack, staff, with_factor=False)
+
+    refused = api.call("GET", f"/users/{uid(target)}/sessions", token=staff)
+    own = api.call("GET", "/users/me/sessions", token=staff)  # non-staff endpoints never ask
+    make_staff(stack, staff)
+    allowed = api.call("GET", f"/users/{uid(target)}/sessions", token=staff)
+
+    assert (refused.status, code(refused)) == (401, "ENDPOINT_REQUIRES_SECOND_FACTOR_ERROR")
+    assert own.status == 200
+    assert allowed.status == 200
+
+
+def test_the_staff_second_factor_rule_is_a_deployment_setting(
+    api: Api, stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nimbus_core.adapters import container
+    from nimbus_core.settings import get_settings
+
+    _, target = new_user(api)
+    _, staff = new_user(api)
+    make_staff(stack, staff, with_factor=False)
+    monkeypatch.setenv("STAFF_REQUIRE_SECOND_FACTOR", "false")
+    get_settings.cache_clear()
+    container.reset()
+
+    reply = api.call("GET", f"/users/{uid(target)}/sessions", token=staff)
+
+    assert reply.status == 200

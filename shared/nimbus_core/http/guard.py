@@ -4,7 +4,7 @@
 1. read the token if present (no error yet)
 2. kill switches of the endpoint, and GLOBAL always: 503 unless the caller is staff
 3. session required (401), or refused when already logged in (register/login)
-4. staff required (403)
+4. staff required (403); on staff endpoints, a staff caller without a second factor: 401
 5. scope of a scoped session (403), or scoped sessions refused outright
 6. body, query and header validation (400)
 7. endpoint rate limit (429), with RateLimit-* headers; "not counted" responses give the hit back
@@ -118,7 +118,7 @@ def guard(policy: Policy) -> Any:
         )
         _check_killswitches(policy, request)
         caller = _check_session(policy, request)
-        _check_permissions(policy, caller)
+        _check_permissions(policy, caller, staff_need_factor=deps.settings.staff_require_second_factor)
         if policy.body is not None or policy.reverify:
             request.raw_body = read_json_body(event.body, is_base64=bool(event.is_base64_encoded))
         if policy.body is not None:
@@ -189,11 +189,15 @@ def _check_session(policy: Policy, request: Request) -> Caller | None:
     return caller
 
 
-def _check_permissions(policy: Policy, caller: Caller | None) -> None:
+def _check_permissions(policy: Policy, caller: Caller | None, *, staff_need_factor: bool) -> None:
     if caller is None:
         return
     if policy.staff and not caller.user.staff:
         raise NimbusError(ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR)
+    # Staff endpoints only (CONTRACT section 4 step 4): a stolen staff password alone must not reach
+    # them. A deployment setting, on by default.
+    if policy.staff and staff_need_factor and caller.user.second_factor_count == 0:
+        raise NimbusError(ErrorCode.ENDPOINT_REQUIRES_SECOND_FACTOR_ERROR)
     flags = caller.session.permission_flags
     if flags is not None and not policy.scoped_sessions:
         raise NimbusError(ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR)

@@ -93,6 +93,7 @@ def test_promote_sets_staff_on_the_user_found_by_case_insensitive_username(
     code, out, _ = _run(capsys, *STACK, "staff", "promote", "ALICE")
     assert code == 0
     assert "ALICE is now staff" in out
+    assert "has no second factor yet" in out  # staff endpoints will refuse them until they enrol one
     user = deployed.user("u-1")
     assert user["staff"] == {"BOOL": True}
     assert ISO_MS.fullmatch(user["updatedAt"]["S"])

@@ -24,7 +24,14 @@ def staff(action: str, username: str, target: TargetFactory) -> str:
     user = store.find_user(resolved, username)
     if user is None or not store.set_staff(resolved, user, promote):
         raise CliError(f"no user named {username!r} in {resolved.description}")
-    return f"{username} is {'now' if promote else 'no longer'} staff (user {user.id})"
+    done = f"{username} is {'now' if promote else 'no longer'} staff (user {user.id})"
+    if promote and user.second_factor_count == 0:
+        # Staff endpoints answer ENDPOINT_REQUIRES_SECOND_FACTOR_ERROR until the user enrols one.
+        done += (
+            "\nnote: this user has no second factor yet; staff endpoints will refuse them until they "
+            "enrol one (POST /users/me/2fa/totp)"
+        )
+    return done
 
 
 def killswitch(action: str, name: str | None, target: TargetFactory) -> str:

@@ -1,0 +1,40 @@
+"""Making a staff user in tests: the staff flag and, as staff endpoints require by default
+(CONTRACT section 4 step 4), a second factor, written straight to the users table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nimbus_core import otp
+from nimbus_core.adapters.items import to_item
+from nimbus_core.ids import new_id
+from nimbus_core.models import SecondFactor
+
+STAMP = "2026-01-01T00:00:00.000Z"
+
+
+def promote(dynamodb: Any, users_table: str, user_id: str, *, with_factor: bool = True) -> str | None:
+    """Set the staff flag (and enrol a TOTP factor unless ``with_factor`` is False); the TOTP seed."""
+    if not with_factor:
+        dynamodb.update_item(
+            TableName=users_table,
+            Key={"pk": {"S": f"USER#{user_id}"}},
+            UpdateExpression="SET staff = :t",
+            ExpressionAttributeValues={":t": {"BOOL": True}},
+        )
+        return None
+    secret = otp.new_totp_secret()
+    factor = SecondFactor(
+        id=new_id(), type="totp", name="Staff phone", created_at=STAMP, updated_at=STAMP, secret=secret
+    )
+    dynamodb.update_item(
+        TableName=users_table,
+        Key={"pk": {"S": f"USER#{user_id}"}},
+        UpdateExpression="SET staff = :t, secondFactors.#f = :factor",
+        ExpressionAttributeNames={"#f": factor.id},
+        ExpressionAttributeValues={
+            ":t": {"BOOL": True},
+            ":factor": {"M": to_item(factor.model_dump(by_alias=True, exclude_none=True))},
+        },
+    )
+    return secret
