@@ -17,7 +17,7 @@ from nimbus_core.http import guard
 from nimbus_core.http.policy import Endpoint
 from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import error_response, response_for_exception
-from nimbus_core.loglevels import LEVELS
+from nimbus_core.loglevels import apply_log_level
 
 LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 DepsFactory = Callable[[], Deps]
@@ -126,11 +126,8 @@ def create_handler(app: NimbusApp) -> LambdaHandler:
 
 
 def _apply_log_level(app: NimbusApp) -> None:
-    try:
-        level = app.deps().config.current().log_level
-    except Exception:  # the guard reports SSM failures as a 500; logging keeps its level meanwhile
-        return
-    logger.setLevel(LEVELS[level])  # child loggers of every module follow
+    # The guard reports SSM failures as a 500; logging keeps its level meanwhile.
+    apply_log_level(logger, app.deps)
 
 
 def _strip_trailing_slash(event: dict[str, Any]) -> None:
