@@ -16,12 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from nimbus_core import clock, credentials, ids, metrics, otp
+from nimbus_core import clock, credentials, metrics, otp
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.models import Challenge, User
 from nimbus_core.ports import WriteOp
-from nimbus_core.tokens import hash_secret, secret_matches
+from nimbus_core.tokens import hash_secret, new_user_token, parse_user_token, secret_matches
 
 CHALLENGE_SECONDS = 300
 MAX_ATTEMPTS = 5
@@ -49,9 +49,9 @@ class Binding:
 
 def require(deps: Deps, user: User, binding: Binding, now: float) -> ChallengeRequiredError:
     """Store a new challenge for ``user`` and return the 401 that carries it (raise it)."""
-    secret = ids.new_secret()
+    issued = new_user_token(user.id)
     challenge = Challenge(
-        hash=hash_secret(secret),
+        hash=hash_secret(issued.secret),
         user_id=user.id,
         session_id=binding.session_id,
         endpoint=binding.endpoint,
@@ -61,7 +61,7 @@ def require(deps: Deps, user: User, binding: Binding, now: float) -> ChallengeRe
     deps.tx.commit([deps.challenges.put_op(challenge)])
     metrics.count(metrics.Event.SECOND_FACTOR_CHALLENGED)
     return ChallengeRequiredError(
-        token=f"{user.id}.{secret}", exp=challenge.exp, types=user.second_factor_types(), challenge=None
+        token=str(issued), exp=challenge.exp, types=user.second_factor_types(), challenge=None
     )
 
 
@@ -93,12 +93,12 @@ def parse_answer(value: Any) -> Answer:
         raise NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=["2fa.response"])
     if kind != "webauthn" and not isinstance(code, str):
         raise NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=["2fa.code"])
-    user_id, _, secret = token.partition(".")
-    if not ids.is_id(user_id) or len(secret) != 43:
+    parsed = parse_user_token(token)
+    if parsed is None:
         raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
     return Answer(
-        user_id=user_id,
-        secret=secret,
+        user_id=parsed.user_id,
+        secret=parsed.secret,
         type=kind,
         code=code[:_MAX_CODE] if isinstance(code, str) else None,
         response=response if isinstance(response, dict) else None,

@@ -50,6 +50,31 @@ def parse_session_token(raw: str | None) -> SessionToken | None:
     return SessionToken(user_id, session_id, secret)
 
 
+@dataclass(frozen=True, slots=True)
+class UserToken:
+    """A one-time token ``<userId>.<secret>`` (email verification, second-factor challenge): the user
+    id lets one BatchGetItem fetch the token's item and its user together."""
+
+    user_id: str
+    secret: str
+
+    def __str__(self) -> str:
+        return f"{self.user_id}.{self.secret}"
+
+
+def new_user_token(user_id: str) -> UserToken:
+    """A fresh one-time token for ``user_id``."""
+    return UserToken(user_id, new_secret())
+
+
+def parse_user_token(raw: str) -> UserToken | None:
+    """The parts of a ``<userId>.<secret>`` token, or None if it cannot be one."""
+    user_id, dot, secret = raw.strip().partition(".")
+    if not dot or not is_id(user_id) or len(secret) != _SECRET_LENGTH:
+        return None
+    return UserToken(user_id, secret)
+
+
 def hash_secret(secret: str) -> str:
     """Hex SHA-256 of a random secret (session secrets, verification and challenge tokens)."""
     return hashlib.sha256(secret.encode()).hexdigest()

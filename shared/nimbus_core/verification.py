@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-from nimbus_core import clock, ids
+from nimbus_core import clock
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.identity import email_key
 from nimbus_core.mail_templates import verification_email
 from nimbus_core.models import User, VerificationToken
 from nimbus_core.ports import WriteOp
-from nimbus_core.tokens import hash_secret, secret_matches
-
-_SECRET_LENGTH = 43
+from nimbus_core.tokens import hash_secret, new_user_token, parse_user_token, secret_matches
 
 
 def issue(deps: Deps, user: User, now: float) -> tuple[User, list[WriteOp]]:
     """A new token for ``user``'s current address, the email that carries it, and ``user`` with the
     token recorded as the one pending (the previous pending token, if any, is removed)."""
     settings = deps.settings
-    secret = ids.new_secret()
-    token_hash = hash_secret(secret)
+    issued = new_user_token(user.id)
+    token_hash = hash_secret(issued.secret)
     token = VerificationToken(
         hash=token_hash,
         user_id=user.id,
@@ -28,7 +26,7 @@ def issue(deps: Deps, user: User, now: float) -> tuple[User, list[WriteOp]]:
         exp=int(now) + settings.verification_token_hours * 3600,
     )
     # The user id in the token lets one BatchGetItem fetch token and user together.
-    link = settings.verification_url.replace("{token}", f"{user.id}.{secret}")
+    link = settings.verification_url.replace("{token}", str(issued))
     email = verification_email(
         to=user.email, username=user.username, link=link, valid_hours=settings.verification_token_hours
     )
@@ -43,11 +41,12 @@ def verify(deps: Deps, raw_token: str, now: float) -> User:
     """Mark the address verified for a valid token: single use, bound to its user and address,
     unexpired. Unknown, used, expired or outdated tokens are INVALID_VERIFICATION_TOKEN_ERROR."""
     invalid = NimbusError(ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR)
-    user_id, dot, secret = raw_token.strip().partition(".")
-    if not dot or not ids.is_id(user_id) or len(secret) != _SECRET_LENGTH:
+    parsed = parse_user_token(raw_token)
+    if parsed is None:
         raise invalid
+    secret = parsed.secret
     token_hash = hash_secret(secret)
-    token, user = deps.tokens.get_with_user(token_hash, user_id)
+    token, user = deps.tokens.get_with_user(token_hash, parsed.user_id)
     if token is None or user is None or token.user_id != user.id or token.exp <= now:
         raise invalid
     if not secret_matches(secret, token.hash) or user.pending_verification != token_hash:

@@ -130,7 +130,7 @@ def test_the_answer_costs_one_read_and_one_transaction(world: FakeWorld) -> None
     assert world.db.calls[calls:] == ["sessions.get_with_user", "challenges.get_with_user", "commit"]
 
 
-def test_a_challenge_does_not_travel_to_another_endpoint_session_or_user(world: FakeWorld) -> None:
+def test_a_challenge_does_not_travel_to_another_endpoint_or_user(world: FakeWorld) -> None:
     enrolled = _enrolled(world)
     token, stranger = enrolled.token, _enrolled(world).token
     challenge = _challenge(world, token).body()["token"]
