@@ -716,6 +716,8 @@ SETTINGS = Settings.model_validate(
         "SENDER_EMAIL": "no-reply@nimbus.test",
         "VERIFICATION_URL": "https://files.test/verify?token={token}",
         "DEFAULT_DOMAIN": "nimbus.test",
+        "WEBAUTHN_RP_ID": "files.test",
+        "WEBAUTHN_ORIGINS": "https://files.test",
     }
 )
 

@@ -188,6 +188,21 @@ SEED_ENDPOINTS: tuple[SeedEndpoint, ...] = (
     ),
     SeedEndpoint(
         "POST",
+        "/users/me/2fa/webauthn",
+        killswitches=_MODIFY,
+        reverify=True,
+        scoped_sessions=False,
+        source="contract",
+    ),
+    SeedEndpoint(
+        "POST",
+        "/users/me/2fa/webauthn/confirm",
+        killswitches=_MODIFY,
+        scoped_sessions=False,
+        source="contract",
+    ),
+    SeedEndpoint(
+        "POST",
         "/users/me/2fa/backup",
         killswitches=_MODIFY,
         reverify=True,
@@ -219,6 +234,18 @@ SEED_ENDPOINTS: tuple[SeedEndpoint, ...] = (
         reverify=True,
         scoped_sessions=False,
         source="contract",
+    ),
+    # Staff variants: reads with STAFF_READ_SECOND_FACTORS; removals with STAFF_MODIFY_SECOND_FACTORS,
+    # reverified like the staff account changes (the client library sends the password).
+    SeedEndpoint("GET", "/users/:uid/2fa", staff=True, scope="STAFF_READ_SECOND_FACTORS", source="contract"),
+    SeedEndpoint(
+        "GET", "/users/:uid/2fa/:id", staff=True, scope="STAFF_READ_SECOND_FACTORS", source="contract"
+    ),
+    *(
+        SeedEndpoint(
+            "DELETE", path, staff=True, scope="STAFF_MODIFY_SECOND_FACTORS", reverify=True, source="contract"
+        )
+        for path in ("/users/:uid/2fa/:id", "/users/:uid/2fa", "/users/:uid/2fa/all")
     ),
     SeedEndpoint("GET", "/", auth="none", source="contract"),  # section 1
     SeedEndpoint("GET", "/domains", scope="ACCOUNT_READ", source="contract"),  # section 8

@@ -16,12 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from nimbus_core import clock, credentials, metrics, otp
+from aws_lambda_powertools import Logger
+
+from nimbus_core import clock, credentials, metrics, otp, passkeys
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.models import Challenge, User
 from nimbus_core.ports import WriteOp
 from nimbus_core.tokens import hash_secret, new_user_token, parse_user_token, secret_matches
+
+_log = Logger(child=True)
 
 CHALLENGE_SECONDS = 300
 MAX_ATTEMPTS = 5
@@ -48,21 +52,34 @@ class Binding:
 
 
 def require(deps: Deps, user: User, binding: Binding, now: float) -> ChallengeRequiredError:
-    """Store a new challenge for ``user`` and return the 401 that carries it (raise it)."""
+    """Store a new challenge for ``user`` and return the 401 that carries it (raise it). With a
+    security key enrolled, the 401 carries WebAuthn request options too (only then is py_webauthn
+    imported)."""
     issued = new_user_token(user.id)
+    options, webauthn_challenge = _webauthn_options(deps, user)
     challenge = Challenge(
         hash=hash_secret(issued.secret),
         user_id=user.id,
         session_id=binding.session_id,
         endpoint=binding.endpoint,
+        webauthn_challenge=webauthn_challenge,
         created_at=clock.iso(now),
         exp=int(now) + CHALLENGE_SECONDS,
     )
     deps.tx.commit([deps.challenges.put_op(challenge)])
     metrics.count(metrics.Event.SECOND_FACTOR_CHALLENGED)
     return ChallengeRequiredError(
-        token=str(issued), exp=challenge.exp, types=user.second_factor_types(), challenge=None
+        token=str(issued), exp=challenge.exp, types=user.second_factor_types(), challenge=options
     )
+
+
+def _webauthn_options(deps: Deps, user: User) -> tuple[dict[str, Any] | None, str | None]:
+    """Request options for the user's keys and their challenge (base64url), or (None, None)."""
+    keys = [passkeys.b64url_decode(f.credential_id or "") for f in user.webauthn_factors()]
+    if not keys:
+        return None, None
+    options, raw = passkeys.authentication_options(deps.settings.relying_party(), credential_ids=keys)
+    return options, passkeys.b64url(raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +146,7 @@ def answer(
     credentials.refuse_if_locked(user, now)
     if answer.type not in user.second_factor_types():
         raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_METHOD_ERROR)
-    ops = _verified_ops(deps, user, answer, now)
+    ops = _verified_ops(deps, user, answer, challenge, now)
     if ops is None:
         _wrong(deps, user, token_hash, now)
         raise AssertionError("unreachable")  # pragma: no cover - _wrong always raises
@@ -137,7 +154,9 @@ def answer(
     return user, [deps.challenges.consume_op(token_hash, max_attempts=MAX_ATTEMPTS), *ops]
 
 
-def _verified_ops(deps: Deps, user: User, answer: Answer, now: float) -> list[WriteOp] | None:
+def _verified_ops(
+    deps: Deps, user: User, answer: Answer, challenge: Challenge, now: float
+) -> list[WriteOp] | None:
     """The writes that record a right answer, or None for a wrong one."""
     if answer.type == "totp" and answer.code is not None:
         for factor in user.second_factors.values():
@@ -151,7 +170,35 @@ def _verified_ops(deps: Deps, user: User, answer: Answer, now: float) -> list[Wr
         if code_hash is None or code_hash not in user.backup_codes:
             return None
         return [deps.users.use_backup_code_op(user, code_hash, clock.iso(now))]
-    return None  # WebAuthn answers arrive with the passkeys module
+    if answer.type == "webauthn" and answer.response is not None:
+        return _verified_key_ops(deps, user, answer.response, challenge)
+    return None
+
+
+def _verified_key_ops(
+    deps: Deps, user: User, response: dict[str, Any], challenge: Challenge
+) -> list[WriteOp] | None:
+    """A WebAuthn assertion checked against the key it names and the challenge's request options:
+    the write that moves the key's signature counter (compare-and-set), or None when refused."""
+    if challenge.webauthn_challenge is None:
+        return None  # no key was enrolled when the challenge was issued
+    try:
+        named = passkeys.b64url(passkeys.credential_id_of(response))
+        factor = next((f for f in user.webauthn_factors() if f.credential_id == named), None)
+        if factor is None or factor.public_key is None:
+            return None
+        new_count = passkeys.verify_authentication(
+            deps.settings.relying_party(),
+            response=response,
+            expected_challenge=passkeys.b64url_decode(challenge.webauthn_challenge),
+            credential_id=passkeys.b64url_decode(named),
+            credential_public_key=passkeys.b64url_decode(factor.public_key),
+            current_sign_count=factor.sign_count,
+        )
+    except passkeys.PasskeyError as refused:
+        _log.info("WebAuthn answer refused", extra={"reason": str(refused)})
+        return None
+    return [deps.users.use_sign_count_op(user, factor.id, seen=factor.sign_count, new=new_count)]
 
 
 def _wrong(deps: Deps, user: User, token_hash: str, now: float) -> None:

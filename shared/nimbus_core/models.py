@@ -99,6 +99,11 @@ class User(Record):
         kinds: list[str] = sorted({f.type for f in self.second_factors.values()})
         return [*kinds, "backup"] if self.backup_codes and kinds else kinds
 
+    def webauthn_factors(self) -> list[SecondFactor]:
+        """The enrolled security keys (the factors a WebAuthn answer may name), oldest first."""
+        keys = [f for f in self.second_factors.values() if f.type == "webauthn" and f.credential_id]
+        return sorted(keys, key=lambda f: f.id)
+
     def to_public(self) -> dict[str, Any]:
         """The User structure of the API; unset values are null, never omitted."""
         return {

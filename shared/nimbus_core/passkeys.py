@@ -1,6 +1,6 @@
 """WebAuthn (security keys, passkeys) as a second factor: browser options, verification of the answers.
 
-Pure functions over plain data: options come back as JSON-ready dicts (what
+Pure functions over plain data: options come back as plain JSON dicts (what
 ``navigator.credentials.create``/``get`` take) with the challenge bytes the caller keeps server-side for
 :data:`CHALLENGE_SECONDS`; responses go in as the dicts browsers send (``PublicKeyCredential.toJSON()``);
 stored keys are bytes. No I/O here: the second-factor store and the challenge flow live elsewhere.
@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import json
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -132,7 +133,7 @@ def registration_options(
     plain security keys too), ES256/EdDSA/RS256. Raises ``ValueError`` for empty or oversized arguments.
     """
     from webauthn import generate_registration_options
-    from webauthn.helpers import options_to_json_dict
+    from webauthn.helpers import options_to_json
     from webauthn.helpers.structs import (
         AttestationConveyancePreference,
         AuthenticatorSelectionCriteria,
@@ -161,7 +162,7 @@ def registration_options(
         exclude_credentials=[PublicKeyCredentialDescriptor(id=bytes(cid)) for cid in exclude_credential_ids],
         supported_pub_key_algs=_algorithms(),
     )
-    return options_to_json_dict(options), options.challenge
+    return json.loads(options_to_json(options)), options.challenge
 
 
 def authentication_options(rp: RelyingParty, *, credential_ids: list[bytes]) -> tuple[dict[str, Any], bytes]:
@@ -171,7 +172,7 @@ def authentication_options(rp: RelyingParty, *, credential_ids: list[bytes]) -> 
     user. Raises ``ValueError`` when there are none (there is nothing to ask for).
     """
     from webauthn import generate_authentication_options
-    from webauthn.helpers import options_to_json_dict
+    from webauthn.helpers import options_to_json
     from webauthn.helpers.structs import PublicKeyCredentialDescriptor
 
     if not credential_ids:
@@ -182,7 +183,7 @@ def authentication_options(rp: RelyingParty, *, credential_ids: list[bytes]) -> 
         allow_credentials=[PublicKeyCredentialDescriptor(id=bytes(cid)) for cid in credential_ids],
         user_verification=_user_verification(rp),
     )
-    return options_to_json_dict(options), options.challenge
+    return json.loads(options_to_json(options)), options.challenge
 
 
 def verify_registration(
@@ -295,6 +296,16 @@ def credential_id_of(response: object) -> bytes:
     if not 0 < len(decoded) <= MAX_CREDENTIAL_ID_BYTES:
         raise PasskeyError("credential id is empty or longer than 1023 bytes")
     return decoded
+
+
+def b64url(data: bytes) -> str:
+    """Unpadded base64url: how WebAuthn's JSON carries bytes, and how we store keys and challenges."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def b64url_decode(text: str) -> bytes:
+    """Bytes we stored with :func:`b64url` (trusted; client input goes through the strict decoder)."""
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 def _base64url_decode(text: str) -> bytes:

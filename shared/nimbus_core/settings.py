@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 from functools import cache
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from nimbus_core.passkeys import RelyingParty
 
 
 class Settings(BaseModel):
@@ -34,9 +38,29 @@ class Settings(BaseModel):
     long_lived_session_days: int = Field(3650, alias="LONG_LIVED_SESSION_DAYS", gt=0)
     verification_token_hours: int = Field(24, alias="VERIFICATION_TOKEN_HOURS", gt=0)
     staff_require_second_factor: bool = Field(True, alias="STAFF_REQUIRE_SECOND_FACTOR")
+    # WebAuthn: the relying-party id keys are scoped to (a host name), the name authenticators show,
+    # the origins (comma-separated) allowed to use the keys, and the user verification asked for.
+    webauthn_rp_id: str = Field("localhost", alias="WEBAUTHN_RP_ID")
+    webauthn_rp_name: str = Field("Nimbus", alias="WEBAUTHN_RP_NAME")
+    webauthn_origins: str = Field("http://localhost:3000", alias="WEBAUTHN_ORIGINS")
+    webauthn_user_verification: Literal["required", "preferred", "discouraged"] = Field(
+        "preferred", alias="WEBAUTHN_USER_VERIFICATION"
+    )
     metrics_namespace: str = Field("Nimbus", alias="POWERTOOLS_METRICS_NAMESPACE")
     # How long a function trusts its copy of the kill switches and log level (CONTRACT: at most 10 s).
     config_cache_seconds: int = Field(10, alias="CONFIG_CACHE_SECONDS", ge=0, le=10)
+
+    def relying_party(self) -> RelyingParty:
+        """The WebAuthn relying party of this deployment (``ValueError`` if the settings are unusable)."""
+        from nimbus_core.passkeys import RelyingParty
+
+        origins = tuple(o.strip() for o in self.webauthn_origins.split(",") if o.strip())
+        return RelyingParty(
+            id=self.webauthn_rp_id,
+            name=self.webauthn_rp_name,
+            origins=origins,
+            user_verification=self.webauthn_user_verification,
+        )
 
 
 @cache

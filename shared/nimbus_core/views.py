@@ -131,6 +131,24 @@ class TotpSetupView(View):
     period: int
 
 
+class WebAuthnSetupView(View):
+    """A security key to confirm: the enrolment token and the PublicKeyCredentialCreationOptions
+    (JSON form, flattened beside the token as the client library expects) for
+    ``navigator.credentials.create``."""
+
+    token: str
+    exp: int
+    type: str
+    rp: dict[str, str]
+    user: dict[str, str]
+    challenge: str
+    pubKeyCredParams: list[dict[str, str | int]]  # noqa: N815
+    timeout: int
+    excludeCredentials: list[dict[str, str | list[str]]]  # noqa: N815
+    authenticatorSelection: dict[str, str | bool]  # noqa: N815
+    attestation: str
+
+
 class EnrolledFactorView(View):
     """A confirmed factor; ``codes`` is the first set of backup codes, shown once, when new."""
 

@@ -33,7 +33,13 @@ from nimbus_tools.template import Template, load_template, stream_subscriptions
 from tests.integration.stream_feed import Handler, Invocation, StreamFeed
 
 REGION = "us-east-1"
-PARAMS = {"VerificationUrl": "https://files.test/verify?token={token}", "DefaultDomain": "nimbus.test"}
+PARAMS = {
+    "VerificationUrl": "https://files.test/verify?token={token}",
+    "DefaultDomain": "nimbus.test",
+    "WebAuthnRpId": "files.test",
+    "WebAuthnOrigins": "https://files.test",
+}
+ORIGIN = "https://files.test"  # where the software authenticator's "browser" runs
 
 
 @dataclass

@@ -34,8 +34,9 @@ from nimbus_core.settings import get_settings
 from nimbus_tools.local.inprocess import Reply
 from nimbus_tools.template import function_specs, load_template, stream_subscriptions
 from tests.iam import IamRequest, allows, function_statements, glob_matches, requests_of
-from tests.integration.conftest import NOW, PARAMS, Api, Clock, Stack, _HttpStub
+from tests.integration.conftest import NOW, ORIGIN, PARAMS, Api, Clock, Stack, _HttpStub
 from tests.integration.stream_feed import Invocation, StreamFeed
+from tests.passkey_authenticator import SoftwareAuthenticator
 from tests.staff import promote
 
 PASSWORD = "correct horse"
@@ -172,9 +173,11 @@ class World:
         """Move time past the usedAt refresh interval, so the next authentication writes usedAt."""
         self.clock.now += 301
 
-    def make_staff(self, token: str) -> None:
-        """Staff with a second factor (staff endpoints require one)."""
-        promote(self.stack.dynamodb, self.stack.table("UsersTable"), token.partition(".")[0])
+    def make_staff(self, token: str) -> str:
+        """Staff with a second factor (staff endpoints require one); the factor's TOTP seed."""
+        secret = promote(self.stack.dynamodb, self.stack.table("UsersTable"), token.partition(".")[0])
+        assert secret is not None
+        return secret
 
     def totp(self, secret: str) -> str:
         """The TOTP code of ``secret`` now (pyotp imported here: only these scenarios need it)."""
@@ -189,6 +192,30 @@ class World:
         confirm = {"token": setup["token"], "name": "Phone", "code": self.totp(setup["secret"])}
         expect(self.api.call("POST", "/users/me/2fa/totp/confirm", confirm, token=token), 201)
         return token, setup["secret"]
+
+    def enrolled_key(self, name: str) -> tuple[str, SoftwareAuthenticator]:
+        """Register ``name`` and enrol a security key through the API; (token, authenticator)."""
+        token = self.user(name)
+        key = SoftwareAuthenticator()
+        setup = expect(
+            self.api.call("POST", "/users/me/2fa/webauthn", {"password": PASSWORD}, token=token), 201
+        )
+        confirm = {"token": setup["token"], "name": "Key", "response": key.create(setup, origin=ORIGIN)}
+        expect(self.api.call("POST", "/users/me/2fa/webauthn/confirm", confirm, token=token), 201)
+        return token, key
+
+    def key_challenged(
+        self, method: str, path: str, body: dict[str, Any], token: str | None, key: SoftwareAuthenticator
+    ) -> Any:
+        """Send ``body`` with the password, answer the challenge with the security key."""
+        ip = self.ip()
+        first = expect(self.api.call(method, path, {**body, "password": PASSWORD}, token=token, ip=ip), 401)
+        answer = {
+            "token": first["token"],
+            "type": "webauthn",
+            "response": key.get(first["challenge"], origin=ORIGIN),
+        }
+        return self.api.call(method, path, {**body, "2fa": answer}, token=token, ip=ip)
 
     def challenged(
         self, method: str, path: str, body: dict[str, Any], token: str | None, secret: str, *, status: int
@@ -415,6 +442,19 @@ def confirm_totp(w: World) -> None:
     expect(w.api.call("POST", "/users/me/2fa/totp/confirm", wrong, token=token), 401)
 
 
+def start_webauthn(w: World) -> None:
+    token = w.user("wess")
+    expect(w.api.call("POST", "/users/me/2fa/webauthn", {"password": PASSWORD}, token=token), 201)
+
+
+def confirm_webauthn(w: World) -> None:
+    token, key = w.enrolled_key("wena")  # start and confirm
+    # A key answers a challenge here too: its signature counter moves in the user item.
+    expect(w.key_challenged("POST", "/users/me/2fa/backup", {}, token, key), 201)
+    wrong = {"token": "x" * 43, "name": "Key", "response": {}}
+    expect(w.api.call("POST", "/users/me/2fa/webauthn/confirm", wrong, token=token), 401)
+
+
 def regenerate_backup_codes(w: World) -> None:
     token, secret = w.enrolled("bea")
     w.challenged("POST", "/users/me/2fa/backup", {}, token, secret, status=201)
@@ -458,6 +498,42 @@ def delete_all_factors(w: World) -> None:
     expect(w.api.call("DELETE", "/users/me/2fa/all", {"2fa": wrong}, token=token), 401)
 
 
+def _staff_and_enrolled(w: World, name: str) -> tuple[str, str, str]:
+    """A staff caller (token, TOTP seed) and a target with a TOTP factor (its user id)."""
+    staff = w.user(f"{name}staff")
+    secret = w.make_staff(staff)
+    target, _ = w.enrolled(name)
+    return staff, secret, _uid(target)
+
+
+def list_user_factors(w: World) -> None:
+    staff, _, uid = _staff_and_enrolled(w, "luf")
+    assert expect(w.api.call("GET", f"/users/{uid}/2fa", token=staff), 200)["count"] == 1
+
+
+def get_user_factor(w: World) -> None:
+    staff, _, uid = _staff_and_enrolled(w, "guf")
+    [factor] = expect(w.api.call("GET", f"/users/{uid}/2fa", token=staff), 200)["items"]
+    expect(w.api.call("GET", f"/users/{uid}/2fa/{factor['id']}", token=staff), 200)
+
+
+def delete_user_factor(w: World) -> None:
+    staff, secret, uid = _staff_and_enrolled(w, "duf")
+    [factor] = expect(w.api.call("GET", f"/users/{uid}/2fa", token=staff), 200)["items"]
+    w.challenged("DELETE", f"/users/{uid}/2fa/{factor['id']}", {}, staff, secret, status=200)
+
+
+def delete_user_factors(w: World) -> None:
+    staff, secret, uid = _staff_and_enrolled(w, "dufs")
+    [factor] = expect(w.api.call("GET", f"/users/{uid}/2fa", token=staff), 200)["items"]
+    w.challenged("DELETE", f"/users/{uid}/2fa", {"ids": [factor["id"]]}, staff, secret, status=200)
+
+
+def delete_all_user_factors(w: World) -> None:
+    staff, secret, uid = _staff_and_enrolled(w, "dauf")
+    w.challenged("DELETE", f"/users/{uid}/2fa/all", {}, staff, secret, status=200)
+
+
 def second_factor_challenges(w: World) -> None:
     """Login and the reverification of the other functions, on an account with a factor."""
     token, secret = w.enrolled("chal")
@@ -491,6 +567,11 @@ def second_factor_challenges(w: World) -> None:
         "code": "000000" if w.totp(secret) != "000000" else "111111",
     }
     expect(w.api.call("POST", "/users/me/sessions", {**scoped, "2fa": wrong}, token=token, ip=w.ip()), 401)
+    # Security keys: the login and the account functions verify assertions and move the counter.
+    token, key = w.enrolled_key("keyc")
+    expect(w.key_challenged("POST", "/login", {"username": "keyc"}, None, key), 201)
+    expect(w.key_challenged("PUT", "/users/me/username", {"username": "keyc2"}, token, key), 200)
+    expect(w.key_challenged("POST", "/users/me/sessions", scoped, token, key), 201)
 
 
 def deliver_mail(w: World) -> None:
@@ -591,12 +672,19 @@ SCENARIOS: dict[tuple[str, str], Callable[[World], None]] = {
     ("DELETE", "/users/<uid>/sessions/all"): delete_all_user_sessions,
     ("POST", "/users/me/2fa/totp"): start_totp,
     ("POST", "/users/me/2fa/totp/confirm"): confirm_totp,
+    ("POST", "/users/me/2fa/webauthn"): start_webauthn,
+    ("POST", "/users/me/2fa/webauthn/confirm"): confirm_webauthn,
     ("POST", "/users/me/2fa/backup"): regenerate_backup_codes,
     ("GET", "/users/me/2fa"): list_factors,
     ("GET", "/users/me/2fa/<id>"): get_factor,
     ("DELETE", "/users/me/2fa/<id>"): delete_factor,
     ("DELETE", "/users/me/2fa"): delete_factors,
     ("DELETE", "/users/me/2fa/all"): delete_all_factors,
+    ("GET", "/users/<uid>/2fa"): list_user_factors,
+    ("GET", "/users/<uid>/2fa/<id>"): get_user_factor,
+    ("DELETE", "/users/<uid>/2fa/<id>"): delete_user_factor,
+    ("DELETE", "/users/<uid>/2fa"): delete_user_factors,
+    ("DELETE", "/users/<uid>/2fa/all"): delete_all_user_factors,
 }
 
 # Flows that span several functions' endpoints, run after the per-endpoint scenarios.

@@ -11,6 +11,7 @@ import pytest
 from nimbus_core.ids import new_id
 from nimbus_tools.local.inprocess import Reply
 from tests.integration.conftest import NOW, Api, Clock, Stack
+from tests.staff import promote
 
 PASSWORD = "correct horse"
 _ips = itertools.count(1)
@@ -205,3 +206,99 @@ def test_deleting_the_account_removes_its_factors(api: Api, stack: Stack, frozen
     assert deleted.status == 200, deleted.body
     user_id = token.split(".", maxsplit=1)[0]
     assert [i for i in stack.items("UsersTable") if i["pk"]["S"] == f"USER#{user_id}"] == []
+
+
+# ---------------------------------------------------------------------------------------- staff variants
+
+
+def staff_user(api: Api, stack: Stack) -> tuple[str, str]:
+    """A staff caller with a TOTP factor (staff endpoints require one): (token, seed)."""
+    _, token = new_user(api)
+    secret = promote(stack.dynamodb, stack.table("UsersTable"), token.split(".")[0])
+    assert secret is not None
+    return token, secret
+
+
+def with_factor(api: Api) -> tuple[str, str, dict[str, Any]]:
+    """A user with a TOTP factor: (their user id, token, the factor)."""
+    _, token = new_user(api)
+    factor = confirm(api, token, start(api, token).body, NOW).body
+    return token.split(".")[0], token, factor
+
+
+def test_staff_read_a_users_factors_with_their_scope(api: Api, stack: Stack, frozen: Clock) -> None:
+    staff, _ = staff_user(api, stack)
+    uid, _, factor = with_factor(api)
+
+    listed = api.call("GET", f"/users/{uid}/2fa", token=staff)
+    one = api.call("GET", f"/users/{uid}/2fa/{factor['id']}", token=staff)
+    unknown_user = api.call("GET", f"/users/{new_id()}/2fa", token=staff)
+    unknown_factor = api.call("GET", f"/users/{uid}/2fa/{new_id()}", token=staff)
+
+    assert (listed.status, [f["id"] for f in listed.body["items"]]) == (200, [factor["id"]])
+    assert set(listed.body["items"][0]) == {"id", "type", "name", "createdAt", "updatedAt"}
+    assert (one.status, one.body["id"]) == (200, factor["id"])
+    assert (unknown_user.status, code(unknown_user)) == (404, "INVALID_USER_ERROR")
+    assert (unknown_factor.status, code(unknown_factor)) == (404, "INVALID_SECOND_FACTOR_ERROR")
+
+
+def test_staff_remove_a_users_factors_after_answering_their_own_challenge(
+    api: Api, stack: Stack, frozen: Clock
+) -> None:
+    staff, secret = staff_user(api, stack)
+    uid, token, factor = with_factor(api)
+    _, _, other = with_factor(api)  # another user's factor is not this user's
+
+    frozen.now = NOW + 30
+    foreign = challenged(api, "DELETE", f"/users/{uid}/2fa/{other['id']}", staff, secret, NOW + 30)
+    frozen.now = NOW + 60
+    removed = challenged(api, "DELETE", f"/users/{uid}/2fa/{factor['id']}", staff, secret, NOW + 60)
+
+    assert (foreign.status, code(foreign)) == (404, "INVALID_SECOND_FACTOR_ERROR")
+    assert (removed.status, code(removed)) == (200, "DELETE_SECOND_FACTOR_SUCCESS")
+    assert api.call("GET", "/users/me/2fa", token=token).body["count"] == 0
+
+
+def test_staff_bulk_and_total_removal_count_what_they_removed(api: Api, stack: Stack, frozen: Clock) -> None:
+    staff, secret = staff_user(api, stack)
+    uid, _, factor = with_factor(api)
+    uid2, token2, _ = with_factor(api)
+
+    frozen.now = NOW + 30
+    bulk = challenged(
+        api, "DELETE", f"/users/{uid}/2fa", staff, secret, NOW + 30, ids=[factor["id"], new_id()]
+    )
+    frozen.now = NOW + 60
+    everything = challenged(api, "DELETE", f"/users/{uid2}/2fa/all", staff, secret, NOW + 60)
+
+    assert (bulk.status, bulk.body["count"]) == (200, 1)
+    assert (everything.status, everything.body["count"]) == (200, 1)
+    assert api.call("GET", "/users/me/2fa", token=token2).body["count"] == 0
+
+
+def test_an_unknown_user_is_404_only_after_the_staff_reverification(
+    api: Api, stack: Stack, frozen: Clock
+) -> None:
+    staff, secret = staff_user(api, stack)
+
+    without_password = api.call("DELETE", f"/users/{new_id()}/2fa/all", {}, token=staff)
+    frozen.now = NOW + 30
+    after_challenge = challenged(api, "DELETE", f"/users/{new_id()}/2fa/all", staff, secret, NOW + 30)
+
+    assert (without_password.status, code(without_password)) == (400, "MISSING_FIELDS_ERROR")
+    assert (after_challenge.status, code(after_challenge)) == (404, "INVALID_USER_ERROR")
+
+
+def test_non_staff_cannot_use_the_staff_variants(api: Api, frozen: Clock) -> None:
+    uid, _, factor = with_factor(api)
+    _, caller = new_user(api)
+
+    for method, path in (
+        ("GET", f"/users/{uid}/2fa"),
+        ("GET", f"/users/{uid}/2fa/{factor['id']}"),
+        ("DELETE", f"/users/{uid}/2fa/{factor['id']}"),
+        ("DELETE", f"/users/{uid}/2fa"),
+        ("DELETE", f"/users/{uid}/2fa/all"),
+    ):
+        reply = api.call(method, path, {"password": PASSWORD, "ids": []}, token=caller)
+        assert (reply.status, code(reply)) == (403, "INSUFFICIENT_PERMISSIONS_ERROR"), path

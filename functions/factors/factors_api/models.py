@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -17,6 +17,15 @@ class ConfirmTotpBody(Body):
     token: Token
     name: Name
     code: Annotated[str, Field(max_length=16)]
+
+
+class ConfirmWebAuthnBody(Body):
+    """POST /users/me/2fa/webauthn/confirm: the enrolment token, a name, and the browser's
+    ``PublicKeyCredential.toJSON()`` from ``navigator.credentials.create``."""
+
+    token: Token
+    name: Name
+    response: dict[str, Any]
 
 
 class DeleteFactorsBody(Body):

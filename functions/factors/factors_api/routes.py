@@ -1,18 +1,20 @@
-"""Routes of the second-factor group: enrolment and management of the caller's own factors
-(CONTRACT section 9; the upstream-compatible paths the client library calls)."""
+"""Routes of the second-factor group: enrolment and management of the caller's own factors, and
+staff reads and removals of another user's (CONTRACT section 9; the upstream-compatible paths the
+client library calls)."""
 
 from __future__ import annotations
 
 from aws_lambda_powertools.event_handler import Response
 
 from factors_api import service
-from factors_api.models import ConfirmTotpBody, DeleteFactorsBody, FactorsQuery
-from nimbus_core.errors import SuccessCode
+from factors_api.models import ConfirmTotpBody, ConfirmWebAuthnBody, DeleteFactorsBody, FactorsQuery
+from nimbus_core.errors import ErrorCode, NimbusError, SuccessCode
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Policy
 from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import json_response, success_response
 from nimbus_core.killswitches import KillSwitch
+from nimbus_core.models import SecondFactor, User
 from nimbus_core.scopes import Scope
 from nimbus_core.views import (
     BackupCodesView,
@@ -22,6 +24,7 @@ from nimbus_core.views import (
     SecondFactorView,
     SuccessView,
     TotpSetupView,
+    WebAuthnSetupView,
 )
 
 routes = EndpointRouter()
@@ -74,8 +77,57 @@ def confirm_totp(request: Request) -> Response[str]:
         code=body.code,
         now=request.now,
     )
+    return _enrolled(factor, codes)
+
+
+def _enrolled(factor: SecondFactor, codes: list[str] | None) -> Response[str]:
     answer = {"id": factor.id, "type": factor.type, "name": factor.name}
     return json_response(201, answer if codes is None else {**answer, "codes": codes})
+
+
+@routes.endpoint(
+    "POST",
+    "/users/me/2fa/webauthn",
+    Policy(
+        scoped_sessions=False,
+        killswitches=_MODIFY,
+        reverify=True,
+        success=201,
+        statuses=(201, 400, 401, 403, 429, 500, 503),
+        response=WebAuthnSetupView,
+        summary="Start enrolling a security key: creation options and a token to confirm with",
+    ),
+)
+def start_webauthn(request: Request) -> Response[str]:
+    """POST /users/me/2fa/webauthn: 201 with the token and PublicKeyCredentialCreationOptions."""
+    return json_response(201, service.start_webauthn(request.deps, request.require_caller(), request.now))
+
+
+@routes.endpoint(
+    "POST",
+    "/users/me/2fa/webauthn/confirm",
+    Policy(
+        scoped_sessions=False,
+        killswitches=_MODIFY,
+        body=ConfirmWebAuthnBody,
+        success=201,
+        statuses=(201, 400, 401, 403, 429, 500, 503),
+        response=EnrolledFactorView,
+        summary="Confirm a security key with its attestation: the factor (and a first set of backup codes)",
+    ),
+)
+def confirm_webauthn(request: Request) -> Response[str]:
+    """POST /users/me/2fa/webauthn/confirm: 201 ``{id, type, name, codes?}``."""
+    body: ConfirmWebAuthnBody = request.body
+    factor, codes = service.confirm_webauthn(
+        request.deps,
+        request.require_caller(),
+        token=body.token,
+        name=body.name,
+        response=body.response,
+        now=request.now,
+    )
+    return _enrolled(factor, codes)
 
 
 @routes.endpoint(
@@ -185,5 +237,115 @@ def delete_factors(request: Request) -> Response[str]:
 def delete_all_factors(request: Request) -> Response[str]:
     """DELETE /users/me/2fa/all: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
     user = request.require_caller().user
+    count = service.remove_factors(request.deps, user, list(user.second_factors))
+    return success_response(SuccessCode.DELETE_SECOND_FACTORS_SUCCESS, count=count)
+
+
+# ------------------------------------------------------------------------------ staff: another user's
+
+
+_STAFF = (200, 400, 401, 403, 404, 429, 500, 503)
+
+
+def _target(request: Request) -> User:
+    # Read with the caller's session (Policy.target): no read of its own.
+    user = request.target_user(request.path["uid"])
+    if user is None:
+        raise NimbusError(ErrorCode.INVALID_USER_ERROR)
+    return user
+
+
+@routes.endpoint(
+    "GET",
+    "/users/<uid>/2fa",
+    Policy(
+        staff=True,
+        target="uid",
+        scope=Scope.STAFF_READ_SECOND_FACTORS,
+        query=FactorsQuery,
+        statuses=_STAFF,
+        response=SecondFactorListView,
+        summary="A user's second factors, newest first",
+    ),
+)
+def list_user_factors(request: Request) -> Response[str]:
+    """GET /users/:uid/2fa: ``{count, items}``, or 404 INVALID_USER_ERROR."""
+    query: FactorsQuery = request.query
+    count, page = service.list_factors(_target(request), limit=query.limit, offset=query.offset)
+    return json_response(200, {"count": count, "items": [f.to_public() for f in page]})
+
+
+@routes.endpoint(
+    "GET",
+    "/users/<uid>/2fa/<id>",
+    Policy(
+        staff=True,
+        target="uid",
+        scope=Scope.STAFF_READ_SECOND_FACTORS,
+        statuses=_STAFF,
+        response=SecondFactorView,
+        summary="One of a user's second factors",
+    ),
+)
+def get_user_factor(request: Request) -> Response[str]:
+    """GET /users/:uid/2fa/:id: 404 INVALID_USER_ERROR or INVALID_SECOND_FACTOR_ERROR."""
+    return json_response(200, service.get_factor(_target(request), request.path["id"]).to_public())
+
+
+@routes.endpoint(
+    "DELETE",
+    "/users/<uid>/2fa/<id>",
+    Policy(
+        staff=True,
+        target="uid",
+        scope=Scope.STAFF_MODIFY_SECOND_FACTORS,
+        reverify=True,
+        statuses=_STAFF,
+        response=SuccessView,
+        summary="Remove one of a user's second factors",
+    ),
+)
+def delete_user_factor(request: Request) -> Response[str]:
+    """DELETE /users/:uid/2fa/:id: 200 DELETE_SECOND_FACTOR_SUCCESS."""
+    service.remove_factor(request.deps, _target(request), request.path["id"])
+    return success_response(SuccessCode.DELETE_SECOND_FACTOR_SUCCESS)
+
+
+@routes.endpoint(
+    "DELETE",
+    "/users/<uid>/2fa",
+    Policy(
+        staff=True,
+        target="uid",
+        scope=Scope.STAFF_MODIFY_SECOND_FACTORS,
+        body=DeleteFactorsBody,
+        reverify=True,
+        statuses=_STAFF,
+        response=CountedSuccessView,
+        summary="Remove several of a user's second factors (at most 50 ids)",
+    ),
+)
+def delete_user_factors(request: Request) -> Response[str]:
+    """DELETE /users/:uid/2fa: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
+    count = service.remove_factors(request.deps, _target(request), request.body.ids)
+    return success_response(SuccessCode.DELETE_SECOND_FACTORS_SUCCESS, count=count)
+
+
+@routes.endpoint(
+    "DELETE",
+    "/users/<uid>/2fa/all",
+    Policy(
+        staff=True,
+        target="uid",
+        scope=Scope.STAFF_MODIFY_SECOND_FACTORS,
+        reverify=True,
+        statuses=_STAFF,
+        response=CountedSuccessView,
+        summary="Remove every second factor of a user (and the backup codes)",
+    ),
+)
+def delete_all_user_factors(request: Request) -> Response[str]:
+    """DELETE /users/:uid/2fa/all: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
+    user = _target(request)
     count = service.remove_factors(request.deps, user, list(user.second_factors))
     return success_response(SuccessCode.DELETE_SECOND_FACTORS_SUCCESS, count=count)

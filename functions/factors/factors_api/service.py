@@ -2,9 +2,10 @@
 
 Factors live in the user item (see ``nimbus_core.models.SecondFactor``), so reading them costs no
 round trip beyond authentication, and every change is one conditional write of that item.
-Enrolment is two-step: the reverified request stores a *pending* factor (the TOTP seed, 10 minutes,
-bound to the user and the session) and shows the seed once; confirming with a code from the app
-enrols it, with the first set of backup codes when the user has none, in one transaction.
+Enrolment is two-step: the reverified request stores a *pending* factor (the TOTP seed, or the
+WebAuthn creation challenge; 10 minutes, bound to the user and the session) and shows the seed or
+the creation options once; confirming with a code from the app (or the key's attestation) enrols
+it, with the first set of backup codes when the user has none, in one transaction.
 """
 
 from __future__ import annotations
@@ -12,12 +13,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from nimbus_core import clock, ids, otp
+from aws_lambda_powertools import Logger
+
+from nimbus_core import clock, ids, otp, passkeys
 from nimbus_core.auth import Caller
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.models import PendingFactor, SecondFactor, User
 from nimbus_core.tokens import hash_secret
+
+_log = Logger(child=True)
 
 PENDING_SECONDS = 600
 MAX_FACTORS = 10
@@ -55,20 +60,9 @@ def confirm_totp(
 ) -> tuple[SecondFactor, list[str] | None]:
     """Enrol the pending TOTP factor if ``code`` is right: the factor, and the first backup codes
     (shown once) when the user had none. Wrong or stale token, or wrong code: 401."""
-    user = caller.user
-    token_hash = hash_secret(token)
-    pending = deps.challenges.get_pending(token_hash)
-    if (
-        pending is None
-        or pending.type != "totp"
-        or pending.user_id != user.id
-        or pending.session_id != caller.session.id
-        or pending.exp <= now
-        or pending.secret is None
-    ):
-        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
-    step = otp.totp_step(pending.secret, code, now)
-    if step is None:
+    pending = _pending(deps, caller, token, "totp", now)
+    step = otp.totp_step(pending.secret or "", code, now)
+    if pending.secret is None or step is None:
         raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
     stamp = clock.iso(now)
     factor = SecondFactor(
@@ -80,15 +74,97 @@ def confirm_totp(
         secret=pending.secret,
         last_step=step,
     )
+    return factor, _enrol(deps, caller.user, pending, factor)
+
+
+def start_webauthn(deps: Deps, caller: Caller, now: float) -> dict[str, Any]:
+    """Store a pending security key (the creation challenge) and answer the enrolment token with
+    the options for ``navigator.credentials.create`` (the user's keys excluded)."""
+    user = caller.user
+    options, challenge = passkeys.registration_options(
+        deps.settings.relying_party(),
+        user_id=user.id,
+        username=user.username,
+        exclude_credential_ids=[
+            passkeys.b64url_decode(f.credential_id or "") for f in user.webauthn_factors()
+        ],
+    )
+    token = ids.new_secret()
+    pending = PendingFactor(
+        hash=hash_secret(token),
+        user_id=user.id,
+        session_id=caller.session.id,
+        type="webauthn",
+        webauthn_challenge=passkeys.b64url(challenge),
+        created_at=clock.iso(now),
+        exp=int(now) + PENDING_SECONDS,
+    )
+    deps.tx.commit([deps.challenges.put_pending_op(pending)])
+    return {"token": token, "exp": pending.exp, "type": "webauthn", **options}
+
+
+def confirm_webauthn(
+    deps: Deps, caller: Caller, *, token: str, name: str, response: dict[str, Any], now: float
+) -> tuple[SecondFactor, list[str] | None]:
+    """Enrol the security key that answered the pending creation options: the factor, and the first
+    backup codes when the user had none. A stale token, a refused attestation (py_webauthn: challenge,
+    origin, rp id, user presence and verification as configured, algorithm) or a key the user has
+    already: 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR."""
+    pending = _pending(deps, caller, token, "webauthn", now)
+    if pending.webauthn_challenge is None:
+        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
+    try:
+        key = passkeys.verify_registration(
+            deps.settings.relying_party(),
+            response=response,
+            expected_challenge=passkeys.b64url_decode(pending.webauthn_challenge),
+        )
+    except passkeys.PasskeyError as refused:
+        _log.info("WebAuthn enrolment refused", extra={"reason": str(refused)})
+        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR) from refused
+    credential_id = passkeys.b64url(key.credential_id)
+    if any(f.credential_id == credential_id for f in caller.user.webauthn_factors()):
+        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
+    stamp = clock.iso(now)
+    factor = SecondFactor(
+        id=ids.new_id(),
+        type="webauthn",
+        name=name,
+        created_at=stamp,
+        updated_at=stamp,
+        credential_id=credential_id,
+        public_key=passkeys.b64url(key.public_key),
+        sign_count=key.sign_count,
+    )
+    return factor, _enrol(deps, caller.user, pending, factor)
+
+
+def _pending(deps: Deps, caller: Caller, token: str, kind: str, now: float) -> PendingFactor:
+    """The caller's live pending enrolment of ``kind`` named by ``token``, or 401."""
+    pending = deps.challenges.get_pending(hash_secret(token))
+    if (
+        pending is None
+        or pending.type != kind
+        or pending.user_id != caller.user.id
+        or pending.session_id != caller.session.id
+        or pending.exp <= now
+    ):
+        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
+    return pending
+
+
+def _enrol(deps: Deps, user: User, pending: PendingFactor, factor: SecondFactor) -> list[str] | None:
+    """Add ``factor`` and use the pending enrolment up, in one transaction; with the first set of
+    backup codes (returned, shown once) when the user has none."""
     codes = None if user.backup_codes else otp.new_backup_codes()
     hashes = None if codes is None else [h for h in (otp.backup_code_hash(c) for c in codes) if h]
     deps.tx.commit(
         [
-            deps.challenges.consume_pending_op(token_hash),
+            deps.challenges.consume_pending_op(pending.hash),
             deps.users.add_factor_op(user, factor, max_factors=MAX_FACTORS, backup_codes=hashes),
         ]
     )
-    return factor, codes
+    return codes
 
 
 def regenerate_backup_codes(deps: Deps, caller: Caller) -> list[str]:

@@ -89,6 +89,11 @@ class LocalStack:
         if "VerificationUrl" in declared:
             # Verification links must point at this server, on whatever port it got.
             params.setdefault("VerificationUrl", f"{api_url}/verify?token={{token}}")
+        if "WebAuthnRpId" in declared and "WebAuthnRpId" not in params:
+            # Security keys work on pages of this server: browsers accept "localhost" as a relying
+            # party over plain http, never an IP address, so the local origin is localhost:<port>.
+            params["WebAuthnRpId"] = "localhost"
+            params.setdefault("WebAuthnOrigins", f"http://localhost:{self.server.port}")
         values = parameter_values(template, params)
 
         clients = clients_from_session(emulator_session(LOCAL_REGION), endpoint_url=aws_url)
