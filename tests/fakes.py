@@ -29,7 +29,7 @@ from nimbus_core.models import (
     User,
     VerificationToken,
 )
-from nimbus_core.ports import CounterState, RuntimeConfig, WriteOp
+from nimbus_core.ports import CounterState, CounterWindowMovedError, RuntimeConfig, WriteOp
 from nimbus_core.settings import Settings
 
 # None when the condition holds; else what DynamoDB would raise: the op's domain error, or a
@@ -583,6 +583,20 @@ class FakeCounters:
             count, current = self.db.counters.get(key, (0, 0))
             if current == reset_at and count > 0:
                 self.db.counters[key] = (count - 1, current)
+
+    def release_op(self, key: str, *, reset_at: int) -> WriteOp:
+        """The give-back as a transaction element (window moved: CounterWindowMovedError)."""
+        counters = self.db.counters
+
+        def check() -> Exception | None:
+            count, current = counters.get(key, (0, 0))
+            return None if current == reset_at and count > 0 else CounterWindowMovedError()
+
+        def apply() -> None:
+            count, current = counters[key]
+            counters[key] = (count - 1, current)
+
+        return FakeOp(check, apply, (("counter", key),))
 
 
 class FakeTokens:

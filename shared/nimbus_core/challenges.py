@@ -22,7 +22,7 @@ from nimbus_core import clock, credentials, metrics, otp, passkeys
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.models import Challenge, User
-from nimbus_core.ports import WriteOp
+from nimbus_core.ports import CounterWindowMovedError, WriteOp
 from nimbus_core.tokens import hash_secret, new_user_token, parse_user_token, secret_matches
 
 _log = Logger(child=True)
@@ -34,13 +34,26 @@ _MAX_CODE = 64
 
 class ChallengeRequiredError(NimbusError):
     """The 401 that asks for a second factor. Not counted by the endpoint's rate limit (the answer
-    that completes it is), so answering never costs a second hit."""
+    that completes it is), so answering never costs a second hit.
 
-    def __init__(self, *, token: str, exp: int, types: list[str], challenge: dict[str, Any] | None) -> None:
+    ``writes`` store the challenge. They are committed by whoever answers the request (the HTTP
+    guard, see :func:`store`), together with the rate limit's give-back, in one transaction.
+    """
+
+    def __init__(
+        self,
+        *,
+        token: str,
+        exp: int,
+        types: list[str],
+        challenge: dict[str, Any] | None,
+        writes: list[WriteOp],
+    ) -> None:
         extra: dict[str, Any] = {"token": token, "exp": exp, "types": types}
         if challenge is not None:
             extra["challenge"] = challenge
         super().__init__(ErrorCode.SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR, **extra)
+        self.writes = writes
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +65,9 @@ class Binding:
 
 
 def require(deps: Deps, user: User, binding: Binding, now: float) -> ChallengeRequiredError:
-    """Store a new challenge for ``user`` and return the 401 that carries it (raise it). With a
-    security key enrolled, the 401 carries WebAuthn request options too (only then is py_webauthn
-    imported)."""
+    """A new challenge for ``user``: the 401 that carries it, to raise; the challenge is stored
+    when the 401 is answered (:func:`store`). With a security key enrolled, the 401 carries WebAuthn
+    request options too (only then is py_webauthn imported)."""
     issued = new_user_token(user.id)
     options, webauthn_challenge = _webauthn_options(deps, user)
     challenge = Challenge(
@@ -66,11 +79,24 @@ def require(deps: Deps, user: User, binding: Binding, now: float) -> ChallengeRe
         created_at=clock.iso(now),
         exp=int(now) + CHALLENGE_SECONDS,
     )
-    deps.tx.commit([deps.challenges.put_op(challenge)])
-    metrics.count(metrics.Event.SECOND_FACTOR_CHALLENGED)
     return ChallengeRequiredError(
-        token=str(issued), exp=challenge.exp, types=user.second_factor_types(), challenge=options
+        token=str(issued),
+        exp=challenge.exp,
+        types=user.second_factor_types(),
+        challenge=options,
+        writes=[deps.challenges.put_op(challenge)],
     )
+
+
+def store(deps: Deps, required: ChallengeRequiredError, *, give_back: WriteOp | None = None) -> None:
+    """Store the challenge ``required`` carries, with the rate limit's ``give_back`` in the same
+    transaction (one round trip). A window that ended meanwhile has nothing to give back: the
+    challenge is then stored alone."""
+    try:
+        deps.tx.commit([*required.writes, *([give_back] if give_back else [])])
+    except CounterWindowMovedError:
+        deps.tx.commit(required.writes)
+    metrics.count(metrics.Event.SECOND_FACTOR_CHALLENGED)
 
 
 def _webauthn_options(deps: Deps, user: User) -> tuple[dict[str, Any] | None, str | None]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nimbus_core.ports import CounterState, CounterStore
+from nimbus_core.ports import CounterState, CounterStore, WriteOp
 from nimbus_core.ratelimits import RateLimit
 
 
@@ -36,5 +36,14 @@ class RateLimiter:
     def give_back(self, hit: Hit) -> CounterState:
         """Return the hit of a response the endpoint does not count; the state as it now is."""
         self._counters.release(hit.key, reset_at=hit.state.reset_at)
+        return self.given_back(hit)
+
+    def give_back_op(self, hit: Hit) -> WriteOp:
+        """:meth:`give_back` as part of the transaction that answers the request."""
+        return self._counters.release_op(hit.key, reset_at=hit.state.reset_at)
+
+    @staticmethod
+    def given_back(hit: Hit) -> CounterState:
+        """The state once ``hit`` is given back."""
         state = hit.state
         return CounterState(state.allowed, max(state.count - 1, 0), state.limit, state.reset_at)

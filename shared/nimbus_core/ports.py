@@ -237,6 +237,15 @@ class CounterStore(Protocol):
         """Give one hit back, only within the same window."""
         ...
 
+    def release_op(self, key: str, *, reset_at: int) -> WriteOp:
+        """:meth:`release` as part of a transaction; raises :class:`CounterWindowMovedError` when
+        committed in another window (the caller then commits without it)."""
+        ...
+
+
+class CounterWindowMovedError(Exception):
+    """A hit could not be given back in a transaction: its window ended meanwhile."""
+
 
 class TokenStore(Protocol):
     """One-time email verification tokens, stored under the hash of their secret."""

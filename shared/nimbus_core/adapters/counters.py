@@ -15,7 +15,8 @@ from botocore.exceptions import ClientError
 
 from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import from_item
-from nimbus_core.ports import CounterState
+from nimbus_core.adapters.transactions import TransactOp
+from nimbus_core.ports import CounterState, CounterWindowMovedError, WriteOp
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -56,6 +57,32 @@ class DynamoCounters:
     def release(self, key: str, *, reset_at: int) -> None:
         """Give one hit back within the same window."""
         release(self._client, self._spec(key), reset_at=reset_at)
+
+    def release_op(self, key: str, *, reset_at: int) -> WriteOp:
+        """The give-back of :meth:`release` as a transaction element."""
+        spec = self._spec(key)
+        return TransactOp(
+            {"Update": {"TableName": spec.table, "Key": spec.key, **_release_update(spec, reset_at)}},
+            _window_moved,
+        )
+
+
+def _window_moved(_old: dict[str, Any] | None) -> Exception:
+    return CounterWindowMovedError()
+
+
+def _release_update(spec: CounterSpec, reset_at: int) -> dict[str, Any]:
+    """The update that gives one hit back, only in the window that ends at ``reset_at``."""
+    return {
+        "UpdateExpression": "ADD #c :minus",
+        "ConditionExpression": "#r = :reset AND #c > :zero",
+        "ExpressionAttributeNames": {"#c": spec.count_attr, "#r": spec.reset_attr},
+        "ExpressionAttributeValues": {
+            ":minus": {"N": "-1"},
+            ":reset": {"N": str(reset_at)},
+            ":zero": {"N": "0"},
+        },
+    }
 
 
 def hit(client: DynamoDBClient, spec: CounterSpec, *, limit: int, window: int, now: float) -> CounterState:
@@ -135,18 +162,7 @@ def release(client: DynamoDBClient, spec: CounterSpec, *, reset_at: int) -> None
     """Give back one hit (a response the endpoint does not count), only within the same window."""
     with aws_errors("UpdateItem (counter release)"):
         try:
-            client.update_item(
-                TableName=spec.table,
-                Key=spec.key,
-                UpdateExpression="ADD #c :minus",
-                ConditionExpression="#r = :reset AND #c > :zero",
-                ExpressionAttributeNames={"#c": spec.count_attr, "#r": spec.reset_attr},
-                ExpressionAttributeValues={
-                    ":minus": {"N": "-1"},
-                    ":reset": {"N": str(reset_at)},
-                    ":zero": {"N": "0"},
-                },
-            )
+            client.update_item(TableName=spec.table, Key=spec.key, **_release_update(spec, reset_at))
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise

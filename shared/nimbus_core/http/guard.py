@@ -22,7 +22,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
-from nimbus_core import ids, metrics
+from nimbus_core import challenges, ids, metrics
 from nimbus_core.auth import Caller, authenticate
 from nimbus_core.challenges import ChallengeRequiredError
 from nimbus_core.deps import Deps
@@ -136,12 +136,21 @@ def guard(policy: Policy) -> Any:
 
         try:
             if policy.rate_limit is None:
-                return proceed()
+                return _challenge_stored(request, proceed)
             return _rate_limited(policy.rate_limit, request, caller, proceed)
         finally:
             _REQUEST.reset(token)
 
     return middleware
+
+
+def _challenge_stored(request: Request, proceed: Callable[[], Response[Any]]) -> Response[Any]:
+    """``proceed()``, storing the challenge of a second-factor 401 before it is answered."""
+    try:
+        return proceed()
+    except ChallengeRequiredError as required:
+        challenges.store(request.deps, required)
+        raise
 
 
 def _check_literal_siblings(app: APIGatewayHttpResolver) -> None:
@@ -221,22 +230,31 @@ def _rate_limited(
     subject = request.source_ip if limit.per is Per.IP or caller is None else caller.user.id
     limiter = RateLimiter(request.deps.counters)
     hit = limiter.hit(limit, subject, request.now)
-    challenged = False
     if not hit.state.allowed:
         metrics.count(metrics.Event.RATE_LIMITED)
         raise RateLimitedError(
             retry_after=hit.state.reset_in(request.now), headers=rate_limit_headers(hit.state, request.now)
         )
+    given_back = False
     try:
         response = proceed()
+    except ChallengeRequiredError as required:
+        # A challenge is not counted, the answer that completes it is (CONTRACT section 4 step 7):
+        # it is stored and the hit given back in one transaction.
+        try:
+            challenges.store(request.deps, required, give_back=limiter.give_back_op(hit))
+            response, given_back = response_for_exception(required), True
+        except Exception as failed:
+            response = response_for_exception(failed)
     except Exception as exc:  # the status decides whether this request counts, so answer it here
         response = response_for_exception(exc)
         if isinstance(exc, RateLimitedError) and exc.account_lock:
             return response  # the account lock's 429 carries its own Retry-After, not this window
-        challenged = isinstance(exc, ChallengeRequiredError)
-    state = hit.state
-    # A challenge is not counted: the answer that completes it is (CONTRACT section 4 step 7).
-    if response.status_code in limit.not_counted or challenged:
+    if given_back:
+        state = limiter.given_back(hit)
+    elif response.status_code in limit.not_counted:
         state = limiter.give_back(hit)
+    else:
+        state = hit.state
     response.headers.update(rate_limit_headers(state, request.now))
     return response
