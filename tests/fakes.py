@@ -400,6 +400,20 @@ class FakeSessions:
         users = self.db.users
         return self.db.sessions.get((user_id, session_id)), users.get(user_id), users.get(other_user_id)
 
+    def get_with_challenge(
+        self, user_id: str, session_id: str, other_user_id: str | None, challenge_hash: str
+    ) -> tuple[Session | None, User | None, User | None, Challenge | None]:
+        """Session, its user, another user and a challenge together."""
+        self.db.calls.append("sessions.get_with_challenge")
+        users = self.db.users
+        other = users.get(other_user_id) if other_user_id is not None else None
+        return (
+            self.db.sessions.get((user_id, session_id)),
+            users.get(user_id),
+            other,
+            self.db.challenges.get(challenge_hash),
+        )
+
     def put_op(self, session: Session) -> WriteOp:
         """Store a new session."""
         sessions, key = self.db.sessions, (session.user_id, session.id)

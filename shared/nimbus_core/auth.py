@@ -9,7 +9,7 @@ from aws_lambda_powertools import Logger
 from nimbus_core import clock
 from nimbus_core.deps import Deps
 from nimbus_core.errors import DependencyError
-from nimbus_core.models import Session, User, iso_to_epoch
+from nimbus_core.models import Challenge, Session, User, iso_to_epoch
 from nimbus_core.tokens import SessionToken, secret_matches
 
 # A child of the function's Powertools logger: JSON lines, the operator's log level.
@@ -28,19 +28,33 @@ class Caller:
     session: Session
     target_id: str | None = None
     target: User | None = None
+    # The second-factor challenge named by the request's ``2fa.token``, read with the session.
+    challenge_hash: str | None = None
+    challenge: Challenge | None = None
 
 
 def authenticate(
-    deps: Deps, token: SessionToken, now: float, *, target_id: str | None = None
+    deps: Deps,
+    token: SessionToken,
+    now: float,
+    *,
+    target_id: str | None = None,
+    challenge_hash: str | None = None,
 ) -> Caller | None:
     """The caller for ``token``, or None if the session is unknown, revoked (deleted or of an older
     generation), expired, the secret is wrong, or the user is gone or banned.
 
     With ``target_id`` (a well-formed user id from the path of a staff endpoint) that user is read
-    in the same BatchGetItem, so the endpoint needs no read of its own.
+    in the same BatchGetItem, so the endpoint needs no read of its own; with ``challenge_hash`` (a
+    reverified request answering a second-factor challenge) the challenge is, too.
     """
     target: User | None = None
-    if target_id is None:
+    challenge: Challenge | None = None
+    if challenge_hash is not None:
+        session, user, target, challenge = deps.sessions.get_with_challenge(
+            token.user_id, token.session_id, target_id, challenge_hash
+        )
+    elif target_id is None:
         session, user = deps.sessions.get_with_user(token.user_id, token.session_id)
     else:
         session, user, target = deps.sessions.get_with_users(token.user_id, token.session_id, target_id)
@@ -52,7 +66,14 @@ def authenticate(
         return None
     if now - iso_to_epoch(session.used_at) >= USED_AT_REFRESH_SECONDS:
         session = _touch(deps, session, now)
-    return Caller(user=user, session=session, target_id=target_id, target=target)
+    return Caller(
+        user=user,
+        session=session,
+        target_id=target_id,
+        target=target,
+        challenge_hash=challenge_hash,
+        challenge=challenge,
+    )
 
 
 def _touch(deps: Deps, session: Session, now: float) -> Session:

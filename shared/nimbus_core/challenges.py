@@ -148,18 +148,33 @@ def parse_answer(value: Any) -> Answer:
     )
 
 
+def answered_hash(value: Any) -> str | None:
+    """The hash of the challenge a ``2fa`` value names, when it names one (to read it early)."""
+    token = value.get("token") if isinstance(value, dict) else None
+    parsed = parse_user_token(token) if isinstance(token, str) else None
+    return hash_secret(parsed.secret) if parsed is not None else None
+
+
 def answer(
-    deps: Deps, answer: Answer, binding: Binding, now: float, *, expected_user: str | None
+    deps: Deps,
+    answer: Answer,
+    binding: Binding,
+    now: float,
+    *,
+    expected_user: str | None,
+    read: tuple[Challenge | None, User] | None = None,
 ) -> tuple[User, list[WriteOp]]:
     """Check ``answer`` against its challenge: the user it authenticates and the writes that record
     it (challenge used up, replay guard moved), for the caller to commit, alone or with its own
     change. ``expected_user`` is the reverifying caller (None at login, where the challenge alone
-    names the user). A wrong answer raises (after counting it)."""
+    names the user); ``read`` the challenge and user already read with the caller's session. A
+    wrong answer raises (after counting it)."""
     token_hash = hash_secret(answer.secret)
-    challenge, user = deps.challenges.get_with_user(token_hash, answer.user_id)
+    challenge, user = read if read is not None else deps.challenges.get_with_user(token_hash, answer.user_id)
     if (
         challenge is None
         or user is None
+        or user.id != answer.user_id
         or not secret_matches(answer.secret, challenge.hash)
         or challenge.user_id != user.id
         or (expected_user is not None and user.id != expected_user)

@@ -171,6 +171,13 @@ class SessionStore(Protocol):
         """The session, its user and another user (a staff endpoint's target), in one round trip."""
         ...
 
+    def get_with_challenge(
+        self, user_id: str, session_id: str, other_user_id: str | None, challenge_hash: str
+    ) -> tuple[Session | None, User | None, User | None, Challenge | None]:
+        """The session, its user, another user (None: none asked) and the second-factor challenge
+        a reverified request answers, in one round trip."""
+        ...
+
     def put_op(self, session: Session) -> WriteOp:
         """Store a new session."""
         ...

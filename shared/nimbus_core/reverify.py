@@ -13,6 +13,7 @@ from nimbus_core import challenges, credentials
 from nimbus_core.auth import Caller
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.tokens import hash_secret
 
 
 def reverify(deps: Deps, caller: Caller, body: dict[str, Any], now: float, *, endpoint: str) -> None:
@@ -27,7 +28,8 @@ def reverify(deps: Deps, caller: Caller, body: dict[str, Any], now: float, *, en
         # The answer to a challenge replaces the password; it is recorded before the change runs
         # (the challenge is used up and the factor's replay guard moves, in one transaction).
         parsed = challenges.parse_answer(body["2fa"])
-        _, ops = challenges.answer(deps, parsed, binding, now, expected_user=user.id)
+        read = (caller.challenge, user) if caller.challenge_hash == hash_secret(parsed.secret) else None
+        _, ops = challenges.answer(deps, parsed, binding, now, expected_user=user.id, read=read)
         deps.tx.commit(ops)
         return
     password = body.get("password")

@@ -189,7 +189,7 @@ def _dynamo_stores(moto: _Moto) -> Stores:
     return Stores(
         name="dynamodb",
         users=DynamoUsers(client, t["UsersTable"]),
-        sessions=DynamoSessions(client, t["SessionsTable"], t["UsersTable"]),
+        sessions=DynamoSessions(client, t["SessionsTable"], t["UsersTable"], t["TokensTable"]),
         counters=DynamoCounters(client, t["CountersTable"]),
         tokens=DynamoTokens(client, t["TokensTable"], t["UsersTable"]),
         challenges=DynamoChallenges(client, t["TokensTable"], t["UsersTable"]),

@@ -67,7 +67,9 @@ def scoped_token(stack: Stack, user_token: str, flags: int) -> str:
         used_at="2099-01-01T00:00:00.000Z",
         permission_flags=flags,
     )
-    sessions = DynamoSessions(stack.dynamodb, stack.table("SessionsTable"), stack.table("UsersTable"))
+    sessions = DynamoSessions(
+        stack.dynamodb, stack.table("SessionsTable"), stack.table("UsersTable"), stack.table("TokensTable")
+    )
     DynamoTransactor(stack.dynamodb).commit([sessions.put_op(session)])
     return f"{user_id}.{session.id}.{secret}"
 

@@ -30,7 +30,9 @@ class Store:
         client = self.client = clients.dynamodb()
         self.stack = stack
         self.users = DynamoUsers(client, stack.table("UsersTable"))
-        self.sessions = DynamoSessions(client, stack.table("SessionsTable"), stack.table("UsersTable"))
+        self.sessions = DynamoSessions(
+            client, stack.table("SessionsTable"), stack.table("UsersTable"), stack.table("TokensTable")
+        )
         self.tx = DynamoTransactor(client)
 
     def user(self, token: str) -> User:

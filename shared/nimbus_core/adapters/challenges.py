@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
 
 
-def _challenge_key(token_hash: str) -> dict[str, Any]:
+def challenge_key(token_hash: str) -> dict[str, Any]:
+    """The primary key of a second-factor challenge in the tokens table."""
     return {"pk": {"S": f"CHALLENGE#{token_hash}"}}
 
 
@@ -41,7 +42,7 @@ class DynamoChallenges:
         found = batch_get(
             self._client,
             {
-                self._table: {"Keys": [_challenge_key(token_hash)], "ConsistentRead": True},
+                self._table: {"Keys": [challenge_key(token_hash)], "ConsistentRead": True},
                 self._users_table: {"Keys": [user_key(user_id)], "ConsistentRead": True},
             },
         )
@@ -71,7 +72,7 @@ class DynamoChallenges:
         ``max_attempts`` wrong answers), else INVALID_SECOND_FACTOR_RESPONSE_ERROR."""
         delete = {
             "TableName": self._table,
-            "Key": _challenge_key(token_hash),
+            "Key": challenge_key(token_hash),
             "ConditionExpression": "attribute_exists(pk) AND attempts < :max",
             "ExpressionAttributeValues": {":max": {"N": str(max_attempts)}},
         }
@@ -83,7 +84,7 @@ class DynamoChallenges:
             try:
                 result = self._client.update_item(
                     TableName=self._table,
-                    Key=_challenge_key(token_hash),
+                    Key=challenge_key(token_hash),
                     UpdateExpression="ADD attempts :one",
                     ConditionExpression="attribute_exists(pk)",
                     ExpressionAttributeValues={":one": {"N": "1"}},

@@ -35,7 +35,9 @@ def production_deps() -> Deps:
         ),
         tx=DynamoTransactor(dynamodb),
         users=DynamoUsers(dynamodb, settings.users_table),
-        sessions=DynamoSessions(dynamodb, settings.sessions_table, settings.users_table),
+        sessions=DynamoSessions(
+            dynamodb, settings.sessions_table, settings.users_table, settings.tokens_table
+        ),
         counters=DynamoCounters(dynamodb, settings.counters_table),
         tokens=DynamoTokens(dynamodb, settings.tokens_table, settings.users_table),
         challenges=DynamoChallenges(dynamodb, settings.tokens_table, settings.users_table),

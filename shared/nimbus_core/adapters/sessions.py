@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from nimbus_core.adapters.batch import batch_delete, batch_get
+from nimbus_core.adapters.challenges import challenge_key
 from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import read_record, record_item
 from nimbus_core.adapters.transactions import TransactOp, fails_with
 from nimbus_core.adapters.users import user_key
 from nimbus_core.errors import ErrorCode
-from nimbus_core.models import Session, User
+from nimbus_core.models import Challenge, Session, User
 from nimbus_core.ports import WriteOp
 
 if TYPE_CHECKING:
@@ -48,10 +49,11 @@ def _read_session(item: dict[str, Any]) -> Session:
 class DynamoSessions:
     """The :class:`nimbus_core.ports.SessionStore` on the sessions table."""
 
-    def __init__(self, client: DynamoDBClient, table: str, users_table: str) -> None:
+    def __init__(self, client: DynamoDBClient, table: str, users_table: str, tokens_table: str) -> None:
         self._client = client
         self._table = table
         self._users_table = users_table
+        self._tokens_table = tokens_table
 
     def get_with_user(self, user_id: str, session_id: str) -> tuple[Session | None, User | None]:
         """The session and its user in ONE BatchGetItem (strongly consistent, so a revocation or a
@@ -93,6 +95,28 @@ class DynamoSessions:
             _read_session(sessions[0]) if sessions else None,
             users.get(user_id),
             users.get(other_user_id),
+        )
+
+    def get_with_challenge(
+        self, user_id: str, session_id: str, other_user_id: str | None, challenge_hash: str
+    ) -> tuple[Session | None, User | None, User | None, Challenge | None]:
+        """The session, its user, another user and a second-factor challenge in ONE BatchGetItem."""
+        user_ids = list(dict.fromkeys(u for u in (user_id, other_user_id) if u is not None))
+        found = batch_get(
+            self._client,
+            {
+                self._table: {"Keys": [session_key(user_id, session_id)], "ConsistentRead": True},
+                self._users_table: {"Keys": [user_key(u) for u in user_ids], "ConsistentRead": True},
+                self._tokens_table: {"Keys": [challenge_key(challenge_hash)], "ConsistentRead": True},
+            },
+        )
+        sessions, challenges = found.get(self._table, []), found.get(self._tokens_table, [])
+        users = {u.id: u for u in (read_record(User, item) for item in found.get(self._users_table, []))}
+        return (
+            _read_session(sessions[0]) if sessions else None,
+            users.get(user_id),
+            users.get(other_user_id) if other_user_id is not None else None,
+            read_record(Challenge, challenges[0]) if challenges else None,
         )
 
     def put_op(self, session: Session) -> WriteOp:

@@ -62,6 +62,7 @@ class Request:
     session_name: str = ""
     target_id: str | None = None
     endpoint: str = ""  # "METHOD /path/<param>": what a second-factor challenge is bound to
+    challenge_hash: str | None = None  # of the challenge a reverified request answers, read with the caller
     _caller: Caller | None = None
     _authenticated: bool = False
 
@@ -69,7 +70,13 @@ class Request:
         """The authenticated caller, resolved at most once per request."""
         if not self._authenticated:
             if self.token:
-                self._caller = authenticate(self.deps, self.token, self.now, target_id=self.target_id)
+                self._caller = authenticate(
+                    self.deps,
+                    self.token,
+                    self.now,
+                    target_id=self.target_id,
+                    challenge_hash=self.challenge_hash,
+                )
             self._authenticated = True
         return self._caller
 
@@ -116,11 +123,20 @@ def guard(policy: Policy) -> Any:
             target_id=_target_id(policy, app),
             endpoint=_endpoint(app),
         )
+        # A reverified request answering a challenge: the challenge is read with the session (one
+        # round trip). The body is only peeked at here; its errors are answered at step 6.
+        peeked = _peek_body(event) if policy.reverify and request.token else None
+        if peeked is not None:
+            request.challenge_hash = challenges.answered_hash(peeked.get("2fa"))
         _check_killswitches(policy, request)
         caller = _check_session(policy, request)
         _check_permissions(policy, caller, staff_need_factor=deps.settings.staff_require_second_factor)
         if policy.body is not None or policy.reverify:
-            request.raw_body = read_json_body(event.body, is_base64=bool(event.is_base64_encoded))
+            request.raw_body = (
+                peeked
+                if peeked is not None
+                else read_json_body(event.body, is_base64=bool(event.is_base64_encoded))
+            )
         if policy.body is not None:
             request.body = validate(policy.body, request.raw_body)
         if policy.query is not None:
@@ -142,6 +158,14 @@ def guard(policy: Policy) -> Any:
             _REQUEST.reset(token)
 
     return middleware
+
+
+def _peek_body(event: Any) -> dict[str, Any] | None:
+    """The JSON body, or None when it is not one (the error is raised again, in its turn)."""
+    try:
+        return read_json_body(event.body, is_base64=bool(event.is_base64_encoded))
+    except NimbusError:
+        return None
 
 
 def _challenge_stored(request: Request, proceed: Callable[[], Response[Any]]) -> Response[Any]:
