@@ -23,6 +23,7 @@ from bench.table import render
 from nimbus_tools.template import REPO_ROOT, Template, function_specs
 
 BARE_MODULE = "bench.bare_handler"
+WEBAUTHN_MODULE = "bench.factors_with_webauthn"
 BUDGET_RATIO = 2.0
 TOP = 8
 MARKER = "--- bench: the measured import starts here ---"
@@ -80,9 +81,16 @@ def targets(template: Template) -> list[Target]:
     specs = function_specs(template)
     # The baseline gets the same environment as a real function, so only the code differs.
     common = specs[0].environment if specs else {}
+    factors = next((spec for spec in specs if spec.handler_module == "factors_api.handler"), None)
     return [
         Target("bare boto3 handler", BARE_MODULE, dict(common)),
         *(Target(spec.logical_id, spec.handler_module, spec.environment) for spec in specs),
+        # Issue 7: what the lazy import of py_webauthn saves every request that runs no ceremony.
+        *(
+            [Target("SecondFactorsFunction + py_webauthn", WEBAUTHN_MODULE, factors.environment)]
+            if factors is not None
+            else []
+        ),
     ]
 
 

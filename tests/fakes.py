@@ -105,6 +105,26 @@ class FakeTransactor:
             for op in fakes:
                 op.apply()
 
+    def commit_joined(self, first: Sequence[WriteOp], then: Sequence[WriteOp]) -> None:
+        """One transaction in which ``first`` and ``then`` may write the same item (the adapter
+        merges such writes): every condition is checked on the old state, then ``first`` is applied
+        and ``then`` after it."""
+        ops = [*first, *then]
+        with self.db.lock:
+            self.db.calls.append("commit")
+            if self.fail_next is not None:
+                error, self.fail_next = self.fail_next, None
+                raise error
+            fakes = [op for op in ops if isinstance(op, FakeOp)]
+            if len(fakes) != len(ops):
+                raise TypeError("FakeTransactor commits only FakeOps")
+            for op in fakes:
+                refused = op.check()
+                if refused is not None:
+                    raise refused
+            for op in fakes:
+                op.apply()
+
 
 class FakeUsers:
     """The UserStore in memory."""

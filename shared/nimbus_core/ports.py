@@ -78,6 +78,12 @@ class Transactor(Protocol):
         """Write ``ops``; a failed condition raises the domain error its op carries."""
         ...
 
+    def commit_joined(self, first: Sequence[WriteOp], then: Sequence[WriteOp]) -> None:
+        """Write ``first`` and ``then`` in one transaction when their items allow it (two writes of
+        one item are merged into one); otherwise, or when a merged write's condition fails, commit
+        ``first`` and then ``then``, each atomically, so each failure is its own domain error."""
+        ...
+
 
 class UserStore(Protocol):
     """Users and the claims that keep usernames and emails unique (case-insensitively)."""

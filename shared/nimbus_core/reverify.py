@@ -7,34 +7,72 @@ read, so this adds no round trip. A wrong password counts toward the per-account
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from nimbus_core import challenges, credentials
 from nimbus_core.auth import Caller
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.ports import Transactor, WriteOp
 from nimbus_core.tokens import hash_secret
 
 
-def reverify(deps: Deps, caller: Caller, body: dict[str, Any], now: float, *, endpoint: str) -> None:
+def reverify(deps: Deps, caller: Caller, body: dict[str, Any], now: float, *, endpoint: str) -> list[WriteOp]:
     """Pass, or raise the contract's error: 400 MISSING_FIELDS_ERROR ["password"] when the password
     is absent (also when a ``2fa`` object is sent for an account without a second factor: the
-    upstream bypass), 401 INVALID_PASSWORD_ERROR when wrong, 429 while the account is locked."""
+    upstream bypass), 401 INVALID_PASSWORD_ERROR when wrong, 429 while the account is locked.
+
+    A right answer to a challenge passes with the writes that record it (challenge used up, the
+    factor's replay guard moved), to commit with the change: :class:`AnswerCarrier`.
+    """
     if caller.session.scoped:
-        return
+        return []
     user = caller.user
     binding = challenges.Binding(endpoint=endpoint, session_id=caller.session.id)
     if user.second_factor_count > 0 and body.get("2fa") is not None:
-        # The answer to a challenge replaces the password; it is recorded before the change runs
-        # (the challenge is used up and the factor's replay guard moves, in one transaction).
+        # The answer to a challenge replaces the password.
         parsed = challenges.parse_answer(body["2fa"])
         read = (caller.challenge, user) if caller.challenge_hash == hash_secret(parsed.secret) else None
         _, ops = challenges.answer(deps, parsed, binding, now, expected_user=user.id, read=read)
-        deps.tx.commit(ops)
-        return
+        return ops
     password = body.get("password")
     if not isinstance(password, str):
         raise NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=["password"])
     credentials.check_password(deps, user, password, now)
     if user.second_factor_count > 0:
         raise challenges.require(deps, user, binding, now)
+    return []
+
+
+class AnswerCarrier:
+    """The request's Transactor while a challenge answer waits to be recorded: the answer's writes
+    go into the change's first transaction, so the change and the used-up challenge land together
+    or not at all (and the request costs no round trip of its own for them).
+
+    An endpoint whose path makes no transaction gets the answer recorded by :meth:`settle` once it
+    has answered; a commit that was attempted (even one that failed) settles nothing, so a fault
+    leaves the challenge as it was.
+    """
+
+    def __init__(self, inner: Transactor, answer_ops: Sequence[WriteOp]) -> None:
+        self._inner = inner
+        self._pending: list[WriteOp] | None = list(answer_ops)
+
+    def commit(self, ops: Sequence[WriteOp]) -> None:
+        """Commit ``ops``, with the answer's writes if they are still waiting."""
+        self.commit_joined([], ops)
+
+    def commit_joined(self, first: Sequence[WriteOp], then: Sequence[WriteOp]) -> None:
+        """As :meth:`Transactor.commit_joined`, the answer's writes first if still waiting."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            self._inner.commit_joined(first, then)
+        else:
+            self._inner.commit_joined([*pending, *first], then)
+
+    def settle(self) -> None:
+        """Record the answer if no transaction carried it."""
+        pending, self._pending = self._pending, None
+        if pending:
+            self._inner.commit(pending)

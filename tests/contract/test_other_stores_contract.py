@@ -9,7 +9,7 @@ import pytest
 from nimbus_core.errors import DependencyError, ErrorCode, NimbusError
 from nimbus_core.mail_templates import Email
 from nimbus_core.models import User
-from nimbus_core.ports import WriteOp
+from nimbus_core.ports import CounterWindowMovedError, WriteOp
 from tests.contract.builders import LATER, NOW, STAMP, a_token, a_user, tag
 from tests.contract.conftest import PAGE, Stores
 
@@ -71,6 +71,19 @@ def test_release_for_another_window_gives_nothing_back(stores: Stores) -> None:
     again = stores.counters.hit(key, limit=1, window=300, now=NOW + 1)
 
     assert (again.allowed, again.count) == (False, 1)
+
+
+def test_a_release_in_a_transaction_gives_back_only_within_the_window(stores: Stores) -> None:
+    key, moved = f"login#ip#{tag()}", f"login#ip#{tag()}"
+    hit = stores.counters.hit(key, limit=1, window=300, now=NOW)
+    other = stores.counters.hit(moved, limit=1, window=300, now=NOW)
+
+    stores.tx.commit([stores.counters.release_op(key, reset_at=hit.reset_at)])
+    with pytest.raises(CounterWindowMovedError):
+        stores.tx.commit([stores.counters.release_op(moved, reset_at=other.reset_at - 300)])
+
+    assert stores.counters.hit(key, limit=1, window=300, now=NOW + 1).allowed
+    assert not stores.counters.hit(moved, limit=1, window=300, now=NOW + 1).allowed
 
 
 def test_release_never_goes_below_zero_nor_creates_a_counter(stores: Stores) -> None:

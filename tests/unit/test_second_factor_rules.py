@@ -16,7 +16,7 @@ from nimbus_core import challenges, passwords
 from nimbus_core.auth import Caller, authenticate
 from nimbus_core.errors import ErrorCode, NimbusError, RateLimitedError
 from nimbus_core.ids import new_id
-from nimbus_core.reverify import reverify
+from nimbus_core.reverify import AnswerCarrier, reverify
 from nimbus_core.tokens import parse_session_token
 from tests.fakes import FakeWorld, fake_world
 
@@ -35,10 +35,12 @@ def world() -> FakeWorld:
     return fake_world()
 
 
-def _caller(world: FakeWorld, token: str) -> Caller:
+def _caller(world: FakeWorld, token: str, challenge_token: str | None = None) -> Caller:
+    """Authenticate as the guard does (reading the answered challenge with the session)."""
     parsed = parse_session_token(token)
     assert parsed is not None
-    caller = authenticate(world.deps, parsed, world.clock.now())
+    answered = challenges.answered_hash({"token": challenge_token}) if challenge_token else None
+    caller = authenticate(world.deps, parsed, world.clock.now(), challenge_hash=answered)
     assert caller is not None
     return caller
 
@@ -104,7 +106,12 @@ def _answer(
     endpoint: str = RENAME,
 ) -> None:
     body = {"2fa": {"token": challenge_token, "type": kind, "code": code}}
-    reverify(world.deps, _caller(world, token), body, world.clock.now(), endpoint=endpoint)
+    caller = _caller(world, token, challenge_token)
+    answer_ops = reverify(world.deps, caller, body, world.clock.now(), endpoint=endpoint)
+    # What the guard does with an answer: the change's first transaction carries it.
+    user = caller.user
+    carrier = AnswerCarrier(world.deps.tx, answer_ops)
+    carrier.commit(world.deps.users.change_ops(user, user.changed(username=f"r{new_id()[-8:].lower()}")))
 
 
 def test_a_challenge_names_the_enrolled_kinds_and_is_stored_only_hashed(world: FakeWorld) -> None:
@@ -119,7 +126,7 @@ def test_a_challenge_names_the_enrolled_kinds_and_is_stored_only_hashed(world: F
     assert secret not in str(world.db.challenges)
 
 
-def test_the_answer_costs_one_read_and_one_transaction(world: FakeWorld) -> None:
+def test_the_answer_is_read_with_the_session_and_recorded_with_the_change(world: FakeWorld) -> None:
     enrolled = _enrolled(world)
     token = enrolled.token
     challenge = _challenge(world, token).body()["token"]
@@ -128,7 +135,7 @@ def test_the_answer_costs_one_read_and_one_transaction(world: FakeWorld) -> None
 
     _answer(world, token, challenge, enrolled.code(world.clock.now()))
 
-    assert world.db.calls[calls:] == ["sessions.get_with_user", "challenges.get_with_user", "commit"]
+    assert world.db.calls[calls:] == ["sessions.get_with_challenge", "commit"]
 
 
 def test_a_challenge_does_not_travel_to_another_endpoint_or_user(world: FakeWorld) -> None:
@@ -215,3 +222,40 @@ def test_removing_the_last_factor_ends_the_challenges(world: FakeWorld) -> None:
     after = _caller(world, token).user
     assert (after.second_factors, after.backup_codes) == ({}, {})
     reverify(world.deps, _caller(world, token), {"password": PASSWORD}, world.clock.now(), endpoint=RENAME)
+
+
+def test_a_challenge_is_stored_with_the_limits_give_back_in_one_transaction(world: FakeWorld) -> None:
+    token = _enrolled(world).token
+    counters = world.deps.counters
+    state = counters.hit("login#ip#192.0.2.1", limit=4, window=300, now=world.clock.now())
+    with pytest.raises(challenges.ChallengeRequiredError) as raised:
+        reverify(
+            world.deps, _caller(world, token), {"password": PASSWORD}, world.clock.now(), endpoint=RENAME
+        )
+    calls = len(world.db.calls)
+
+    challenges.store(
+        world.deps, raised.value, give_back=counters.release_op("login#ip#192.0.2.1", reset_at=state.reset_at)
+    )
+
+    assert world.db.calls[calls:] == ["commit"]
+    assert world.db.counters["login#ip#192.0.2.1"][0] == 0
+    assert len(world.db.challenges) == 1
+
+
+def test_a_challenge_is_stored_alone_when_the_limits_window_moved_on(world: FakeWorld) -> None:
+    token = _enrolled(world).token
+    counters = world.deps.counters
+    state = counters.hit("login#ip#192.0.2.2", limit=4, window=300, now=world.clock.now())
+    with pytest.raises(challenges.ChallengeRequiredError) as raised:
+        reverify(
+            world.deps, _caller(world, token), {"password": PASSWORD}, world.clock.now(), endpoint=RENAME
+        )
+    world.db.counters["login#ip#192.0.2.2"] = (1, state.reset_at + 300)  # a new window began meanwhile
+
+    challenges.store(
+        world.deps, raised.value, give_back=counters.release_op("login#ip#192.0.2.2", reset_at=state.reset_at)
+    )
+
+    assert world.db.counters["login#ip#192.0.2.2"] == (1, state.reset_at + 300)  # nothing given back there
+    assert len(world.db.challenges) == 1

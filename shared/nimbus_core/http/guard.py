@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
@@ -33,7 +33,7 @@ from nimbus_core.killswitches import KillSwitch
 from nimbus_core.limiter import RateLimiter
 from nimbus_core.models import User
 from nimbus_core.ratelimits import Per, RateLimit
-from nimbus_core.reverify import reverify
+from nimbus_core.reverify import AnswerCarrier, reverify
 from nimbus_core.scopes import grants
 from nimbus_core.tokens import SessionToken, parse_session_token
 from nimbus_core.useragent import device_name
@@ -146,9 +146,21 @@ def guard(policy: Policy) -> Any:
         token = _REQUEST.set(request)
 
         def proceed() -> Response[Any]:
+            answer_ops = []
             if policy.reverify and caller is not None:
-                reverify(request.deps, caller, request.raw_body, request.now, endpoint=request.endpoint)
-            return next_middleware(app)
+                answer_ops = reverify(deps, caller, request.raw_body, request.now, endpoint=request.endpoint)
+            if not answer_ops:
+                return next_middleware(app)
+            # A challenge answered: recorded in the change's own transaction.
+            carrier = AnswerCarrier(deps.tx, answer_ops)
+            request.deps = replace(deps, tx=carrier)
+            try:
+                response = next_middleware(app)
+            except NimbusError:
+                carrier.settle()  # a refused change still used the challenge up
+                raise
+            carrier.settle()
+            return response
 
         try:
             if policy.rate_limit is None:
