@@ -1,6 +1,6 @@
 """The SecondFactors handler together with py_webauthn, as a cold container whose first request runs
-a WebAuthn ceremony imports them: the handler import itself leaves py_webauthn out (nimbus_core.passkeys imports
-it inside the functions that use it), and this module measures what that saves the other requests."""
+a WebAuthn ceremony imports them. The handler import alone leaves py_webauthn out (the passkeys
+module imports it inside the functions that use it); the difference is what that saves the others."""
 
 import webauthn
 import webauthn.helpers  # noqa: F401
