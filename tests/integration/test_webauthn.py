@@ -475,3 +475,12 @@ def test_no_key_material_or_challenge_secret_reaches_the_logs(
     assert stored_factor(stack, token)["publicKey"]["S"] not in logged
     assert challenge.body["token"].split(".")[1] not in logged
     assert response["response"]["signature"] not in logged
+
+
+def test_the_client_librarys_trailing_slash_starts_an_enrolment(api: Api) -> None:
+    _, token = new_user(api)
+
+    # cumulonimbus-wrapper 5.1.0's beginWebAuthnRegistration posts to "/users/me/2fa/webauthn/".
+    reply = api.call("POST", "/users/me/2fa/webauthn/", {"password": PASSWORD}, token=token)
+
+    assert (reply.status, reply.body["type"]) == (201, "webauthn")
