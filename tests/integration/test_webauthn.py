@@ -10,6 +10,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+import pyotp
 import pytest
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
@@ -468,13 +469,22 @@ def test_no_key_material_or_challenge_secret_reaches_the_logs(
     refused = reverified(api, token, key, tamper_signature=True)  # a refusal is logged, with its reason
     response = key.get(challenge.body["challenge"], origin=ORIGIN)
     answered = answer(api, "POST", "/users/me/2fa/backup", token, challenge, response)
+    # A TOTP app too: its seed, its enrolment token and the codes shown once.
+    totp = ask(api, "POST", "/users/me/2fa/totp", token)
+    totp_setup = answer(
+        api, "POST", "/users/me/2fa/totp", token, totp, key.get(totp.body["challenge"], origin=ORIGIN)
+    ).body
+    body = {"token": totp_setup["token"], "name": "Phone", "code": pyotp.TOTP(totp_setup["secret"]).at(NOW)}
+    confirmed = api.call("POST", "/users/me/2fa/totp/confirm", body, token=token)
 
     logged = debug_logs.getvalue()
-    assert (outcome(refused), answered.status) == (WRONG, 201)
+    assert (outcome(refused), answered.status, confirmed.status) == (WRONG, 201, 201)
     assert "WebAuthn answer refused" in logged  # the logs were captured
     assert stored_factor(stack, token)["publicKey"]["S"] not in logged
     assert challenge.body["token"].split(".")[1] not in logged
     assert response["response"]["signature"] not in logged
+    secrets = [totp_setup["secret"], totp_setup["token"], *answered.body["codes"], token.split(".")[2]]
+    assert [s for s in secrets if s in logged] == []
 
 
 def test_the_client_librarys_trailing_slash_starts_an_enrolment(api: Api) -> None:
