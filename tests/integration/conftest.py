@@ -20,10 +20,11 @@ from typing import Any
 
 import boto3
 import pytest
+from argon2 import PasswordHasher
 from botocore.config import Config
 from moto import mock_aws
 
-from nimbus_core import metrics
+from nimbus_core import metrics, passwords
 from nimbus_core.adapters import clients, container
 from nimbus_core.settings import get_settings
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub, Reply
@@ -196,6 +197,22 @@ def _provisioned() -> Iterator[Stack]:
             for key, value in InProcessApi(template, PARAMS).environment().items():
                 patch.setenv(key, value)
             yield Stack(provisioned, template)
+
+
+# A cheap argon2id profile (t=1, 1 MiB) for every test that does not examine the profile itself
+# (marked real_argon2): passwords are still hashed and verified by argon2, in milliseconds instead of
+# the production profile's tens of them, which most tests pay on every registration and login.
+
+
+@pytest.fixture(autouse=True)
+def _cheap_argon2(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("real_argon2") is None:
+        monkeypatch.setattr(passwords, "_hasher", cheap_hasher)
+
+
+def cheap_hasher() -> PasswordHasher:
+    """The argon2id hasher the tests use (see above)."""
+    return PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
 
 
 @pytest.fixture

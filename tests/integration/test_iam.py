@@ -34,7 +34,7 @@ from nimbus_core.settings import get_settings
 from nimbus_tools.local.inprocess import Reply
 from nimbus_tools.template import function_specs, load_template, stream_subscriptions
 from tests.iam import IamRequest, allows, function_statements, glob_matches, requests_of
-from tests.integration.conftest import NOW, ORIGIN, PARAMS, Api, Clock, Stack, _HttpStub
+from tests.integration.conftest import NOW, ORIGIN, PARAMS, Api, Clock, Stack, _HttpStub, cheap_hasher
 from tests.integration.stream_feed import Invocation, StreamFeed
 from tests.passkey_authenticator import SoftwareAuthenticator
 from tests.staff import promote
@@ -709,7 +709,7 @@ def _registered() -> dict[tuple[str, str], str]:
 
 @pytest.fixture(scope="module")
 def recording(_provisioned: Stack) -> Recording:
-    """Every scenario run once with recording on (module-scoped: the checks below share it)."""
+    """Every scenario run once with recording on (the one test below checks it)."""
     stack = _provisioned
     stack.ensure_provisioned()
     stack.truncate()
@@ -722,6 +722,7 @@ def recording(_provisioned: Stack) -> Recording:
             clock = Clock(NOW)
             patch.setattr(nimbus_core.clock, "now", clock)
             patch.setattr(clients, "_session", recorded.session_factory())
+            patch.setattr(passwords, "_hasher", cheap_hasher)  # argon2 still runs, in milliseconds
             patch.setattr(passwords, "hash_password", recorded.argon2_work(passwords.hash_password))
             patch.setattr(passwords, "verify_password", recorded.argon2_work(passwords.verify_password))
             world = World(RecordingApi(recorded), stack, clock)
@@ -750,13 +751,24 @@ def test_every_registered_endpoint_has_a_scenario() -> None:
     assert set(STREAM_SCENARIOS) == stream_fed
 
 
-def test_every_call_was_made_by_an_invoked_function(recording: Recording) -> None:
-    assert recording.unattributed == []
-    assert set(recording.requests) == set(STATEMENTS), "a function made no AWS call at all"
+def test_every_function_is_granted_exactly_what_its_calls_need(
+    recording: Recording, subtests: pytest.Subtests
+) -> None:
+    """One test over the shared recording, one subtest per check and function: as a single test it
+    runs on one xdist worker, so the scenarios run once per suite, not once per worker."""
+    with subtests.test("every call was made by an invoked function"):
+        assert recording.unattributed == []
+        assert set(recording.requests) == set(STATEMENTS), "a function made no AWS call at all"
+    for function in sorted(STATEMENTS):
+        with subtests.test("every AWS call is allowed by the function's statements", function=function):
+            _check_allowed(recording, function)
+        with subtests.test("every statement grant is used", function=function):
+            _check_used(recording, function)
+    with subtests.test("functions that hash or verify passwords have the memory for argon2"):
+        _check_argon2_memory(recording)
 
 
-@pytest.mark.parametrize("function", sorted(STATEMENTS))
-def test_every_aws_call_is_allowed_by_the_functions_statements(recording: Recording, function: str) -> None:
+def _check_allowed(recording: Recording, function: str) -> None:
     refused = {
         f"{r.action} on {r.resource}  <- {', '.join(sorted(via))}"
         for r, via in recording.requests[function].items()
@@ -765,8 +777,7 @@ def test_every_aws_call_is_allowed_by_the_functions_statements(recording: Record
     assert not refused, f"{function} would get AccessDenied in AWS for:\n" + "\n".join(sorted(refused))
 
 
-@pytest.mark.parametrize("function", sorted(STATEMENTS))
-def test_every_statement_grant_is_used(recording: Recording, function: str) -> None:
+def _check_used(recording: Recording, function: str) -> None:
     """Least privilege: each (action, resource) a statement names was needed by some call."""
     used = recording.requests[function]
     unused = [
@@ -782,7 +793,7 @@ def test_every_statement_grant_is_used(recording: Recording, function: str) -> N
     )
 
 
-def test_functions_that_hash_or_verify_passwords_have_the_memory_for_argon2(recording: Recording) -> None:
+def _check_argon2_memory(recording: Recording) -> None:
     assert {
         "AuthFunction",
         "AccountsFunction",

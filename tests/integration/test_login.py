@@ -439,6 +439,7 @@ def test_a_password_change_landing_between_check_and_session_write_opens_no_sess
 # ---------------------------------------------------------------- rehash
 
 
+@pytest.mark.real_argon2
 def test_login_rehashes_a_password_stored_with_weaker_argon2_parameters(
     api: Api, stack: Stack, alice: str
 ) -> None:
@@ -456,6 +457,7 @@ def test_login_rehashes_a_password_stored_with_weaker_argon2_parameters(
     assert api.login("alice", PASSWORD, ip="203.0.113.77").status == 201
 
 
+@pytest.mark.real_argon2
 def test_login_with_a_wrong_password_leaves_a_weak_hash_unchanged(api: Api, stack: Stack, alice: str) -> None:
     weak = PasswordHasher(time_cost=1, memory_cost=8192).hash(PASSWORD)
     set_user_attribute(stack, alice, "passwordHash", {"S": weak})
@@ -466,6 +468,7 @@ def test_login_with_a_wrong_password_leaves_a_weak_hash_unchanged(api: Api, stac
     assert user_item(stack, alice)["passwordHash"] == weak
 
 
+@pytest.mark.real_argon2
 def test_login_keeps_a_hash_made_with_the_current_parameters(api: Api, stack: Stack, alice: str) -> None:
     current = user_item(stack, alice)["passwordHash"]
 

@@ -124,6 +124,7 @@ def only_token_hash(stack: Stack) -> str:
     return str(token["hash"])
 
 
+@pytest.mark.real_argon2
 def test_register_stores_the_user_with_lower_cased_keys_and_the_case_as_given(
     api: Api, stack: Stack, frozen: Clock
 ) -> None:
