@@ -3,6 +3,8 @@
 Normal sessions on endpoints declared ``reverify=True`` must send their ``password``; scoped
 sessions are never asked. The user record (with its password hash) came with the authentication
 read, so this adds no round trip. A wrong password counts toward the per-account failure lock.
+An account with a second factor is then challenged, and the repeated request's ``2fa`` answer
+(its challenge read with the session) is recorded in the change's own transaction.
 """
 
 from __future__ import annotations

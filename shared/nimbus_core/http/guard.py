@@ -8,7 +8,9 @@
 5. scope of a scoped session (403), or scoped sessions refused outright
 6. body, query and header validation (400)
 7. endpoint rate limit (429), with RateLimit-* headers; "not counted" responses give the hit back
-8. identity reverification of normal sessions (400 / 401 / 429 account lock)
+   (a second-factor challenge in the same transaction that stores it)
+8. identity reverification of normal sessions (400 / 401 / 429 account lock / the second-factor
+   challenge); a challenge answered is recorded with the route's first transaction
 Then the route runs with a :class:`Request` that holds all of the above.
 """
 
