@@ -86,7 +86,16 @@ class FakeTransactor:
         self.fail_next: Exception | None = None
 
     def commit(self, ops: Sequence[WriteOp]) -> None:
-        """Check every op, then apply every op."""
+        """Check every op, then apply every op (each item at most once, as DynamoDB requires)."""
+        self._commit(ops, items_once=True)
+
+    def commit_joined(self, first: Sequence[WriteOp], then: Sequence[WriteOp]) -> None:
+        """One transaction in which ``first`` and ``then`` may write the same item (the adapter
+        merges such writes): every condition is checked on the old state, then ``first`` is applied
+        and ``then`` after it."""
+        self._commit([*first, *then], items_once=False)
+
+    def _commit(self, ops: Sequence[WriteOp], *, items_once: bool) -> None:
         with self.db.lock:
             self.db.calls.append("commit")
             if self.fail_next is not None:
@@ -96,28 +105,8 @@ class FakeTransactor:
             if len(fakes) != len(ops):
                 raise TypeError("FakeTransactor commits only FakeOps")
             touched = [item for op in fakes for item in op.items]
-            if len(touched) != len(set(touched)):
+            if items_once and len(touched) != len(set(touched)):
                 raise DependencyError("Transaction request cannot include multiple operations on one item")
-            for op in fakes:
-                refused = op.check()
-                if refused is not None:
-                    raise refused
-            for op in fakes:
-                op.apply()
-
-    def commit_joined(self, first: Sequence[WriteOp], then: Sequence[WriteOp]) -> None:
-        """One transaction in which ``first`` and ``then`` may write the same item (the adapter
-        merges such writes): every condition is checked on the old state, then ``first`` is applied
-        and ``then`` after it."""
-        ops = [*first, *then]
-        with self.db.lock:
-            self.db.calls.append("commit")
-            if self.fail_next is not None:
-                error, self.fail_next = self.fail_next, None
-                raise error
-            fakes = [op for op in ops if isinstance(op, FakeOp)]
-            if len(fakes) != len(ops):
-                raise TypeError("FakeTransactor commits only FakeOps")
             for op in fakes:
                 refused = op.check()
                 if refused is not None:

@@ -5,8 +5,9 @@
    ``types`` and, with a key enrolled, ``challenge`` (WebAuthn request options). The challenge is
    bound to the user and, on reverification, to the calling session and the endpoint.
 2. The client repeats the request with ``2fa: {token, type, code | response}`` instead of the
-   password. A right answer is committed in one transaction: the challenge is used up and the
-   factor's replay guard moves (TOTP step, backup code spent, WebAuthn counter). A wrong one is 401
+   password. A right answer is recorded in the request's own transaction (with the new session at
+   login, with the change on reverification): the challenge is used up and the factor's replay
+   guard moves (TOTP step, backup code spent, WebAuthn counter). A wrong one is 401
    INVALID_SECOND_FACTOR_RESPONSE_ERROR, counted on the challenge (the 5th kills it) and toward the
    per-account lock.
 """
@@ -224,7 +225,8 @@ def _verified_key_ops(
     if challenge.webauthn_challenge is None:
         return None  # no key was enrolled when the challenge was issued
     try:
-        named = passkeys.b64url(passkeys.credential_id_of(response))
+        credential_id = passkeys.credential_id_of(response)
+        named = passkeys.b64url(credential_id)
         factor = next((f for f in user.webauthn_factors() if f.credential_id == named), None)
         if factor is None or factor.public_key is None:
             return None
@@ -232,7 +234,7 @@ def _verified_key_ops(
             deps.settings.relying_party(),
             response=response,
             expected_challenge=passkeys.b64url_decode(challenge.webauthn_challenge),
-            credential_id=passkeys.b64url_decode(named),
+            credential_id=credential_id,
             credential_public_key=passkeys.b64url_decode(factor.public_key),
             current_sign_count=factor.sign_count,
         )

@@ -63,7 +63,10 @@ class AnswerCarrier:
 
     def commit(self, ops: Sequence[WriteOp]) -> None:
         """Commit ``ops``, with the answer's writes if they are still waiting."""
-        self.commit_joined([], ops)
+        if self._pending is None:
+            self._inner.commit(ops)
+        else:
+            self.commit_joined([], ops)
 
     def commit_joined(self, first: Sequence[WriteOp], then: Sequence[WriteOp]) -> None:
         """As :meth:`Transactor.commit_joined`, the answer's writes first if still waiting."""
