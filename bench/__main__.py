@@ -1,5 +1,6 @@
 """``python -m bench``: AWS calls per request (warm functions), revoking every session of a user,
-the session sweeper on 5,000 stale sessions, handler import times, keep-alive latency.
+the session sweeper on 5,000 stale sessions, banning a user with 1,000 sessions (and the sweep after),
+handler import times, keep-alive latency.
 
 The tables are reports, not tests: an OVER verdict is printed, never asserted (timings depend on
 the machine). A scenario that does not answer the scripted HTTP status stops the run instead,
@@ -11,10 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from nimbus_tools.template import load_template
+from nimbus_tools.template import Template, load_template
 
 CALL_REPETITIONS = 5
 
@@ -24,8 +25,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
         description=(
-            "AWS calls per request, revoke-all, the session sweeper, handler import times and "
-            "keep-alive latency of Nimbus."
+            "AWS calls per request, revoke-all, the session sweeper, banning a user with 1,000 "
+            "sessions, handler import times and keep-alive latency of Nimbus."
         ),
     )
     parser.add_argument(
@@ -33,8 +34,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--only",
-        choices=("calls", "revoke", "sweep", "imports", "keepalive"),
-        help="run one of the five benchmarks",
+        choices=tuple(BENCHMARKS),
+        help=f"run one of the {len(BENCHMARKS)} benchmarks",
     )
     parser.add_argument(
         "--json", action="store_true", help="also print the results as one JSON object on the last line"
@@ -45,57 +46,82 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+# Each benchmark imports its module when it runs: moto and the handlers take seconds to load, and
+# `--only imports` needs neither (the import timings run in child interpreters, unaffected by this
+# process either way). Each returns its printed table and its results for --json.
+
+
+def _calls(template: Template, _args: argparse.Namespace) -> tuple[str, Any]:
+    from bench.calls import calls_json, format_calls, measure_calls
+
+    rows = measure_calls(template, CALL_REPETITIONS)
+    return format_calls(rows, CALL_REPETITIONS), calls_json(rows)
+
+
+def _revoke(template: Template, _args: argparse.Namespace) -> tuple[str, Any]:
+    from bench.sessions import format_revoke, measure_revoke, revoke_json
+
+    rows = measure_revoke(template)
+    return format_revoke(rows), revoke_json(rows)
+
+
+def _sweep(template: Template, _args: argparse.Namespace) -> tuple[str, Any]:
+    from bench.sweep import format_sweep, measure_sweep, sweep_json
+
+    sweep = measure_sweep(template)
+    return format_sweep(sweep), sweep_json(sweep)
+
+
+def _ban(template: Template, _args: argparse.Namespace) -> tuple[str, Any]:
+    from bench.ban import ban_json, format_ban, measure_ban
+
+    rows = measure_ban(template)
+    return format_ban(rows), ban_json(rows)
+
+
+def _imports(template: Template, args: argparse.Namespace) -> tuple[str, Any]:
+    from bench.imports import format_imports, imports_json, measure_imports
+
+    rows = measure_imports(template, args.runs)
+    return format_imports(rows, args.runs), imports_json(rows)
+
+
+def _keepalive(_template: Template, _args: argparse.Namespace) -> tuple[str, Any]:
+    from bench.keepalive import format_keepalive, keepalive_json, measure_keepalive
+
+    keepalive = measure_keepalive()
+    return format_keepalive(keepalive), keepalive_json(keepalive)
+
+
+Benchmark = Callable[[Template, argparse.Namespace], tuple[str, Any]]
+# In the order of a full run: name -> (heading, benchmark).
+BENCHMARKS: dict[str, tuple[str, Benchmark]] = {
+    "calls": ("AWS calls per request, warm functions (moto, in process)", _calls),
+    "revoke": ("Revoking every session of a user with N sessions (moto, in process)", _revoke),
+    "sweep": (
+        "Session sweeper: one user's stale sessions after a generation bump (moto, in process)",
+        _sweep,
+    ),
+    "ban": ("Banning a user with N sessions, then sweeping them (moto, in process)", _ban),
+    "imports": ("Handler import time (fresh interpreter per run)", _imports),
+    "keepalive": ("Keep-alive requests through the local API's HTTP server (no function work)", _keepalive),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the chosen benchmarks and print their tables (and JSON with ``--json``)."""
     args = parse_args(argv)
     started = time.perf_counter()
     template = load_template()
     results: dict[str, Any] = {}
-    if args.only in (None, "calls"):
-        # Imported here: moto and the handlers take seconds to load, and `--only imports` needs neither
-        # (the import timings run in child interpreters, unaffected by this process either way).
-        from bench.calls import calls_json, format_calls, measure_calls
-
-        print("== AWS calls per request, warm functions (moto, in process) ==")
-        call_rows = measure_calls(template, CALL_REPETITIONS)
-        print(format_calls(call_rows, CALL_REPETITIONS))
-        results["calls"] = calls_json(call_rows)
-        if args.only is None:
+    chosen = [args.only] if args.only else list(BENCHMARKS)
+    for index, name in enumerate(chosen):
+        heading, benchmark = BENCHMARKS[name]
+        if index:
             print()
-    if args.only in (None, "revoke"):
-        from bench.sessions import format_revoke, measure_revoke, revoke_json
-
-        print("== Revoking every session of a user with N sessions (moto, in process) ==")
-        revoke_rows = measure_revoke(template)
-        print(format_revoke(revoke_rows))
-        results["revoke"] = revoke_json(revoke_rows)
-        if args.only is None:
-            print()
-    if args.only in (None, "sweep"):
-        from bench.sweep import format_sweep, measure_sweep, sweep_json
-
-        print("== Session sweeper: one user's stale sessions after a generation bump (moto, in process) ==")
-        sweep = measure_sweep(template)
-        print(format_sweep(sweep))
-        results["sweep"] = sweep_json(sweep)
-        if args.only is None:
-            print()
-    if args.only in (None, "imports"):
-        from bench.imports import format_imports, imports_json, measure_imports
-
-        print("== Handler import time (fresh interpreter per run) ==")
-        import_rows = measure_imports(template, args.runs)
-        print(format_imports(import_rows, args.runs))
-        results["imports"] = imports_json(import_rows)
-        if args.only is None:
-            print()
-    if args.only in (None, "keepalive"):
-        from bench.keepalive import format_keepalive, keepalive_json, measure_keepalive
-
-        print("== Keep-alive requests through the local API's HTTP server (no function work) ==")
-        keepalive = measure_keepalive()
-        print(format_keepalive(keepalive))
-        results["keepalive"] = keepalive_json(keepalive)
+        print(f"== {heading} ==")
+        table, results[name] = benchmark(template, args)
+        print(table)
     over = [r["scenario"] for r in results.get("calls", []) if r["verdict"] == "OVER"]
     over += [r["function"] for r in results.get("imports", []) if r["verdict"] == "OVER"]
     if results.get("keepalive", {}).get("verdict") == "OVER":

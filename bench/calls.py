@@ -31,9 +31,11 @@ from bench.table import render
 from nimbus_core import clock
 from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.items import to_item
+from nimbus_core.adapters.users import COUNT_KEY_PREFIX, user_item
 from nimbus_core.auth import USED_AT_REFRESH_SECONDS
 from nimbus_core.ids import new_id
-from nimbus_core.models import SecondFactor
+from nimbus_core.killswitches import KillSwitch, serialize_enabled
+from nimbus_core.models import SecondFactor, User
 from nimbus_core.otp import new_totp_secret
 from nimbus_core.settings import get_settings
 from nimbus_core.tokens import parse_session_token
@@ -146,6 +148,9 @@ class Scenario:
     prepare: Callable[[], Callable[[], Reply]]
     budget: Budget | None = None
     config: Config = "warm"
+    # Fields the answer's body must hold: a change answered 200 without changing anything (unban
+    # of a user who is not banned) would be another code path.
+    expect_body: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -186,6 +191,7 @@ class Harness:
         # The bench's own client for setup writes: it is not watched, and setup is never inside
         # a counting window anyway.
         self._dynamodb = session.client("dynamodb")
+        self._ssm = session.client("ssm")
         self._sequence = itertools.count(1)
 
     def unique(self, prefix: str) -> str:
@@ -217,9 +223,10 @@ class Harness:
         token: str = reply.body["token"]
         return token
 
-    def make_staff(self, token: str) -> None:
-        """Give the token's user the staff flag and a TOTP factor (staff endpoints require one)."""
-        self.add_totp(token, staff=True)
+    def make_staff(self, token: str) -> str:
+        """Give the token's user the staff flag and a TOTP factor (staff endpoints require one);
+        the factor's seed."""
+        return self.add_totp(token, staff=True)
 
     def add_totp(self, token: str, *, staff: bool = False) -> str:
         """Give the token's user a TOTP factor no code was used with yet (written directly, so the
@@ -286,6 +293,51 @@ class Harness:
         text: str = mine[-1]["text"]["S"]
         return text.split("token=", 1)[1].split(maxsplit=1)[0]
 
+    def set_user(self, token: str, **values: str) -> None:
+        """Write attributes of the token's user directly (``verifiedAt="..."``): a state an
+        endpoint starts from, without the requests that would lead there."""
+        names = {f"#a{n}": name for n, name in enumerate(values)}
+        self._dynamodb.update_item(
+            TableName=get_settings().users_table,
+            Key={"pk": {"S": f"USER#{token.split('.', maxsplit=1)[0]}"}},
+            UpdateExpression="SET " + ", ".join(f"{name} = :v{name[2:]}" for name in names),
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues={f":v{n}": {"S": value} for n, value in enumerate(values.values())},
+        )
+
+    def seed_users(self, count: int) -> None:
+        """Store ``count`` user items straight to the table, in batches: what GET /users lists.
+        Only the user items (no claims, not in the user count): they never log in."""
+        table = get_settings().users_table
+        stamp = clock.iso(clock.now())
+        items = []
+        for _ in range(count):
+            name = self.unique("listed")
+            user = User(
+                id=new_id(),
+                username=name,
+                email=f"{name}@example.com",
+                password_hash="not-a-real-hash",
+                created_at=stamp,
+                updated_at=stamp,
+                domain=get_settings().default_domain,
+            )
+            items.append({"PutRequest": {"Item": user_item(user)}})
+        for start in range(0, len(items), 25):
+            request: dict[str, Any] = {table: items[start : start + 25]}
+            while request:
+                request = self._dynamodb.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
+
+    def set_killswitches(self, enabled: Sequence[KillSwitch]) -> None:
+        """Store the enabled kill switches directly in SSM (the bench refetches the runtime
+        configuration right before each measured request)."""
+        self._ssm.put_parameter(
+            Name=get_settings().killswitch_parameter,
+            Value=serialize_enabled(frozenset(enabled)),
+            Type="String",
+            Overwrite=True,
+        )
+
     def set_used_at(self, token: str, age_seconds: float) -> None:
         """Write the session's usedAt as ``age_seconds`` ago (what a request that long ago left)."""
         parsed = parse_session_token(token)
@@ -297,6 +349,56 @@ class Harness:
             UpdateExpression="SET usedAt = :u",
             ExpressionAttributeValues={":u": {"S": clock.iso(clock.now() - age_seconds)}},
         )
+
+
+class Leftovers:
+    """Deletes what a scenario's setup stored, once the scenario is measured.
+
+    moto deep-copies every table a TransactWriteItems touches (its rollback copy), once per item
+    of the transaction, so a transaction takes time in proportion to the tables' size: kept, the
+    setup of each scenario would make every later one slower (the run's time would grow with the
+    square of the scenarios). What was stored when the scenarios were planned (the shared users)
+    stays, and so do the user count's shards (a deletion is counted in the shard of its user).
+    Round trips do not depend on the tables' size here (a Query page holds 1 MB).
+    """
+
+    def __init__(self, dynamodb: Any) -> None:
+        self._client = dynamodb
+        self._keys: dict[str, list[str]] = {}
+        for page in dynamodb.get_paginator("list_tables").paginate():
+            for table in page["TableNames"]:
+                schema = dynamodb.describe_table(TableName=table)["Table"]["KeySchema"]
+                self._keys[table] = [k["AttributeName"] for k in schema]
+        self._baseline = {table: set(self._stored(table)) for table in self._keys}
+
+    def _stored(self, table: str) -> dict[tuple[tuple[str, str], ...], dict[str, Any]]:
+        """The keys of every item of ``table``, by a hashable form of each."""
+        names = {f"#k{n}": name for n, name in enumerate(self._keys[table])}
+        found: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+        for page in self._client.get_paginator("scan").paginate(
+            TableName=table, ProjectionExpression=", ".join(names), ExpressionAttributeNames=names
+        ):
+            for key in page["Items"]:
+                found[tuple(sorted((name, str(value)) for name, value in key.items()))] = key
+        return found
+
+    def discard(self) -> None:
+        """Delete every item stored since the scenarios were planned (but the count's shards)."""
+        for table in self._keys:
+            new = [
+                key
+                for ident, key in self._stored(table).items()
+                if ident not in self._baseline[table]
+                and not key.get("pk", {}).get("S", "").startswith(COUNT_KEY_PREFIX)
+            ]
+            for start in range(0, len(new), 25):
+                request: dict[str, Any] = {
+                    table: [{"DeleteRequest": {"Key": key}} for key in new[start : start + 25]]
+                }
+                while request:
+                    request = (
+                        self._client.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
+                    )
 
 
 def _expect(what: str, status: int, reply: Reply) -> None:
@@ -316,6 +418,9 @@ SESSION_LIST_BUDGET = Budget("DynamoDB <= 2", dynamodb=2)
 SCOPED_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)
 # Issue 7: each request of a login or change with a second-factor challenge.
 CHALLENGE_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)
+LISTED_USERS = 110  # stored for GET /users: two full pages of 50 and more
+# Issue 8: a page of GET /users (the staff caller's authentication included).
+USERS_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)
 # Not in the issue: runtime_config promises one GetParameters for both parameters.
 COLD_BUDGET = Budget("SSM <= 1 (design, not issue)", ssm=1)
 
@@ -538,6 +643,7 @@ def scenarios(h: Harness) -> list[Scenario]:
         ),
         Scenario("DELETE /users/:uid/sessions/all (staff)", 200, staff_sessions("DELETE", "/all")),
         *_second_factor_scenarios(h),
+        *_staff_scenarios(h),
     ]
 
 
@@ -653,6 +759,203 @@ def _second_factor_scenarios(h: Harness) -> list[Scenario]:
     ]
 
 
+Scripted = tuple[str, dict[str, Any] | None]  # path and body of a scripted request
+
+
+def _staff_scenarios(h: Harness) -> list[Scenario]:
+    """Issue 8: the staff account endpoints and the runtime-configuration endpoints, each by a
+    fresh staff member with a TOTP factor (staff endpoints refuse staff without one).
+
+    Where the endpoint reverifies, the staff member sends the password (the challenge, uncounted)
+    and the measured request answers it with the current TOTP code, as a real staff change goes.
+    """
+
+    def staffed(
+        method: str, request: Callable[[], Scripted], *, reverify: bool = True, step: str = "totp"
+    ) -> Callable[[], Callable[[], Reply]]:
+        """``request`` sets up the target (uncounted) and names the path and body; ``step`` "ask"
+        measures the challenged first request instead of the answer."""
+
+        def prepare() -> Callable[[], Reply]:
+            staff = h.register(h.unique("stf"))
+            seed = h.make_staff(staff)
+            path, body = request()
+            ip = h.fresh_ip()
+            if not reverify:
+                return lambda: h.api.call(method, path, body, token=staff, ip=ip)
+            sent = body or {}
+            if step == "ask":
+                return lambda: h.api.call(method, path, sent | {"password": PASSWORD}, token=staff, ip=ip)
+            first = h.challenge(method, path, sent, staff, ip)
+            two_fa = {"token": first.body["token"], "type": "totp", "code": pyotp.TOTP(seed).now()}
+            return lambda: h.api.call(method, path, sent | {"2fa": two_fa}, token=staff, ip=ip)
+
+        return prepare
+
+    def target(
+        suffix: str = "", body: dict[str, Any] | Callable[[], dict[str, Any]] | None = None, **setup: Any
+    ) -> Callable[[], Scripted]:
+        """A fresh user to act on, at ``/users/<id><suffix>`` (``body`` made anew per request when
+        it is a function); ``setup`` puts them in the state the endpoint changes: ``verified``,
+        ``banned``, ``totp`` (a factor), ``staff``, ``logins`` (more sessions)."""
+
+        def request() -> Scripted:
+            name = h.unique("tgt")
+            token = h.register(name)
+            for _ in range(setup.get("logins", 0)):
+                h.login(name)
+            if setup.get("staff"):
+                h.make_staff(token)
+            elif setup.get("totp"):
+                h.add_totp(token)
+            stamp = clock.iso(clock.now())
+            if setup.get("verified"):
+                h.set_user(token, verifiedAt=stamp)
+            if setup.get("banned"):
+                h.set_user(token, bannedAt=stamp, banReason="Spam")
+            return f"/users/{token.split('.')[0]}{suffix}", body() if callable(body) else body
+
+        return request
+
+    def fixed(
+        path: str, body: dict[str, Any] | None = None, *, switches: Sequence[KillSwitch] | None = None
+    ) -> Callable[[], Scripted]:
+        """A request on no user; the kill switches are stored as ``switches`` first if given."""
+
+        def request() -> Scripted:
+            if switches is not None:
+                h.set_killswitches(switches)
+            return path, body
+
+        return request
+
+    def listing(path: str) -> Callable[[], Scripted]:
+        """GET /users with ``LISTED_USERS`` more users stored (once per scenario: the users a
+        scenario stores are discarded after it) so that its pages are full."""
+        seeded = False
+
+        def request() -> Scripted:
+            nonlocal seeded
+            if not seeded:
+                h.seed_users(LISTED_USERS)
+                seeded = True
+            return path, None
+
+        return request
+
+    def delete_many() -> Scripted:
+        ids = [h.register(h.unique("tgt")).split(".")[0] for _ in range(2)]
+        return "/users", {"ids": ids}
+
+    def log_level() -> Scripted:
+        # The level stored now, so the change leaves the functions' logging as it was.
+        return "/loglevel", {"name": container.production_deps().config.current().log_level}
+
+    switch = KillSwitch.FILE_CREATE  # guards no Nimbus endpoint: enabling it disturbs nothing
+    domain = {"domain": get_settings().default_domain, "subdomain": "staffset"}
+    return [
+        # Issue 8: one page of users within 3 round trips (auth, ListIndex Query, BatchGetItem).
+        Scenario(
+            "GET /users (page of 50)", 200, staffed("GET", listing("/users"), reverify=False), USERS_BUDGET
+        ),
+        Scenario(
+            "GET /users?offset=50&limit=50",
+            200,
+            staffed("GET", listing("/users?offset=50&limit=50"), reverify=False),
+            USERS_BUDGET,
+        ),
+        Scenario("GET /users/:id", 200, staffed("GET", target(), reverify=False)),
+        Scenario(
+            "PUT /users/:id/username, TOTP answer",
+            200,
+            staffed("PUT", target("/username", lambda: {"username": h.unique("staffnamed")})),
+        ),
+        Scenario(
+            "PUT /users/:id/email, TOTP answer",
+            200,
+            staffed("PUT", target("/email", lambda: {"email": f"{h.unique('staffmail')}@example.org"})),
+        ),
+        Scenario(
+            "PUT /users/:id/password, TOTP answer",
+            200,
+            staffed(
+                "PUT",
+                target(
+                    "/password", {"newPassword": "another secret", "confirmNewPassword": "another secret"}
+                ),
+            ),
+        ),
+        Scenario("PUT /users/:id/domain", 200, staffed("PUT", target("/domain", domain), reverify=False)),
+        Scenario("PUT /users/:id/verify, TOTP answer", 200, staffed("PUT", target("/verify"))),
+        Scenario(
+            "DELETE /users/:id/verify, TOTP answer",
+            200,
+            staffed("DELETE", target("/verify", verified=True)),
+            expect_body={"verifiedAt": None},
+        ),
+        Scenario("GET /users/:id/verify (resend)", 201, staffed("GET", target("/verify"), reverify=False)),
+        Scenario(
+            "PUT /users/:id/staff, TOTP answer",
+            200,
+            staffed("PUT", target("/staff", totp=True)),
+            expect_body={"staff": True},
+        ),
+        Scenario(
+            "DELETE /users/:id/staff, TOTP answer",
+            200,
+            staffed("DELETE", target("/staff", staff=True)),
+            expect_body={"staff": False},
+        ),
+        Scenario(
+            "PUT /users/:id/ban, challenged",
+            401,
+            staffed("PUT", target("/ban", {"reason": "Spam"}), step="ask"),
+        ),
+        Scenario(
+            "PUT /users/:id/ban (3 sessions), TOTP answer",
+            200,
+            staffed("PUT", target("/ban", {"reason": "Spam"}, logins=2)),
+            expect_body={"banReason": "Spam"},
+        ),
+        Scenario(
+            "DELETE /users/:id/ban, TOTP answer",
+            200,
+            staffed("DELETE", target("/ban", banned=True)),
+            expect_body={"bannedAt": None},
+        ),
+        Scenario(
+            "DELETE /users/:id (3 sessions), TOTP answer",
+            200,
+            staffed("DELETE", target(logins=2)),
+        ),
+        Scenario(
+            "DELETE /users (2 ids), TOTP answer",
+            200,
+            staffed("DELETE", delete_many),
+            expect_body={"count": 2},
+        ),
+        Scenario("GET /killswitches", 200, staffed("GET", fixed("/killswitches"), reverify=False)),
+        # The runtime-configuration changes write SSM; each starts from switches that make it write.
+        Scenario(
+            "PUT /killswitches/:id, TOTP answer",
+            200,
+            staffed("PUT", fixed(f"/killswitches/{int(switch)}", switches=())),
+        ),
+        Scenario(
+            "DELETE /killswitches/:id, TOTP answer",
+            200,
+            staffed("DELETE", fixed(f"/killswitches/{int(switch)}", switches=[switch])),
+        ),
+        Scenario(
+            "DELETE /killswitches (1 on), TOTP answer",
+            200,
+            staffed("DELETE", fixed("/killswitches", switches=[switch])),
+        ),
+        Scenario("GET /loglevel", 200, staffed("GET", fixed("/loglevel"), reverify=False)),
+        Scenario("PATCH /loglevel, TOTP answer", 200, staffed("PATCH", log_level)),
+    ]
+
+
 def _fill(body: dict[str, Any], other: str) -> dict[str, Any]:
     """``body`` with "{other}" (in strings and lists of strings) replaced by a session id."""
 
@@ -697,6 +1000,9 @@ def run_scenario(scenario: Scenario, counter: CallCounter, repetitions: int) -> 
         with counter.measure() as tally:
             reply = send()
         _expect(scenario.name, scenario.expected_status, reply)
+        wrong = {k: reply.body.get(k) for k, v in scenario.expect_body.items() if reply.body.get(k) != v}
+        if wrong:
+            raise ScenarioError(f"{scenario.name}: expected {dict(scenario.expect_body)}, got {wrong}")
         if tally.other_clients:
             raise ScenarioError(f"{scenario.name}: calls by unwatched clients: {tally.other_clients}")
         if repetition:  # repetition 0 warms lazy imports and first-use caches on this path
@@ -791,7 +1097,13 @@ def measure_calls(template: Template, repetitions: int) -> list[CallRow]:
             with _function_logs_captured() as logs:
                 harness = Harness(api, boto3.Session(region_name=REGION))
                 try:
-                    return [run_scenario(s, counter, repetitions) for s in scenarios(harness)]
+                    planned = scenarios(harness)
+                    leftovers = Leftovers(boto3.Session(region_name=REGION).client("dynamodb"))
+                    rows = []
+                    for scenario in planned:
+                        rows.append(run_scenario(scenario, counter, repetitions))
+                        leftovers.discard()
+                    return rows
                 except ScenarioError as error:
                     tail = "\n".join(logs.getvalue().splitlines()[-20:])
                     raise ScenarioError(f"{error}\n--- last function log lines ---\n{tail}") from None

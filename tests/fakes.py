@@ -51,6 +51,7 @@ class FakeDb:
     pending: dict[str, PendingFactor] = field(default_factory=dict)
     domains: dict[str, Domain] = field(default_factory=dict)
     outbox: list[tuple[str, Email]] = field(default_factory=list)  # (kind, email)
+    outbox_users: list[str] = field(default_factory=list)  # the user of each outbox message
     lock: threading.RLock = field(default_factory=threading.RLock)
     calls: list[str] = field(default_factory=list)  # every store call, for round-trip counting
 
@@ -214,12 +215,28 @@ class FakeUsers:
 
         return [FakeOp(check, apply, (("user", before.id),)), *ops]
 
+    def get_many(self, user_ids: Iterable[str]) -> list[User]:
+        """The stored users among ``user_ids``."""
+        with self.db.lock:
+            self.db.calls.append("users.get_many")
+            return [self.db.users[u] for u in dict.fromkeys(user_ids) if u in self.db.users]
+
+    def newest_page(self, *, limit: int, offset: int) -> tuple[int, list[User]]:
+        """The number of users and one page, newest (greatest id) first."""
+        with self.db.lock:
+            self.db.calls += ["users.list_index", "users.get_page"]  # a Query and a BatchGetItem
+            newest = sorted(self.db.users.values(), key=lambda u: u.id, reverse=True)
+            return len(newest), newest[offset : offset + limit] if limit > 0 else []
+
     def delete_ops(self, user: User) -> list[WriteOp]:
-        """Remove the user and its own claims; a claim that is now another user's cancels it all."""
+        """Remove the user and its own claims; a claim that is now another user's cancels it all,
+        and so does a user already gone (INVALID_SESSION_ERROR)."""
         db = self.db
         claims = ((db.usernames, username_key(user.username)), (db.emails, email_key(user.email)))
 
         def check() -> Exception | None:
+            if user.id not in db.users:
+                return NimbusError(ErrorCode.INVALID_SESSION_ERROR)
             if any(table.get(key, user.id) != user.id for table, key in claims):
                 return FakeConditionFailedError("a claim of the deleted user belongs to another user")
             return None
@@ -704,9 +721,24 @@ class FakeOutbox:
     def __init__(self, db: FakeDb) -> None:
         self.db = db
 
-    def enqueue_op(self, email: Email, *, now: float, kind: str) -> WriteOp:
+    def enqueue_op(self, email: Email, *, now: float, kind: str, user_id: str) -> WriteOp:
         """Queue an email."""
-        return FakeOp(_always, lambda: self.db.outbox.append((kind, email)))
+
+        def apply() -> None:
+            self.db.outbox.append((kind, email))
+            self.db.outbox_users.append(user_id)
+
+        return FakeOp(_always, apply)
+
+    def discard_for(self, user_id: str) -> int:
+        """Remove the user's stored messages."""
+        with self.db.lock:
+            self.db.calls.append("outbox.discard_for")
+            kept = [(m, u) for m, u in zip(self.db.outbox, self.db.outbox_users, strict=True) if u != user_id]
+            removed = len(self.db.outbox) - len(kept)
+            self.db.outbox[:] = [m for m, _ in kept]
+            self.db.outbox_users[:] = [u for _, u in kept]
+            return removed
 
 
 class FakeConfig:
@@ -719,6 +751,18 @@ class FakeConfig:
     def current(self) -> RuntimeConfig:
         """The switches and level as set."""
         return RuntimeConfig(frozenset(self.switches), self.log_level)
+
+    def write_killswitches(
+        self, change: Callable[[frozenset[KillSwitch]], frozenset[KillSwitch]]
+    ) -> RuntimeConfig:
+        """Change the switches."""
+        self.switches = set(change(frozenset(self.switches)))
+        return self.current()
+
+    def write_log_level(self, name: str) -> RuntimeConfig:
+        """Change the level."""
+        self.log_level = name
+        return self.current()
 
 
 class FakeClock:

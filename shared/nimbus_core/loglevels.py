@@ -43,4 +43,37 @@ def apply_log_level(logger: Logger, deps: Callable[[], Deps]) -> None:
         level = deps().config.current().log_level
     except Exception:
         return
-    logger.setLevel(LEVELS[level])
+    # On the standard library loggers: Powertools' setLevel turns NONE (CRITICAL + 1) into the name
+    # "LEVEL 51" and refuses it. Only when it changes: setLevel clears every logger's level cache.
+    target = logging.getLogger(logger.name)
+    if target.level != LEVELS[level]:
+        target.setLevel(LEVELS[level])
+        _inherit(target)
+    elif len(logging.root.manager.loggerDict) != _seen.loggers:  # a module imported since
+        _inherit(target)
+
+
+FIXED_LEVEL = "nimbus_fixed_level"  # set on a logger that keeps its own level (the audit trail)
+
+
+class _Seen:
+    loggers = 0  # how many loggers existed when children last inherited
+
+
+_seen = _Seen()
+
+
+def _inherit(parent: logging.Logger) -> None:
+    """Make the parent's child loggers follow its level: Powertools gives each child logger a level
+    of its own (INFO) when it is created, which the operator's level would not reach."""
+    prefix = parent.name + "."
+    loggers = list(logging.root.manager.loggerDict.items())
+    _seen.loggers = len(loggers)
+    for name, child in loggers:
+        if (
+            name.startswith(prefix)
+            and isinstance(child, logging.Logger)
+            and child.level != logging.NOTSET
+            and not getattr(child, FIXED_LEVEL, False)
+        ):
+            child.setLevel(logging.NOTSET)

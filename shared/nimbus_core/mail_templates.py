@@ -31,3 +31,20 @@ def verification_email(*, to: str, username: str, link: str, valid_hours: int) -
         "If you did not ask for this, ignore this email.</p>"
     )
     return Email(to=to, subject="Verify your email address", text=text, html=html)
+
+
+def ban_email(*, to: str, username: str, reason: str) -> Email:
+    """The ban notice: the username and the reason staff gave (escaped in the HTML)."""
+    text = (
+        f"Hello {username},\n\n"
+        "Your account has been banned by our staff, and every session of it has been signed out.\n\n"
+        f"Reason: {reason}\n\n"
+        "If you believe this is a mistake, reply to this email.\n"
+    )
+    html = (
+        f"<p>Hello {escape(username)},</p>"
+        "<p>Your account has been banned by our staff, and every session of it has been signed out.</p>"
+        f"<p>Reason: {escape(reason)}</p>"
+        "<p>If you believe this is a mistake, reply to this email.</p>"
+    )
+    return Email(to=to, subject="Your account has been banned", text=text, html=html)

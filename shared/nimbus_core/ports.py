@@ -14,7 +14,7 @@ An op carries the domain error its condition means (e.g. a taken username claim 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -100,8 +100,17 @@ class UserStore(Protocol):
         """A user by (validated) email address, compared by :func:`nimbus_core.identity.email_key`."""
         ...
 
+    def get_many(self, user_ids: Iterable[str]) -> list[User]:
+        """The users among ``user_ids`` (at most 100), in one round trip, in no particular order."""
+        ...
+
+    def newest_page(self, *, limit: int, offset: int) -> tuple[int, list[User]]:
+        """How many users exist (exact: counted by the transactions that create and delete them)
+        and one page of them, newest first, without reading them all."""
+        ...
+
     def create_ops(self, user: User) -> list[WriteOp]:
-        """Create ``user`` with its claims; a taken claim is USER_EXISTS_ERROR."""
+        """Create ``user`` with its claims and count it; a taken claim is USER_EXISTS_ERROR."""
         ...
 
     def change_ops(self, before: User, after: User) -> list[WriteOp]:
@@ -115,7 +124,8 @@ class UserStore(Protocol):
         ...
 
     def delete_ops(self, user: User) -> list[WriteOp]:
-        """Remove the user and both claims."""
+        """Remove the user and both claims, and count one user less; the user must still exist
+        (INVALID_SESSION_ERROR), so a user deleted twice at once is counted once."""
         ...
 
     def credentials_unchanged_op(
@@ -340,8 +350,13 @@ class DomainStore(Protocol):
 class Outbox(Protocol):
     """Outgoing email, written in the same transaction as the change that sends it."""
 
-    def enqueue_op(self, email: Email, *, now: float, kind: str) -> WriteOp:
-        """Queue ``email`` for the mail function."""
+    def enqueue_op(self, email: Email, *, now: float, kind: str, user_id: str) -> WriteOp:
+        """Queue ``email``, about user ``user_id``, for the mail function."""
+        ...
+
+    def discard_for(self, user_id: str) -> int:
+        """Remove every stored message about ``user_id`` (a deleted user's pending mail, and what
+        an operator could otherwise replay); how many were removed."""
         ...
 
 
@@ -350,4 +365,16 @@ class RuntimeConfigSource(Protocol):
 
     def current(self) -> RuntimeConfig:
         """The current runtime configuration."""
+        ...
+
+    def write_killswitches(
+        self, change: Callable[[frozenset[KillSwitch]], frozenset[KillSwitch]]
+    ) -> RuntimeConfig:
+        """Apply ``change`` to the switches as stored now (read afresh, not from the cache) and
+        store the result; the configuration after the change (this container sees it at once,
+        every other one within the cache age)."""
+        ...
+
+    def write_log_level(self, name: str) -> RuntimeConfig:
+        """Store the log level ``name`` (one of the five); the configuration after the change."""
         ...

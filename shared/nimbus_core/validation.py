@@ -43,6 +43,7 @@ _OWN_CODES = {
     "passwords_do_not_match": ErrorCode.PASSWORDS_DO_NOT_MATCH_ERROR,
     "subdomain_too_long": ErrorCode.SUBDOMAIN_TOO_LONG_ERROR,
     "too_many_ids": ErrorCode.BODY_TOO_LARGE_ERROR,
+    "invalid_loglevel": ErrorCode.INVALID_LOGLEVEL_ERROR,
 }
 
 

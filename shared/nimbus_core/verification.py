@@ -30,7 +30,10 @@ def issue(deps: Deps, user: User, now: float) -> tuple[User, list[WriteOp]]:
     email = verification_email(
         to=user.email, username=user.username, link=link, valid_hours=settings.verification_token_hours
     )
-    ops = [deps.tokens.put_op(token), deps.outbox.enqueue_op(email, now=now, kind="verify-email")]
+    ops = [
+        deps.tokens.put_op(token),
+        deps.outbox.enqueue_op(email, now=now, kind="verify-email", user_id=user.id),
+    ]
     if user.pending_verification:
         ops.append(deps.tokens.delete_op(user.pending_verification))
     pending: User = user.changed(pending_verification=token_hash)

@@ -33,6 +33,13 @@ class UserView(View):
     updatedAt: str  # noqa: N815
 
 
+class UserListView(View):
+    """GET /users: the total number of users and one page, newest first."""
+
+    count: int
+    items: list[UserView]
+
+
 class SuccessfulAuthView(View):
     """Register and login: the token (shown once) and its expiry in Unix seconds."""
 
@@ -162,3 +169,24 @@ class BackupCodesView(View):
     """A new set of backup codes, shown once."""
 
     codes: list[str]
+
+
+class KillSwitchView(View):
+    """One kill switch: its number, name and whether it is enabled."""
+
+    id: int
+    name: str
+    state: bool
+
+
+class KillSwitchListView(View):
+    """The nine kill switches (CONTRACT section 11)."""
+
+    count: int
+    items: list[KillSwitchView]
+
+
+class LogLevelView(View):
+    """The operator's log level."""
+
+    name: str

@@ -252,8 +252,8 @@ def _email(to: str) -> Email:
 def test_enqueue_in_a_committed_transaction_queues_the_email(stores: Stores) -> None:
     to = f"mail.{tag()}@example.com"
 
-    stores.tx.commit([stores.outbox.enqueue_op(_email(to), now=NOW, kind="verify-email")])
-    stores.tx.commit([stores.outbox.enqueue_op(_email(to), now=NOW, kind="verify-email")])
+    stores.tx.commit([stores.outbox.enqueue_op(_email(to), now=NOW, kind="verify-email", user_id="U1")])
+    stores.tx.commit([stores.outbox.enqueue_op(_email(to), now=NOW, kind="verify-email", user_id="U1")])
 
     assert stores.probe.outbox_to(to) == ["verify-email", "verify-email"]
 
@@ -262,7 +262,7 @@ def test_enqueue_in_a_cancelled_transaction_writes_nothing(stores: Stores) -> No
     taken = _user(stores)
     newcomer = a_user(username=taken.username)
     ops = [
-        stores.outbox.enqueue_op(_email(newcomer.email), now=NOW, kind="verify-email"),
+        stores.outbox.enqueue_op(_email(newcomer.email), now=NOW, kind="verify-email", user_id="U1"),
         *stores.users.create_ops(newcomer),
     ]
 
@@ -281,7 +281,7 @@ def test_two_operations_on_one_item_in_a_transaction_are_refused_and_write_nothi
     token = a_token(user)
     to = f"mail.{tag()}@example.com"
     ops = [
-        stores.outbox.enqueue_op(_email(to), now=NOW, kind="verify-email"),
+        stores.outbox.enqueue_op(_email(to), now=NOW, kind="verify-email", user_id="U1"),
         stores.tokens.put_op(token),
         stores.tokens.delete_op(token.hash),
     ]

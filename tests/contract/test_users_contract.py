@@ -263,8 +263,10 @@ def test_retrying_a_delete_after_the_name_was_taken_again_is_refused_and_removes
     stores.tx.commit(stores.users.delete_ops(user))
     successor = _create(stores, a_user(username=user.username, email=user.email))
 
-    with pytest.raises(DependencyError):  # the claims are no longer this user's: cancelled
+    with pytest.raises(NimbusError) as gone:  # the user is gone (and the claims are another's)
         stores.tx.commit(stores.users.delete_ops(user))
+
+    assert gone.value.code is ErrorCode.INVALID_SESSION_ERROR
 
     assert stores.users.get(successor.id) == successor
     assert stores.probe.claim_owner("username", user.username) == successor.id

@@ -4,9 +4,10 @@ template.yaml, and every statement is needed.
 The scenarios below drive every registered endpoint through the in-process API (the local API's
 router and events), down its success path and the failure paths that touch AWS differently (a
 conflict, a wrong password, a rate-limit give-back and window restart, a staff caller past a kill
-switch, a session whose ``usedAt`` is refreshed). Each SDK call is attributed to the function being
-invoked and turned into the IAM requests AWS would evaluate (tests/iam.py), then judged against the
-template. Each request starts a cold container, so every function's own SSM read is seen.
+switch, a session whose ``usedAt`` is refreshed); a staff deletion is followed by the sweep it sets
+off on the users stream. Each SDK call is attributed to the function being invoked and turned into
+the IAM requests AWS would evaluate (tests/iam.py), then judged against the template. Each request
+starts a cold container, so every function's own SSM read is seen.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import functools
 import importlib
 import itertools
+import json
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -534,6 +536,231 @@ def delete_all_user_factors(w: World) -> None:
     w.challenged("DELETE", f"/users/{uid}/2fa/all", {}, staff, secret, status=200)
 
 
+def _staff(w: World, name: str) -> tuple[str, str]:
+    """A staff caller with a TOTP factor: (token, seed)."""
+    token = w.user(name)
+    return token, w.make_staff(token)
+
+
+def _wrong_code(w: World, secret: str) -> str:
+    return "000000" if w.totp(secret) != "000000" else "111111"
+
+
+def _mail_about(w: World, user_id: str) -> list[dict[str, Any]]:
+    """The outbox messages stored about ``user_id`` (read from the outbox table)."""
+    return [m for m in map(from_item, w.stack.items("OutboxTable")) if m.get("userId") == user_id]
+
+
+def _parameter(w: World, logical_id: str) -> str:
+    """The stored value of an SSM parameter of the stack (read by the test, not recorded)."""
+    name = w.stack.provisioned.parameters[logical_id]
+    value: str = w.stack.ssm.get_parameter(Name=name)["Parameter"]["Value"]
+    return value
+
+
+def list_users(w: World) -> None:
+    staff, _ = _staff(w, "lius")
+    w.user("lius2")
+    listed = expect(w.api.call("GET", "/users?limit=2&offset=1", token=staff), 200)
+    stored = [i for i in w.stack.items("UsersTable") if i["pk"]["S"].startswith("USER#")]
+    assert listed["count"] == len(stored)  # the count shards, read with the page's users
+    assert len(listed["items"]) == 2  # ListIndex
+    assert expect(w.api.call("GET", "/users?limit=0", token=staff), 200)["items"] == []  # count only
+
+
+def get_user(w: World) -> None:
+    staff, _ = _staff(w, "geus")
+    target = w.user("geu")
+    w.age_sessions()  # the authentication records usedAt
+    assert expect(w.api.call("GET", f"/users/{_uid(target)}", token=staff), 200)["username"] == "geu"
+    expect(w.api.call("GET", "/users/" + "0" * len(_uid(target)), token=staff), 404)
+
+
+def set_user_username(w: World) -> None:
+    staff, secret = _staff(w, "suus")
+    uid = _uid(w.user("suu"))
+    w.challenged("PUT", f"/users/{uid}/username", {"username": "suu2"}, staff, secret, status=200)
+    # A wrong password is counted on the staff member's account; a taken name is a cancelled write.
+    wrong = {"username": "suu3", "password": "wrong password"}
+    expect(w.api.call("PUT", f"/users/{uid}/username", wrong, token=staff, ip=w.ip()), 401)
+    first = expect(
+        w.api.call("PUT", f"/users/{uid}/username", {"username": "suu3", "password": PASSWORD}, token=staff),
+        401,
+    )
+    bad = {"token": first["token"], "type": "totp", "code": _wrong_code(w, secret)}
+    expect(w.api.call("PUT", f"/users/{uid}/username", {"username": "suu3", "2fa": bad}, token=staff), 401)
+    w.challenged("PUT", f"/users/{uid}/username", {"username": "suus"}, staff, secret, status=409)
+
+
+def set_user_email(w: World) -> None:
+    staff, secret = _staff(w, "sues")
+    uid = _uid(w.user("sue"))  # a pending verification, replaced
+    body = {"email": "sue2@example.com"}
+    w.challenged("PUT", f"/users/{uid}/email", body, staff, secret, status=200)
+    assert [m["to"] for m in _mail_about(w, uid)].count("sue2@example.com") == 1
+
+
+def set_user_password(w: World) -> None:
+    staff, secret = _staff(w, "sups")
+    target = w.user("sup")
+    expect(w.api.login("sup", ip=w.ip()), 201)
+    body = {"newPassword": "battery staple", "confirmNewPassword": "battery staple"}
+    w.challenged("PUT", f"/users/{_uid(target)}/password", body, staff, secret, status=200)
+    expect(w.api.call("GET", "/users/me", token=target), 401)  # revoked
+
+
+def set_user_domain(w: World) -> None:
+    staff, _ = _staff(w, "suds")
+    uid = _uid(w.user("sud"))
+    body = {"domain": DOMAIN, "subdomain": "sud"}
+    expect(w.api.call("PUT", f"/users/{uid}/domain", body, token=staff), 200)  # not reverified
+    expect(w.api.call("PUT", f"/users/{uid}/domain", {"domain": "not-offered.test"}, token=staff), 404)
+
+
+def set_user_verified(w: World) -> None:
+    staff, secret = _staff(w, "svus")
+    uid = _uid(w.user("svu"))  # its pending verification token is removed
+    after = w.challenged("PUT", f"/users/{uid}/verify", {}, staff, secret, status=200)
+    assert after["verifiedAt"] is not None
+
+
+def clear_user_verified(w: World) -> None:
+    staff, secret = _staff(w, "cvus")
+    uid = _uid(w.user("cvu"))
+    expect(w.api.call("PUT", "/users/verify", {"token": w.verification_token("cvu@example.com")}), 200)
+    after = w.challenged("DELETE", f"/users/{uid}/verify", {}, staff, secret, status=200)
+    assert after["verifiedAt"] is None
+
+
+def resend_user_verification(w: World) -> None:
+    staff, _ = _staff(w, "ruvs")
+    uid = _uid(w.user("ruv"))
+    expect(w.api.call("GET", f"/users/{uid}/verify", token=staff), 201)  # not reverified
+    assert len(_mail_about(w, uid)) == 2
+
+
+def promote_user(w: World) -> None:
+    staff, secret = _staff(w, "prus")
+    target, _ = w.enrolled("pru")  # staff need a second factor
+    after = w.challenged("PUT", f"/users/{_uid(target)}/staff", {}, staff, secret, status=200)
+    assert after["staff"] is True
+
+
+def demote_user(w: World) -> None:
+    staff, secret = _staff(w, "deus")
+    target, _ = _staff(w, "deu")
+    after = w.challenged("DELETE", f"/users/{_uid(target)}/staff", {}, staff, secret, status=200)
+    assert after["staff"] is False
+
+
+def ban_user(w: World) -> None:
+    staff, secret = _staff(w, "bans")
+    target = w.user("ban")
+    after = w.challenged("PUT", f"/users/{_uid(target)}/ban", {"reason": "Spam"}, staff, secret, status=200)
+    assert after["banReason"] == "Spam"
+    assert [m["kind"] for m in _mail_about(w, _uid(target))].count("ban") == 1  # the notice
+
+
+def unban_user(w: World) -> None:
+    staff, secret = _staff(w, "unbs")
+    uid = _uid(w.user("unb"))
+    w.challenged("PUT", f"/users/{uid}/ban", {"reason": "Spam"}, staff, secret, status=200)
+    after = w.challenged("DELETE", f"/users/{uid}/ban", {}, staff, secret, status=200)
+    assert after["bannedAt"] is None
+
+
+def delete_user(w: World) -> None:
+    """The deletion, then SweepFunction on the users stream: the user's sessions and its stored
+    mail (the verification email queued at registration) go too."""
+    feed = _event_source(w, "SweepFunction")
+    staff, secret = _staff(w, "delus")
+    target = w.user("delu")
+    expect(w.api.login("delu", ip=w.ip()), 201)  # a second session to sweep
+    uid = _uid(target)
+    assert _mail_about(w, uid)
+    feed.skip()  # earlier records: not this scenario's
+    w.challenged("DELETE", f"/users/{uid}", {}, staff, secret, status=200)
+    w.api.recording.endpoint = "SweepFunction (users stream, staff deletion)"
+    swept = feed.drain(w.api.handler("SweepFunction"))
+    assert swept
+    assert all(i.failures == [] for i in swept)
+    assert _mail_about(w, uid) == []
+    assert not [s for s in w.stack.items("SessionsTable") if s["userId"]["S"] == uid]
+
+
+def delete_users(w: World) -> None:
+    staff, secret = _staff(w, "delss")
+    uids = [_uid(w.user(name)) for name in ("dels1", "dels2")]
+    unknown = "0" * len(uids[0])  # well formed, no such user: skipped
+    done = w.challenged("DELETE", "/users", {"ids": [*uids, unknown]}, staff, secret, status=200)
+    assert done["count"] == 2
+
+
+def _switches(w: World) -> set[str]:
+    return set(json.loads(_parameter(w, "KillSwitchParameter")))
+
+
+def list_killswitches(w: World) -> None:
+    staff, _ = _staff(w, "liks")
+    assert expect(w.api.call("GET", "/killswitches", token=staff), 200)["count"] == 9
+
+
+def enable_killswitch(w: World) -> None:
+    staff, secret = _staff(w, "enks")
+    try:
+        w.challenged("PUT", "/killswitches/5", {}, staff, secret, status=200)  # FILE_CREATE
+        assert _switches(w) == {"FILE_CREATE"}  # written to SSM
+        w.challenged("PUT", "/killswitches/5", {}, staff, secret, status=200)  # already on: no write
+    finally:
+        w.stack.set_switches()
+
+
+def disable_killswitch(w: World) -> None:
+    staff, secret = _staff(w, "diks")
+    w.stack.set_switches("FILE_CREATE", "FILE_DELETE")
+    try:
+        w.challenged("DELETE", "/killswitches/5", {}, staff, secret, status=200)
+        assert _switches(w) == {"FILE_DELETE"}
+    finally:
+        w.stack.set_switches()
+
+
+def disable_all_killswitches(w: World) -> None:
+    staff, secret = _staff(w, "daks")
+    w.stack.set_switches("FILE_CREATE", "FILE_DELETE")
+    try:
+        w.challenged("DELETE", "/killswitches", {}, staff, secret, status=200)
+        assert _switches(w) == set()
+        # A wrong answer (counted on the challenge and the account) or password writes nothing.
+        w.stack.set_switches("FILE_CREATE")
+        first = expect(w.api.call("DELETE", "/killswitches", {"password": PASSWORD}, token=staff), 401)
+        bad = {"token": first["token"], "type": "totp", "code": _wrong_code(w, secret)}
+        expect(w.api.call("DELETE", "/killswitches", {"2fa": bad}, token=staff), 401)
+        expect(w.api.call("DELETE", "/killswitches", {"password": "wrong password"}, token=staff), 401)
+        assert _switches(w) == {"FILE_CREATE"}
+    finally:
+        w.stack.set_switches()
+
+
+def get_log_level(w: World) -> None:
+    staff, _ = _staff(w, "gell")
+    stored = _parameter(w, "LogLevelParameter")
+    assert expect(w.api.call("GET", "/loglevel", token=staff), 200) == {"name": stored}
+
+
+def set_log_level(w: World) -> None:
+    staff, secret = _staff(w, "sell")
+    before = _parameter(w, "LogLevelParameter")
+    try:
+        answer = w.challenged("PATCH", "/loglevel", {"name": "warn"}, staff, secret, status=200)
+        assert answer == {"name": "WARN"}
+        assert _parameter(w, "LogLevelParameter") == "WARN"  # written to SSM
+    finally:  # the later scenarios log as before
+        name = w.stack.provisioned.parameters["LogLevelParameter"]
+        w.stack.ssm.put_parameter(Name=name, Value=before, Type="String", Overwrite=True)
+        container.reset()
+
+
 def second_factor_challenges(w: World) -> None:
     """Login and the reverification of the other functions, on an account with a factor."""
     token, secret = w.enrolled("chal")
@@ -685,6 +912,27 @@ SCENARIOS: dict[tuple[str, str], Callable[[World], None]] = {
     ("DELETE", "/users/<uid>/2fa/<id>"): delete_user_factor,
     ("DELETE", "/users/<uid>/2fa"): delete_user_factors,
     ("DELETE", "/users/<uid>/2fa/all"): delete_all_user_factors,
+    ("GET", "/users"): list_users,
+    ("GET", "/users/<id>"): get_user,
+    ("PUT", "/users/<id>/username"): set_user_username,
+    ("PUT", "/users/<id>/email"): set_user_email,
+    ("PUT", "/users/<id>/password"): set_user_password,
+    ("PUT", "/users/<id>/domain"): set_user_domain,
+    ("PUT", "/users/<id>/verify"): set_user_verified,
+    ("DELETE", "/users/<id>/verify"): clear_user_verified,
+    ("GET", "/users/<id>/verify"): resend_user_verification,
+    ("PUT", "/users/<id>/staff"): promote_user,
+    ("DELETE", "/users/<id>/staff"): demote_user,
+    ("PUT", "/users/<id>/ban"): ban_user,
+    ("DELETE", "/users/<id>/ban"): unban_user,
+    ("DELETE", "/users/<id>"): delete_user,
+    ("DELETE", "/users"): delete_users,
+    ("GET", "/killswitches"): list_killswitches,
+    ("PUT", "/killswitches/<id>"): enable_killswitch,
+    ("DELETE", "/killswitches/<id>"): disable_killswitch,
+    ("DELETE", "/killswitches"): disable_all_killswitches,
+    ("GET", "/loglevel"): get_log_level,
+    ("PATCH", "/loglevel"): set_log_level,
 }
 
 # Flows that span several functions' endpoints, run after the per-endpoint scenarios.
@@ -799,6 +1047,8 @@ def _check_argon2_memory(recording: Recording) -> None:
         "AccountsFunction",
         "SessionsFunction",
         "SecondFactorsFunction",
+        "StaffFunction",  # reverification, and the passwords staff set
+        "AdminFunction",  # reverification of kill-switch and log-level changes
     } <= recording.argon2
     memory = {spec.logical_id: spec.memory_size for spec in function_specs(load_template(), PARAMS)}
     starved = {f: memory[f] for f in recording.argon2 if memory[f] < ARGON2_MEMORY_MB}

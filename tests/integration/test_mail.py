@@ -58,10 +58,19 @@ def test_register_writes_one_outbox_item_in_the_same_transaction_as_the_account(
     [transaction] = [params for name, params in dynamodb_calls if name == "TransactWriteItems"]
     tables = [next(iter(op.values()))["TableName"] for op in transaction["TransactItems"]]
     assert sorted(tables) == sorted(
-        ["UsersTable", "UsersTable", "UsersTable", "SessionsTable", "TokensTable", "OutboxTable"]
+        # the user, its two claims and a shard of the user count
+        [
+            "UsersTable",
+            "UsersTable",
+            "UsersTable",
+            "UsersTable",
+            "SessionsTable",
+            "TokensTable",
+            "OutboxTable",
+        ]
     )
     [item] = [from_item(i) for i in stack.items("OutboxTable")]
-    assert set(item) == {"id", "kind", "to", "subject", "text", "html", "createdAt", "expiresAt"}
+    assert set(item) == {"id", "kind", "to", "subject", "text", "html", "createdAt", "expiresAt", "userId"}
     assert (item["kind"], item["to"], item["subject"]) == (
         "verify-email",
         "Alice.W@example.com",

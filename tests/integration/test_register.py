@@ -11,6 +11,7 @@ import pytest
 from argon2 import PasswordHasher
 
 from nimbus_core.adapters.items import from_item
+from nimbus_core.adapters.users import count_shard
 from nimbus_tools.local.events import HttpRequest, build_event
 from nimbus_tools.local.inprocess import LambdaContextStub, Reply
 from tests.integration.conftest import NOW, Api, Clock, Faults, Stack
@@ -133,7 +134,9 @@ def test_register_stores_the_user_with_lower_cased_keys_and_the_case_as_given(
     assert reply.status == 201, reply.body
     user_id, _, _ = token_parts(reply.body["token"])
     items = users_by_pk(stack)
-    assert set(items) == {f"USER#{user_id}", "USERNAME#alice_w", "EMAIL#alice.w@example.com"}
+    shard = f"USERCOUNT#{count_shard(user_id)}"
+    assert set(items) == {f"USER#{user_id}", "USERNAME#alice_w", "EMAIL#alice.w@example.com", shard}
+    assert items[shard] == {"pk": shard, "users": 1}  # counted in the same transaction
     user = dict(items[f"USER#{user_id}"])
     password_hash = user.pop("passwordHash")
     assert user == {
@@ -143,6 +146,7 @@ def test_register_stores_the_user_with_lower_cased_keys_and_the_case_as_given(
         "usernameKey": "alice_w",
         "email": "Alice.W@example.com",
         "emailKey": "alice.w@example.com",
+        "listPartition": "USERS",
         "staff": False,
         "domain": "nimbus.test",
         "secondFactors": {},

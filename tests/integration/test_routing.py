@@ -41,16 +41,18 @@ UNKNOWN_ROUTES = [
     ("PATCH", "/register"),
     ("PATCH", "/users/me"),
     ("POST", "/users/me"),
-    ("GET", "/users"),
+    ("POST", "/users"),
+    ("PUT", "/users/me/ban"),
+    ("DELETE", "/users/me/staff"),
     ("PUT", "/users/me/sessions"),
     ("GET", "/users/me/sessions/all"),
     ("PATCH", "/users/01M804N41KYSHFMGYX2M1P11M9/sessions/all"),
-    ("GET", "/users/01M804N41KYSHFMGYX2M1P11M9"),
+    ("POST", "/users/01M804N41KYSHFMGYX2M1P11M9"),
     ("GET", "/api/users/me"),
     ("GET", "/users/me/extra/segments"),
     ("OPTIONS", "/users/me"),
     ("GET", "/%2e%2e/etc/passwd"),
-    ("GET", "/users/me%2F"),
+    ("PATCH", "/users/me%2F"),  # GET would be GET /users/{id} with the id "me%2F"
 ]
 
 

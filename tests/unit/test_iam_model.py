@@ -84,6 +84,7 @@ def test_template_statements_resolve_to_local_arns() -> None:
         "AccountsFunction",
         "SessionsFunction",
         "SecondFactorsFunction",
+        "StaffFunction",
         "AdminFunction",
         "MailFunction",
         "SweepFunction",

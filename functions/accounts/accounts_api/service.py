@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from aws_lambda_powertools import Logger
 
-from nimbus_core import passwords, verification
+from nimbus_core import account_changes
 from nimbus_core.auth import Caller
-from nimbus_core.clock import iso
 from nimbus_core.deps import Deps
 from nimbus_core.errors import DependencyError, ErrorCode, NimbusError
-from nimbus_core.identity import email_key
 from nimbus_core.models import Domain, User
-from nimbus_core.ports import WriteOp
 from nimbus_core.session_issuer import revoke_all_but
 
 _log = Logger(child=True)
@@ -19,32 +16,18 @@ _log = Logger(child=True)
 
 def change_username(deps: Deps, caller: Caller, username: str, now: float) -> User:
     """Rename the caller; the old and new claims swap in the same transaction as the user."""
-    user = caller.user
-    if username == user.username:
-        return user
-    after: User = user.changed(username=username, updated_at=iso(now))
-    deps.tx.commit(deps.users.change_ops(user, after))
-    return after
+    return account_changes.rename(deps, caller.user, username, now)
 
 
 def change_email(deps: Deps, caller: Caller, email: str, now: float) -> User:
     """Change the caller's address: it starts unverified and a verification email goes to it."""
-    user = caller.user
-    if email == user.email:
-        return user
-    after: User = user.changed(email=email, updated_at=iso(now))
-    ops: list[WriteOp] = []
-    if email_key(email) != email_key(user.email):  # a new address, not another spelling of it
-        after = after.changed(verified_at=None)
-        after, ops = verification.issue(deps, after, now)
-    deps.tx.commit([*deps.users.change_ops(user, after), *ops])
-    return after
+    return account_changes.change_email(deps, caller.user, email, now)
 
 
 def change_password(deps: Deps, caller: Caller, new_password: str, now: float) -> User:
     """Set a new password; the current session stays, every other session is revoked at once."""
     user = caller.user
-    changed: User = user.changed(password_hash=passwords.hash_password(new_password), updated_at=iso(now))
+    changed = account_changes.new_password(user, new_password, now)
     after, ops = revoke_all_but(deps, changed, caller.session)
     deps.tx.commit([*deps.users.change_ops(user, after), *ops])
     return after
@@ -52,20 +35,12 @@ def change_password(deps: Deps, caller: Caller, new_password: str, now: float) -
 
 def change_domain(deps: Deps, caller: Caller, domain: str, subdomain: str | None, now: float) -> User:
     """Choose an offered domain (and a subdomain where it allows one): checked inside the write."""
-    user = caller.user
-    after: User = user.changed(domain=domain, subdomain=subdomain, updated_at=iso(now))
-    offered = deps.domains.offered_op(domain, with_subdomain=subdomain is not None)
-    deps.tx.commit([offered, *deps.users.change_ops(user, after)])
-    return after
+    return account_changes.change_domain(deps, caller.user, domain, subdomain, now)
 
 
 def resend_verification(deps: Deps, caller: Caller, now: float) -> None:
     """Send a new verification email (the previous link stops working)."""
-    user = caller.user
-    if user.verified_at is not None:
-        raise NimbusError(ErrorCode.EMAIL_ALREADY_VERIFIED_ERROR)
-    after, ops = verification.issue(deps, user, now)
-    deps.tx.commit([*deps.users.change_ops(user, after), *ops])
+    account_changes.resend_verification(deps, caller.user, now)
 
 
 def delete_account(deps: Deps, caller: Caller) -> None:
@@ -80,10 +55,7 @@ def delete_account(deps: Deps, caller: Caller) -> None:
     """
     user, current = caller.user, caller.session
     deps.sessions.delete_many(user.id, [sid for sid in deps.sessions.list_ids(user.id) if sid != current.id])
-    ops = [*deps.users.delete_ops(user), deps.sessions.delete_op(user.id, current.id)]
-    if user.pending_verification:
-        ops.append(deps.tokens.delete_op(user.pending_verification))
-    deps.tx.commit(ops)
+    deps.tx.commit([*account_changes.deletion_ops(deps, user), deps.sessions.delete_op(user.id, current.id)])
     try:
         deps.sessions.delete_many(user.id, deps.sessions.list_ids(user.id))
     except DependencyError:

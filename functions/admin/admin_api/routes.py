@@ -1,17 +1,52 @@
-"""Routes of the admin group: service identity. Unknown routes fall to the app's JSON 404."""
+"""Routes of the admin group: service identity, and the kill switches and log level that staff
+change through the API (CONTRACT section 11). Unknown routes fall to the app's JSON 404.
+
+The changes are SSM writes, which no DynamoDB transaction can carry, so a second-factor answer is
+recorded before the write (:meth:`Request.record_answer_now`), never after it.
+"""
 
 from __future__ import annotations
 
 from aws_lambda_powertools.event_handler import Response
 
 import nimbus_core
+from admin_api import service
+from admin_api.models import KillSwitchPath, SetLogLevelBody
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import json_response
-from nimbus_core.views import ServiceView
+from nimbus_core.ports import RuntimeConfig
+from nimbus_core.scopes import Scope
+from nimbus_core.views import KillSwitchListView, LogLevelView, ServiceView
 
 routes = EndpointRouter()
+
+
+def _staff(scope: Scope, summary: str, **extra: object) -> Policy:
+    values: dict[str, object] = {
+        "staff": True,
+        "scope": scope,
+        "statuses": (200, 400, 401, 403, 429, 500),
+        "summary": summary,
+    }
+    values.update(extra)
+    return Policy(**values)  # type: ignore[arg-type]
+
+
+def _switch_change(summary: str, **extra: object) -> Policy:
+    return _staff(
+        Scope.STAFF_MODIFY_KILLSWITCHES,
+        summary,
+        reverify=True,
+        audit=True,
+        response=KillSwitchListView,
+        **extra,
+    )
+
+
+def _switch_list(config: RuntimeConfig) -> Response[str]:
+    return json_response(200, service.killswitch_list(config))
 
 
 @routes.endpoint(
@@ -22,3 +57,64 @@ routes = EndpointRouter()
 def root(_request: Request) -> Response[str]:
     """GET /: the service name and version."""
     return json_response(200, {"name": "nimbus", "version": nimbus_core.__version__})
+
+
+@routes.endpoint(
+    "GET",
+    "/killswitches",
+    _staff(
+        Scope.STAFF_MODIFY_KILLSWITCHES, "The kill switches and their states", response=KillSwitchListView
+    ),
+)
+def list_killswitches(request: Request) -> Response[str]:
+    """GET /killswitches: ``{count: 9, items: [{id, name, state}]}`` (as this container sees them)."""
+    return _switch_list(request.deps.config.current())
+
+
+@routes.endpoint("PUT", "/killswitches/<id>", _switch_change("Enable a kill switch", path=KillSwitchPath))
+def enable_killswitch(request: Request) -> Response[str]:
+    """PUT /killswitches/:id: enable it; the full list after the change."""
+    path: KillSwitchPath = request.path_model
+    request.record_answer_now()
+    return _switch_list(service.set_switch(request.deps, path.switch, enabled=True))
+
+
+@routes.endpoint("DELETE", "/killswitches/<id>", _switch_change("Disable a kill switch", path=KillSwitchPath))
+def disable_killswitch(request: Request) -> Response[str]:
+    """DELETE /killswitches/:id: disable it; the full list after the change."""
+    path: KillSwitchPath = request.path_model
+    request.record_answer_now()
+    return _switch_list(service.set_switch(request.deps, path.switch, enabled=False))
+
+
+@routes.endpoint("DELETE", "/killswitches", _switch_change("Disable every kill switch"))
+def disable_all_killswitches(request: Request) -> Response[str]:
+    """DELETE /killswitches: disable all; the full list after the change."""
+    request.record_answer_now()
+    return _switch_list(service.disable_all(request.deps))
+
+
+@routes.endpoint(
+    "GET", "/loglevel", _staff(Scope.STAFF_MODIFY_LOGLEVEL, "The log level", response=LogLevelView)
+)
+def get_log_level(request: Request) -> Response[str]:
+    """GET /loglevel: ``{name}``."""
+    return json_response(200, {"name": request.deps.config.current().log_level})
+
+
+@routes.endpoint(
+    "PATCH",
+    "/loglevel",
+    _staff(
+        Scope.STAFF_MODIFY_LOGLEVEL,
+        "Set the log level of every function (within 10 s)",
+        body=SetLogLevelBody,
+        reverify=True,
+        audit=True,
+        response=LogLevelView,
+    ),
+)
+def set_log_level(request: Request) -> Response[str]:
+    """PATCH /loglevel: ``{name}`` as stored (DEBUG, INFO, WARN, ERROR or NONE)."""
+    request.record_answer_now()
+    return json_response(200, {"name": service.set_log_level(request.deps, request.body.name).log_level})

@@ -297,6 +297,7 @@ def get_user_factor(request: Request) -> Response[str]:
     "/users/<uid>/2fa/<id>",
     Policy(
         staff=True,
+        audit=True,
         target="uid",
         scope=Scope.STAFF_MODIFY_SECOND_FACTORS,
         reverify=True,
@@ -316,6 +317,7 @@ def delete_user_factor(request: Request) -> Response[str]:
     "/users/<uid>/2fa",
     Policy(
         staff=True,
+        audit=True,
         target="uid",
         scope=Scope.STAFF_MODIFY_SECOND_FACTORS,
         body=DeleteFactorsBody,
@@ -336,6 +338,7 @@ def delete_user_factors(request: Request) -> Response[str]:
     "/users/<uid>/2fa/all",
     Policy(
         staff=True,
+        audit=True,
         target="uid",
         scope=Scope.STAFF_MODIFY_SECOND_FACTORS,
         reverify=True,

@@ -238,6 +238,7 @@ def get_user_session(request: Request) -> Response[str]:
     "/users/<uid>/sessions/<sid>",
     Policy(
         staff=True,
+        audit=True,
         target="uid",
         scope=Scope.STAFF_MODIFY_SESSIONS,
         body=RenameSessionBody,
@@ -257,6 +258,7 @@ def rename_user_session(request: Request) -> Response[str]:
     "/users/<uid>/sessions/<sid>",
     Policy(
         staff=True,
+        audit=True,
         target="uid",
         scope=Scope.STAFF_MODIFY_SESSIONS,
         statuses=_STAFF,
@@ -275,6 +277,7 @@ def delete_user_session(request: Request) -> Response[str]:
     "/users/<uid>/sessions",
     Policy(
         staff=True,
+        audit=True,
         target="uid",
         scope=Scope.STAFF_MODIFY_SESSIONS,
         body=DeleteSessionsBody,
@@ -294,6 +297,7 @@ def delete_user_sessions(request: Request) -> Response[str]:
     "/users/<uid>/sessions/all",
     Policy(
         staff=True,
+        audit=True,
         target="uid",
         scope=Scope.STAFF_MODIFY_SESSIONS,
         statuses=_STAFF,

@@ -6,7 +6,9 @@ session items stay stored until their TTL (up to years for long-lived scoped ses
 deleted user's sessions can be left behind by a fault. The users table's stream (keys only) tells
 this function which user changed; for each one it deletes:
 
-* every stored session, if the user is gone;
+* every stored session and every stored outbox message about the user (what an operator could
+  replay; a message the stream already handed to the mail function may still go out), if the user
+  is gone;
 * otherwise the sessions below the user's current generation (the current ones are kept).
 
 The user is read when the record is processed (strongly consistent), so one sweep covers every
@@ -36,17 +38,21 @@ class Swept:
     user_exists: bool  # False: the user is gone, so every stored session was deleted
     generation: int | None  # the user's current generation (None when the user is gone)
     deleted: int  # session items deleted (ids listed and removed; a missing one counts too)
+    mail_discarded: int = 0  # outbox messages removed (the user is gone)
 
 
 def sweep_user(deps: Deps, user_id: str) -> Swept:
     """Delete ``user_id``'s sessions that cannot authenticate; raise if the store fails.
 
     One GetItem, one Query (a further page per MB of stored sessions) and one BatchWriteItem per
-    25 stale sessions; nothing is written when nothing is stale.
+    25 stale sessions; nothing is written when nothing is stale. A gone user also costs one Query
+    of the outbox's UserIndex (and a BatchWriteItem per 25 messages found).
     """
     user = deps.users.get(user_id)
+    discarded = 0
     if user is None:
         stale = deps.sessions.list_ids(user_id)
+        discarded = deps.outbox.discard_for(user_id)
     else:
         stale = deps.sessions.list_ids(user_id, below_generation=user.session_generation)
     if stale:
@@ -57,6 +63,7 @@ def sweep_user(deps: Deps, user_id: str) -> Swept:
         user_exists=user is not None,
         generation=user.session_generation if user is not None else None,
         deleted=len(stale),
+        mail_discarded=discarded,
     )
     _log.info(
         "sessions swept",
@@ -65,6 +72,7 @@ def sweep_user(deps: Deps, user_id: str) -> Swept:
             "user_exists": swept.user_exists,
             "generation": swept.generation,
             "deleted": swept.deleted,
+            "mail_discarded": swept.mail_discarded,
         },
     )
     return swept

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nimbus_core import clock, ids
+from nimbus_core.adapters.batch import batch_delete
+from nimbus_core.adapters.errors import aws_errors
 from nimbus_core.adapters.items import from_item, to_item
 from nimbus_core.adapters.transactions import TransactOp
 from nimbus_core.mail_templates import Email
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
 
 OUTBOX_TTL_SECONDS = 7 * 24 * 3600
+USER_INDEX = "UserIndex"  # userId -> message ids (keys only): a deleted user's mail is found and removed
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,7 @@ class OutboxMessage:
     email: Email
     created_at: str
     expires_at: int
+    user_id: str | None = None  # whom it is about: deleting the user deletes its stored messages
 
     def expired(self, now: float) -> bool:
         """Whether the item's TTL has passed (DynamoDB deletes expired items lazily)."""
@@ -53,6 +57,7 @@ def message_to_values(message: OutboxMessage) -> dict[str, Any]:
         "html": message.email.html,
         "createdAt": message.created_at,
         "expiresAt": message.expires_at,
+        **({"userId": message.user_id} if message.user_id else {}),
     }
 
 
@@ -73,6 +78,7 @@ def message_from_image(image: Mapping[str, Any]) -> OutboxMessage:
         ),
         created_at=str(values["createdAt"]),
         expires_at=int(values["expiresAt"]),
+        user_id=str(values["userId"]) if values.get("userId") else None,
     )
 
 
@@ -83,7 +89,9 @@ class DynamoOutbox:
         self.client = client
         self.table_name = table_name
 
-    def new_message(self, email: Email, *, now: float, kind: str) -> OutboxMessage:
+    def new_message(
+        self, email: Email, *, now: float, kind: str, user_id: str | None = None
+    ) -> OutboxMessage:
         """A message with a fresh id, created ``now`` and expiring :data:`OUTBOX_TTL_SECONDS` later."""
         return OutboxMessage(
             id=ids.new_id(),
@@ -91,11 +99,32 @@ class DynamoOutbox:
             email=email,
             created_at=clock.iso(now),
             expires_at=int(now) + OUTBOX_TTL_SECONDS,
+            user_id=user_id,
         )
 
-    def enqueue_op(self, email: Email, *, now: float, kind: str) -> TransactOp:
+    def enqueue_op(self, email: Email, *, now: float, kind: str, user_id: str) -> TransactOp:
         """A transaction item that puts ``email`` in the outbox (a new id, never overwriting)."""
-        return self.put_op(self.new_message(email, now=now, kind=kind))
+        return self.put_op(self.new_message(email, now=now, kind=kind, user_id=user_id))
+
+    def discard_for(self, user_id: str) -> int:
+        """Delete the messages about ``user_id`` still stored: one Query of UserIndex (keys only)
+        per MB, one BatchWriteItem per 25 messages."""
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": USER_INDEX,
+            "KeyConditionExpression": "userId = :u",
+            "ExpressionAttributeValues": {":u": {"S": user_id}},
+        }
+        keys: list[dict[str, Any]] = []
+        while True:
+            with aws_errors("Query (outbox UserIndex)"):
+                result = self.client.query(**request)
+            keys += [{"id": item["id"]} for item in result.get("Items", [])]
+            if "LastEvaluatedKey" not in result:
+                break
+            request["ExclusiveStartKey"] = result["LastEvaluatedKey"]
+        batch_delete(self.client, self.table_name, keys)
+        return len(keys)
 
     def put_op(self, message: OutboxMessage) -> TransactOp:
         """A transaction item that puts ``message`` in the outbox."""

@@ -8,13 +8,15 @@ outage must not take the API down, and a function that never read the config fai
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.parameters import SSMProvider
 
+from nimbus_core.adapters.errors import aws_errors
 from nimbus_core.errors import DependencyError
-from nimbus_core.killswitches import parse_enabled
+from nimbus_core.killswitches import KillSwitch, parse_enabled, serialize_enabled
 from nimbus_core.loglevels import DEFAULT_LEVEL, normalize
 from nimbus_core.ports import RuntimeConfig
 
@@ -31,6 +33,7 @@ class SsmRuntimeConfig:
     def __init__(
         self, client: SSMClient, *, killswitch_parameter: str, log_level_parameter: str, max_age: int
     ) -> None:
+        self._client = client
         self._provider = SSMProvider(boto3_client=client)
         self._names = (killswitch_parameter, log_level_parameter)
         self._max_age = max_age
@@ -59,6 +62,39 @@ class SsmRuntimeConfig:
         )
         self._last_good = config
         return config
+
+    def write_killswitches(
+        self, change: Callable[[frozenset[KillSwitch]], frozenset[KillSwitch]]
+    ) -> RuntimeConfig:
+        """Read the switches afresh (GetParameters, never the cache: another container may have
+        changed them seconds ago), apply ``change`` and write the result if it differs.
+
+        SSM has no conditional write, so two staff changing different switches in the same
+        instant can still lose one change (last writer wins); each answer shows the state after
+        its own write, and the operator tool reads it back.
+        """
+        name = self._names[0]
+        with aws_errors("GetParameters (kill switches)"):
+            found = self._client.get_parameters(Names=[name])["Parameters"]
+        stored = parse_enabled(found[0].get("Value") if found else None)
+        wanted = change(stored)
+        if wanted != stored:
+            self._put(name, serialize_enabled(wanted))
+        return self._refreshed()
+
+    def write_log_level(self, name: str) -> RuntimeConfig:
+        """Store the log level ``name``."""
+        self._put(self._names[1], name)
+        return self._refreshed()
+
+    def _put(self, name: str, value: str) -> None:
+        with aws_errors("PutParameter"):
+            self._client.put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
+
+    def _refreshed(self) -> RuntimeConfig:
+        # This container applies the change at once; every other one within max_age.
+        self._provider.clear_cache()
+        return self.current()
 
     def forget(self) -> None:
         """Drop the cached values (tests flip switches and want them seen at once)."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from nimbus_core.adapters.batch import batch_get
 from nimbus_core.adapters.counters import CounterSpec, CounterTargetMissingError, hit
 from nimbus_core.adapters.errors import aws_errors
 from nimbus_core.adapters.items import read_record, record_item, to_item
@@ -19,6 +21,16 @@ if TYPE_CHECKING:
 
 _NOT_EXISTS = "attribute_not_exists(pk)"
 USER_KEY_PREFIX = "USER#"  # the key of a user item; claims are USERNAME#... and EMAIL#...
+# GET /users: every user item carries LIST_PARTITION in ``listPartition``, so ListIndex (keys only,
+# sorted by id, which is time-ordered) lists the newest first with one Query and no Scan.
+LIST_INDEX = "ListIndex"
+LIST_PARTITION = "USERS"
+# The number of users is kept exact by the transactions that create and delete them, spread over
+# COUNT_SHARDS counter items (USERCOUNT#<n>, n from the user id) so that no single item takes every
+# registration: DynamoDB allows about 1,000 writes per second on one item, 500 in transactions.
+# Raising it later is safe (new shards start at 0); lowering it would drop counts.
+COUNT_SHARDS = 16
+COUNT_KEY_PREFIX = "USERCOUNT#"
 
 
 def user_key(user_id: str) -> dict[str, Any]:
@@ -37,10 +49,24 @@ def user_id_from_key(keys: Mapping[str, Any]) -> str | None:
 
 
 def user_item(user: User) -> dict[str, Any]:
-    """The stored form of a user, with the index keys login looks it up by."""
+    """The stored form of a user, with the index keys login and the staff listing look it up by."""
     return record_item(
-        user, pk=f"USER#{user.id}", usernameKey=username_key(user.username), emailKey=email_key(user.email)
+        user,
+        pk=f"USER#{user.id}",
+        usernameKey=username_key(user.username),
+        emailKey=email_key(user.email),
+        listPartition=LIST_PARTITION,
     )
+
+
+def count_key(shard: int) -> dict[str, Any]:
+    """The primary key of one shard of the user count."""
+    return {"pk": {"S": f"{COUNT_KEY_PREFIX}{shard}"}}
+
+
+def count_shard(user_id: str) -> int:
+    """The count shard a user is counted in (fixed by the id, so a deletion undoes its creation)."""
+    return zlib.crc32(user_id.encode()) % COUNT_SHARDS
 
 
 def _username_claim(user: User) -> str:
@@ -122,7 +148,71 @@ class DynamoUsers:
         put = TransactOp(
             {"Put": {"TableName": self._table, "Item": user_item(user), "ConditionExpression": _NOT_EXISTS}}
         )
-        return [put, self._claim_op(_username_claim(user), user), self._claim_op(_email_claim(user), user)]
+        return [
+            put,
+            self._claim_op(_username_claim(user), user),
+            self._claim_op(_email_claim(user), user),
+            self._count_op(user, +1),
+        ]
+
+    def _count_op(self, user: User, delta: int) -> TransactOp:
+        # In the transaction that creates or deletes the user: the count moves exactly when a user
+        # appears or disappears, whatever runs concurrently (ADD needs no read).
+        return TransactOp(
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": count_key(count_shard(user.id)),
+                    "UpdateExpression": "ADD #n :d",
+                    "ExpressionAttributeNames": {"#n": "users"},
+                    "ExpressionAttributeValues": {":d": _n(delta)},
+                }
+            }
+        )
+
+    def get_many(self, user_ids: Iterable[str]) -> list[User]:
+        """The users among ``user_ids`` (at most 100) in one BatchGetItem, in no particular order."""
+        keys = [user_key(u) for u in dict.fromkeys(user_ids)]
+        if not keys:
+            return []
+        found = batch_get(self._client, {self._table: {"Keys": keys, "ConsistentRead": True}})
+        return [read_record(User, item) for item in found.get(self._table, [])]
+
+    def newest_page(self, *, limit: int, offset: int) -> tuple[int, list[User]]:
+        """How many users there are, and one page of them, newest first: one Query of ListIndex
+        (keys only; a further page per MB, about 10,000 keys) and one BatchGetItem for the page's
+        users and the count's shards together."""
+        ids = self._newest_ids(limit + offset)[offset:] if limit > 0 else []
+        keys = [user_key(u) for u in ids] + [count_key(n) for n in range(COUNT_SHARDS)]
+        found = batch_get(self._client, {self._table: {"Keys": keys, "ConsistentRead": True}})
+        users: dict[str, User] = {}
+        count = 0
+        for item in found.get(self._table, []):
+            if item["pk"]["S"].startswith(COUNT_KEY_PREFIX):
+                count += int(item.get("users", {}).get("N", "0"))
+            else:
+                user = read_record(User, item)
+                users[user.id] = user
+        # A user deleted between the Query and the read is simply not on the page.
+        return count, [users[u] for u in ids if u in users]
+
+    def _newest_ids(self, wanted: int) -> list[str]:
+        ids: list[str] = []
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": LIST_INDEX,
+            "KeyConditionExpression": "listPartition = :p",
+            "ExpressionAttributeValues": {":p": {"S": LIST_PARTITION}},
+            "ScanIndexForward": False,
+        }
+        while len(ids) < wanted:
+            with aws_errors("Query (ListIndex)"):
+                result = self._client.query(**request, Limit=wanted - len(ids))
+            ids += [item["id"]["S"] for item in result.get("Items", [])]
+            if "LastEvaluatedKey" not in result:
+                break
+            request["ExclusiveStartKey"] = result["LastEvaluatedKey"]
+        return ids
 
     def change_ops(self, before: User, after: User) -> list[WriteOp]:
         """Replace ``before`` by ``after``, swapping the claims whose keys changed (one transaction)."""
@@ -288,12 +378,24 @@ class DynamoUsers:
         return TransactOp({"Update": body}, explain)
 
     def delete_ops(self, user: User) -> list[WriteOp]:
-        """Remove the user and both claims (each claim only if it is still this user's)."""
-        key_delete = TransactOp({"Delete": {"TableName": self._table, "Key": user_key(user.id)}})
+        """Remove the user and both claims (each claim only if it is still this user's) and count
+        one user less. The user must still exist (INVALID_SESSION_ERROR: deleted meanwhile), so two
+        concurrent deletions count it once."""
+        key_delete = TransactOp(
+            {
+                "Delete": {
+                    "TableName": self._table,
+                    "Key": user_key(user.id),
+                    "ConditionExpression": "attribute_exists(pk)",
+                }
+            },
+            fails_with(ErrorCode.INVALID_SESSION_ERROR),
+        )
         return [
             key_delete,
             self._delete_own_claim(_username_claim(user), user),
             self._delete_own_claim(_email_claim(user), user),
+            self._count_op(user, -1),
         ]
 
     def _delete_own_claim(self, pk: str, user: User) -> TransactOp:

@@ -44,6 +44,12 @@ class NimbusApp:
         _refuse_unguarded(self.resolver, self.endpoints)
         _literals_first(self.resolver)
         self.literal_siblings = literal_siblings(self.endpoints)
+        for group in routers:  # literals of other functions' routes, declared by the group
+            for endpoint in group.endpoints:
+                for name, values in group.reserved.items():
+                    if f"<{name}>" in endpoint.path:
+                        params = self.literal_siblings.setdefault(endpoint.path, {})
+                        params[name] = params.get(name, frozenset()) | values
 
     def resolve(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         """Answer one API Gateway event with this app's dependencies."""

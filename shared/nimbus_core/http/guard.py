@@ -24,7 +24,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
-from nimbus_core import challenges, ids, metrics
+from nimbus_core import audit, challenges, ids, metrics
 from nimbus_core.auth import Caller, authenticate
 from nimbus_core.challenges import ChallengeRequiredError
 from nimbus_core.deps import Deps
@@ -61,6 +61,7 @@ class Request:
     body: Any = None
     query: Any = None
     path: dict[str, str] = field(default_factory=dict)
+    path_model: Any = None  # the policy's path model, validated (step 6)
     session_name: str = ""
     target_id: str | None = None
     endpoint: str = ""  # "METHOD /path/<param>": what a second-factor challenge is bound to
@@ -91,6 +92,13 @@ class Request:
         if caller.target_id == user_id:
             return caller.target
         return self.deps.users.get(user_id) if ids.is_id(user_id) else None
+
+    def record_answer_now(self) -> None:
+        """Record a second-factor answer before a change that no DynamoDB transaction can carry
+        (an SSM write): should the change then fail, the staff member answers a new challenge;
+        the answer can never be replayed for a change that landed."""
+        if isinstance(self.deps.tx, AnswerCarrier):
+            self.deps.tx.settle()
 
     def require_caller(self) -> Caller:
         """The caller on an endpoint whose guard required a session."""
@@ -124,6 +132,7 @@ def guard(policy: Policy) -> Any:
             token=parse_session_token(headers.get("authorization")),
             target_id=_target_id(policy, app),
             endpoint=_endpoint(app),
+            path=dict(app.context.get("_route_args") or {}),
         )
         # A reverified request answering a challenge: the challenge is read with the session (one
         # round trip). The body is only peeked at here; its errors are answered at step 6.
@@ -143,6 +152,8 @@ def guard(policy: Policy) -> Any:
             request.body = validate(policy.body, request.raw_body)
         if policy.query is not None:
             request.query = validate(policy.query, read_query(event.query_string_parameters))
+        if policy.path is not None:
+            request.path_model = validate(policy.path, dict(app.context.get("_route_args") or {}))
         if policy.names_session:
             request.session_name = _session_name(headers)
         token = _REQUEST.set(request)
@@ -165,13 +176,44 @@ def guard(policy: Policy) -> Any:
             return response
 
         try:
-            if policy.rate_limit is None:
-                return _challenge_stored(request, proceed)
-            return _rate_limited(policy.rate_limit, request, caller, proceed)
+            if policy.audit and caller is not None:
+                return _audited(request, caller, lambda: _limited(policy, request, caller, proceed))
+            return _limited(policy, request, caller, proceed)
         finally:
             _REQUEST.reset(token)
 
     return middleware
+
+
+def _limited(
+    policy: Policy, request: Request, caller: Caller | None, proceed: Callable[[], Response[Any]]
+) -> Response[Any]:
+    if policy.rate_limit is None:
+        return _challenge_stored(request, proceed)
+    return _rate_limited(policy.rate_limit, request, caller, proceed)
+
+
+def _audited(request: Request, caller: Caller, respond: Callable[[], Response[Any]]) -> Response[Any]:
+    """``respond()``, then the audit line with the status it answered (or will answer)."""
+    status = 500
+    try:
+        response = respond()
+        status = response.status_code
+        return response
+    except NimbusError as refused:
+        status = refused.status
+        raise
+    finally:
+        ids = getattr(request.body, "ids", None)
+        audit.record(
+            caller,
+            endpoint=request.endpoint,
+            path=dict(request.path),
+            ids=list(ids) if isinstance(ids, list) else None,
+            status=status,
+            source_ip=request.source_ip,
+            now=request.now,
+        )
 
 
 def _peek_body(event: Any) -> dict[str, Any] | None:

@@ -35,6 +35,8 @@ class Policy:
     scoped_sessions: bool = True
     body: type[BaseModel] | None = None
     query: type[BaseModel] | None = None
+    # Path parameters with rules of their own (a kill switch's number), checked with the body.
+    path: type[BaseModel] | None = None
     rate_limit: RateLimit | None = None
     # Identity reverification (CONTRACT section 9): normal sessions must send their password.
     reverify: bool = False
@@ -43,6 +45,8 @@ class Policy:
     # The path parameter naming the user a staff endpoint works on: read with the caller's session
     # in the authentication's one BatchGetItem (Request.target_user).
     target: str | None = None
+    # Staff changes to other accounts and to the service leave an audit line (nimbus_core.audit).
+    audit: bool = False
     # For the OpenAPI document: the success status and its response model, and every status the
     # endpoint can answer.
     success: int = 200

@@ -23,9 +23,12 @@ RouteFunction = Callable[[Request], Response[Any]]
 class EndpointRouter:
     """A group's routes, each declared with :meth:`endpoint`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, reserved: dict[str, frozenset[str]] | None = None) -> None:
         self.router = APIGatewayHttpRouter()
         self.endpoints: list[Endpoint] = []
+        # Values a path parameter must not take because another function's literal route spells
+        # them (``/users/me/...`` is Accounts', so ``/users/<id>/ban`` with id=me is no route).
+        self.reserved = reserved or {}
 
     def endpoint(self, method: str, path: str, policy: Policy) -> Callable[[RouteFunction], RouteFunction]:
         """Register ``method path`` guarded by ``policy``; the function receives the guarded Request."""

@@ -1,0 +1,32 @@
+"""Kill switches and the log level, as staff change them through the API (CONTRACT section 11).
+
+Both live in SSM Parameter Store; every function reads them through a cache of at most 10 s, so a
+change made here applies in this container at once and in every other one within that age.
+"""
+
+from __future__ import annotations
+
+from nimbus_core.deps import Deps
+from nimbus_core.killswitches import KillSwitch
+from nimbus_core.ports import RuntimeConfig
+
+
+def killswitch_list(config: RuntimeConfig) -> dict[str, object]:
+    """``{count: 9, items: [{id, name, state}]}`` in number order."""
+    items = [{"id": int(s), "name": s.name, "state": s in config.enabled_switches} for s in KillSwitch]
+    return {"count": len(items), "items": items}
+
+
+def set_switch(deps: Deps, target: KillSwitch, *, enabled: bool) -> RuntimeConfig:
+    """Enable or disable one switch (the others as stored now)."""
+    return deps.config.write_killswitches(lambda now: now | {target} if enabled else now - {target})
+
+
+def disable_all(deps: Deps) -> RuntimeConfig:
+    """Disable every switch."""
+    return deps.config.write_killswitches(lambda _now: frozenset())
+
+
+def set_log_level(deps: Deps, name: str) -> RuntimeConfig:
+    """Store the operator's log level (already one of the five names)."""
+    return deps.config.write_log_level(name)

@@ -1,0 +1,1 @@
+"""staff endpoint group: staff operations on accounts."""

@@ -1,0 +1,39 @@
+"""Request bodies and queries of the staff account endpoints (``password`` and ``2fa`` are the
+guard's: reverification of the staff member)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic_core import PydanticCustomError
+
+from nimbus_core.validation import Body, IdList, Pagination, printable, trim
+
+MAX_REASON = 512
+
+
+class UsersQuery(Pagination):
+    """GET /users: pagination only."""
+
+
+def _readable(value: str) -> str:
+    # Line breaks and tabs are text; other control and format characters (NUL, bidi overrides)
+    # would forge what staff and the user read.
+    if not printable(value.replace("\n", " ").replace("\t", " ")):
+        raise PydanticCustomError("unprintable", "control characters are not allowed")
+    return value
+
+
+class BanBody(Body):
+    """PUT /users/:id/ban: the reason shown to staff and mailed to the user (1..512 characters)."""
+
+    reason: Annotated[
+        str, BeforeValidator(trim), Field(min_length=1, max_length=MAX_REASON), AfterValidator(_readable)
+    ]
+
+
+class DeleteUsersBody(Body):
+    """DELETE /users: at most 50 ids; unknown ones are skipped."""
+
+    ids: IdList

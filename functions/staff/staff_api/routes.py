@@ -1,0 +1,225 @@
+"""Routes of the staff group: staff operations on other accounts (the seed's staff account
+endpoints). Every one is staff only, with STAFF_READ_ACCOUNTS or STAFF_MODIFY_ACCOUNTS; the
+changes reverify the staff member (password, then their second factor). The target user is read
+with the staff member's session (``target="id"``), and an unknown id is 404 INVALID_USER_ERROR only
+after the staff and reverification checks (CONTRACT section 4)."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import Response
+
+from nimbus_core import account_changes
+from nimbus_core.account_bodies import (
+    ChangeDomainBody,
+    ChangeEmailBody,
+    ChangePasswordBody,
+    ChangeUsernameBody,
+)
+from nimbus_core.errors import SuccessCode
+from nimbus_core.http.guard import Request
+from nimbus_core.http.policy import Policy
+from nimbus_core.http.registry import EndpointRouter
+from nimbus_core.http.responses import json_response, success_response
+from nimbus_core.models import User
+from nimbus_core.scopes import Scope
+from nimbus_core.views import CountedSuccessView, SuccessView, UserListView, UserView
+from staff_api import service
+from staff_api.models import BanBody, DeleteUsersBody, UsersQuery
+
+# /users/me/... belongs to the self-service functions: "me" is never a user id here (CONTRACT 1).
+routes = EndpointRouter(reserved={"id": frozenset({"me"})})
+
+_READ = (200, 400, 401, 403, 404, 429, 500)
+_WRITE = (200, 400, 401, 403, 404, 429, 500)
+
+
+def _modify(summary: str, **extra: object) -> Policy:
+    """A change to the account in ``:id`` (STAFF_MODIFY_ACCOUNTS, reverified unless told not to)."""
+    values: dict[str, object] = {
+        "staff": True,
+        "target": "id",
+        "scope": Scope.STAFF_MODIFY_ACCOUNTS,
+        "reverify": True,
+        "audit": True,
+        "statuses": _WRITE,
+        "response": UserView,
+        "summary": summary,
+    }
+    values.update(extra)
+    return Policy(**values)  # type: ignore[arg-type]
+
+
+def _target(request: Request) -> User:
+    return service.existing(request.target_user(request.path["id"]))
+
+
+def _user(user: User) -> Response[str]:
+    return json_response(200, user.to_public())
+
+
+@routes.endpoint(
+    "GET",
+    "/users",
+    Policy(
+        staff=True,
+        scope=Scope.STAFF_READ_ACCOUNTS,
+        query=UsersQuery,
+        statuses=(200, 401, 403, 429, 500),
+        response=UserListView,
+        summary="Every user, newest first",
+    ),
+)
+def list_users(request: Request) -> Response[str]:
+    """GET /users: ``{count, items}``; ``count`` is the number of users, exact."""
+    query: UsersQuery = request.query
+    count, page = service.list_users(request.deps, limit=query.limit, offset=query.offset)
+    return json_response(200, {"count": count, "items": [u.to_public() for u in page]})
+
+
+@routes.endpoint(
+    "GET",
+    "/users/<id>",
+    Policy(
+        staff=True,
+        target="id",
+        scope=Scope.STAFF_READ_ACCOUNTS,
+        statuses=_READ,
+        response=UserView,
+        summary="One user",
+    ),
+)
+def get_user(request: Request) -> Response[str]:
+    """GET /users/:id: the User, or 404 INVALID_USER_ERROR."""
+    return _user(_target(request))
+
+
+@routes.endpoint("PUT", "/users/<id>/username", _modify("Change a user's username", body=ChangeUsernameBody))
+def set_username(request: Request) -> Response[str]:
+    """PUT /users/:id/username: 200 with the User; 409 USER_EXISTS_ERROR if the name is taken."""
+    return _user(account_changes.rename(request.deps, _target(request), request.body.username, request.now))
+
+
+@routes.endpoint(
+    "PUT",
+    "/users/<id>/email",
+    _modify("Change a user's email address (it must be verified again)", body=ChangeEmailBody),
+)
+def set_email(request: Request) -> Response[str]:
+    """PUT /users/:id/email: 200 with the User, unverified; a verification email is queued."""
+    return _user(
+        account_changes.change_email(request.deps, _target(request), request.body.email, request.now)
+    )
+
+
+@routes.endpoint(
+    "PUT",
+    "/users/<id>/password",
+    _modify("Set a user's password (every session of theirs is revoked)", body=ChangePasswordBody),
+)
+def set_password(request: Request) -> Response[str]:
+    """PUT /users/:id/password: 200 with the User; all of the user's sessions are revoked."""
+    body: ChangePasswordBody = request.body
+    return _user(service.set_password(request.deps, _target(request), body.new_password, request.now))
+
+
+@routes.endpoint(
+    "PUT",
+    "/users/<id>/domain",
+    _modify("Change a user's domain and subdomain", body=ChangeDomainBody, reverify=False),
+)
+def set_domain(request: Request) -> Response[str]:
+    """PUT /users/:id/domain: 200 with the User; 404 INVALID_DOMAIN_ERROR if not offered."""
+    body: ChangeDomainBody = request.body
+    user = account_changes.change_domain(
+        request.deps, _target(request), body.domain, body.subdomain, request.now
+    )
+    return _user(user)
+
+
+@routes.endpoint("PUT", "/users/<id>/verify", _modify("Mark a user's email address verified"))
+def set_verified(request: Request) -> Response[str]:
+    """PUT /users/:id/verify: 200 with the User; 400 EMAIL_ALREADY_VERIFIED_ERROR."""
+    return _user(service.set_verified(request.deps, _target(request), request.now))
+
+
+@routes.endpoint("DELETE", "/users/<id>/verify", _modify("Remove a user's verified mark"))
+def clear_verified(request: Request) -> Response[str]:
+    """DELETE /users/:id/verify: 200 with the User; 400 EMAIL_NOT_VERIFIED_ERROR."""
+    return _user(service.clear_verified(request.deps, _target(request), request.now))
+
+
+@routes.endpoint(
+    "GET",
+    "/users/<id>/verify",
+    _modify(
+        "Send a user the verification email again",
+        reverify=False,
+        success=201,
+        statuses=(201, 400, 401, 403, 404, 429, 500),
+        response=SuccessView,
+    ),
+)
+def resend_verification(request: Request) -> Response[str]:
+    """GET /users/:id/verify: 201 SEND_VERIFICATION_EMAIL_SUCCESS; 400 EMAIL_ALREADY_VERIFIED_ERROR."""
+    account_changes.resend_verification(request.deps, _target(request), request.now)
+    return success_response(SuccessCode.SEND_VERIFICATION_EMAIL_SUCCESS)
+
+
+@routes.endpoint("PUT", "/users/<id>/staff", _modify("Promote a user to staff (they need a second factor)"))
+def promote(request: Request) -> Response[str]:
+    """PUT /users/:id/staff: 200 with the User; 400 USER_REQUIRES_SECOND_FACTOR_ERROR."""
+    return _user(service.set_staff(request.deps, _target(request), True, request.now))
+
+
+@routes.endpoint("DELETE", "/users/<id>/staff", _modify("Demote a user from staff"))
+def demote(request: Request) -> Response[str]:
+    """DELETE /users/:id/staff: 200 with the User."""
+    return _user(service.set_staff(request.deps, _target(request), False, request.now))
+
+
+@routes.endpoint(
+    "PUT",
+    "/users/<id>/ban",
+    _modify("Ban a user (every session revoked, a notice emailed)", body=BanBody),
+)
+def ban(request: Request) -> Response[str]:
+    """PUT /users/:id/ban: 200 with the User (``bannedAt``, ``banReason``)."""
+    return _user(service.ban(request.deps, _target(request), request.body.reason, request.now))
+
+
+@routes.endpoint("DELETE", "/users/<id>/ban", _modify("Lift a user's ban"))
+def unban(request: Request) -> Response[str]:
+    """DELETE /users/:id/ban: 200 with the User."""
+    return _user(service.unban(request.deps, _target(request), request.now))
+
+
+@routes.endpoint(
+    "DELETE",
+    "/users/<id>",
+    _modify("Delete a user", response=SuccessView),
+)
+def delete_user(request: Request) -> Response[str]:
+    """DELETE /users/:id: 200 DELETE_USER_SUCCESS; 404 INVALID_USER_ERROR (also if deleted meanwhile)."""
+    if not service.delete_user(request.deps, _target(request)):
+        service.existing(None)
+    return success_response(SuccessCode.DELETE_USER_SUCCESS)
+
+
+@routes.endpoint(
+    "DELETE",
+    "/users",
+    Policy(
+        staff=True,
+        scope=Scope.STAFF_MODIFY_ACCOUNTS,
+        body=DeleteUsersBody,
+        reverify=True,
+        audit=True,
+        statuses=(200, 400, 401, 403, 429, 500),
+        response=CountedSuccessView,
+        summary="Delete several users (at most 50 ids; unknown ones are skipped)",
+    ),
+)
+def delete_users(request: Request) -> Response[str]:
+    """DELETE /users: 200 DELETE_USERS_SUCCESS with how many users this request deleted."""
+    count = service.delete_users(request.deps, request.body.ids)
+    return success_response(SuccessCode.DELETE_USERS_SUCCESS, count=count)

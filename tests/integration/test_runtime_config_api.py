@@ -1,0 +1,246 @@
+"""Kill switches and the log level through the API (issue 8, CONTRACT section 11): staff with
+their scope, reverified changes that land in SSM and reach every function within the cache age."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, tzinfo
+from typing import Any, Self
+
+import pytest
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+from aws_lambda_powertools.utilities.parameters import base as parameters_base
+
+from nimbus_core.adapters import clients, container
+from nimbus_core.adapters.runtime_config import SsmRuntimeConfig
+from nimbus_core.killswitches import KillSwitch
+from tests.integration.conftest import Api, Clock, Stack
+from tests.integration.test_staff_accounts import Staff, code, fresh_ip, new_user
+
+NAMES = [s.name for s in KillSwitch]
+
+
+@pytest.fixture
+def staff(api: Api, stack: Stack, frozen: Clock) -> Staff:
+    return Staff(api, stack, frozen)
+
+
+@pytest.fixture
+def parameter_clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[float], None]:
+    """Move the clock that Powertools' parameter cache reads, without sleeping."""
+
+    class Shifted(datetime):
+        offset = 0.0
+
+        @classmethod
+        def now(cls, tz: tzinfo | None = None) -> Self:
+            return cls.fromtimestamp(time.time() + cls.offset, tz)
+
+    def advance(seconds: float) -> None:
+        Shifted.offset = seconds
+
+    monkeypatch.setattr(parameters_base, "datetime", Shifted)
+    return advance
+
+
+@pytest.fixture
+def restored_level(stack: Stack) -> Iterator[None]:
+    yield
+    name = stack.provisioned.parameters["LogLevelParameter"]
+    stack.ssm.put_parameter(Name=name, Value="INFO", Type="String", Overwrite=True)
+    container.reset()
+
+
+def stored(stack: Stack, logical_id: str) -> str:
+    name = stack.provisioned.parameters[logical_id]
+    return str(stack.ssm.get_parameter(Name=name)["Parameter"]["Value"])
+
+
+def states(reply: Any) -> dict[str, bool]:
+    return {item["name"]: item["state"] for item in reply.body["items"]}
+
+
+def another_container(stack: Stack) -> SsmRuntimeConfig:
+    """The runtime configuration as a second, already warm container of another function reads it."""
+    config = SsmRuntimeConfig(
+        clients.ssm(),
+        killswitch_parameter=stack.provisioned.parameters["KillSwitchParameter"],
+        log_level_parameter=stack.provisioned.parameters["LogLevelParameter"],
+        max_age=10,
+    )
+    config.current()
+    return config
+
+
+# ------------------------------------------------------------------------------------ kill switches
+
+
+def test_the_nine_switches_are_listed_with_ids_names_and_states(staff: Staff, stack: Stack) -> None:
+    stack.set_switches("FILE_CREATE")
+
+    listed = staff.call("GET", "/killswitches")
+
+    assert listed.status == 200, listed.body
+    assert listed.body["count"] == 9
+    assert [(i["id"], i["name"]) for i in listed.body["items"]] == list(enumerate(NAMES))
+    assert [n for n, on in states(listed).items() if on] == ["FILE_CREATE"]
+
+
+def test_enabling_a_switch_reverifies_lands_in_ssm_and_answers_the_full_list(
+    api: Api, stack: Stack, staff: Staff, parameter_clock: Callable[[float], None]
+) -> None:
+    elsewhere = another_container(stack)
+
+    unverified = staff.call("PUT", "/killswitches/0", {})
+    enabled = staff.reverified("PUT", "/killswitches/0")
+
+    assert (unverified.status, code(unverified)) == (400, "MISSING_FIELDS_ERROR")
+    assert enabled.status == 200, enabled.body
+    assert enabled.body["count"] == 9
+    assert [n for n, on in states(enabled).items() if on] == ["ACCOUNT_CREATE"]
+    assert json.loads(stored(stack, "KillSwitchParameter")) == ["ACCOUNT_CREATE"]
+    # This container applies it at once ...
+    refused = api.register(username=f"late{fresh_ip().replace('.', '')}", ip=fresh_ip())
+    assert (refused.status, refused.body.get("feature")) == (503, 0)
+    # ... and another one, which read the switches a moment ago, within the 10 s cache age.
+    assert KillSwitch.ACCOUNT_CREATE not in elsewhere.current().enabled_switches
+    parameter_clock(10.5)
+    assert KillSwitch.ACCOUNT_CREATE in elsewhere.current().enabled_switches
+
+
+def test_disabling_one_keeps_the_others_and_disabling_all_clears_them(stack: Stack, staff: Staff) -> None:
+    stack.set_switches("ACCOUNT_CREATE", "ACCOUNT_LOGIN", "GLOBAL")
+
+    one = staff.reverified("DELETE", "/killswitches/8")
+    everything = staff.reverified("DELETE", "/killswitches")
+
+    assert [n for n, on in states(one).items() if on] == ["ACCOUNT_CREATE", "ACCOUNT_LOGIN"]
+    assert not any(states(everything).values())
+    assert json.loads(stored(stack, "KillSwitchParameter")) == []
+
+
+def test_a_change_starts_from_the_stored_switches_not_a_stale_cache(stack: Stack, staff: Staff) -> None:
+    staff.call("GET", "/killswitches")  # this container caches "none enabled"
+    stack.ssm.put_parameter(  # an operator enables one, without telling the cache
+        Name=stack.provisioned.parameters["KillSwitchParameter"],
+        Value='["ACCOUNT_LOGIN"]',
+        Type="String",
+        Overwrite=True,
+    )
+
+    enabled = staff.reverified("PUT", "/killswitches/3")
+
+    assert [n for n, on in states(enabled).items() if on] == ["ACCOUNT_EMAIL_VERIFY", "ACCOUNT_LOGIN"]
+
+
+@pytest.mark.parametrize("switch", ["9", "-1", "x", "ACCOUNT_CREATE", "1.0", "٣"])
+def test_an_unknown_switch_is_400_before_reverification(staff: Staff, switch: str) -> None:
+    refused = staff.call("PUT", f"/killswitches/{switch}", {})
+
+    assert (refused.status, code(refused), refused.body["fields"]) == (400, "INVALID_FIELDS_ERROR", ["id"])
+
+
+def test_an_answered_challenge_cannot_change_a_switch_twice(api: Api, staff: Staff) -> None:
+    first = api.call(
+        "PUT", "/killswitches/5", {"password": "correct horse"}, token=staff.token, ip=fresh_ip()
+    )
+    staff.next_step()
+    answer = {"token": first.body["token"], "type": "totp", "code": staff.totp.at(staff.frozen.now)}
+
+    done = api.call("PUT", "/killswitches/5", {"2fa": answer}, token=staff.token, ip=fresh_ip())
+    replayed = api.call("DELETE", "/killswitches/5", {"2fa": answer}, token=staff.token, ip=fresh_ip())
+
+    assert done.status == 200, done.body
+    assert (replayed.status, code(replayed)) == (401, "INVALID_SECOND_FACTOR_RESPONSE_ERROR")
+    assert states(api.call("GET", "/killswitches", token=staff.token))["FILE_CREATE"] is True
+
+
+def test_switches_are_staff_only_with_their_scope(api: Api) -> None:
+    _, _, token = new_user(api)
+
+    for method, path in (("GET", "/killswitches"), ("PUT", "/killswitches/1"), ("DELETE", "/killswitches")):
+        refused = api.call(method, path, {"password": "correct horse"}, token=token)
+        assert (refused.status, code(refused)) == (403, "INSUFFICIENT_PERMISSIONS_ERROR"), path
+
+
+# ------------------------------------------------------------------------------------ log level
+
+
+@pytest.fixture
+def logged() -> Iterator[io.StringIO]:
+    service_logger = logging.getLogger("nimbus")
+    sink = io.StringIO()
+    handler = logging.StreamHandler(sink)
+    handler.setFormatter(LambdaPowertoolsFormatter())
+    service_logger.addHandler(handler)
+    yield sink
+    service_logger.removeHandler(handler)
+
+
+def test_the_log_level_is_read_and_set_case_insensitively(
+    stack: Stack, staff: Staff, restored_level: None
+) -> None:
+    before = staff.call("GET", "/loglevel")
+
+    changed = staff.reverified("PATCH", "/loglevel", name="wArN")
+
+    assert (before.status, before.body) == (200, {"name": "INFO"})
+    assert (changed.status, changed.body) == (200, {"name": "WARN"})
+    assert stored(stack, "LogLevelParameter") == "WARN"
+    assert staff.call("GET", "/loglevel").body == {"name": "WARN"}
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("verbose", "INVALID_LOGLEVEL_ERROR"),
+        ("10", "INVALID_LOGLEVEL_ERROR"),
+        ("", "INVALID_LOGLEVEL_ERROR"),
+        ("WARNING", "INVALID_LOGLEVEL_ERROR"),
+        (10, "MISSING_FIELDS_ERROR"),
+        (None, "MISSING_FIELDS_ERROR"),
+    ],
+)
+def test_anything_but_the_five_names_is_refused_before_reverification(
+    staff: Staff, name: object, expected: str
+) -> None:
+    refused = staff.call("PATCH", "/loglevel", {"name": name})
+
+    assert (refused.status, code(refused)) == (400, expected)
+
+
+def test_a_new_level_applies_to_every_functions_logs_within_the_cache_age(
+    api: Api,
+    stack: Stack,
+    staff: Staff,
+    logged: io.StringIO,
+    restored_level: None,
+    parameter_clock: Callable[[float], None],
+) -> None:
+    elsewhere = another_container(stack)
+    assert staff.reverified("PATCH", "/loglevel", name="none").status == 200
+    start = len(logged.getvalue())
+    quiet, _, _ = new_user(api)  # AuthFunction logs "user registered" at INFO
+    silent = logged.getvalue()[start:]
+
+    assert staff.reverified("PATCH", "/loglevel", name="Info").status == 200
+    start = len(logged.getvalue())
+    heard, _, _ = new_user(api)
+    loud = logged.getvalue()[start:]
+
+    assert quiet not in silent
+    assert [line for line in silent.splitlines() if '"audit"' not in line] == []
+    assert '"message":"user registered"' in loud
+    assert heard in loud
+    # A container of another function that read the level before: within the 10 s cache age.
+    assert elsewhere.current().log_level == "INFO"
+    stack.ssm.put_parameter(
+        Name=stack.provisioned.parameters["LogLevelParameter"], Value="ERROR", Type="String", Overwrite=True
+    )
+    assert elsewhere.current().log_level == "INFO"
+    parameter_clock(10.5)
+    assert elsewhere.current().log_level == "ERROR"
