@@ -16,7 +16,7 @@ import os
 import statistics
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -351,15 +351,31 @@ class Harness:
         )
 
 
+def _stop_stream_records(keep: Collection[str] = ()) -> None:
+    """Make moto's tables, but those named in ``keep``, record no stream (this bench reads none).
+
+    moto keeps every stream record in its table object, and deep-copies each table a
+    TransactWriteItems touches (its rollback copy), records included, once per item of the
+    transaction: every request would make every later transaction slower, and the run's time grow
+    with the square of its requests. Private moto state, hence the care: left as it is if absent.
+    """
+    from moto.dynamodb.models import dynamodb_backends
+
+    for regions in list(dynamodb_backends.values()):
+        for backend in list(regions.values()):
+            for table in getattr(backend, "tables", {}).values():
+                if getattr(table, "stream_shard", None) is not None and table.name not in keep:
+                    table.stream_shard = None
+
+
 class Leftovers:
     """Deletes what a scenario's setup stored, once the scenario is measured.
 
-    moto deep-copies every table a TransactWriteItems touches (its rollback copy), once per item
-    of the transaction, so a transaction takes time in proportion to the tables' size: kept, the
-    setup of each scenario would make every later one slower (the run's time would grow with the
-    square of the scenarios). What was stored when the scenarios were planned (the shared users)
-    stays, and so do the user count's shards (a deletion is counted in the shard of its user).
-    Round trips do not depend on the tables' size here (a Query page holds 1 MB).
+    moto's TransactWriteItems copies every table it touches (see :func:`_stop_stream_records`), so
+    a transaction takes time in proportion to the tables' size: kept, each scenario's setup would
+    slow every later scenario down. What was stored when the scenarios were planned (the shared
+    users) stays, and so do the user count's shards (a deletion is counted in the shard of its
+    user). Round trips do not depend on the tables' size here (a Query page holds 1 MB).
     """
 
     def __init__(self, dynamodb: Any) -> None:
@@ -771,7 +787,11 @@ def _staff_scenarios(h: Harness) -> list[Scenario]:
     """
 
     def staffed(
-        method: str, request: Callable[[], Scripted], *, reverify: bool = True, step: str = "totp"
+        method: str,
+        request: Callable[[], Scripted],
+        *,
+        reverify: bool = True,
+        step: Literal["ask", "totp"] = "totp",
     ) -> Callable[[], Callable[[], Reply]]:
         """``request`` sets up the target (uncounted) and names the path and body; ``step`` "ask"
         measures the challenged first request instead of the answer."""
@@ -1086,6 +1106,7 @@ def measure_calls(template: Template, repetitions: int) -> list[CallRow]:
     """Provision moto from ``template``, warm every function, and measure every scenario."""
     with _environment(FAKE_AWS), mock_aws():
         provision(boto3.Session(region_name=REGION), template)
+        _stop_stream_records()
         api = InProcessApi(template)
         # Before any handler import: Powertools reads its environment when the module loads.
         os.environ.update(api.environment())
