@@ -11,16 +11,22 @@ function on the users table's stream as its event source mapping would (tests/in
 from __future__ import annotations
 
 import importlib
+import io
 import itertools
 import json
+import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime, tzinfo
+from typing import Any, Self
 
 import boto3
 import pytest
 from argon2 import PasswordHasher
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+from aws_lambda_powertools.utilities.parameters import base as parameters_base
 from botocore.config import Config
 from moto import mock_aws
 
@@ -411,3 +417,48 @@ def frozen(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fixed = Clock(NOW)
     monkeypatch.setattr(clock, "now", fixed)
     return fixed
+
+
+@pytest.fixture
+def parameter_clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[float], None]:
+    """Move the clock that Powertools' parameter cache reads (its 10 s max age), without sleeping."""
+
+    class Shifted(datetime):
+        offset = 0.0
+
+        @classmethod
+        def now(cls, tz: tzinfo | None = None) -> Self:
+            return cls.fromtimestamp(time.time() + cls.offset, tz)
+
+    def advance(seconds: float) -> None:
+        Shifted.offset = seconds
+
+    monkeypatch.setattr(parameters_base, "datetime", Shifted)
+    return advance
+
+
+@pytest.fixture
+def service_logs() -> Iterator[io.StringIO]:
+    """Every line the functions log, as the JSON they write."""
+    service_logger = logging.getLogger("nimbus")  # the functions' Powertools logger (service "nimbus")
+    sink = io.StringIO()
+    handler = logging.StreamHandler(sink)
+    handler.setFormatter(LambdaPowertoolsFormatter())
+    service_logger.addHandler(handler)
+    yield sink
+    service_logger.removeHandler(handler)
+
+
+@pytest.fixture
+def log_level(stack: Stack) -> Iterator[Callable[[str], None]]:
+    """Set the operator's log level in SSM for every function from the next request on (fresh
+    containers); the level before the test is restored afterwards."""
+    name = stack.provisioned.parameters["LogLevelParameter"]
+    before = stack.ssm.get_parameter(Name=name)["Parameter"]["Value"]
+
+    def set_level(level: str) -> None:
+        stack.ssm.put_parameter(Name=name, Value=level, Type="String", Overwrite=True)
+        container.reset()
+
+    yield set_level
+    set_level(before)

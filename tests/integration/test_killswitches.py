@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
-from datetime import datetime, tzinfo
-from typing import Any, Self
+from typing import Any
 
 import pytest
-from aws_lambda_powertools.utilities.parameters import base as parameters_base
 
 from nimbus_core.adapters import container
 from nimbus_core.settings import get_settings
@@ -56,24 +53,6 @@ def make_staff(stack: Stack, token: str) -> None:
 def counted(stack: Stack) -> dict[str, int]:
     """Rate-limit counters by key."""
     return {i["pk"]["S"]: int(i["count"]["N"]) for i in stack.items("CountersTable")}
-
-
-@pytest.fixture
-def parameter_clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[float], None]:
-    """Move the clock that Powertools' parameter cache reads, without sleeping."""
-
-    class Shifted(datetime):
-        offset = 0.0
-
-        @classmethod
-        def now(cls, tz: tzinfo | None = None) -> Self:
-            return cls.fromtimestamp(time.time() + cls.offset, tz)
-
-    def advance(seconds: float) -> None:
-        Shifted.offset = seconds
-
-    monkeypatch.setattr(parameters_base, "datetime", Shifted)
-    return advance
 
 
 # ---------------------------------------------------------------- each endpoint's switches

@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import io
 import json
-import logging
-import time
-from collections.abc import Callable, Iterator
-from datetime import datetime, tzinfo
-from typing import Any, Self
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
-from aws_lambda_powertools.utilities.parameters import base as parameters_base
 
-from nimbus_core.adapters import clients, container
+from nimbus_core.adapters import clients
 from nimbus_core.adapters.runtime_config import SsmRuntimeConfig
 from nimbus_core.killswitches import KillSwitch
 from tests.integration.conftest import Api, Clock, Stack
@@ -27,32 +22,6 @@ NAMES = [s.name for s in KillSwitch]
 @pytest.fixture
 def staff(api: Api, stack: Stack, frozen: Clock) -> Staff:
     return Staff(api, stack, frozen)
-
-
-@pytest.fixture
-def parameter_clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[float], None]:
-    """Move the clock that Powertools' parameter cache reads, without sleeping."""
-
-    class Shifted(datetime):
-        offset = 0.0
-
-        @classmethod
-        def now(cls, tz: tzinfo | None = None) -> Self:
-            return cls.fromtimestamp(time.time() + cls.offset, tz)
-
-    def advance(seconds: float) -> None:
-        Shifted.offset = seconds
-
-    monkeypatch.setattr(parameters_base, "datetime", Shifted)
-    return advance
-
-
-@pytest.fixture
-def restored_level(stack: Stack) -> Iterator[None]:
-    yield
-    name = stack.provisioned.parameters["LogLevelParameter"]
-    stack.ssm.put_parameter(Name=name, Value="INFO", Type="String", Overwrite=True)
-    container.reset()
 
 
 def stored(stack: Stack, logical_id: str) -> str:
@@ -170,19 +139,8 @@ def test_switches_are_staff_only_with_their_scope(api: Api) -> None:
 # ------------------------------------------------------------------------------------ log level
 
 
-@pytest.fixture
-def logged() -> Iterator[io.StringIO]:
-    service_logger = logging.getLogger("nimbus")
-    sink = io.StringIO()
-    handler = logging.StreamHandler(sink)
-    handler.setFormatter(LambdaPowertoolsFormatter())
-    service_logger.addHandler(handler)
-    yield sink
-    service_logger.removeHandler(handler)
-
-
 def test_the_log_level_is_read_and_set_case_insensitively(
-    stack: Stack, staff: Staff, restored_level: None
+    stack: Stack, staff: Staff, log_level: Callable[[str], None]
 ) -> None:
     before = staff.call("GET", "/loglevel")
 
@@ -217,20 +175,20 @@ def test_a_new_level_applies_to_every_functions_logs_within_the_cache_age(
     api: Api,
     stack: Stack,
     staff: Staff,
-    logged: io.StringIO,
-    restored_level: None,
+    service_logs: io.StringIO,
+    log_level: Callable[[str], None],
     parameter_clock: Callable[[float], None],
 ) -> None:
     elsewhere = another_container(stack)
     assert staff.reverified("PATCH", "/loglevel", name="none").status == 200
-    start = len(logged.getvalue())
+    start = len(service_logs.getvalue())
     quiet, _, _ = new_user(api)  # AuthFunction logs "user registered" at INFO
-    silent = logged.getvalue()[start:]
+    silent = service_logs.getvalue()[start:]
 
     assert staff.reverified("PATCH", "/loglevel", name="Info").status == 200
-    start = len(logged.getvalue())
+    start = len(service_logs.getvalue())
     heard, _, _ = new_user(api)
-    loud = logged.getvalue()[start:]
+    loud = service_logs.getvalue()[start:]
 
     assert quiet not in silent
     assert [line for line in silent.splitlines() if '"audit"' not in line] == []

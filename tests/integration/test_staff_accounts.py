@@ -6,15 +6,12 @@ import html
 import io
 import itertools
 import json
-import logging
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pyotp
 import pytest
-from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
-from nimbus_core.adapters import container
 from nimbus_core.clock import iso
 from nimbus_core.ids import new_id
 from nimbus_tools.local.inprocess import Reply
@@ -425,38 +422,18 @@ def _audit_lines(output: str) -> list[dict[str, Any]]:
     return [line["audit"] for line in lines if "audit" in line]
 
 
-@pytest.fixture
-def logged() -> Iterator[io.StringIO]:
-    """Every line the functions log, as the JSON they write."""
-    service_logger = logging.getLogger("nimbus")  # the functions' Powertools logger (service "nimbus")
-    sink = io.StringIO()
-    handler = logging.StreamHandler(sink)
-    handler.setFormatter(LambdaPowertoolsFormatter())
-    service_logger.addHandler(handler)
-    yield sink
-    service_logger.removeHandler(handler)
-
-
 def test_changes_to_another_account_leave_an_audit_line_without_secrets(
-    api: Api, stack: Stack, staff: Staff, logged: io.StringIO
+    api: Api, staff: Staff, service_logs: io.StringIO, log_level: Callable[[str], None]
 ) -> None:
     uid, _, _ = new_user(api)
-    level = stack.provisioned.parameters["LogLevelParameter"]
-    stack.ssm.put_parameter(Name=level, Value="NONE", Type="String", Overwrite=True)  # even at NONE
-    container.reset()
-    start = len(logged.getvalue())  # what was logged before (registration, at INFO)
-    try:
-        staff.reverified(
-            "PUT", f"/users/{uid}/password", newPassword=NEW_PASSWORD, confirmNewPassword=NEW_PASSWORD
-        )
-        staff.call("GET", f"/users/{uid}")  # a read: no audit line
-        api.register(
-            username=f"quiet{new_id()[-8:].lower()}", ip=fresh_ip()
-        )  # logs "user registered" at INFO
-        output = logged.getvalue()[start:]
-    finally:
-        stack.ssm.put_parameter(Name=level, Value="INFO", Type="String", Overwrite=True)
-        container.reset()
+    log_level("NONE")  # even at NONE
+    start = len(service_logs.getvalue())  # what was logged before (registration, at INFO)
+    staff.reverified(
+        "PUT", f"/users/{uid}/password", newPassword=NEW_PASSWORD, confirmNewPassword=NEW_PASSWORD
+    )
+    staff.call("GET", f"/users/{uid}")  # a read: no audit line
+    api.register(username=f"quiet{new_id()[-8:].lower()}", ip=fresh_ip())  # logs "user registered" at INFO
+    output = service_logs.getvalue()[start:]
 
     lines = _audit_lines(output)
     assert [(a["action"], a["status"]) for a in lines] == [

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import io
 import itertools
-import logging
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pyotp
 import pytest
-from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
 from nimbus_core.adapters import container
 from nimbus_core.ids import new_id
@@ -441,22 +439,10 @@ def test_a_fault_while_answering_leaves_the_challenge_and_the_counter(
 
 
 @pytest.fixture
-def debug_logs(stack: Stack, api: Api) -> Iterator[io.StringIO]:
-    """Every line the functions log (as the JSON they write), with the operator's log level at
-    DEBUG so they log all they can; the level is restored afterwards."""
-    name = stack.provisioned.parameters["LogLevelParameter"]
-    before = stack.ssm.get_parameter(Name=name)["Parameter"]["Value"]
-    stack.ssm.put_parameter(Name=name, Value="DEBUG", Type="String", Overwrite=True)
-    container.reset()
-    service_logger = logging.getLogger("nimbus")  # the functions' Powertools logger (service "nimbus")
-    sink = io.StringIO()
-    handler = logging.StreamHandler(sink)
-    handler.setFormatter(LambdaPowertoolsFormatter())  # the JSON lines the functions write
-    service_logger.addHandler(handler)
-    yield sink
-    service_logger.removeHandler(handler)
-    stack.ssm.put_parameter(Name=name, Value=before, Type="String", Overwrite=True)
-    container.reset()
+def debug_logs(service_logs: io.StringIO, log_level: Callable[[str], None]) -> io.StringIO:
+    """Every line the functions log, with the operator's log level at DEBUG so they log all they can."""
+    log_level("DEBUG")
+    return service_logs
 
 
 def test_no_key_material_or_challenge_secret_reaches_the_logs(

@@ -7,6 +7,8 @@ recorded before the write (:meth:`Request.record_answer_now`), never after it.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from aws_lambda_powertools.event_handler import Response
 
 import nimbus_core
@@ -23,26 +25,11 @@ from nimbus_core.views import KillSwitchListView, LogLevelView, ServiceView
 routes = EndpointRouter()
 
 
-def _staff(scope: Scope, summary: str, **extra: object) -> Policy:
-    values: dict[str, object] = {
-        "staff": True,
-        "scope": scope,
-        "statuses": (200, 400, 401, 403, 429, 500),
-        "summary": summary,
-    }
-    values.update(extra)
-    return Policy(**values)  # type: ignore[arg-type]
-
-
-def _switch_change(summary: str, **extra: object) -> Policy:
-    return _staff(
-        Scope.STAFF_MODIFY_KILLSWITCHES,
-        summary,
-        reverify=True,
-        audit=True,
-        response=KillSwitchListView,
-        **extra,
-    )
+_STAFF = Policy(staff=True, statuses=(200, 400, 401, 403, 429, 500))
+# A change to the kill switches; each endpoint adds its summary (and the switch's path model).
+_SWITCH_CHANGE = replace(
+    _STAFF, scope=Scope.STAFF_MODIFY_KILLSWITCHES, reverify=True, audit=True, response=KillSwitchListView
+)
 
 
 def _switch_list(config: RuntimeConfig) -> Response[str]:
@@ -62,8 +49,11 @@ def root(_request: Request) -> Response[str]:
 @routes.endpoint(
     "GET",
     "/killswitches",
-    _staff(
-        Scope.STAFF_MODIFY_KILLSWITCHES, "The kill switches and their states", response=KillSwitchListView
+    replace(
+        _STAFF,
+        scope=Scope.STAFF_MODIFY_KILLSWITCHES,
+        summary="The kill switches and their states",
+        response=KillSwitchListView,
     ),
 )
 def list_killswitches(request: Request) -> Response[str]:
@@ -71,7 +61,9 @@ def list_killswitches(request: Request) -> Response[str]:
     return _switch_list(request.deps.config.current())
 
 
-@routes.endpoint("PUT", "/killswitches/<id>", _switch_change("Enable a kill switch", path=KillSwitchPath))
+@routes.endpoint(
+    "PUT", "/killswitches/<id>", replace(_SWITCH_CHANGE, summary="Enable a kill switch", path=KillSwitchPath)
+)
 def enable_killswitch(request: Request) -> Response[str]:
     """PUT /killswitches/:id: enable it; the full list after the change."""
     path: KillSwitchPath = request.path_model
@@ -79,7 +71,11 @@ def enable_killswitch(request: Request) -> Response[str]:
     return _switch_list(service.set_switch(request.deps, path.switch, enabled=True))
 
 
-@routes.endpoint("DELETE", "/killswitches/<id>", _switch_change("Disable a kill switch", path=KillSwitchPath))
+@routes.endpoint(
+    "DELETE",
+    "/killswitches/<id>",
+    replace(_SWITCH_CHANGE, summary="Disable a kill switch", path=KillSwitchPath),
+)
 def disable_killswitch(request: Request) -> Response[str]:
     """DELETE /killswitches/:id: disable it; the full list after the change."""
     path: KillSwitchPath = request.path_model
@@ -87,7 +83,7 @@ def disable_killswitch(request: Request) -> Response[str]:
     return _switch_list(service.set_switch(request.deps, path.switch, enabled=False))
 
 
-@routes.endpoint("DELETE", "/killswitches", _switch_change("Disable every kill switch"))
+@routes.endpoint("DELETE", "/killswitches", replace(_SWITCH_CHANGE, summary="Disable every kill switch"))
 def disable_all_killswitches(request: Request) -> Response[str]:
     """DELETE /killswitches: disable all; the full list after the change."""
     request.record_answer_now()
@@ -95,7 +91,9 @@ def disable_all_killswitches(request: Request) -> Response[str]:
 
 
 @routes.endpoint(
-    "GET", "/loglevel", _staff(Scope.STAFF_MODIFY_LOGLEVEL, "The log level", response=LogLevelView)
+    "GET",
+    "/loglevel",
+    replace(_STAFF, scope=Scope.STAFF_MODIFY_LOGLEVEL, summary="The log level", response=LogLevelView),
 )
 def get_log_level(request: Request) -> Response[str]:
     """GET /loglevel: ``{name}``."""
@@ -105,9 +103,10 @@ def get_log_level(request: Request) -> Response[str]:
 @routes.endpoint(
     "PATCH",
     "/loglevel",
-    _staff(
-        Scope.STAFF_MODIFY_LOGLEVEL,
-        "Set the log level of every function (within 10 s)",
+    replace(
+        _STAFF,
+        scope=Scope.STAFF_MODIFY_LOGLEVEL,
+        summary="Set the log level of every function (within 10 s)",
         body=SetLogLevelBody,
         reverify=True,
         audit=True,

@@ -6,6 +6,8 @@ after the staff and reverification checks (CONTRACT section 4)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from aws_lambda_powertools.event_handler import Response
 
 from nimbus_core import account_changes
@@ -33,20 +35,16 @@ _READ = (200, 400, 401, 403, 404, 429, 500)
 _WRITE = (200, 400, 401, 403, 404, 429, 500)
 
 
-def _modify(summary: str, **extra: object) -> Policy:
-    """A change to the account in ``:id`` (STAFF_MODIFY_ACCOUNTS, reverified unless told not to)."""
-    values: dict[str, object] = {
-        "staff": True,
-        "target": "id",
-        "scope": Scope.STAFF_MODIFY_ACCOUNTS,
-        "reverify": True,
-        "audit": True,
-        "statuses": _WRITE,
-        "response": UserView,
-        "summary": summary,
-    }
-    values.update(extra)
-    return Policy(**values)  # type: ignore[arg-type]
+# A change to the account in ``:id``; each endpoint adds its summary and body (``replace``).
+_MODIFY = Policy(
+    staff=True,
+    target="id",
+    scope=Scope.STAFF_MODIFY_ACCOUNTS,
+    reverify=True,
+    audit=True,
+    statuses=_WRITE,
+    response=UserView,
+)
 
 
 def _target(request: Request) -> User:
@@ -93,7 +91,11 @@ def get_user(request: Request) -> Response[str]:
     return _user(_target(request))
 
 
-@routes.endpoint("PUT", "/users/<id>/username", _modify("Change a user's username", body=ChangeUsernameBody))
+@routes.endpoint(
+    "PUT",
+    "/users/<id>/username",
+    replace(_MODIFY, summary="Change a user's username", body=ChangeUsernameBody),
+)
 def set_username(request: Request) -> Response[str]:
     """PUT /users/:id/username: 200 with the User; 409 USER_EXISTS_ERROR if the name is taken."""
     return _user(account_changes.rename(request.deps, _target(request), request.body.username, request.now))
@@ -102,7 +104,9 @@ def set_username(request: Request) -> Response[str]:
 @routes.endpoint(
     "PUT",
     "/users/<id>/email",
-    _modify("Change a user's email address (it must be verified again)", body=ChangeEmailBody),
+    replace(
+        _MODIFY, summary="Change a user's email address (it must be verified again)", body=ChangeEmailBody
+    ),
 )
 def set_email(request: Request) -> Response[str]:
     """PUT /users/:id/email: 200 with the User, unverified; a verification email is queued."""
@@ -114,7 +118,9 @@ def set_email(request: Request) -> Response[str]:
 @routes.endpoint(
     "PUT",
     "/users/<id>/password",
-    _modify("Set a user's password (every session of theirs is revoked)", body=ChangePasswordBody),
+    replace(
+        _MODIFY, summary="Set a user's password (every session of theirs is revoked)", body=ChangePasswordBody
+    ),
 )
 def set_password(request: Request) -> Response[str]:
     """PUT /users/:id/password: 200 with the User; all of the user's sessions are revoked."""
@@ -125,7 +131,7 @@ def set_password(request: Request) -> Response[str]:
 @routes.endpoint(
     "PUT",
     "/users/<id>/domain",
-    _modify("Change a user's domain and subdomain", body=ChangeDomainBody, reverify=False),
+    replace(_MODIFY, summary="Change a user's domain and subdomain", body=ChangeDomainBody, reverify=False),
 )
 def set_domain(request: Request) -> Response[str]:
     """PUT /users/:id/domain: 200 with the User; 404 INVALID_DOMAIN_ERROR if not offered."""
@@ -136,13 +142,15 @@ def set_domain(request: Request) -> Response[str]:
     return _user(user)
 
 
-@routes.endpoint("PUT", "/users/<id>/verify", _modify("Mark a user's email address verified"))
+@routes.endpoint(
+    "PUT", "/users/<id>/verify", replace(_MODIFY, summary="Mark a user's email address verified")
+)
 def set_verified(request: Request) -> Response[str]:
     """PUT /users/:id/verify: 200 with the User; 400 EMAIL_ALREADY_VERIFIED_ERROR."""
     return _user(service.set_verified(request.deps, _target(request), request.now))
 
 
-@routes.endpoint("DELETE", "/users/<id>/verify", _modify("Remove a user's verified mark"))
+@routes.endpoint("DELETE", "/users/<id>/verify", replace(_MODIFY, summary="Remove a user's verified mark"))
 def clear_verified(request: Request) -> Response[str]:
     """DELETE /users/:id/verify: 200 with the User; 400 EMAIL_NOT_VERIFIED_ERROR."""
     return _user(service.clear_verified(request.deps, _target(request), request.now))
@@ -151,8 +159,9 @@ def clear_verified(request: Request) -> Response[str]:
 @routes.endpoint(
     "GET",
     "/users/<id>/verify",
-    _modify(
-        "Send a user the verification email again",
+    replace(
+        _MODIFY,
+        summary="Send a user the verification email again",
         reverify=False,
         success=201,
         statuses=(201, 400, 401, 403, 404, 429, 500),
@@ -165,13 +174,17 @@ def resend_verification(request: Request) -> Response[str]:
     return success_response(SuccessCode.SEND_VERIFICATION_EMAIL_SUCCESS)
 
 
-@routes.endpoint("PUT", "/users/<id>/staff", _modify("Promote a user to staff (they need a second factor)"))
+@routes.endpoint(
+    "PUT",
+    "/users/<id>/staff",
+    replace(_MODIFY, summary="Promote a user to staff (they need a second factor)"),
+)
 def promote(request: Request) -> Response[str]:
     """PUT /users/:id/staff: 200 with the User; 400 USER_REQUIRES_SECOND_FACTOR_ERROR."""
     return _user(service.set_staff(request.deps, _target(request), True, request.now))
 
 
-@routes.endpoint("DELETE", "/users/<id>/staff", _modify("Demote a user from staff"))
+@routes.endpoint("DELETE", "/users/<id>/staff", replace(_MODIFY, summary="Demote a user from staff"))
 def demote(request: Request) -> Response[str]:
     """DELETE /users/:id/staff: 200 with the User."""
     return _user(service.set_staff(request.deps, _target(request), False, request.now))
@@ -180,14 +193,14 @@ def demote(request: Request) -> Response[str]:
 @routes.endpoint(
     "PUT",
     "/users/<id>/ban",
-    _modify("Ban a user (every session revoked, a notice emailed)", body=BanBody),
+    replace(_MODIFY, summary="Ban a user (every session revoked, a notice emailed)", body=BanBody),
 )
 def ban(request: Request) -> Response[str]:
     """PUT /users/:id/ban: 200 with the User (``bannedAt``, ``banReason``)."""
     return _user(service.ban(request.deps, _target(request), request.body.reason, request.now))
 
 
-@routes.endpoint("DELETE", "/users/<id>/ban", _modify("Lift a user's ban"))
+@routes.endpoint("DELETE", "/users/<id>/ban", replace(_MODIFY, summary="Lift a user's ban"))
 def unban(request: Request) -> Response[str]:
     """DELETE /users/:id/ban: 200 with the User."""
     return _user(service.unban(request.deps, _target(request), request.now))
@@ -196,7 +209,7 @@ def unban(request: Request) -> Response[str]:
 @routes.endpoint(
     "DELETE",
     "/users/<id>",
-    _modify("Delete a user", response=SuccessView),
+    replace(_MODIFY, summary="Delete a user", response=SuccessView),
 )
 def delete_user(request: Request) -> Response[str]:
     """DELETE /users/:id: 200 DELETE_USER_SUCCESS; 404 INVALID_USER_ERROR (also if deleted meanwhile)."""
