@@ -10,6 +10,7 @@ function on the users table's stream as its event source mapping would (tests/in
 
 from __future__ import annotations
 
+import functools
 import importlib
 import io
 import itertools
@@ -23,12 +24,16 @@ from datetime import datetime, tzinfo
 from typing import Any, Self
 
 import boto3
+import botocore.loaders
+import botocore.session
 import pytest
 from argon2 import PasswordHasher
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from aws_lambda_powertools.utilities.parameters import base as parameters_base
 from botocore.config import Config
 from moto import mock_aws
+from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.dynamodb.models import dynamodb_backends
 
 from nimbus_core import metrics, passwords
 from nimbus_core.adapters import clients, container
@@ -78,7 +83,7 @@ class Stack:
         """Run the mail function (or ``handler``) on the outbox stream's new records, as Lambda
         would (INSERTs only, in process); returns its answer (``batchItemFailures``). Nothing new:
         no invocation."""
-        [subscription] = [s for s in stream_subscriptions(load_template()) if s.function == "MailFunction"]
+        [subscription] = [s for s in stream_subscriptions(self.template) if s.function == "MailFunction"]
         if self._outbox is None:
             streams = boto3.client(
                 "dynamodbstreams", region_name=REGION, config=Config(account_id_endpoint_mode="disabled")
@@ -94,7 +99,7 @@ class Stack:
         records = committed(self.dynamodb, self.table(subscription.table), records)
         if not records:
             return {"batchItemFailures": []}
-        invoke = handler or InProcessApi(load_template(), PARAMS).handler("MailFunction")
+        invoke = handler or InProcessApi(self.template, PARAMS).handler("MailFunction")
         answer: dict[str, Any] = invoke(lambda_event(records), LambdaContextStub("MailFunction"))
         return answer
 
@@ -105,7 +110,7 @@ class Stack:
         batch fails (the next call retries it; after MaximumRetryAttempts the batch goes to the
         OnFailure queue). Returns this call's invocations; ``stack.feed("SweepFunction")`` has all."""
         return self.feed("SweepFunction").drain(
-            handler or InProcessApi(load_template(), PARAMS).handler("SweepFunction")
+            handler or InProcessApi(self.template, PARAMS).handler("SweepFunction")
         )
 
     def feed(self, function: str) -> StreamFeed:
@@ -151,15 +156,24 @@ class Stack:
         container.reset()
 
     def truncate(self) -> None:
-        """Empty every table, then offer the default domain again (provisioned state, cheaply)."""
-        client = self.dynamodb
+        """Empty every table and its stream, then offer the default domain again (provisioned state,
+        cheaply).
+
+        The items and stream records are dropped inside moto's backend rather than deleted through
+        the API: a per-test DeleteItem per item was slow, and its REMOVE records stayed in the
+        stream, which moto deep-copies on every TransactWriteItems (its rollback snapshot), so every
+        transaction of a worker grew slower test after test.
+        """
+        tables = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION].tables
         for name in self.provisioned.tables.values():
-            keys = [k["AttributeName"] for k in client.describe_table(TableName=name)["Table"]["KeySchema"]]
-            for item in client.scan(TableName=name)["Items"]:
-                client.delete_item(TableName=name, Key={k: item[k] for k in keys})
-        put_default_domain(client, self.table("DomainsTable"), PARAMS["DefaultDomain"])
-        # The sweeper starts each test after the stream records of earlier tests and of this emptying.
-        self.feed("SweepFunction").skip()
+            table = tables[name]
+            table.items.clear()
+            if table.stream_shard is not None:
+                table.stream_shard.items.clear()
+        # The stream readers start again on the emptied streams.
+        self._outbox = None
+        self._feeds.clear()
+        put_default_domain(self.dynamodb, self.table("DomainsTable"), PARAMS["DefaultDomain"])
         sqs = boto3.client("sqs", region_name=REGION)
         for url in self.provisioned.queues.values():  # PurgeQueue is allowed once a minute only
             while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
@@ -197,6 +211,9 @@ def _provisioned() -> Iterator[Stack]:
             patch.setenv(key, value)
         patch.delenv("AWS_ENDPOINT_URL", raising=False)
         patch.delenv("AWS_PROFILE", raising=False)
+        # Every test starts with new clients (container.reset()); they share one botocore loader, so
+        # the service models are read from disk once per worker, not on every test.
+        patch.setattr(botocore.session, "create_loader", functools.cache(botocore.loaders.create_loader))
         template = load_template()
         with mock_aws():
             provisioned = provision(boto3.Session(region_name=REGION), template, PARAMS)
@@ -324,7 +341,7 @@ def _check_response_model(api: InProcessApi, method: str, path: str, reply: Repl
 
 @pytest.fixture
 def api(stack: Stack) -> Api:
-    return Api(load_template(), PARAMS)
+    return Api(stack.template, PARAMS)
 
 
 @pytest.fixture
