@@ -719,43 +719,26 @@ def _second_factor_scenarios(h: Harness) -> list[Scenario]:
 
     login_body: Callable[[], dict[str, Any]] = dict
     rename_body: Callable[[], dict[str, Any]] = lambda: {"username": h.unique("tfarenamed")}  # noqa: E731
+    # Each request of a challenged login or change stays within 3 round trips.
+    challenged = [
+        ("POST", "/login", login_body, 201),
+        ("PUT", "/users/me/username", rename_body, 200),
+    ]
+    steps: list[tuple[str, Literal["ask", "totp", "key"]]] = [
+        ("challenged", "ask"),
+        ("TOTP answer", "totp"),
+        ("key answer", "key"),
+    ]
     return [
-        # Each request of a challenged login or change stays within 3 round trips.
-        Scenario(
-            "POST /login, 2FA: challenged",
-            401,
-            second_factor("POST", "/login", login_body, step="ask"),
-            CHALLENGE_BUDGET,
-        ),
-        Scenario(
-            "POST /login, 2FA: TOTP answer",
-            201,
-            second_factor("POST", "/login", login_body, step="totp"),
-            CHALLENGE_BUDGET,
-        ),
-        Scenario(
-            "POST /login, 2FA: key answer",
-            201,
-            second_factor("POST", "/login", login_body, step="key"),
-            CHALLENGE_BUDGET,
-        ),
-        Scenario(
-            "PUT /users/me/username, 2FA: challenged",
-            401,
-            second_factor("PUT", "/users/me/username", rename_body, step="ask"),
-            CHALLENGE_BUDGET,
-        ),
-        Scenario(
-            "PUT /users/me/username, 2FA: TOTP answer",
-            200,
-            second_factor("PUT", "/users/me/username", rename_body, step="totp"),
-            CHALLENGE_BUDGET,
-        ),
-        Scenario(
-            "PUT /users/me/username, 2FA: key answer",
-            200,
-            second_factor("PUT", "/users/me/username", rename_body, step="key"),
-            CHALLENGE_BUDGET,
+        *(
+            Scenario(
+                f"{method} {path}, 2FA: {label}",
+                401 if step == "ask" else ok,
+                second_factor(method, path, body, step=step),
+                CHALLENGE_BUDGET,
+            )
+            for method, path, body, ok in challenged
+            for label, step in steps
         ),
         Scenario(
             "POST /users/me/2fa/totp",
