@@ -46,7 +46,17 @@ $(SAM): tools/requirements/sam.txt $(UV)
 	VIRTUAL_ENV=$(TOOLS)/sam $(UV) pip install --quiet --require-hashes -r tools/requirements/sam.txt
 	@touch $@
 
-serve: $(VENV)/.synced
+# Swagger UI, the console's QR library and the published client library, from package-lock.json.
+# --ignore-scripts: no package runs code at install (swagger-ui-dist's telemetry hook included).
+NODE_MODULES := node_modules/.installed
+$(NODE_MODULES): package.json package-lock.json
+	@command -v npm >/dev/null || { echo "installing Debian's nodejs and npm"; \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq nodejs npm >/dev/null; }
+	npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $@
+
+serve: $(VENV)/.synced $(NODE_MODULES)
 	$(VENV)/bin/nimbus-local serve $(if $(PORT),--port $(PORT))
 
 test: lint typecheck validate pytest
@@ -64,14 +74,14 @@ validate: $(SAM) deps-layer-check
 # Rules on fakes, contracts and handlers on moto run in parallel (moto provisioned once per
 # worker); the end-to-end tests share one local API, so they run in one process.
 PARALLEL_TESTS := tests/unit tests/contract tests/integration tests/tools
-pytest: $(VENV)/.synced chromium
+pytest: $(VENV)/.synced $(NODE_MODULES) chromium
 	$(VENV)/bin/pytest -n auto -q $(wildcard $(PARALLEL_TESTS))
 	$(VENV)/bin/pytest -q tests/e2e
 
 unit integration contract tools: $(VENV)/.synced
 	$(VENV)/bin/pytest -n auto tests/$@
 
-e2e: $(VENV)/.synced chromium
+e2e: $(VENV)/.synced $(NODE_MODULES) chromium
 	$(VENV)/bin/pytest tests/e2e
 
 # Headless Chromium (Debian's package) for the browser test of the verification page.

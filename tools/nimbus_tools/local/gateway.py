@@ -17,6 +17,7 @@ from nimbus_tools.local.events import (
 )
 from nimbus_tools.local.functions import Invocation
 from nimbus_tools.local.router import Router
+from nimbus_tools.local.static import StaticSite
 from nimbus_tools.local.verify_page import is_verify_page, verify_page
 
 
@@ -54,19 +55,22 @@ class Gateway:
         cors: CorsPolicy | None = None,
         *,
         serve_verify_page: bool = False,
+        static: StaticSite | None = None,
     ) -> None:
         self.router = router
         self.invoker = invoker
         self.cors = cors
         # `make serve` has no front end for the verification link, so it serves a small page.
         self.serve_verify_page = serve_verify_page
+        # The console, the OpenAPI document and Swagger UI, which `make serve` offers beside the API.
+        self.static = static
 
     def handle(self, request: HttpRequest) -> GatewayResult:
         """Answer one request."""
         if self.cors is not None and CorsPolicy.is_preflight(request):
             return self._finish(request, GatewayResult(self.cors.preflight(request)))
-        if self.serve_verify_page and is_verify_page(request):
-            return self._finish(request, GatewayResult(verify_page()))
+        if (page := self._static(request)) is not None:
+            return self._finish(request, GatewayResult(page))
 
         match = self.router.match(request.method, request.raw_path)
         if match is None:
@@ -87,6 +91,11 @@ class Gateway:
         if self.cors is not None:
             response = self.cors.apply(request, response)
         return self._finish(request, GatewayResult(response, match.function))
+
+    def _static(self, request: HttpRequest) -> HttpResponse | None:
+        if self.serve_verify_page and is_verify_page(request):
+            return verify_page()
+        return self.static.answer(request) if self.static is not None else None
 
     @staticmethod
     def _finish(request: HttpRequest, result: GatewayResult) -> GatewayResult:

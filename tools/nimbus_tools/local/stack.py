@@ -20,6 +20,7 @@ from nimbus_tools.local.router import Router
 from nimbus_tools.local.server import LocalApiServer, RequestLog
 from nimbus_tools.local.session import emulator_session
 from nimbus_tools.local.state import ServeState, remove_state, state_path, write_state
+from nimbus_tools.local.static import StaticSite
 from nimbus_tools.local.streams import StreamPoller
 from nimbus_tools.template import (
     DEFAULT_TEMPLATE_PATH,
@@ -114,6 +115,7 @@ class LocalStack:
             self.pools,
             CorsPolicy.from_config(cors_config) if cors_config else None,
             serve_verify_page=values.get("VerificationUrl", "").startswith(f"{api_url}/verify"),
+            static=StaticSite(options.template_path.resolve().parent),
         )
         # Functions fed by a table's stream (MailFunction by the outbox) run as Lambda would run them.
         self.poller = StreamPoller(
