@@ -91,6 +91,11 @@ chromium:
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq chromium >/dev/null; }
 
+# The OpenAPI document, generated from the endpoint registry (a test fails when it is stale).
+.PHONY: openapi
+openapi: $(VENV)/.synced
+	$(PY) -m nimbus_tools.openapi > docs/openapi.json
+
 bench: $(VENV)/.synced
 	$(PY) -m bench
 

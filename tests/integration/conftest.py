@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import boto3
 import botocore.loaders
@@ -37,10 +37,12 @@ from moto.dynamodb.models import dynamodb_backends
 
 from nimbus_core import metrics, passwords
 from nimbus_core.adapters import clients, container
+from nimbus_core.http.policy import Endpoint
 from nimbus_core.settings import get_settings
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub, Reply
 from nimbus_tools.local.provision import ProvisionedStack, provision, put_default_domain
 from nimbus_tools.local.streams import StreamReader, committed, lambda_event, latest_stream_arn, matches
+from nimbus_tools.openapi import endpoint_errors
 from nimbus_tools.template import Template, load_template, stream_subscriptions
 from tests.integration.stream_feed import Handler, Invocation, StreamFeed
 
@@ -298,8 +300,11 @@ class Api(InProcessApi):
     def call(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Reply:
         """Send one request (see InProcessApi.call) and check a 2xx body against its declared model."""
         reply = super().call(method, path, body, **kwargs)
-        if 200 <= reply.status < 300:
-            _check_response_model(self, method, path, reply)
+        endpoint = _endpoint(self, method, path, reply)
+        if endpoint is not None and 200 <= reply.status < 300:
+            _check_response_model(endpoint, reply)
+        elif endpoint is not None:
+            _check_documented_error(endpoint, reply)
         return reply
 
     def register(
@@ -326,17 +331,32 @@ class Api(InProcessApi):
         return self.call("POST", "/login", {"username": username, "password": password, **extra}, ip=ip)
 
 
-def _check_response_model(api: InProcessApi, method: str, path: str, reply: Reply) -> None:
+def _endpoint(api: InProcessApi, method: str, path: str, reply: Reply) -> Endpoint | None:
+    """The registered endpoint that answered, or None when the gateway answered by itself."""
     match = api.router.match(method, path.split("?", 1)[0])
-    if match is None or match.route_key == "$default":
-        return
+    if match is None or match.route_key == "$default" or reply.function is None:
+        return None
     route_method, route_path = match.route_key.split(" ", 1)
     app = importlib.import_module(api.specs[reply.function].handler_module).app
     wanted = (route_method, route_path.replace("{", "<").replace("}", ">"))
     [endpoint] = [e for e in app.endpoints if (e.method, e.path) == wanted]
-    assert endpoint.policy.response is not None, f"{match.route_key} declares no response model"
-    assert reply.status == endpoint.policy.success, (match.route_key, reply.status)
+    return cast(Endpoint, endpoint)
+
+
+def _check_response_model(endpoint: Endpoint, reply: Reply) -> None:
+    assert endpoint.policy.response is not None, f"{endpoint.path} declares no response model"
+    assert reply.status == endpoint.policy.success, (endpoint.path, reply.status)
     endpoint.policy.response.model_validate(reply.body)
+
+
+def _check_documented_error(endpoint: Endpoint, reply: Reply) -> None:
+    """Every error answered is one the OpenAPI document lists for the endpoint (docs/openapi.json)."""
+    code = reply.body.get("code") if isinstance(reply.body, dict) else None
+    listed = endpoint_errors(endpoint).get(reply.status, [])
+    assert code in listed, (
+        f"{endpoint.method} {endpoint.path} answered {reply.status} {code}, which its document does not "
+        f"list ({listed}): name the code in the route's docstring"
+    )
 
 
 @pytest.fixture

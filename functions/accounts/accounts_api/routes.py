@@ -59,7 +59,10 @@ def get_me(request: Request) -> Response[str]:
     ),
 )
 def change_username(request: Request) -> Response[str]:
-    """PUT /users/me/username: 200 with the changed User."""
+    """PUT /users/me/username: 200 with the changed User.
+
+    Errors: 400 INVALID_USERNAME_ERROR, 409 USER_EXISTS_ERROR.
+    """
     user = service.change_username(request.deps, request.require_caller(), request.body.username, request.now)
     return json_response(200, user.to_public())
 
@@ -79,7 +82,10 @@ def change_username(request: Request) -> Response[str]:
     ),
 )
 def change_email(request: Request) -> Response[str]:
-    """PUT /users/me/email: 200 with the changed User (unverified; a verification email is queued)."""
+    """PUT /users/me/email: 200 with the changed User (unverified; a verification email is queued).
+
+    Errors: 400 INVALID_EMAIL_ERROR, 409 USER_EXISTS_ERROR.
+    """
     user = service.change_email(request.deps, request.require_caller(), request.body.email, request.now)
     return json_response(200, user.to_public())
 
@@ -99,7 +105,10 @@ def change_email(request: Request) -> Response[str]:
     ),
 )
 def change_password(request: Request) -> Response[str]:
-    """PUT /users/me/password: 200 with the User; every other session is revoked."""
+    """PUT /users/me/password: 200 with the User; every other session is revoked.
+
+    Errors: 400 PASSWORDS_DO_NOT_MATCH_ERROR.
+    """
     user = service.change_password(
         request.deps, request.require_caller(), request.body.new_password, request.now
     )
@@ -120,7 +129,10 @@ def change_password(request: Request) -> Response[str]:
     ),
 )
 def change_domain(request: Request) -> Response[str]:
-    """PUT /users/me/domain: 200 with the changed User."""
+    """PUT /users/me/domain: 200 with the changed User.
+
+    Errors: 400 SUBDOMAIN_NOT_ALLOWED_ERROR, 400 SUBDOMAIN_TOO_LONG_ERROR, 404 INVALID_DOMAIN_ERROR.
+    """
     body: ChangeDomainBody = request.body
     user = service.change_domain(
         request.deps, request.require_caller(), body.domain, body.subdomain, request.now
@@ -142,7 +154,7 @@ def change_domain(request: Request) -> Response[str]:
     ),
 )
 def resend_verification(request: Request) -> Response[str]:
-    """GET /users/me/verify: 201 SEND_VERIFICATION_EMAIL_SUCCESS."""
+    """GET /users/me/verify: 201 SEND_VERIFICATION_EMAIL_SUCCESS. Errors: 400 EMAIL_ALREADY_VERIFIED_ERROR."""
     service.resend_verification(request.deps, request.require_caller(), request.now)
     return success_response(SuccessCode.SEND_VERIFICATION_EMAIL_SUCCESS)
 
@@ -160,7 +172,10 @@ def resend_verification(request: Request) -> Response[str]:
     ),
 )
 def verify_email(request: Request) -> Response[str]:
-    """PUT /users/verify: 200 VERIFY_EMAIL_SUCCESS."""
+    """PUT /users/verify: 200 VERIFY_EMAIL_SUCCESS.
+
+    Errors: 400 INVALID_VERIFICATION_TOKEN_ERROR, 403 BANNED_ERROR.
+    """
     verification.verify(request.deps, request.body.token, request.now)
     return success_response(SuccessCode.VERIFY_EMAIL_SUCCESS)
 

@@ -114,6 +114,9 @@ def get_log_level(request: Request) -> Response[str]:
     ),
 )
 def set_log_level(request: Request) -> Response[str]:
-    """PATCH /loglevel: ``{name}`` as stored (DEBUG, INFO, WARN, ERROR or NONE)."""
+    """PATCH /loglevel: ``{name}`` as stored (DEBUG, INFO, WARN, ERROR or NONE).
+
+    Errors: 400 INVALID_LOGLEVEL_ERROR.
+    """
     request.record_answer_now()
     return json_response(200, {"name": service.set_log_level(request.deps, request.body.name).log_level})

@@ -33,7 +33,11 @@ routes = EndpointRouter()
     ),
 )
 def register(request: Request) -> Response[str]:
-    """POST /register: create an account and log it in (201 SuccessfulAuth)."""
+    """POST /register: create an account and log it in (201 SuccessfulAuth).
+
+    Errors: 400 INVALID_USERNAME_ERROR, 400 INVALID_EMAIL_ERROR, 400 PASSWORDS_DO_NOT_MATCH_ERROR,
+    404 INVALID_DOMAIN_ERROR, 409 USER_EXISTS_ERROR.
+    """
     issued = service.register(request.deps, request.body, session_name=request.session_name, now=request.now)
     return json_response(201, issued.to_public())
 
@@ -54,6 +58,11 @@ def register(request: Request) -> Response[str]:
     ),
 )
 def login(request: Request) -> Response[str]:
-    """POST /login: open a normal session with a username or email and a password (201 SuccessfulAuth)."""
+    """POST /login: open a normal session with a username or email and a password (201 SuccessfulAuth).
+
+    Errors: 400 INVALID_SECOND_FACTOR_METHOD_ERROR, 401 INVALID_PASSWORD_ERROR,
+    401 SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR, 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR, 403 BANNED_ERROR,
+    404 INVALID_USER_ERROR.
+    """
     issued = service.login(request.deps, request.body, session_name=request.session_name, now=request.now)
     return json_response(201, issued.to_public())

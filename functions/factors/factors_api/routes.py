@@ -67,7 +67,10 @@ def start_totp(request: Request) -> Response[str]:
     ),
 )
 def confirm_totp(request: Request) -> Response[str]:
-    """POST /users/me/2fa/totp/confirm: 201 ``{id, type, name, codes?}``."""
+    """POST /users/me/2fa/totp/confirm: 201 ``{id, type, name, codes?}``.
+
+    Errors: 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR.
+    """
     body: ConfirmTotpBody = request.body
     factor, codes = service.confirm_totp(
         request.deps,
@@ -117,7 +120,10 @@ def start_webauthn(request: Request) -> Response[str]:
     ),
 )
 def confirm_webauthn(request: Request) -> Response[str]:
-    """POST /users/me/2fa/webauthn/confirm: 201 ``{id, type, name, codes?}``."""
+    """POST /users/me/2fa/webauthn/confirm: 201 ``{id, type, name, codes?}``.
+
+    Errors: 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR.
+    """
     body: ConfirmWebAuthnBody = request.body
     factor, codes = service.confirm_webauthn(
         request.deps,
@@ -144,7 +150,10 @@ def confirm_webauthn(request: Request) -> Response[str]:
     ),
 )
 def regenerate_backup_codes(request: Request) -> Response[str]:
-    """POST /users/me/2fa/backup: 201 ``{codes}``, shown once."""
+    """POST /users/me/2fa/backup: 201 ``{codes}``, shown once.
+
+    Errors: 400 USER_REQUIRES_SECOND_FACTOR_ERROR.
+    """
     return json_response(
         201, {"codes": service.regenerate_backup_codes(request.deps, request.require_caller())}
     )
@@ -198,7 +207,7 @@ def get_factor(request: Request) -> Response[str]:
     ),
 )
 def delete_factor(request: Request) -> Response[str]:
-    """DELETE /users/me/2fa/:id: 200 DELETE_SECOND_FACTOR_SUCCESS."""
+    """DELETE /users/me/2fa/:id: 200 DELETE_SECOND_FACTOR_SUCCESS. Errors: 404 INVALID_SECOND_FACTOR_ERROR."""
     service.remove_factor(request.deps, request.require_caller().user, request.path["id"])
     return success_response(SuccessCode.DELETE_SECOND_FACTOR_SUCCESS)
 
@@ -307,7 +316,10 @@ def get_user_factor(request: Request) -> Response[str]:
     ),
 )
 def delete_user_factor(request: Request) -> Response[str]:
-    """DELETE /users/:uid/2fa/:id: 200 DELETE_SECOND_FACTOR_SUCCESS."""
+    """DELETE /users/:uid/2fa/:id: 200 DELETE_SECOND_FACTOR_SUCCESS.
+
+    Errors: 404 INVALID_SECOND_FACTOR_ERROR.
+    """
     service.remove_factor(request.deps, _target(request), request.path["id"])
     return success_response(SuccessCode.DELETE_SECOND_FACTOR_SUCCESS)
 

@@ -91,7 +91,10 @@ def list_my_sessions(request: Request) -> Response[str]:
     ),
 )
 def get_my_session(request: Request) -> Response[str]:
-    """GET /users/me/sessions/:sid (``me``: the calling session, with no further read)."""
+    """GET /users/me/sessions/:sid (``me``: the calling session, with no further read).
+
+    Errors: 404 INVALID_SESSION_ERROR.
+    """
     return _one(service.get_session(request.deps, _me(request), request.path["sid"], request.now))
 
 
@@ -107,7 +110,7 @@ def get_my_session(request: Request) -> Response[str]:
     ),
 )
 def rename_my_session(request: Request) -> Response[str]:
-    """PATCH /users/me/sessions/:sid: 200 with the renamed Session."""
+    """PATCH /users/me/sessions/:sid: 200 with the renamed Session. Errors: 404 INVALID_SESSION_ERROR."""
     sid, name = request.path["sid"], request.body.name
     return _one(service.rename_session(request.deps, _me(request), sid, name, request.now))
 
@@ -124,7 +127,7 @@ def rename_my_session(request: Request) -> Response[str]:
     ),
 )
 def delete_my_session(request: Request) -> Response[str]:
-    """DELETE /users/me/sessions/:sid: 200 DELETE_SESSION_SUCCESS."""
+    """DELETE /users/me/sessions/:sid: 200 DELETE_SESSION_SUCCESS. Errors: 404 INVALID_SESSION_ERROR."""
     service.delete_session(request.deps, _me(request), request.path["sid"], request.now)
     return success_response(SuccessCode.DELETE_SESSION_SUCCESS)
 
@@ -229,7 +232,7 @@ def list_user_sessions(request: Request) -> Response[str]:
     ),
 )
 def get_user_session(request: Request) -> Response[str]:
-    """GET /users/:uid/sessions/:sid."""
+    """GET /users/:uid/sessions/:sid. Errors: 404 INVALID_SESSION_ERROR."""
     return _one(service.get_session(request.deps, _user(request), request.path["sid"], request.now))
 
 
@@ -248,7 +251,7 @@ def get_user_session(request: Request) -> Response[str]:
     ),
 )
 def rename_user_session(request: Request) -> Response[str]:
-    """PATCH /users/:uid/sessions/:sid."""
+    """PATCH /users/:uid/sessions/:sid. Errors: 404 INVALID_SESSION_ERROR."""
     sid, name = request.path["sid"], request.body.name
     return _one(service.rename_session(request.deps, _user(request), sid, name, request.now))
 
@@ -267,7 +270,7 @@ def rename_user_session(request: Request) -> Response[str]:
     ),
 )
 def delete_user_session(request: Request) -> Response[str]:
-    """DELETE /users/:uid/sessions/:sid."""
+    """DELETE /users/:uid/sessions/:sid. Errors: 404 INVALID_SESSION_ERROR."""
     service.delete_session(request.deps, _user(request), request.path["sid"], request.now)
     return success_response(SuccessCode.DELETE_SESSION_SUCCESS)
 

@@ -97,7 +97,10 @@ def get_user(request: Request) -> Response[str]:
     replace(_MODIFY, summary="Change a user's username", body=ChangeUsernameBody),
 )
 def set_username(request: Request) -> Response[str]:
-    """PUT /users/:id/username: 200 with the User; 409 USER_EXISTS_ERROR if the name is taken."""
+    """PUT /users/:id/username: 200 with the User; 409 USER_EXISTS_ERROR if the name is taken.
+
+    Errors: 400 INVALID_USERNAME_ERROR.
+    """
     return _user(account_changes.rename(request.deps, _target(request), request.body.username, request.now))
 
 
@@ -109,7 +112,10 @@ def set_username(request: Request) -> Response[str]:
     ),
 )
 def set_email(request: Request) -> Response[str]:
-    """PUT /users/:id/email: 200 with the User, unverified; a verification email is queued."""
+    """PUT /users/:id/email: 200 with the User, unverified; a verification email is queued.
+
+    Errors: 400 INVALID_EMAIL_ERROR, 409 USER_EXISTS_ERROR.
+    """
     return _user(
         account_changes.change_email(request.deps, _target(request), request.body.email, request.now)
     )
@@ -123,7 +129,10 @@ def set_email(request: Request) -> Response[str]:
     ),
 )
 def set_password(request: Request) -> Response[str]:
-    """PUT /users/:id/password: 200 with the User; all of the user's sessions are revoked."""
+    """PUT /users/:id/password: 200 with the User; all of the user's sessions are revoked.
+
+    Errors: 400 PASSWORDS_DO_NOT_MATCH_ERROR.
+    """
     body: ChangePasswordBody = request.body
     return _user(service.set_password(request.deps, _target(request), body.new_password, request.now))
 
@@ -134,7 +143,10 @@ def set_password(request: Request) -> Response[str]:
     replace(_MODIFY, summary="Change a user's domain and subdomain", body=ChangeDomainBody, reverify=False),
 )
 def set_domain(request: Request) -> Response[str]:
-    """PUT /users/:id/domain: 200 with the User; 404 INVALID_DOMAIN_ERROR if not offered."""
+    """PUT /users/:id/domain: 200 with the User; 404 INVALID_DOMAIN_ERROR if not offered.
+
+    Errors: 400 SUBDOMAIN_NOT_ALLOWED_ERROR, 400 SUBDOMAIN_TOO_LONG_ERROR.
+    """
     body: ChangeDomainBody = request.body
     user = account_changes.change_domain(
         request.deps, _target(request), body.domain, body.subdomain, request.now

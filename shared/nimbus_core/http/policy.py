@@ -57,9 +57,12 @@ class Policy:
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """One registered route: method, path (``/users/<id>`` style) and its policy."""
+    """One registered route: method, path (``/users/<id>`` style) and its policy, with the route
+    function's name and docstring (the OpenAPI document's operation id and description: the
+    docstring names the error codes the route answers beyond the guard's)."""
 
     method: str
     path: str
     policy: Policy
     name: str
+    doc: str = ""

@@ -8,6 +8,7 @@ refuses an app holding a route that did not come through here.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -43,7 +44,9 @@ class EndpointRouter:
                 return func(request)
 
             router.route(path, method.upper(), middlewares=[guard(policy)])(route)
-            self.endpoints.append(Endpoint(method.upper(), path, policy, func.__name__))
+            self.endpoints.append(
+                Endpoint(method.upper(), path, policy, func.__name__, inspect.getdoc(func) or "")
+            )
             return func
 
         return register

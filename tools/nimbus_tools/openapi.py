@@ -1,0 +1,339 @@
+"""The OpenAPI 3.1 document, generated from the endpoint registry (never written by hand).
+
+Every HTTP function's app (as template.yaml lists them) declares its endpoints once, each with a
+:class:`~nimbus_core.http.policy.Policy`; this module turns those declarations into the document:
+
+- the path, query and body parameters from the policy's pydantic models, and the success response
+  from its response model;
+- the errors: the ones the guard answers for that policy (session, staff, scope, kill switches,
+  validation, reverification, rate limit, target user), plus the codes the route's docstring names
+  (``404 INVALID_USER_ERROR``: a status before a code overrides the code's usual one);
+- the ``Authorization`` security scheme, and per operation the ``x-nimbus-*`` extensions for what
+  OpenAPI has no field for: scope, staff, kill switches, reverification, rate limit, scoped sessions.
+
+``python -m nimbus_tools.openapi`` prints it; ``make openapi`` writes ``docs/openapi.json``, and a test
+fails when the committed document is stale. The integration tests check every answer against it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from nimbus_core import __version__
+from nimbus_core.errors import ErrorCode
+from nimbus_core.http.policy import Auth, Endpoint, Policy
+from nimbus_core.killswitches import KillSwitch
+from nimbus_tools.template import Template, function_specs, load_template
+
+OPENAPI_VERSION = "3.1.0"
+_CODE = re.compile(r"(?:\b([1-5]\d\d) )?\b([A-Z][A-Z0-9_]*_ERROR)\b")
+_PARAM = re.compile(r"<(\w+)>")
+_REF = "#/components/schemas/"
+
+
+@dataclass(frozen=True)
+class Registered:
+    """One endpoint and the function (logical id in template.yaml) that serves it."""
+
+    function: str
+    endpoint: Endpoint
+
+    @property
+    def operation_id(self) -> str:
+        """The route function's name, prefixed by its group (``Staff.ban``): names repeat across groups."""
+        return f"{self.group}.{self.endpoint.name}"
+
+    @property
+    def group(self) -> str:
+        """The function's name without "Function" (``StaffFunction`` -> ``Staff``): the operation's tag."""
+        return self.function.removesuffix("Function")
+
+    @property
+    def openapi_path(self) -> str:
+        """``/users/<id>/ban`` -> ``/users/{id}/ban``."""
+        return _PARAM.sub(r"{\1}", self.endpoint.path)
+
+
+def registered_endpoints(template: Template | None = None) -> list[Registered]:
+    """Every endpoint of every HTTP function, in template order."""
+    found: list[Registered] = []
+    for spec in function_specs(template if template is not None else load_template()):
+        if not spec.routes:  # stream-fed functions have no endpoints
+            continue
+        app = importlib.import_module(spec.handler_module).app
+        found += [Registered(spec.logical_id, endpoint) for endpoint in app.endpoints]
+    return found
+
+
+# ------------------------------------------------------------------------------------------ errors
+
+
+def guard_errors(policy: Policy, path: str = "") -> set[tuple[int, ErrorCode]]:
+    """The (status, code) pairs the guard can answer for ``policy`` on ``path`` (CONTRACT section 4)."""
+    # The GLOBAL kill switch closes every endpoint (to all but staff).
+    errors = {(500, ErrorCode.INTERNAL_SERVER_ERROR), (503, ErrorCode.SERVICE_UNAVAILABLE_ERROR)}
+    if policy.auth is not Auth.NONE:
+        errors.add((401, ErrorCode.INVALID_SESSION_ERROR))  # GUEST: already logged in
+    if policy.auth is Auth.REQUIRED and (
+        policy.staff or policy.scope is not None or not policy.scoped_sessions
+    ):
+        errors.add((403, ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR))
+    if policy.staff:
+        errors.add((401, ErrorCode.ENDPOINT_REQUIRES_SECOND_FACTOR_ERROR))
+    if policy.body is not None or policy.reverify:
+        errors |= {
+            (400, ErrorCode.INVALID_BODY_ERROR),
+            (400, ErrorCode.BODY_TOO_LARGE_ERROR),
+            (400, ErrorCode.MISSING_FIELDS_ERROR),
+            (400, ErrorCode.INVALID_FIELDS_ERROR),
+        }
+    if policy.query is not None or policy.path is not None or policy.names_session:
+        errors |= {(400, ErrorCode.MISSING_FIELDS_ERROR), (400, ErrorCode.INVALID_FIELDS_ERROR)}
+    if policy.reverify:
+        errors |= {
+            (401, ErrorCode.INVALID_PASSWORD_ERROR),
+            (401, ErrorCode.SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR),
+            (401, ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR),
+            (400, ErrorCode.INVALID_SECOND_FACTOR_METHOD_ERROR),
+            (429, ErrorCode.RATELIMITED_ERROR),  # failed answers per account (CONTRACT section 8)
+        }
+    if policy.rate_limit is not None:
+        errors.add((429, ErrorCode.RATELIMITED_ERROR))
+    if policy.target is not None:
+        errors.add((404, ErrorCode.INVALID_USER_ERROR))
+    if _PARAM.search(path):  # a parameter spelling a sibling route's literal ("me", "all") is no route
+        errors.add((404, ErrorCode.INVALID_ENDPOINT_ERROR))
+    return errors
+
+
+def documented_errors(doc: str) -> set[tuple[int, ErrorCode]]:
+    """The codes a route's docstring names, with the status written before each (else its own)."""
+    found = set()
+    for status, name in _CODE.findall(doc):
+        code = ErrorCode[name]  # a misspelt code fails the build of the document
+        found.add((int(status) if status else code.status, code))
+    return found
+
+
+def endpoint_errors(endpoint: Endpoint) -> dict[int, list[str]]:
+    """Every error status the endpoint can answer, with its codes (sorted)."""
+    by_status: dict[int, set[str]] = {}
+    for status, code in guard_errors(endpoint.policy, endpoint.path) | documented_errors(endpoint.doc):
+        by_status.setdefault(status, set()).add(code.name)
+    return {status: sorted(codes) for status, codes in sorted(by_status.items())}
+
+
+# ------------------------------------------------------------------------------------------ schemas
+
+
+class _Schemas:
+    """components/schemas, filled as models are referenced."""
+
+    def __init__(self) -> None:
+        self.schemas: dict[str, Any] = {}
+
+    def ref(self, model: type[BaseModel], *, mode: str) -> dict[str, str]:
+        schema = model.model_json_schema(by_alias=True, mode=mode, ref_template=_REF + "{model}")  # type: ignore[arg-type]
+        for name, definition in schema.pop("$defs", {}).items():
+            self.schemas.setdefault(name, definition)
+        self.schemas.setdefault(model.__name__, schema)
+        return {"$ref": _REF + model.__name__}
+
+
+def _error_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": "Every error: a stable code and its fixed message, plus fields for some codes.",
+        "required": ["code", "message"],
+        "properties": {
+            "code": {"type": "string", "enum": [code.name for code in ErrorCode]},
+            "message": {"type": "string"},
+            "fields": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "MISSING_FIELDS_ERROR, INVALID_FIELDS_ERROR: the fields at fault.",
+            },
+            "feature": {
+                "type": "integer",
+                "description": "SERVICE_UNAVAILABLE_ERROR: the number of the kill switch that is on.",
+            },
+            "token": {
+                "type": "string",
+                "description": "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR: the challenge.",
+            },
+            "exp": {"type": "integer", "description": "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR: its expiry."},
+            "types": {"type": "array", "items": {"type": "string", "enum": ["totp", "webauthn", "backup"]}},
+            "challenge": {"type": "object", "description": "WebAuthn request options, with a key enrolled."},
+        },
+    }
+
+
+def _reverification_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": (
+            "Identity reverification (CONTRACT section 9): a normal session sends its password; an "
+            "account with a second factor is then challenged (401 SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR)"
+            " and repeats the request with `2fa`."
+        ),
+        "properties": {
+            "password": {"type": "string"},
+            "2fa": {
+                "type": "object",
+                "required": ["token", "type"],
+                "properties": {
+                    "token": {"type": "string"},
+                    "type": {"type": "string", "enum": ["totp", "webauthn", "backup"]},
+                    "code": {"type": "string"},
+                    "response": {"type": "object"},
+                },
+            },
+        },
+    }
+
+
+# ------------------------------------------------------------------------------------------ operations
+
+
+def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
+    policy = endpoint.policy
+    path_schemas: dict[str, Any] = {}
+    if policy.path is not None:
+        path_schemas = policy.path.model_json_schema(by_alias=True).get("properties", {})
+    parameters: list[dict[str, Any]] = [
+        {"name": name, "in": "path", "required": True, "schema": path_schemas.get(name, {"type": "string"})}
+        for name in _PARAM.findall(endpoint.path)
+    ]
+    if policy.query is not None:
+        schema = policy.query.model_json_schema(by_alias=True, mode="validation")
+        required = set(schema.get("required", []))
+        parameters += [
+            {"name": name, "in": "query", "required": name in required, "schema": field}
+            for name, field in schema.get("properties", {}).items()
+        ]
+    if policy.names_session:
+        parameters.append(
+            {
+                "name": "X-Session-Name",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string"},
+                "description": "The new session's name (else it is named after the User-Agent).",
+            }
+        )
+    return parameters
+
+
+def _extensions(policy: Policy) -> dict[str, Any]:
+    extensions: dict[str, Any] = {
+        "x-nimbus-staff": policy.staff,
+        "x-nimbus-scope": policy.scope.name if policy.scope is not None else None,
+        "x-nimbus-scoped-sessions": policy.auth is Auth.REQUIRED and policy.scoped_sessions,
+        "x-nimbus-killswitches": [KillSwitch(s).name for s in policy.killswitches],
+        "x-nimbus-reverify": policy.reverify,
+    }
+    if policy.rate_limit is not None:
+        limit = policy.rate_limit
+        extensions["x-nimbus-rate-limit"] = {
+            "name": limit.name,
+            "limit": limit.limit,
+            "windowSeconds": limit.window,
+            "per": limit.per.name.lower(),
+        }
+    return extensions
+
+
+def _operation(registered: Registered, schemas: _Schemas) -> dict[str, Any]:
+    endpoint, policy = registered.endpoint, registered.endpoint.policy
+    operation: dict[str, Any] = {
+        "operationId": registered.operation_id,
+        "summary": policy.summary,
+        "description": endpoint.doc,
+        "tags": [registered.group],
+    }
+    parameters = _parameters(endpoint)
+    if parameters:
+        operation["parameters"] = parameters
+    body: dict[str, Any] | None = None
+    if policy.body is not None:
+        body = schemas.ref(policy.body, mode="validation")
+    if policy.reverify:
+        reverification = {"$ref": _REF + "Reverification"}
+        body = {"allOf": [body, reverification]} if body is not None else reverification
+    if body is not None:
+        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    success: dict[str, Any] = {"description": "Success"}
+    if policy.response is not None:
+        success["content"] = {
+            "application/json": {"schema": schemas.ref(policy.response, mode="serialization")}
+        }
+    responses: dict[str, Any] = {str(policy.success): success}
+    for status, codes in endpoint_errors(endpoint).items():
+        responses[str(status)] = {
+            "description": ", ".join(codes),
+            "content": {"application/json": {"schema": {"$ref": _REF + "Error"}}},
+            "x-nimbus-codes": codes,
+        }
+    operation["responses"] = responses
+    if policy.auth is Auth.REQUIRED:
+        operation["security"] = [{"session": []}]
+    else:  # a token is optional: staff pass kill switches; a live session is refused by register/login
+        operation["security"] = [{}, {"session": []}]
+    return operation | _extensions(policy)
+
+
+def build_document(endpoints: Iterable[Registered] | None = None) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of ``endpoints`` (default: every registered endpoint)."""
+    schemas = _Schemas()
+    schemas.schemas["Error"] = _error_schema()
+    schemas.schemas["Reverification"] = _reverification_schema()
+    paths: dict[str, dict[str, Any]] = {}
+    for registered in endpoints if endpoints is not None else registered_endpoints():
+        paths.setdefault(registered.openapi_path, {})[registered.endpoint.method.lower()] = _operation(
+            registered, schemas
+        )
+    return {
+        "openapi": OPENAPI_VERSION,
+        "info": {
+            "title": "Nimbus",
+            "version": __version__,
+            "description": (
+                "Accounts and sessions for file-hosting platforms. Generated from the endpoint "
+                "registry; the flows are described in docs/flows.md."
+            ),
+        },
+        "servers": [{"url": "/", "description": "this API"}],
+        "paths": dict(sorted(paths.items())),
+        "components": {
+            "schemas": dict(sorted(schemas.schemas.items())),
+            "securitySchemes": {
+                "session": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "Authorization",
+                    "description": "The session token as returned by POST /login or /register (no prefix).",
+                }
+            },
+        },
+    }
+
+
+def render(document: dict[str, Any]) -> str:
+    """The document as committed: sorted keys kept in insertion order, 2-space indent, newline."""
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def main() -> None:
+    """Print the document (``make openapi`` writes it to docs/openapi.json)."""
+    print(render(build_document()), end="")
+
+
+if __name__ == "__main__":
+    main()
