@@ -54,9 +54,6 @@ class Flow:
     def __init__(self, name: str, steps: dict[str, Step], stderr: str) -> None:
         self.name, self.steps, self.stderr = name, steps, stderr
 
-    def __contains__(self, step: str) -> bool:
-        return step in self.steps
-
     def _step(self, step: str) -> Step:
         assert step in self.steps, f"flow {self.name} never ran step {step!r}:\n{self}"
         return self.steps[step]
