@@ -318,7 +318,7 @@ def build_document(endpoints: Iterable[Registered] | None = None) -> dict[str, A
                     "type": "apiKey",
                     "in": "header",
                     "name": "Authorization",
-                    "description": "The session token as returned by POST /login or /register (no prefix).",
+                    "description": "The token from POST /login or /register (`Bearer <token>` too).",
                 }
             },
         },
