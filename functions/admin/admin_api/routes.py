@@ -25,7 +25,7 @@ from nimbus_core.views import KillSwitchListView, LogLevelView, ServiceView
 routes = EndpointRouter()
 
 
-_STAFF = Policy(staff=True, statuses=(200, 400, 401, 403, 429, 500))
+_STAFF = Policy(staff=True)
 # A change to the kill switches; each endpoint adds its summary (and the switch's path model).
 _SWITCH_CHANGE = replace(
     _STAFF, scope=Scope.STAFF_MODIFY_KILLSWITCHES, reverify=True, audit=True, response=KillSwitchListView
@@ -39,7 +39,7 @@ def _switch_list(config: RuntimeConfig) -> Response[str]:
 @routes.endpoint(
     "GET",
     "/",
-    Policy(auth=Auth.NONE, statuses=(200, 503), response=ServiceView, summary="Service name and version"),
+    Policy(auth=Auth.NONE, response=ServiceView, summary="Service name and version"),
 )
 def root(_request: Request) -> Response[str]:
     """GET /: the service name and version."""

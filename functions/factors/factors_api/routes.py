@@ -32,7 +32,6 @@ routes = EndpointRouter()
 _MODIFY = (KillSwitch.ACCOUNT_MODIFY,)
 # Enrolling, regenerating backup codes and removing factors are never open to scoped sessions,
 # whatever their scopes (CONTRACT section 9).
-_CHANGE = (200, 201, 400, 401, 403, 404, 429, 500, 503)
 
 
 @routes.endpoint(
@@ -43,7 +42,6 @@ _CHANGE = (200, 201, 400, 401, 403, 404, 429, 500, 503)
         killswitches=_MODIFY,
         reverify=True,
         success=201,
-        statuses=(201, 400, 401, 403, 429, 500, 503),
         response=TotpSetupView,
         summary="Start enrolling a TOTP app: its secret and otpauth URI, and a token to confirm with",
     ),
@@ -61,7 +59,6 @@ def start_totp(request: Request) -> Response[str]:
         killswitches=_MODIFY,
         body=ConfirmTotpBody,
         success=201,
-        statuses=(201, 400, 401, 403, 429, 500, 503),
         response=EnrolledFactorView,
         summary="Confirm a TOTP app with a code: the factor (and a first set of backup codes)",
     ),
@@ -96,7 +93,6 @@ def _enrolled(factor: SecondFactor, codes: list[str] | None) -> Response[str]:
         killswitches=_MODIFY,
         reverify=True,
         success=201,
-        statuses=(201, 400, 401, 403, 429, 500, 503),
         response=WebAuthnSetupView,
         summary="Start enrolling a security key: creation options and a token to confirm with",
     ),
@@ -114,7 +110,6 @@ def start_webauthn(request: Request) -> Response[str]:
         killswitches=_MODIFY,
         body=ConfirmWebAuthnBody,
         success=201,
-        statuses=(201, 400, 401, 403, 429, 500, 503),
         response=EnrolledFactorView,
         summary="Confirm a security key with its attestation: the factor (and a first set of backup codes)",
     ),
@@ -144,7 +139,6 @@ def confirm_webauthn(request: Request) -> Response[str]:
         killswitches=_MODIFY,
         reverify=True,
         success=201,
-        statuses=(201, 400, 401, 403, 429, 500, 503),
         response=BackupCodesView,
         summary="A new set of backup codes (the old ones stop working)",
     ),
@@ -165,7 +159,6 @@ def regenerate_backup_codes(request: Request) -> Response[str]:
     Policy(
         scope=Scope.SECOND_FACTOR_READ,
         query=FactorsQuery,
-        statuses=(200, 401, 403, 429, 500, 503),
         response=SecondFactorListView,
         summary="The caller's second factors, newest first",
     ),
@@ -182,7 +175,6 @@ def list_factors(request: Request) -> Response[str]:
     "/users/me/2fa/<id>",
     Policy(
         scope=Scope.SECOND_FACTOR_READ,
-        statuses=(200, 401, 403, 404, 429, 500, 503),
         response=SecondFactorView,
         summary="One of the caller's second factors",
     ),
@@ -201,7 +193,6 @@ def get_factor(request: Request) -> Response[str]:
         scoped_sessions=False,
         killswitches=_MODIFY,
         reverify=True,
-        statuses=_CHANGE,
         response=SuccessView,
         summary="Remove one of the caller's second factors",
     ),
@@ -220,7 +211,6 @@ def delete_factor(request: Request) -> Response[str]:
         killswitches=_MODIFY,
         body=DeleteFactorsBody,
         reverify=True,
-        statuses=_CHANGE,
         response=CountedSuccessView,
         summary="Remove several of the caller's second factors (at most 50 ids)",
     ),
@@ -238,7 +228,6 @@ def delete_factors(request: Request) -> Response[str]:
         scoped_sessions=False,
         killswitches=_MODIFY,
         reverify=True,
-        statuses=_CHANGE,
         response=CountedSuccessView,
         summary="Remove every second factor of the caller (and the backup codes)",
     ),
@@ -251,9 +240,6 @@ def delete_all_factors(request: Request) -> Response[str]:
 
 
 # ------------------------------------------------------------------------------ staff: another user's
-
-
-_STAFF = (200, 400, 401, 403, 404, 429, 500, 503)
 
 
 def _target(request: Request) -> User:
@@ -272,7 +258,6 @@ def _target(request: Request) -> User:
         target="uid",
         scope=Scope.STAFF_READ_SECOND_FACTORS,
         query=FactorsQuery,
-        statuses=_STAFF,
         response=SecondFactorListView,
         summary="A user's second factors, newest first",
     ),
@@ -291,7 +276,6 @@ def list_user_factors(request: Request) -> Response[str]:
         staff=True,
         target="uid",
         scope=Scope.STAFF_READ_SECOND_FACTORS,
-        statuses=_STAFF,
         response=SecondFactorView,
         summary="One of a user's second factors",
     ),
@@ -310,7 +294,6 @@ def get_user_factor(request: Request) -> Response[str]:
         target="uid",
         scope=Scope.STAFF_MODIFY_SECOND_FACTORS,
         reverify=True,
-        statuses=_STAFF,
         response=SuccessView,
         summary="Remove one of a user's second factors",
     ),
@@ -334,7 +317,6 @@ def delete_user_factor(request: Request) -> Response[str]:
         scope=Scope.STAFF_MODIFY_SECOND_FACTORS,
         body=DeleteFactorsBody,
         reverify=True,
-        statuses=_STAFF,
         response=CountedSuccessView,
         summary="Remove several of a user's second factors (at most 50 ids)",
     ),
@@ -354,7 +336,6 @@ def delete_user_factors(request: Request) -> Response[str]:
         target="uid",
         scope=Scope.STAFF_MODIFY_SECOND_FACTORS,
         reverify=True,
-        statuses=_STAFF,
         response=CountedSuccessView,
         summary="Remove every second factor of a user (and the backup codes)",
     ),

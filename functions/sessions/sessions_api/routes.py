@@ -35,9 +35,6 @@ routes = EndpointRouter()
 
 # The seed's "ACCOUNT_MODIFY, shown with number 2" is ACCOUNT_MODIFY, number 1 (CONTRACT section 8).
 _MODIFY = (KillSwitch.ACCOUNT_MODIFY,)
-_OWN_READ = (200, 401, 403, 404, 429, 500, 503)
-_OWN_WRITE = (200, 400, 401, 403, 404, 429, 500, 503)
-_STAFF = (200, 400, 401, 403, 404, 429, 500)
 
 
 def _me(request: Request) -> Owner:
@@ -70,7 +67,6 @@ def _one(session: Session) -> Response[str]:
     Policy(
         scope=Scope.SESSION_READ,
         query=SessionsQuery,
-        statuses=_OWN_READ,
         response=SessionListView,
         summary="The caller's live sessions, newest first",
     ),
@@ -85,7 +81,6 @@ def list_my_sessions(request: Request) -> Response[str]:
     "/users/me/sessions/<sid>",
     Policy(
         scope=Scope.SESSION_READ,
-        statuses=_OWN_READ,
         response=SessionView,
         summary="One of the caller's sessions",
     ),
@@ -104,7 +99,6 @@ def get_my_session(request: Request) -> Response[str]:
     Policy(
         scope=Scope.SESSION_MODIFY,
         body=RenameSessionBody,
-        statuses=_OWN_WRITE,
         response=SessionView,
         summary="Rename one of the caller's sessions",
     ),
@@ -121,7 +115,6 @@ def rename_my_session(request: Request) -> Response[str]:
     Policy(
         scope=Scope.SESSION_MODIFY,
         killswitches=_MODIFY,
-        statuses=_OWN_WRITE,
         response=SuccessView,
         summary="Revoke one of the caller's sessions (me: log out)",
     ),
@@ -139,7 +132,6 @@ def delete_my_session(request: Request) -> Response[str]:
         scope=Scope.SESSION_MODIFY,
         killswitches=_MODIFY,
         body=DeleteSessionsBody,
-        statuses=_OWN_WRITE,
         response=CountedSuccessView,
         summary="Revoke several of the caller's sessions (at most 50 ids; me allowed)",
     ),
@@ -157,7 +149,6 @@ def delete_my_sessions(request: Request) -> Response[str]:
         scope=Scope.SESSION_MODIFY,
         killswitches=_MODIFY,
         query=DeleteAllSessionsQuery,
-        statuses=_OWN_WRITE,
         response=CountedSuccessView,
         summary="Revoke every session of the caller (include-self: the calling one too)",
     ),
@@ -179,7 +170,6 @@ def delete_all_my_sessions(request: Request) -> Response[str]:
         rate_limit=ratelimits.CREATE_SCOPED_SESSION,
         reverify=True,
         success=201,
-        statuses=(201, 400, 401, 403, 429, 500, 503),
         response=ScopedSessionView,
         summary="Create a scoped session (an API key); its token is shown once",
     ),
@@ -209,7 +199,6 @@ def create_scoped_session(request: Request) -> Response[str]:
         target="uid",
         scope=Scope.STAFF_READ_SESSIONS,
         query=SessionsQuery,
-        statuses=_STAFF,
         response=SessionListView,
         summary="A user's live sessions, newest first",
     ),
@@ -226,7 +215,6 @@ def list_user_sessions(request: Request) -> Response[str]:
         staff=True,
         target="uid",
         scope=Scope.STAFF_READ_SESSIONS,
-        statuses=_STAFF,
         response=SessionView,
         summary="One session of a user",
     ),
@@ -245,7 +233,6 @@ def get_user_session(request: Request) -> Response[str]:
         target="uid",
         scope=Scope.STAFF_MODIFY_SESSIONS,
         body=RenameSessionBody,
-        statuses=_STAFF,
         response=SessionView,
         summary="Rename a session of a user",
     ),
@@ -264,7 +251,6 @@ def rename_user_session(request: Request) -> Response[str]:
         audit=True,
         target="uid",
         scope=Scope.STAFF_MODIFY_SESSIONS,
-        statuses=_STAFF,
         response=SuccessView,
         summary="Revoke a session of a user",
     ),
@@ -284,7 +270,6 @@ def delete_user_session(request: Request) -> Response[str]:
         target="uid",
         scope=Scope.STAFF_MODIFY_SESSIONS,
         body=DeleteSessionsBody,
-        statuses=_STAFF,
         response=CountedSuccessView,
         summary="Revoke several sessions of a user (at most 50 ids)",
     ),
@@ -303,7 +288,6 @@ def delete_user_sessions(request: Request) -> Response[str]:
         audit=True,
         target="uid",
         scope=Scope.STAFF_MODIFY_SESSIONS,
-        statuses=_STAFF,
         response=CountedSuccessView,
         summary="Revoke every session of a user",
     ),

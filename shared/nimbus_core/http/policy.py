@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 from pydantic import BaseModel
@@ -47,11 +47,10 @@ class Policy:
     target: str | None = None
     # Staff changes to other accounts and to the service leave an audit line (nimbus_core.audit).
     audit: bool = False
-    # For the OpenAPI document: the success status and its response model, and every status the
-    # endpoint can answer.
+    # For the OpenAPI document (nimbus_tools.openapi): the success status and its response model.
+    # The error statuses are derived from the policy and the route's docstring, never listed by hand.
     success: int = 200
     response: type[BaseModel] | None = None
-    statuses: tuple[int, ...] = field(default=())
     summary: str = ""
 
 
