@@ -97,19 +97,33 @@
     return { status: reply.status, ok: reply.ok, body: parsed };
   }
 
-  /** An API call that must succeed: its body, or an ApiError. A dead session sends you to log in. */
-  async function call(method, path, body, options) {
-    const reply = await request(method, path, body, options);
+  /** A reply's body if it succeeded, else an ApiError. A dead session (revoked elsewhere, expired)
+   * sends you to log in; that error is then already explained and not shown again. */
+  function outcome(reply) {
     if (reply.ok) return reply.body;
     const error = new ApiError(reply.status, reply.body);
     if (error.code === "INVALID_SESSION_ERROR" && reply.status === 401 && token.get()) {
       token.clear();
+      error.explained = true;
       navigate("/login", { error: "Your session has ended: please log in again." });
     }
     throw error;
   }
 
+  /** An API call that must succeed: its body, or an ApiError. */
+  async function call(method, path, body, options) {
+    return outcome(await request(method, path, body, options));
+  }
+
   const isChallenge = (reply) => reply.status === 401 && reply.body && reply.body.code === CHALLENGE;
+
+  // Answers the person can correct in the dialog; any other error closes it and shows on the page.
+  const RETRY_IN_DIALOG = new Set([
+    "INVALID_PASSWORD_ERROR",
+    "INVALID_SECOND_FACTOR_RESPONSE_ERROR",
+    "INVALID_SECOND_FACTOR_METHOD_ERROR",
+    "MISSING_FIELDS_ERROR",
+  ]);
 
   // ----------------------------------------------------------------------------------- WebAuthn
 
@@ -186,6 +200,7 @@
   }
 
   function fail(error) {
+    if (error && error.explained) return;
     $("#status").textContent = "";
     $("#error").textContent = error instanceof ApiError ? error.describe() : String(error && error.message ? error.message : error);
   }
@@ -237,7 +252,8 @@
   /**
    * Ask for the password (unless a challenge is already given), then answer the second-factor
    * challenge the API may send back (CONTRACT section 9). `send(extra)` repeats the request with
-   * `{password}` or `{"2fa": ...}` added. Resolves with the successful reply, or null if cancelled.
+   * `{password}` or `{"2fa": ...}` added. Resolves with the final reply (a success, or an error
+   * that another try would not fix), or null if cancelled.
    */
   function confirmIdentity({ heading = "Confirm it's you", purpose, challenge = null, send }) {
     return new Promise((resolve) => {
@@ -307,12 +323,13 @@
           const reply = await answer();
           if (isChallenge(reply)) {
             showFactors(reply.body);
-          } else if (reply.ok) {
+          } else if (reply.ok || !RETRY_IN_DIALOG.has(reply.body && reply.body.code)) {
             finish(reply);
           } else {
             // Wrong password or code: say so and let the person try again (the API counts attempts).
             dialog.error.textContent = new ApiError(reply.status, reply.body).describe();
             dialog.code.value = "";
+            dialog.password.select();
           }
         } catch (error) {
           dialog.error.textContent = error instanceof ApiError ? error.describe() : String(error);
@@ -343,7 +360,7 @@
   /** A request on a Reverify endpoint: the password (and second factor) asked in the dialog. */
   async function reverified(method, path, body, purpose) {
     const reply = await confirmIdentity({ purpose, send: (extra) => request(method, path, { ...body, ...extra }) });
-    return reply ? reply.body : null;
+    return reply ? outcome(reply) : null;
   }
 
   // ------------------------------------------------------------------------------------ views
@@ -367,8 +384,7 @@
           });
           if (!reply) return say("Login cancelled.");
         }
-        if (!reply.ok) throw new ApiError(reply.status, reply.body);
-        token.set(reply.body.token);
+        token.set(outcome(reply).token);
         navigate("/account", { status: "Logged in." });
       } catch (error) {
         fail(error);
@@ -559,6 +575,9 @@
   async function loadFactors() {
     const factors = await call("GET", "/users/me/2fa?limit=50");
     const list = $("#factors-list");
+    // Backup codes back up a factor: the API refuses them (USER_REQUIRES_SECOND_FACTOR_ERROR) without one.
+    $("#backup-regenerate").hidden = !factors.count;
+    $("#backup-needs-factor").hidden = Boolean(factors.count);
     if (!factors.items.length) {
       list.replaceChildren(element("li", { textContent: "None yet: add an authenticator app or a passkey below." }));
       return;

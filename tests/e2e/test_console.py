@@ -127,16 +127,17 @@ def _registered(client: Client) -> tuple[str, str]:
     return name, str(reply.body["token"])
 
 
-def _link_from_mail_list(local_api: LocalApiProcess, address: str) -> str:
-    """Poll the operator tool as a person would (the mail function sends within a second or two)."""
+def _links_from_mail_list(local_api: LocalApiProcess, address: str, count: int) -> list[str]:
+    """The verification links mailed to ``address``, oldest first, once there are ``count``: polled
+    through the operator tool as a person would (the mail function sends within a second or two)."""
     deadline = time.monotonic() + 15
     while True:
         listed = run_cli(local_api, "mail", "list", "--to", address)
         assert listed.returncode == 0, listed.stderr
-        found = LINK.search(listed.stdout)
-        if found:
-            return found.group(0)
-        assert time.monotonic() < deadline, f"no verification link for {address}: {listed.stdout}"
+        found = LINK.findall(listed.stdout)
+        if len(found) >= count:
+            return list(found)
+        assert time.monotonic() < deadline, f"not {count} verification links for {address}: {listed.stdout}"
         time.sleep(0.25)
 
 
@@ -168,7 +169,7 @@ def _api_login(client: Client, username: str, answer: dict[str, Any]) -> tuple[i
 # ------------------------------------------------------------------------------------------ tests
 
 
-def test_registering_then_opening_the_mailed_link_verifies_the_address(
+def test_registering_then_opening_the_mailed_link_verifies_the_address_and_a_resend_replaces_it(
     console: Console, client: Client, local_api: LocalApiProcess
 ) -> None:
     taken = new_name()
@@ -188,8 +189,18 @@ def test_registering_then_opening_the_mailed_link_verifies_the_address(
     token = console.session_token()
     assert client.call("GET", "/users/me", token=token).body["verifiedAt"] is None
 
-    link = _link_from_mail_list(local_api, f"{name}@example.com")
-    console.page.goto(link)
+    address = f"{name}@example.com"
+    (first,) = _links_from_mail_list(local_api, address, 1)
+    page.get_by_role("button", name="Send the verification email again").click()
+    expect(page.locator("#status")).to_have_text(f"Verification email sent to {address}.")
+    replaced, link = _links_from_mail_list(local_api, address, 2)
+    assert replaced == first
+
+    page.goto(first)  # the resent link replaced it
+    expect(page.locator("#verify-outcome")).to_have_text(
+        "Verification failed: Invalid Verification Token (INVALID_VERIFICATION_TOKEN_ERROR)"
+    )
+    page.goto(link)
 
     expect(page.locator("#verify-outcome")).to_have_text("Your email address is verified.")
     assert page.url == f"{console.url}/verify"  # the token is dropped from the address bar
@@ -363,6 +374,13 @@ def test_a_revoked_session_is_gone_from_the_list_and_its_token_is_refused(
     assert client.call("GET", "/users/me", token=first).status == 401
     mine = client.call("GET", "/users/me/sessions", token=console.session_token())
     assert mine.body["count"] == 1
+
+    # Revoked from elsewhere, the console's own session ends at its next request.
+    assert client.call("DELETE", "/users/me/sessions/me", token=console.session_token()).status == 200
+    page.get_by_role("link", name="Account").click()
+    console.expect_view("login")
+    expect(page.locator("#error")).to_have_text("Your session has ended: please log in again.")
+    assert page.evaluate("sessionStorage.length") == 0
 
 
 def test_a_scoped_session_token_is_shown_once_and_works_for_its_scope_only(
