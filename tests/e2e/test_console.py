@@ -113,10 +113,13 @@ def console(browser: Browser, local_api: LocalApiProcess) -> Iterator[Console]:
         )
         context.set_default_timeout(15_000)
         page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
         try:
             yield Console(page, local_api.console_url, ip)
         finally:
             context.close()
+        assert errors == [], f"the console's script failed: {errors}"
 
 
 def _registered(client: Client) -> tuple[str, str]:
@@ -314,7 +317,7 @@ def test_a_passkey_enrolled_through_the_virtual_authenticator_answers_the_login_
     console.expect_view("account")
     console.open("security")
     console.expect_view("security")
-    page.get_by_label("Name").nth(1).fill("Laptop passkey")
+    page.get_by_role("region", name="Passkey or security key").get_by_label("Name").fill("Laptop passkey")
     page.get_by_role("button", name="Add a passkey").click()
     console.confirm_password()
 
@@ -405,6 +408,10 @@ def test_a_scoped_session_token_is_shown_once_and_works_for_its_scope_only(
     console.screenshot("console-keys.png", full_page=True)
     stored = page.evaluate("JSON.stringify([sessionStorage, localStorage, location.href])")
     assert scoped not in stored  # kept only in the field on screen
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.get_by_role("button", name="Copy").click()
+    expect(page.locator("#status")).to_have_text("Copied to the clipboard.")
+    assert page.evaluate("navigator.clipboard.readText()") == scoped
     page.get_by_role("button", name="I have copied it").click()
     expect(shown).to_be_hidden()
     assert shown.input_value() == ""
