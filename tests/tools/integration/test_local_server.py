@@ -240,3 +240,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_the_startup_banner_names_the_account_console(api: LocalApiProcess) -> None:
+    assert f"Account console: {api.console_url}/" in "\n".join(api.stdout)
