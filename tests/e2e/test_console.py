@@ -270,8 +270,12 @@ def test_a_login_with_totp_enrolled_is_challenged_and_the_code_gets_in(
     factors = client.call("GET", "/users/me/2fa", token=token).body
     assert [f["type"] for f in factors["items"]] == ["totp"]
 
+    logged_in = console.session_token()
     page.get_by_role("button", name="Log out").click()
     console.expect_view("login")
+    expect(page.locator("#status")).to_have_text("Logged out.")
+    assert client.call("GET", "/users/me", token=logged_in).status == 401  # revoked, not only forgotten
+    assert page.evaluate("sessionStorage.length") == 0
     console.log_in(name)
     dialog = page.get_by_role("dialog")
     expect(dialog.get_by_role("heading", name="Second factor")).to_be_visible()
