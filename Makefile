@@ -84,7 +84,7 @@ unit integration contract tools: $(VENV)/.synced
 e2e: $(VENV)/.synced $(NODE_MODULES) chromium
 	$(VENV)/bin/pytest tests/e2e
 
-# Headless Chromium (Debian's package) for the browser test of the verification page.
+# Headless Chromium (Debian's package) for the account console's browser tests (tests/e2e/test_console.py).
 .PHONY: chromium
 chromium:
 	@command -v chromium >/dev/null || { echo "installing Debian's chromium (browser tests)"; \

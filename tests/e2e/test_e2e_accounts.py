@@ -11,7 +11,7 @@ from nimbus_tools.local.control import read_mail
 from nimbus_tools.local.launcher import LocalApiProcess
 from tests.e2e.conftest import Client, new_ip, new_name, run_cli
 
-VERIFY_LINK = r"http://127\.0\.0\.1:\d+/verify\?token=[0-9A-Z]{26}\.[A-Za-z0-9_-]{43}"
+VERIFY_LINK = r"http://localhost:\d+/console/verify\?token=[0-9A-Z]{26}\.[A-Za-z0-9_-]{43}"
 
 
 def _user_id(token: str) -> str:

@@ -60,7 +60,7 @@ def test_mail_list_shows_each_message_with_its_text_body_oldest_first(
     assert out.index("To:      first@example.com") < out.index("To:      second@example.com")
     assert "From:    sender@fixture.example" in out
     assert "Subject: Verify your email" in out
-    assert f"Open {api.api_url}/verify?token=tok123" in out
+    assert f"Open {api.console_url}/verify?token=tok123" in out
 
 
 def test_mail_list_filters_by_recipient_and_prints_raw_json(

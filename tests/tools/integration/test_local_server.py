@@ -133,7 +133,7 @@ def test_functions_get_the_template_environment_pointed_at_the_emulator(api: Loc
     assert env["ITEMS_TABLE"] == "ItemsTable"
     assert env["AWS_ENDPOINT_URL"] == api.aws_endpoint_url
     assert env["AWS_LAMBDA_FUNCTION_NAME"] == "EchoFunction"
-    assert env["VERIFICATION_URL"] == f"{api.api_url}/verify?token={{token}}"
+    assert env["VERIFICATION_URL"] == f"{api.console_url}/verify?token={{token}}"
     assert env["POWERTOOLS_DEV"] is None
 
 
@@ -186,7 +186,7 @@ def test_mail_sent_through_ses_is_captured_with_its_text_body(api: LocalApiProce
     assert mail[0]["from"] == "sender@fixture.example"
     assert mail[0]["to"] == ["bob@example.com"]
     assert mail[0]["subject"] == "Verify your email"
-    assert mail[0]["text"] == f"Open {api.api_url}/verify?token=tok123"
+    assert mail[0]["text"] == f"Open {api.console_url}/verify?token=tok123"
 
 
 def test_mail_refused_by_an_injected_ses_fault_is_not_captured(api: LocalApiProcess) -> None:
@@ -240,3 +240,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_the_startup_banner_names_the_account_console(api: LocalApiProcess) -> None:
+    assert f"Account console: {api.console_url}/" in "\n".join(api.stdout)

@@ -18,7 +18,6 @@ from nimbus_tools.local.events import (
 from nimbus_tools.local.functions import Invocation
 from nimbus_tools.local.router import Router
 from nimbus_tools.local.static import StaticSite
-from nimbus_tools.local.verify_page import is_verify_page, verify_page
 
 
 class Invoker(Protocol):
@@ -54,14 +53,11 @@ class Gateway:
         invoker: Invoker,
         cors: CorsPolicy | None = None,
         *,
-        serve_verify_page: bool = False,
         static: StaticSite | None = None,
     ) -> None:
         self.router = router
         self.invoker = invoker
         self.cors = cors
-        # `make serve` has no front end for the verification link, so it serves a small page.
-        self.serve_verify_page = serve_verify_page
         # The console, the OpenAPI document and Swagger UI, which `make serve` offers beside the API.
         self.static = static
 
@@ -93,8 +89,6 @@ class Gateway:
         return self._finish(request, GatewayResult(response, match.function))
 
     def _static(self, request: HttpRequest) -> HttpResponse | None:
-        if self.serve_verify_page and is_verify_page(request):
-            return verify_page()
         return self.static.answer(request) if self.static is not None else None
 
     @staticmethod

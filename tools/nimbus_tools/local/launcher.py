@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from nimbus_tools.local.state import ServeState, read_state, state_path
+from nimbus_tools.local.static import console_url
 
 READY_PREFIX = "Nimbus local API on "
 REQUEST_LINE = re.compile(
@@ -84,6 +85,11 @@ class LocalApiProcess:
     def api_url(self) -> str:
         """``http://127.0.0.1:PORT``."""
         return self.state["api_url"]
+
+    @property
+    def console_url(self) -> str:
+        """``http://localhost:PORT/console``: the account console, where verification links point."""
+        return console_url(int(self.api_url.rsplit(":", 1)[1]))
 
     @property
     def aws_endpoint_url(self) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import FrameType
 
 from nimbus_tools.local.stack import LocalStack, StackOptions, parse_params
+from nimbus_tools.local.static import console_url
 from nimbus_tools.template import DEFAULT_TEMPLATE_PATH, TemplateError, load_template, parameter_values
 
 
@@ -102,6 +103,7 @@ def serve(options: StackOptions) -> int:
     for route_key, function in stack.routes():
         print(f"  {route_key:<{width}}  -> {function}")
     print(f"Function logs: {options.state_dir / 'logs'}/<Function>.log")
+    print(f"Account console: {console_url(int(state['api_url'].rsplit(':', 1)[1]))}/")
     print(f"Nimbus local API on {state['api_url']} (AWS emulator on {state['aws_endpoint_url']})", flush=True)
     try:
         while not stop.wait(0.5):

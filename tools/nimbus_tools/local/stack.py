@@ -20,7 +20,7 @@ from nimbus_tools.local.router import Router
 from nimbus_tools.local.server import LocalApiServer, RequestLog
 from nimbus_tools.local.session import emulator_session
 from nimbus_tools.local.state import ServeState, remove_state, state_path, write_state
-from nimbus_tools.local.static import StaticSite
+from nimbus_tools.local.static import StaticSite, console_url
 from nimbus_tools.local.streams import StreamPoller
 from nimbus_tools.template import (
     DEFAULT_TEMPLATE_PATH,
@@ -88,8 +88,9 @@ class LocalStack:
         params = dict(options.params)
         declared = template.get("Parameters") or {}
         if "VerificationUrl" in declared:
-            # Verification links must point at this server, on whatever port it got.
-            params.setdefault("VerificationUrl", f"{api_url}/verify?token={{token}}")
+            # Verification links open the account console on this server, on whatever port it got,
+            # at localhost: the console's one origin (passkeys work there, never on an IP address).
+            params.setdefault("VerificationUrl", f"{console_url(self.server.port)}/verify?token={{token}}")
         if "WebAuthnRpId" in declared and "WebAuthnRpId" not in params:
             # Security keys work on pages of this server: browsers accept "localhost" as a relying
             # party over plain http, never an IP address, so the local origin is localhost:<port>.
@@ -114,7 +115,6 @@ class LocalStack:
             Router.from_specs(self.specs),
             self.pools,
             CorsPolicy.from_config(cors_config) if cors_config else None,
-            serve_verify_page=values.get("VerificationUrl", "").startswith(f"{api_url}/verify"),
             static=StaticSite(options.template_path.resolve().parent),
         )
         # Functions fed by a table's stream (MailFunction by the outbox) run as Lambda would run them.

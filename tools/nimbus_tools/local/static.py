@@ -25,7 +25,7 @@ from nimbus_tools.local.events import HttpRequest, HttpResponse
 CONSOLE = "/console"
 DOCS = "/docs"
 OPENAPI = "/openapi.json"
-QR_LIBRARY = Path("qrcode-generator", "qrcode.js")
+QR_LIBRARY = Path("qrcode-generator", "dist", "qrcode.js")
 
 # Our own pages: scripts and styles from this server only; the API is the same origin.
 _CSP = (
@@ -56,6 +56,15 @@ _SWAGGER_INIT = """window.ui = SwaggerUIBundle({
   persistAuthorization: true,
 });
 """
+
+
+def console_url(port: int) -> str:
+    """The console's address on the local API at ``port``.
+
+    The host is ``localhost``, not the IP the server binds: the local WebAuthn relying party is
+    ``localhost`` (browsers refuse an IP address), so the console works in full only there.
+    """
+    return f"http://localhost:{port}{CONSOLE}"
 
 
 @dataclass(frozen=True)
@@ -96,9 +105,12 @@ class StaticSite:
     def _under(self, directory: Path, relative: str) -> HttpResponse:
         """A file below ``directory``; anything that would leave it is 404."""
         parts = PurePosixPath(unquote(relative)).parts
-        if not parts or any(part in ("..", ".") or "\\" in part or "\0" in part for part in parts):
+        if not parts or any(part in ("..", ".", "/") or "\\" in part or "\0" in part for part in parts):
+            return _not_found()  # "/" is a leading slash (//etc/...), which joinpath would make absolute
+        file = directory.joinpath(*parts)
+        if not file.resolve().is_relative_to(directory.resolve()):  # nor through a symbolic link
             return _not_found()
-        return self._file(directory.joinpath(*parts))
+        return self._file(file)
 
     @staticmethod
     def _file(file: Path) -> HttpResponse:

@@ -1,0 +1,775 @@
+// The Nimbus account console: plain JavaScript, no build step, talking only to the API on the same
+// origin (the CSP allows nothing else). Views are <template>s in index.html; this script picks one
+// from location.pathname (/console/<view>), so every view has a real URL and the emailed link
+// /console/verify?token=... lands on the verification view.
+"use strict";
+
+(() => {
+  const BASE = "/console";
+
+  // The session token lives in sessionStorage: it survives a reload of this tab but not closing it,
+  // it is not shared with other tabs (each tab is its own session, as a login should be), and unlike
+  // a cookie the browser never attaches it to a request by itself, so other sites cannot make
+  // requests with it (no CSRF). Script on this page can read it, which is why the CSP allows only
+  // this origin's scripts. It never goes into a URL.
+  const TOKEN_KEY = "nimbus.session";
+
+  // Scope bits of shared/nimbus_core/scopes.py (tests/tools/unit/test_console.py keeps them equal).
+  const SCOPES = {
+    ALL: 1,
+    UPLOAD_FILE: 2,
+    ACCOUNT_READ: 4,
+    ACCOUNT_MODIFY: 8,
+    SECOND_FACTOR_READ: 16,
+    SESSION_READ: 32,
+    SESSION_MODIFY: 64,
+    FILE_READ: 128,
+    FILE_MODIFY: 256,
+    STAFF_READ_ACCOUNTS: 512,
+    STAFF_MODIFY_ACCOUNTS: 1024,
+    STAFF_READ_SECOND_FACTORS: 2048,
+    STAFF_MODIFY_SECOND_FACTORS: 4096,
+    STAFF_READ_SESSIONS: 8192,
+    STAFF_MODIFY_SESSIONS: 16384,
+    STAFF_READ_FILES: 32768,
+    STAFF_MODIFY_FILES: 65536,
+    STAFF_MODIFY_DOMAINS: 131072,
+    STAFF_MODIFY_INSTRUCTIONS: 262144,
+    STAFF_MODIFY_KILLSWITCHES: 524288,
+    STAFF_MODIFY_LOGLEVEL: 1048576,
+  };
+
+  const FACTOR_TYPES = { totp: "Authenticator app", webauthn: "Passkey or security key", backup: "Backup code" };
+  const CHALLENGE = "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR";
+
+  const $ = (selector, root = document) => root.querySelector(selector);
+  const main = $("#main");
+
+  // ------------------------------------------------------------------------------------ the API
+
+  const token = {
+    get: () => sessionStorage.getItem(TOKEN_KEY),
+    set: (value) => sessionStorage.setItem(TOKEN_KEY, value),
+    clear: () => sessionStorage.removeItem(TOKEN_KEY),
+  };
+
+  /** An error answer of the API: its CONTRACT code and message (and fields, when it names some). */
+  class ApiError extends Error {
+    constructor(status, body) {
+      const code = body && body.code ? body.code : `HTTP_${status}`;
+      const message = body && body.message ? body.message : "Unexpected answer from the API";
+      super(message);
+      this.status = status;
+      this.code = code;
+      this.body = body || {};
+    }
+
+    describe() {
+      const fields = Array.isArray(this.body.fields) ? ` [${this.body.fields.join(", ")}]` : "";
+      return `${this.message}${fields} (${this.code})`;
+    }
+  }
+
+  /** One API call: {status, body}. The session token goes in Authorization unless auth is false. */
+  async function request(method, path, body, { auth = true } = {}) {
+    const headers = {};
+    const stored = token.get();
+    if (auth && stored) headers.Authorization = stored; // the bare token (CONTRACT section 3)
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    let reply;
+    try {
+      reply = await fetch(path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        cache: "no-store",
+      });
+    } catch (error) {
+      throw new ApiError(0, { code: "NETWORK_ERROR", message: `The API cannot be reached: ${error.message}` });
+    }
+    const text = await reply.text();
+    let parsed = null;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {
+      parsed = null;
+    }
+    return { status: reply.status, ok: reply.ok, body: parsed };
+  }
+
+  /** A reply's body if it succeeded, else an ApiError. A dead session (revoked elsewhere, expired)
+   * sends you to log in; that error is then already explained and not shown again. */
+  function outcome(reply) {
+    if (reply.ok) return reply.body;
+    const error = new ApiError(reply.status, reply.body);
+    if (error.code === "INVALID_SESSION_ERROR" && reply.status === 401 && token.get()) {
+      token.clear();
+      error.explained = true;
+      navigate("/login", { error: "Your session has ended: please log in again." });
+    }
+    throw error;
+  }
+
+  /** An API call that must succeed: its body, or an ApiError. */
+  async function call(method, path, body, options) {
+    return outcome(await request(method, path, body, options));
+  }
+
+  const isChallenge = (reply) => reply.status === 401 && reply.body && reply.body.code === CHALLENGE;
+
+  // Answers the person can correct in the dialog; any other error closes it and shows on the page.
+  const RETRY_IN_DIALOG = new Set([
+    "INVALID_PASSWORD_ERROR",
+    "INVALID_SECOND_FACTOR_RESPONSE_ERROR",
+    "INVALID_SECOND_FACTOR_METHOD_ERROR",
+    "MISSING_FIELDS_ERROR",
+  ]);
+
+  // ----------------------------------------------------------------------------------- WebAuthn
+
+  // The API speaks the JSON form of WebAuthn (base64url strings); navigator.credentials wants
+  // ArrayBuffers. These convert both ways without relying on the newer JSON helpers.
+  const b64url = {
+    decode(text) {
+      const base64 = text.replace(/-/g, "+").replace(/_/g, "/").padEnd(Math.ceil(text.length / 4) * 4, "=");
+      return Uint8Array.from(atob(base64), (c) => c.charCodeAt(0)).buffer;
+    },
+    encode(buffer) {
+      let binary = "";
+      for (const byte of new Uint8Array(buffer)) binary += String.fromCharCode(byte);
+      return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+    },
+  };
+
+  const withIds = (list) => (list || []).map((item) => ({ ...item, id: b64url.decode(item.id) }));
+
+  function creationOptions(setup) {
+    return {
+      rp: setup.rp,
+      user: { ...setup.user, id: b64url.decode(setup.user.id) },
+      challenge: b64url.decode(setup.challenge),
+      pubKeyCredParams: setup.pubKeyCredParams,
+      timeout: setup.timeout,
+      excludeCredentials: withIds(setup.excludeCredentials),
+      authenticatorSelection: setup.authenticatorSelection,
+      attestation: setup.attestation,
+    };
+  }
+
+  function requestOptions(options) {
+    return { ...options, challenge: b64url.decode(options.challenge), allowCredentials: withIds(options.allowCredentials) };
+  }
+
+  /** PublicKeyCredential -> the JSON the API expects (PublicKeyCredential.toJSON()'s shape). */
+  function credentialJson(credential) {
+    if (typeof credential.toJSON === "function") return credential.toJSON();
+    const r = credential.response;
+    const response = { clientDataJSON: b64url.encode(r.clientDataJSON) };
+    if (r.attestationObject) {
+      response.attestationObject = b64url.encode(r.attestationObject);
+      response.transports = typeof r.getTransports === "function" ? r.getTransports() : [];
+    } else {
+      response.authenticatorData = b64url.encode(r.authenticatorData);
+      response.signature = b64url.encode(r.signature);
+      response.userHandle = r.userHandle ? b64url.encode(r.userHandle) : null;
+    }
+    return {
+      id: credential.id,
+      rawId: b64url.encode(credential.rawId),
+      type: credential.type,
+      authenticatorAttachment: credential.authenticatorAttachment || null,
+      clientExtensionResults: credential.getClientExtensionResults(),
+      response,
+    };
+  }
+
+  function webauthnError(error) {
+    const reasons = {
+      NotAllowedError: "The passkey request was cancelled or timed out.",
+      InvalidStateError: "This passkey is already registered.",
+      SecurityError: "Passkeys work only on the console's own address (http://localhost:<port>/console/).",
+    };
+    return new ApiError(0, { code: "WEBAUTHN_" + (error.name || "ERROR"), message: reasons[error.name] || error.message });
+  }
+
+  // --------------------------------------------------------------------- status and rendering
+
+  function say(message) {
+    $("#error").textContent = "";
+    $("#status").textContent = message || "";
+  }
+
+  function fail(error) {
+    if (error && error.explained) return;
+    $("#status").textContent = "";
+    $("#error").textContent = error instanceof ApiError ? error.describe() : String(error && error.message ? error.message : error);
+  }
+
+  function clearMessages() {
+    $("#status").textContent = "";
+    $("#error").textContent = "";
+  }
+
+  const when = (iso) => (iso ? new Date(iso).toLocaleString() : "never");
+  const fromUnix = (seconds) => new Date(seconds * 1000).toLocaleString();
+
+  function element(tag, properties = {}, ...children) {
+    const node = document.createElement(tag);
+    Object.assign(node, properties);
+    node.append(...children);
+    return node;
+  }
+
+  async function copy(text, button) {
+    try {
+      await navigator.clipboard.writeText(text);
+      say("Copied to the clipboard.");
+    } catch {
+      say("Select the text and copy it yourself: the browser refused clipboard access.");
+    }
+    button.focus();
+  }
+
+  // ---------------------------------------------------------- confirming it's you (the dialog)
+
+  const dialog = {
+    root: $("#confirm"),
+    form: $("#confirm-form"),
+    heading: $("#confirm-heading"),
+    purpose: $("#confirm-purpose"),
+    passwordStep: $("#confirm-password-step"),
+    password: $("#confirm-password"),
+    factorStep: $("#confirm-factor-step"),
+    types: $("#confirm-types"),
+    codeRow: $("#confirm-code-row"),
+    codeLabel: $("#confirm-code-label"),
+    code: $("#confirm-code"),
+    error: $("#confirm-error"),
+    submit: $("#confirm-submit"),
+    cancel: $("#confirm-cancel"),
+  };
+
+  /**
+   * Ask for the password (unless a challenge is already given), then answer the second-factor
+   * challenge the API may send back (CONTRACT section 9). `send(extra)` repeats the request with
+   * `{password}` or `{"2fa": ...}` added. Resolves with the final reply (a success, or an error
+   * that another try would not fix), or null if cancelled.
+   */
+  function confirmIdentity({ heading = "Confirm it's you", purpose, challenge = null, send }) {
+    return new Promise((resolve) => {
+      let current = challenge;
+      dialog.heading.textContent = heading;
+      dialog.purpose.textContent = purpose;
+      dialog.error.textContent = "";
+      dialog.password.value = "";
+      dialog.code.value = "";
+
+      const showFactors = (body) => {
+        current = body;
+        dialog.passwordStep.hidden = true;
+        dialog.factorStep.hidden = false;
+        dialog.types.replaceChildren(element("legend", { textContent: "Answer with" }));
+        body.types.forEach((type, index) => {
+          const input = element("input", { type: "radio", name: "factor", value: type, checked: index === 0 });
+          input.addEventListener("change", chooseType);
+          dialog.types.append(element("label", { className: "check" }, input, " " + (FACTOR_TYPES[type] || type)));
+        });
+        chooseType();
+      };
+      const selected = () => ($("input[name=factor]:checked", dialog.types) || {}).value;
+      function chooseType() {
+        const type = selected();
+        dialog.codeRow.hidden = type === "webauthn";
+        dialog.codeLabel.textContent = type === "backup" ? "Backup code" : "Code from your authenticator app";
+        dialog.code.inputMode = type === "totp" ? "numeric" : "text";
+        dialog.submit.textContent = type === "webauthn" ? "Use passkey" : "Continue";
+        (type === "webauthn" ? dialog.submit : dialog.code).focus();
+      }
+
+      const finish = (value) => {
+        dialog.form.removeEventListener("submit", onSubmit);
+        dialog.cancel.removeEventListener("click", onCancel);
+        dialog.root.removeEventListener("cancel", onCancel);
+        dialog.password.value = "";
+        dialog.code.value = "";
+        dialog.root.close();
+        resolve(value);
+      };
+
+      async function answer() {
+        if (!current) return send({ password: dialog.password.value });
+        const type = selected();
+        const twoFa = { token: current.token, type };
+        if (type === "webauthn") {
+          if (!current.challenge) throw new ApiError(0, { code: "WEBAUTHN_ERROR", message: "The API sent no passkey challenge." });
+          let credential;
+          try {
+            credential = await navigator.credentials.get({ publicKey: requestOptions(current.challenge) });
+          } catch (error) {
+            throw webauthnError(error);
+          }
+          twoFa.response = credentialJson(credential);
+        } else {
+          twoFa.code = dialog.code.value.trim();
+        }
+        return send({ "2fa": twoFa });
+      }
+
+      async function onSubmit(event) {
+        event.preventDefault();
+        dialog.error.textContent = "";
+        dialog.submit.disabled = true;
+        try {
+          const reply = await answer();
+          if (isChallenge(reply)) {
+            showFactors(reply.body);
+          } else if (reply.ok || !RETRY_IN_DIALOG.has(reply.body && reply.body.code)) {
+            finish(reply);
+          } else {
+            // Wrong password or code: say so and let the person try again (the API counts attempts).
+            dialog.error.textContent = new ApiError(reply.status, reply.body).describe();
+            dialog.code.value = "";
+            dialog.password.select();
+          }
+        } catch (error) {
+          dialog.error.textContent = error instanceof ApiError ? error.describe() : String(error);
+        } finally {
+          dialog.submit.disabled = false;
+        }
+      }
+      function onCancel(event) {
+        event.preventDefault();
+        finish(null);
+      }
+
+      dialog.form.addEventListener("submit", onSubmit);
+      dialog.cancel.addEventListener("click", onCancel);
+      dialog.root.addEventListener("cancel", onCancel);
+      if (challenge) {
+        showFactors(challenge);
+      } else {
+        dialog.passwordStep.hidden = false;
+        dialog.factorStep.hidden = true;
+        dialog.submit.textContent = "Continue";
+      }
+      dialog.root.showModal();
+      (challenge ? (selected() === "webauthn" ? dialog.submit : dialog.code) : dialog.password).focus();
+    });
+  }
+
+  /** A request on a Reverify endpoint: the password (and second factor) asked in the dialog. */
+  async function reverified(method, path, body, purpose) {
+    const reply = await confirmIdentity({ purpose, send: (extra) => request(method, path, { ...body, ...extra }) });
+    return reply ? outcome(reply) : null;
+  }
+
+  // ------------------------------------------------------------------------------------ views
+
+  async function loginView() {
+    const form = $("#login-form");
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const data = new FormData(form);
+      const rememberMe = data.get("rememberMe") === "on";
+      const body = { username: String(data.get("username")).trim(), password: String(data.get("password")), rememberMe };
+      try {
+        let reply = await request("POST", "/login", body, { auth: false });
+        if (isChallenge(reply)) {
+          // When `2fa` is present the challenge token alone names the user (CONTRACT section 9).
+          reply = await confirmIdentity({
+            heading: "Second factor",
+            purpose: "Your account is protected by a second factor.",
+            challenge: reply.body,
+            send: (extra) => request("POST", "/login", { rememberMe, ...extra }, { auth: false }),
+          });
+          if (!reply) return say("Login cancelled.");
+        }
+        token.set(outcome(reply).token);
+        navigate("/account", { status: "Logged in." });
+      } catch (error) {
+        fail(error);
+      }
+    });
+  }
+
+  async function registerView() {
+    const form = $("#register-form");
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const data = Object.fromEntries(new FormData(form));
+      try {
+        const reply = await call("POST", "/register", data, { auth: false });
+        token.set(reply.token);
+        navigate("/account", { status: `Account created. We sent a verification link to ${data.email}.` });
+      } catch (error) {
+        fail(error);
+      }
+    });
+  }
+
+  async function verifyView() {
+    const outcome = $("#verify-outcome");
+    const verifyToken = new URLSearchParams(location.search).get("token");
+    // Drop the token from the address bar and history as soon as it is read.
+    history.replaceState(null, "", `${BASE}/verify`);
+    if (!verifyToken) {
+      outcome.textContent = "This link has no verification token.";
+      outcome.classList.add("error");
+      return;
+    }
+    try {
+      await call("PUT", "/users/verify", { token: verifyToken }, { auth: false });
+      outcome.textContent = "Your email address is verified.";
+      outcome.classList.add("ok");
+    } catch (error) {
+      outcome.textContent = `Verification failed: ${error.describe()}`;
+      outcome.classList.add("error");
+    }
+  }
+
+  async function accountView() {
+    const user = await call("GET", "/users/me");
+    const rows = [
+      ["Username", user.username],
+      ["Email", user.email],
+      ["Domain", user.subdomain ? `${user.subdomain}.${user.domain}` : user.domain],
+      ["Staff", user.staff ? "yes" : "no"],
+      ["Member since", when(user.createdAt)],
+      ["Backup code last used", when(user.twoFactorBackupCodeUsedAt)],
+    ];
+    $("#account-details").replaceChildren(
+      ...rows.flatMap(([label, value]) => [element("dt", { textContent: label }), element("dd", { textContent: value ?? "" })]),
+    );
+    const state = $("#verification-state");
+    const resend = $("#resend-verification");
+    if (user.verifiedAt) {
+      state.textContent = `Verified on ${when(user.verifiedAt)}.`;
+    } else {
+      state.textContent = `Not verified yet: open the link we sent to ${user.email}.`;
+      resend.hidden = false;
+      resend.addEventListener("click", async () => {
+        try {
+          await call("GET", "/users/me/verify");
+          say(`Verification email sent to ${user.email}.`);
+        } catch (error) {
+          fail(error);
+        }
+      });
+    }
+  }
+
+  function scopeNames(flags) {
+    return Object.entries(SCOPES)
+      .filter(([, bit]) => flags & bit)
+      .map(([name]) => name)
+      .join(", ");
+  }
+
+  // A cell that names its column, for the one-card-per-row layout on phones (style.css).
+  function labelled(label, text) {
+    const cell = element("td", { textContent: text });
+    cell.dataset.label = label;
+    return cell;
+  }
+
+  async function sessionsView() {
+    const [list, self] = await Promise.all([
+      call("GET", "/users/me/sessions?limit=50"),
+      call("GET", "/users/me/sessions/me"),
+    ]);
+    const rows = list.items.map((session) => {
+      const mine = session.id === self.id;
+      const kind = session.permissionFlags === null ? "Login" : `API key: ${scopeNames(session.permissionFlags)}`;
+      const actions = element("td");
+      if (mine) {
+        actions.append(element("span", { className: "badge", textContent: "This session" }));
+      } else {
+        const revoke = element("button", { type: "button", className: "danger small", textContent: "Revoke" });
+        revoke.setAttribute("aria-label", `Revoke ${session.name}`);
+        revoke.addEventListener("click", async () => {
+          try {
+            await call("DELETE", `/users/me/sessions/${encodeURIComponent(session.id)}`);
+            await render({ status: `Session "${session.name}" revoked.` });
+          } catch (error) {
+            fail(error);
+          }
+        });
+        actions.append(revoke);
+      }
+      const row = element(
+        "tr",
+        {},
+        element("th", { scope: "row", textContent: session.name }),
+        labelled("Kind", kind),
+        labelled("Last used", when(session.usedAt)),
+        labelled("Expires", fromUnix(session.exp)),
+        actions,
+      );
+      row.dataset.sessionId = session.id;
+      return row;
+    });
+    $("#sessions-table tbody").replaceChildren(...rows);
+    $("#sessions-count").textContent =
+      list.count > list.items.length ? `Showing ${list.items.length} of ${list.count} sessions.` : `${list.count} sessions.`;
+    $("#revoke-others").addEventListener("click", async () => {
+      try {
+        const done = await call("DELETE", "/users/me/sessions/all?include-self=false");
+        await render({ status: `${done.count} other sessions revoked.` });
+      } catch (error) {
+        fail(error);
+      }
+    });
+  }
+
+  async function keysView() {
+    const user = await call("GET", "/users/me");
+    const fieldset = $("#key-scopes");
+    for (const [name, bit] of Object.entries(SCOPES)) {
+      if (name.startsWith("STAFF_") && !user.staff) continue; // refused (403) for non-staff anyway
+      const input = element("input", { type: "checkbox", name: "scope", value: String(bit) });
+      fieldset.append(element("label", { className: "check" }, input, ` ${name}`));
+    }
+    const form = $("#key-form");
+    const created = $("#key-created");
+    const tokenField = $("#key-token");
+    const forget = () => {
+      tokenField.value = "";
+      created.hidden = true;
+    };
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const flags = [...form.querySelectorAll("input[name=scope]:checked")].reduce((sum, box) => sum | Number(box.value), 0);
+      const name = form.elements.name.value.trim();
+      if (!name) return fail("Give the key a name.");
+      if (!flags) return fail("Choose at least one scope.");
+      try {
+        const body = { name, permissionFlags: flags, longLived: form.elements.longLived.checked };
+        const session = await reverified("POST", "/users/me/sessions", body, `Create the API key "${name}".`);
+        if (!session) return say("Cancelled.");
+        // Shown once: kept only in this field, never stored, gone when dismissed or on leaving.
+        tokenField.value = session.token;
+        created.hidden = false;
+        form.reset();
+        say(`API key "${session.name}" created.`);
+        tokenField.focus();
+        tokenField.select();
+      } catch (error) {
+        fail(error);
+      }
+    });
+    $("#key-copy").addEventListener("click", (event) => copy(tokenField.value, event.currentTarget));
+    $("#key-done").addEventListener("click", () => {
+      forget();
+      say("The key is hidden now. Revoke it under Sessions if it is lost.");
+      form.elements.name.focus();
+    });
+  }
+
+  function showBackupCodes(codes) {
+    const box = $("#backup-codes");
+    $("#backup-list").replaceChildren(...codes.map((code) => element("li", {}, element("code", { textContent: code }))));
+    box.hidden = false;
+    box.dataset.codes = codes.join("\n");
+  }
+
+  async function loadFactors() {
+    const factors = await call("GET", "/users/me/2fa?limit=50");
+    const list = $("#factors-list");
+    // Backup codes back up a factor: the API refuses them (USER_REQUIRES_SECOND_FACTOR_ERROR) without one.
+    $("#backup-regenerate").hidden = !factors.count;
+    $("#backup-needs-factor").hidden = Boolean(factors.count);
+    if (!factors.items.length) {
+      list.replaceChildren(element("li", { textContent: "None yet: add an authenticator app or a passkey below." }));
+      return;
+    }
+    list.replaceChildren(
+      ...factors.items.map((factor) => {
+        const remove = element("button", { type: "button", className: "danger small", textContent: "Remove" });
+        remove.setAttribute("aria-label", `Remove ${factor.name}`);
+        remove.addEventListener("click", async () => {
+          try {
+            const path = `/users/me/2fa/${encodeURIComponent(factor.id)}`;
+            const done = await reverified("DELETE", path, {}, `Remove the second factor "${factor.name}".`);
+            if (!done) return say("Cancelled.");
+            await loadFactors();
+            say(`Second factor "${factor.name}" removed.`);
+          } catch (error) {
+            fail(error);
+          }
+        });
+        const label = element("span", {}, element("strong", { textContent: factor.name }), ` ${FACTOR_TYPES[factor.type] || factor.type}, added ${when(factor.createdAt)}`);
+        return element("li", { className: "factor" }, label, remove);
+      }),
+    );
+  }
+
+  async function securityView() {
+    await loadFactors();
+
+    // TOTP: start (reverified), show the secret as a QR code and text, confirm with a code.
+    let totpToken = null;
+    const setup = $("#totp-setup");
+    $("#totp-start").addEventListener("click", async () => {
+      try {
+        const started = await reverified("POST", "/users/me/2fa/totp", {}, "Set up an authenticator app.");
+        if (!started) return say("Cancelled.");
+        totpToken = started.token;
+        const qr = qrcode(0, "M"); // the smallest version that holds the otpauth URI
+        qr.addData(started.uri);
+        qr.make();
+        $("#totp-qr").src = qr.createDataURL(4, 8);
+        $("#totp-secret").textContent = started.secret;
+        setup.hidden = false;
+        $("#totp-code").focus();
+      } catch (error) {
+        fail(error);
+      }
+    });
+    $("#totp-confirm").addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const form = event.currentTarget;
+      try {
+        const body = { token: totpToken, name: form.elements.name.value.trim(), code: form.elements.code.value.trim() };
+        const factor = await call("POST", "/users/me/2fa/totp/confirm", body);
+        totpToken = null;
+        setup.hidden = true;
+        $("#totp-secret").textContent = "";
+        $("#totp-qr").removeAttribute("src");
+        form.reset();
+        if (factor.codes) showBackupCodes(factor.codes);
+        await loadFactors();
+        say(`Authenticator app "${factor.name}" added.` + (factor.codes ? " Save your backup codes." : ""));
+      } catch (error) {
+        fail(error);
+      }
+    });
+
+    // Passkey: creation options from the API (reverified), navigator.credentials.create, confirm.
+    $("#passkey-form").addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const name = event.currentTarget.elements.name.value.trim();
+      try {
+        const options = await reverified("POST", "/users/me/2fa/webauthn", {}, "Add a passkey.");
+        if (!options) return say("Cancelled.");
+        let credential;
+        try {
+          credential = await navigator.credentials.create({ publicKey: creationOptions(options) });
+        } catch (error) {
+          throw webauthnError(error);
+        }
+        const body = { token: options.token, name, response: credentialJson(credential) };
+        const factor = await call("POST", "/users/me/2fa/webauthn/confirm", body);
+        if (factor.codes) showBackupCodes(factor.codes);
+        await loadFactors();
+        say(`Passkey "${factor.name}" added.` + (factor.codes ? " Save your backup codes." : ""));
+      } catch (error) {
+        fail(error);
+      }
+    });
+
+    // Backup codes: a new set (the old one stops working), shown once.
+    $("#backup-regenerate").addEventListener("click", async () => {
+      try {
+        const fresh = await reverified("POST", "/users/me/2fa/backup", {}, "Make a new set of backup codes (the old ones stop working).");
+        if (!fresh) return say("Cancelled.");
+        showBackupCodes(fresh.codes);
+        say("New backup codes made: the old ones no longer work.");
+      } catch (error) {
+        fail(error);
+      }
+    });
+    $("#backup-copy").addEventListener("click", (event) => copy($("#backup-codes").dataset.codes || "", event.currentTarget));
+    $("#backup-done").addEventListener("click", () => {
+      const box = $("#backup-codes");
+      $("#backup-list").replaceChildren();
+      delete box.dataset.codes;
+      box.hidden = true;
+      $("#backup-regenerate").focus();
+    });
+  }
+
+  // ----------------------------------------------------------------------------------- routing
+
+  const VIEWS = {
+    login: { template: "view-login", title: "Log in", run: loginView, guest: true },
+    register: { template: "view-register", title: "Create an account", run: registerView, guest: true },
+    verify: { template: "view-verify", title: "Email verification", run: verifyView, open: true },
+    account: { template: "view-account", title: "Your account", run: accountView },
+    sessions: { template: "view-sessions", title: "Sessions", run: sessionsView },
+    keys: { template: "view-keys", title: "API keys", run: keysView },
+    security: { template: "view-security", title: "Security", run: securityView },
+  };
+
+  function currentView() {
+    const name = location.pathname.replace(/^\/console\/?/, "").replace(/\/+$/, "");
+    if (!name) return token.get() ? "account" : "login";
+    return name;
+  }
+
+  /** Show the view of the current URL; `status` / `error` are announced once it is on screen. */
+  async function render({ status, error } = {}) {
+    let name = currentView();
+    const loggedIn = Boolean(token.get());
+    let view = VIEWS[name];
+    if (view && !view.open && !view.guest && !loggedIn) {
+      history.replaceState(null, "", `${BASE}/login`);
+      name = "login";
+    } else if (view && view.guest && loggedIn) {
+      history.replaceState(null, "", `${BASE}/account`);
+      name = "account";
+    }
+    view = VIEWS[name];
+    $("#nav").hidden = !loggedIn;
+    for (const link of document.querySelectorAll("#nav a")) {
+      if (link.pathname === `${BASE}/${name}`) link.setAttribute("aria-current", "page");
+      else link.removeAttribute("aria-current");
+    }
+    clearMessages();
+    const template = document.getElementById(view ? view.template : "view-missing");
+    main.replaceChildren(template.content.cloneNode(true));
+    document.title = `${view ? view.title : "Not found"} - Nimbus`;
+    main.dataset.view = view ? name : "missing";
+    if (status) say(status);
+    if (error) fail(error);
+    if (view) {
+      main.setAttribute("aria-busy", "true");
+      try {
+        await view.run();
+      } catch (failure) {
+        fail(failure);
+      } finally {
+        main.removeAttribute("aria-busy");
+      }
+    }
+    const heading = $("h1", main);
+    if (heading) {
+      heading.tabIndex = -1;
+      heading.focus({ preventScroll: true });
+    }
+  }
+
+  function navigate(path, messages) {
+    history.pushState(null, "", `${BASE}${path}`);
+    return render(messages);
+  }
+
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest("a[data-nav]");
+    if (!link || event.ctrlKey || event.metaKey || event.shiftKey || event.button !== 0) return;
+    event.preventDefault();
+    navigate(link.pathname.replace(BASE, "") || "/");
+  });
+  window.addEventListener("popstate", () => render());
+
+  $("#logout").addEventListener("click", async () => {
+    try {
+      await request("DELETE", "/users/me/sessions/me");
+    } finally {
+      // Forget the token even if the API could not be reached: this tab is logged out either way.
+      token.clear();
+      navigate("/login", { status: "Logged out." });
+    }
+  });
+
+  render();
+})();

@@ -1,0 +1,472 @@
+"""The account console (console/) in a real browser: headless Chromium (Debian's package) driven by
+Playwright against the real local API, WebAuthn through Chromium's virtual authenticator.
+
+Each test gets a fresh browser context whose traffic leaves from its own loopback address (through
+a SOCKS relay, tests/e2e/socks_relay.py), so the API's per-IP rate limits treat it as its own
+client, as the other end-to-end tests are. The page is opened at http://localhost:<port>/console/,
+the local WebAuthn origin. Every outcome the console shows is checked against the API as well.
+Screenshots for the README are saved to docs/screenshots/ at a fixed viewport.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyotp
+import pytest
+from playwright.sync_api import Browser, Page, Playwright, ViewportSize, expect, sync_playwright
+
+from nimbus_tools.local.launcher import LocalApiProcess
+from tests.e2e.conftest import Client, new_ip, new_name, run_cli
+from tests.e2e.socks_relay import socks_relay
+
+pytestmark = pytest.mark.e2e
+
+PASSWORD = "correct horse"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+VIEWPORT: ViewportSize = {"width": 1024, "height": 720}
+LINK = re.compile(r"http://localhost:\d+/console/verify\?token=[A-Za-z0-9_.-]+")
+# A function's first request starts its worker (imports, argon2): allow for it on a busy machine.
+expect.set_options(timeout=20_000)
+
+
+@pytest.fixture(scope="session")
+def playwright() -> Iterator[Playwright]:
+    with sync_playwright() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="session")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    """One headless Chromium for the session: Debian's package, which `make test` installs."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.fail("Chromium is missing: `make test` (or `make chromium`) installs Debian's package")
+    launched = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+    yield launched
+    launched.close()
+
+
+@dataclass
+class Console:
+    """A browser tab on the console, as one client with its own source address."""
+
+    page: Page
+    url: str  # http://localhost:<port>/console
+    ip: str
+
+    def open(self, view: str = "") -> None:
+        self.page.goto(f"{self.url}/{view}")
+
+    def expect_view(self, view: str) -> None:
+        expect(self.page.locator(f"main[data-view={view}]:not([aria-busy])")).to_be_visible()
+
+    def session_token(self) -> str:
+        stored = self.page.evaluate("sessionStorage.getItem('nimbus.session')")
+        assert isinstance(stored, str), "no session token in sessionStorage"
+        return stored
+
+    def log_in(self, username: str, password: str = PASSWORD) -> None:
+        self.open("login")
+        self.page.get_by_label("Username or email").fill(username)
+        self.page.locator("#login-password").fill(password)
+        self.page.get_by_role("button", name="Log in").click()
+
+    def confirm_password(self, password: str = PASSWORD) -> None:
+        dialog = self.page.get_by_role("dialog")
+        expect(dialog).to_be_visible()
+        dialog.get_by_label("Password").fill(password)
+        dialog.get_by_role("button", name="Continue").click()
+
+    def answer_code(self, kind: str, code: str) -> None:
+        """Answer the second-factor step of the dialog with a TOTP or backup code."""
+        dialog = self.page.get_by_role("dialog")
+        label = {"totp": "Authenticator app", "backup": "Backup code"}[kind]
+        dialog.get_by_role("radio", name=label).check()
+        dialog.locator("#confirm-code").fill(code)
+        dialog.get_by_role("button", name="Continue").click()
+
+    def status(self) -> str:
+        return self.page.locator("#status").inner_text()
+
+    def screenshot(self, name: str, *, full_page: bool = False) -> None:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=SCREENSHOTS / name, full_page=full_page, animations="disabled")
+
+
+@pytest.fixture
+def console(browser: Browser, local_api: LocalApiProcess) -> Iterator[Console]:
+    """A fresh context (no storage, no credentials) per test, reaching the API from its own IP."""
+    ip = new_ip()
+    with socks_relay(ip) as proxy:
+        context = browser.new_context(
+            proxy={"server": proxy},
+            viewport=VIEWPORT,
+            locale="en-GB",
+            timezone_id="UTC",
+        )
+        context.set_default_timeout(15_000)
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        try:
+            yield Console(page, local_api.console_url, ip)
+        finally:
+            context.close()
+        assert errors == [], f"the console's script failed: {errors}"
+
+
+def _registered(client: Client) -> tuple[str, str]:
+    """A new user registered through the API: (username, session token)."""
+    name = new_name("c")
+    reply = client.register(name)
+    assert reply.status == 201, reply.body
+    return name, str(reply.body["token"])
+
+
+def _links_from_mail_list(local_api: LocalApiProcess, address: str, count: int) -> list[str]:
+    """The verification links mailed to ``address``, oldest first, once there are ``count``: polled
+    through the operator tool as a person would (the mail function sends within a second or two)."""
+    deadline = time.monotonic() + 15
+    while True:
+        listed = run_cli(local_api, "mail", "list", "--to", address)
+        assert listed.returncode == 0, listed.stderr
+        found = LINK.findall(listed.stdout)
+        if len(found) >= count:
+            return list(found)
+        assert time.monotonic() < deadline, f"not {count} verification links for {address}: {listed.stdout}"
+        time.sleep(0.25)
+
+
+def _enrol_totp(client: Client, token: str) -> tuple[pyotp.TOTP, list[str]]:
+    """TOTP enrolled through the API: the generator and the first backup codes."""
+    setup = client.call("POST", "/users/me/2fa/totp", {"password": PASSWORD}, token=token)
+    assert setup.status == 201, setup.body
+    totp = pyotp.TOTP(setup.body["secret"])
+    body = {"token": setup.body["token"], "name": "Phone", "code": totp.now()}
+    done = client.call("POST", "/users/me/2fa/totp/confirm", body, token=token)
+    assert done.status == 201, done.body
+    return totp, list(done.body["codes"])
+
+
+def _next_code(totp: pyotp.TOTP) -> str:
+    """The code of the next time step: the API takes one step of drift and each step only once, so
+    this is accepted after the current step's code was used."""
+    return str(totp.at(time.time() + 30))
+
+
+def _api_login(client: Client, username: str, answer: dict[str, Any]) -> tuple[int, Any]:
+    """A login through the API answered with ``answer`` (type and code): status and body."""
+    first = client.login(username)
+    assert first.body["code"] == "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR", first.body
+    second = client.call("POST", "/login", {"2fa": {"token": first.body["token"], **answer}}, ip=new_ip())
+    return second.status, second.body
+
+
+# ------------------------------------------------------------------------------------------ tests
+
+
+def test_registering_then_opening_the_mailed_link_verifies_the_address_and_a_resend_replaces_it(
+    console: Console, client: Client, local_api: LocalApiProcess
+) -> None:
+    taken = new_name()
+    assert client.register(taken).status == 201
+    assert client.register(taken).status == 409  # a cancelled transaction must not stall the mail stream
+    name = new_name("c")
+    console.open("register")
+    page = console.page
+    page.get_by_label("Username").fill(name)
+    page.get_by_label("Email").fill(f"{name}@example.com")
+    page.locator("#register-password").fill(PASSWORD)
+    page.get_by_label("Repeat the password").fill(PASSWORD)
+    console.screenshot("console-register.png")
+    page.get_by_role("button", name="Create account").click()
+    console.expect_view("account")
+    expect(page.locator("#verification-state")).to_contain_text("Not verified yet")
+    token = console.session_token()
+    assert client.call("GET", "/users/me", token=token).body["verifiedAt"] is None
+
+    address = f"{name}@example.com"
+    (first,) = _links_from_mail_list(local_api, address, 1)
+    page.get_by_role("button", name="Send the verification email again").click()
+    expect(page.locator("#status")).to_have_text(f"Verification email sent to {address}.")
+    replaced, link = _links_from_mail_list(local_api, address, 2)
+    assert replaced == first
+
+    page.goto(first)  # the resent link replaced it
+    expect(page.locator("#verify-outcome")).to_have_text(
+        "Verification failed: Invalid Verification Token (INVALID_VERIFICATION_TOKEN_ERROR)"
+    )
+    page.goto(link)
+
+    expect(page.locator("#verify-outcome")).to_have_text("Your email address is verified.")
+    assert page.url == f"{console.url}/verify"  # the token is dropped from the address bar
+    assert client.call("GET", "/users/me", token=token).body["verifiedAt"] is not None
+    page.get_by_role("link", name="Go to your account").click()
+    expect(page.locator("#verification-state")).to_contain_text("Verified on")
+    expect(page.get_by_role("button", name="Send the verification email again")).to_be_hidden()
+    console.screenshot("console-account.png")
+
+    page.goto(link)  # single use
+    expect(page.locator("#verify-outcome")).to_have_text(
+        "Verification failed: Invalid Verification Token (INVALID_VERIFICATION_TOKEN_ERROR)"
+    )
+
+
+def test_the_console_is_static_html_that_never_echoes_the_verification_token(client: Client) -> None:
+    reply = client.call("GET", "/console/verify?token=%3Cscript%3Ealert(1)%3C/script%3E")
+    headers = {k.lower(): v for k, v in reply.headers.items()}
+    assert reply.status == 200
+    assert headers["content-type"].startswith("text/html")
+    assert headers["cache-control"] == "no-store"
+    assert headers["referrer-policy"] == "no-referrer"
+    assert "script-src 'self'" in headers["content-security-policy"]
+    assert "alert(1)" not in reply.body
+    assert reply.body == (Path(__file__).resolve().parents[2] / "console" / "index.html").read_text()
+
+
+def test_a_wrong_password_shows_the_api_error_and_nothing_is_stored(console: Console, client: Client) -> None:
+    name, _ = _registered(client)
+    console.log_in(name, "not the password")
+    expect(console.page.get_by_role("alert").first).to_have_text("Invalid Password (INVALID_PASSWORD_ERROR)")
+    console.expect_view("login")
+    assert console.page.evaluate("sessionStorage.length") == 0
+    console.screenshot("console-login.png")
+
+
+def test_a_login_with_totp_enrolled_is_challenged_and_the_code_gets_in(
+    console: Console, client: Client
+) -> None:
+    name, token = _registered(client)
+    page = console.page
+    console.log_in(name)
+    console.expect_view("account")
+
+    console.open("security")
+    console.expect_view("security")
+    with page.expect_response(lambda r: r.url.endswith("/users/me/2fa/totp") and r.status == 201) as started:
+        page.get_by_role("button", name="Set up an authenticator app").click()
+        console.confirm_password()
+    setup = started.value.json()
+    qr = page.get_by_role("img", name="QR code of the authenticator app secret")
+    expect(qr).to_be_visible()
+    assert str(qr.get_attribute("src")).startswith("data:image/gif;base64,")
+    expect(page.locator("#totp-secret")).to_have_text(setup["secret"])
+    assert setup["uri"].startswith("otpauth://totp/")
+    console.screenshot("console-2fa.png", full_page=True)
+    totp = pyotp.TOTP(setup["secret"])
+    page.get_by_label("Code from the app").fill(totp.now())
+    page.get_by_role("button", name="Confirm").click()
+
+    expect(page.locator("#factors-list")).to_contain_text("Authenticator app")
+    codes = page.locator("#backup-list code").all_inner_texts()
+    assert len(codes) == 10
+    factors = client.call("GET", "/users/me/2fa", token=token).body
+    assert [f["type"] for f in factors["items"]] == ["totp"]
+
+    logged_in = console.session_token()
+    page.get_by_role("button", name="Log out").click()
+    console.expect_view("login")
+    expect(page.locator("#status")).to_have_text("Logged out.")
+    assert client.call("GET", "/users/me", token=logged_in).status == 401  # revoked, not only forgotten
+    assert page.evaluate("sessionStorage.length") == 0
+    console.log_in(name)
+    dialog = page.get_by_role("dialog")
+    expect(dialog.get_by_role("heading", name="Second factor")).to_be_visible()
+    expect(dialog.get_by_role("radio")).to_have_count(2)  # totp, and backup while codes remain
+    dialog.locator("#confirm-code").fill("000000")
+    dialog.get_by_role("button", name="Continue").click()
+    expect(dialog.get_by_role("alert")).to_contain_text("INVALID_SECOND_FACTOR_RESPONSE_ERROR")
+    console.screenshot("console-login-challenge.png")
+    console.answer_code("totp", _next_code(totp))
+    console.expect_view("account")
+    assert client.call("GET", "/users/me", token=console.session_token()).status == 200
+
+    # Removing the factor asks again: the password, then a second factor (a backup code here).
+    console.open("security")
+    page.get_by_role("button", name="Remove Authenticator app").click()
+    console.confirm_password()
+    console.answer_code("backup", codes[0])
+    expect(console.page.locator("#status")).to_contain_text("removed")
+    expect(page.locator("#factors-list")).to_contain_text("None yet")
+    assert client.call("GET", "/users/me/2fa", token=token).body["count"] == 0
+
+
+def test_a_passkey_enrolled_through_the_virtual_authenticator_answers_the_login_challenge(
+    console: Console, client: Client
+) -> None:
+    name, token = _registered(client)
+    page = console.page
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("WebAuthn.enable")
+    authenticator = cdp.send(
+        "WebAuthn.addVirtualAuthenticator",
+        {
+            "options": {
+                "protocol": "ctap2",
+                "transport": "internal",
+                "hasResidentKey": True,
+                "hasUserVerification": True,
+                "isUserVerified": True,
+            }
+        },
+    )["authenticatorId"]
+    console.log_in(name)
+    console.expect_view("account")
+    console.open("security")
+    console.expect_view("security")
+    page.get_by_role("region", name="Passkey or security key").get_by_label("Name").fill("Laptop passkey")
+    page.get_by_role("button", name="Add a passkey").click()
+    console.confirm_password()
+
+    expect(page.locator("#status")).to_contain_text('Passkey "Laptop passkey" added.')
+    expect(page.locator("#backup-list code")).to_have_count(10)
+    factors = client.call("GET", "/users/me/2fa", token=token).body
+    assert [(f["type"], f["name"]) for f in factors["items"]] == [("webauthn", "Laptop passkey")]
+    credentials = cdp.send("WebAuthn.getCredentials", {"authenticatorId": authenticator})["credentials"]
+    assert len(credentials) == 1
+
+    page.get_by_role("button", name="Log out").click()
+    console.log_in(name)
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_role("radio", name="Passkey or security key").check()
+    dialog.get_by_role("button", name="Use passkey").click()
+
+    console.expect_view("account")
+    assert client.call("GET", "/users/me", token=console.session_token()).status == 200
+    used = cdp.send("WebAuthn.getCredentials", {"authenticatorId": authenticator})["credentials"]
+    assert used[0]["signCount"] > credentials[0]["signCount"]  # the key really signed the login
+
+
+def test_a_revoked_session_is_gone_from_the_list_and_its_token_is_refused(
+    console: Console, client: Client
+) -> None:
+    name, first = _registered(client)
+    other = client.call(
+        "POST",
+        "/login",
+        {"username": name, "password": PASSWORD},
+        headers={"X-Session-Name": "Other laptop"},
+        ip=new_ip(),
+    )
+    assert other.status == 201, other.body
+    page = console.page
+    console.log_in(name)
+    console.expect_view("account")
+    console.open("sessions")
+    console.expect_view("sessions")
+    rows = page.locator("#sessions-table tbody tr")
+    expect(rows).to_have_count(3)
+    expect(page.get_by_text("This session")).to_have_count(1)
+    console.screenshot("console-sessions.png")
+
+    page.get_by_role("button", name="Revoke Other laptop").click()
+
+    expect(page.locator("#status")).to_have_text('Session "Other laptop" revoked.')
+    expect(rows).to_have_count(2)
+    expect(page.get_by_role("cell", name="Other laptop")).to_have_count(0)
+    refused = client.call("GET", "/users/me", token=str(other.body["token"]))
+    assert (refused.status, refused.body["code"]) == (401, "INVALID_SESSION_ERROR")
+    assert client.call("GET", "/users/me", token=first).status == 200
+
+    page.get_by_role("button", name="Revoke all other sessions").click()
+    expect(page.locator("#status")).to_have_text("1 other sessions revoked.")
+    expect(rows).to_have_count(1)
+    assert client.call("GET", "/users/me", token=first).status == 401
+    mine = client.call("GET", "/users/me/sessions", token=console.session_token())
+    assert mine.body["count"] == 1
+
+    # Revoked from elsewhere, the console's own session ends at its next request.
+    assert client.call("DELETE", "/users/me/sessions/me", token=console.session_token()).status == 200
+    page.get_by_role("link", name="Account").click()
+    console.expect_view("login")
+    expect(page.locator("#error")).to_have_text("Your session has ended: please log in again.")
+    assert page.evaluate("sessionStorage.length") == 0
+
+
+def test_a_scoped_session_token_is_shown_once_and_works_for_its_scope_only(
+    console: Console, client: Client
+) -> None:
+    name, _ = _registered(client)
+    page = console.page
+    console.log_in(name)
+    console.expect_view("account")
+    console.open("keys")
+    console.expect_view("keys")
+    expect(page.get_by_role("checkbox", name="STAFF_READ_ACCOUNTS")).to_have_count(0)  # not staff
+    page.get_by_label("Name").fill("Reader")
+    page.get_by_role("checkbox", name="ACCOUNT_READ").check()
+    page.get_by_role("button", name="Create API key").click()
+    console.confirm_password()
+
+    shown = page.get_by_label("API key token")
+    expect(shown).to_be_visible()
+    scoped = shown.input_value()
+    assert scoped
+    console.screenshot("console-keys.png", full_page=True)
+    stored = page.evaluate("JSON.stringify([sessionStorage, localStorage, location.href])")
+    assert scoped not in stored  # kept only in the field on screen
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.get_by_role("button", name="Copy").click()
+    expect(page.locator("#status")).to_have_text("Copied to the clipboard.")
+    assert page.evaluate("navigator.clipboard.readText()") == scoped
+    page.get_by_role("button", name="I have copied it").click()
+    expect(shown).to_be_hidden()
+    assert shown.input_value() == ""
+
+    me = client.call("GET", "/users/me", token=scoped)
+    assert (me.status, me.body["username"]) == (200, name)
+    outside = client.call("GET", "/users/me/sessions", token=scoped)
+    assert (outside.status, outside.body["code"]) == (403, "INSUFFICIENT_PERMISSIONS_ERROR")
+
+    console.open("sessions")
+    reader = page.locator("#sessions-table tbody tr", has_text="Reader")
+    expect(reader).to_contain_text("API key: ACCOUNT_READ")
+    console.open("keys")
+    expect(page.get_by_label("API key token")).to_be_hidden()  # shown once, never again
+
+
+def test_backup_codes_regenerate_and_the_old_ones_stop_working(console: Console, client: Client) -> None:
+    name, token = _registered(client)
+    totp, old = _enrol_totp(client, token)
+    page = console.page
+    console.log_in(name)
+    console.answer_code("backup", old[0])  # a backup code answers the login challenge
+    console.expect_view("account")
+
+    console.open("security")
+    console.expect_view("security")
+    page.get_by_role("button", name="Generate new backup codes").click()
+    console.confirm_password()
+    console.answer_code("totp", _next_code(totp))
+    expect(page.locator("#status")).to_have_text("New backup codes made: the old ones no longer work.")
+    new = page.locator("#backup-list code").all_inner_texts()
+    assert len(new) == 10
+    assert not set(new) & set(old)
+    console.screenshot("console-backup-codes.png", full_page=True)
+    page.get_by_role("button", name="I have saved them").click()
+    expect(page.locator("#backup-codes")).to_be_hidden()
+
+    status, body = _api_login(client, name, {"type": "backup", "code": old[1]})
+    assert (status, body["code"]) == (401, "INVALID_SECOND_FACTOR_RESPONSE_ERROR")
+    status, body = _api_login(client, name, {"type": "backup", "code": new[0]})
+    assert status == 201, body
+
+
+def test_the_console_fits_a_phone_screen(console: Console, client: Client) -> None:
+    name, _ = _registered(client)
+    page = console.page
+    page.set_viewport_size({"width": 390, "height": 844})
+    console.log_in(name)
+    console.expect_view("account")
+    console.open("sessions")
+    console.expect_view("sessions")
+    overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 0, f"the page scrolls sideways by {overflow}px at phone width"
+    console.screenshot("console-phone.png")
