@@ -91,6 +91,11 @@ chromium:
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq chromium >/dev/null; }
 
+# The README's screenshots, taken by the browser tests against the local API.
+.PHONY: screenshots
+screenshots: $(VENV)/.synced $(NODE_MODULES) chromium
+	NIMBUS_SCREENSHOTS=docs/screenshots $(VENV)/bin/pytest -q tests/e2e/test_console.py tests/e2e/test_api_docs.py
+
 # The OpenAPI document, generated from the endpoint registry (a test fails when it is stale).
 .PHONY: openapi
 openapi: $(VENV)/.synced

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import itertools
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -26,6 +27,11 @@ from nimbus_tools.local.launcher import LocalApiProcess, start_local_api
 pytestmark = pytest.mark.e2e
 
 _addresses = itertools.count(2)
+
+# The browser tests always take their screenshots; `make screenshots` keeps them for the README
+# (docs/screenshots/), any other run writes them under .local/ so a test run leaves no changed files.
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = Path(os.environ.get("NIMBUS_SCREENSHOTS") or ROOT / ".local" / "screenshots")
 
 
 def new_ip() -> str:

@@ -13,11 +13,10 @@ import pytest
 from playwright.sync_api import Browser, Request, sync_playwright
 
 from nimbus_tools.local.launcher import LocalApiProcess
-from tests.e2e.conftest import Client
+from tests.e2e.conftest import SCREENSHOTS, Client
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT = json.loads((ROOT / "docs" / "openapi.json").read_text(encoding="utf-8"))
-SCREENSHOT = ROOT / "docs" / "screenshots" / "api-docs.png"
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +55,6 @@ def test_swagger_ui_renders_every_operation_from_local_assets_only(
     assert page.locator(".info .title").inner_text().startswith("Nimbus")
     assert f"{local_api.api_url}/docs/assets/swagger-ui-bundle.js" in fetched
     assert [url for url in fetched if not url.startswith(local_api.api_url)] == []  # no CDN
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOT))
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "api-docs.png"))
     page.close()

@@ -5,7 +5,7 @@ Each test gets a fresh browser context whose traffic leaves from its own loopbac
 a SOCKS relay, tests/e2e/socks_relay.py), so the API's per-IP rate limits treat it as its own
 client, as the other end-to-end tests are. The page is opened at http://localhost:<port>/console/,
 the local WebAuthn origin. Every outcome the console shows is checked against the API as well.
-Screenshots for the README are saved to docs/screenshots/ at a fixed viewport.
+Screenshots for the README are taken at a fixed viewport (`make screenshots` keeps them).
 """
 
 from __future__ import annotations
@@ -23,13 +23,12 @@ import pytest
 from playwright.sync_api import Browser, Page, Playwright, ViewportSize, expect, sync_playwright
 
 from nimbus_tools.local.launcher import LocalApiProcess
-from tests.e2e.conftest import Client, new_ip, new_name, run_cli
+from tests.e2e.conftest import SCREENSHOTS, Client, new_ip, new_name, run_cli
 from tests.e2e.socks_relay import socks_relay
 
 pytestmark = pytest.mark.e2e
 
 PASSWORD = "correct horse"
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 VIEWPORT: ViewportSize = {"width": 1024, "height": 720}
 LINK = re.compile(r"http://localhost:\d+/console/verify\?token=[A-Za-z0-9_.-]+")
 # A function's first request starts its worker (imports, argon2): allow for it on a busy machine.
