@@ -126,7 +126,8 @@ def guard(policy: Policy) -> Any:
         _check_literal_siblings(app)
         deps: Deps = app.context[DEPS_CONTEXT_KEY]
         event = app.current_event
-        headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+        # From the raw event: ``event.headers`` builds a case-insensitive copy that this one replaces.
+        headers = {k.lower(): v for k, v in (event.raw_event.get("headers") or {}).items()}
         request = Request(
             deps=deps,
             source_ip=event.request_context.http.source_ip,
