@@ -1,6 +1,7 @@
 """``python -m bench``: AWS calls per request (warm functions), revoking every session of a user,
 the session sweeper on 5,000 stale sessions, banning a user with 1,000 sessions (and the sweep after),
-handler import times, keep-alive latency.
+handler import times, the performance budgets (Nimbus against bare handlers, cold and warm, as
+ratios), keep-alive latency.
 
 The tables are reports, not tests: an OVER verdict is printed, never asserted (timings depend on
 the machine). A scenario that does not answer the scripted HTTP status stops the run instead,
@@ -26,7 +27,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         prog="python -m bench",
         description=(
             "AWS calls per request, revoke-all, the session sweeper, banning a user with 1,000 "
-            "sessions, handler import times and keep-alive latency of Nimbus."
+            "sessions, handler import times, performance budgets and keep-alive latency of Nimbus."
         ),
     )
     parser.add_argument(
