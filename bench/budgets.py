@@ -61,8 +61,8 @@ PASSWORD = "correct horse battery"
 USERNAME = "budget_user"
 # A browser, so the login names its session from the User-Agent like most real logins do.
 BROWSER = "Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:132.0) Gecko/20100101 Firefox/132.0"
-WARM_ME = (21, 40)  # rounds, requests per batch
-WARM_LOGIN = (21, 3)  # argon2 takes tens of ms per verify
+WARM_ME = (81, 10)  # rounds, requests per batch: short batches pair better under load
+WARM_LOGIN = (31, 2)  # argon2 takes tens of ms per verify
 
 
 @dataclass(frozen=True)
