@@ -1,6 +1,7 @@
 """``python -m bench``: AWS calls per request (warm functions), revoking every session of a user,
 the session sweeper on 5,000 stale sessions, banning a user with 1,000 sessions (and the sweep after),
-handler import times, keep-alive latency.
+handler import times, the performance budgets (Nimbus against bare handlers, cold and warm, as
+ratios), keep-alive latency.
 
 The tables are reports, not tests: an OVER verdict is printed, never asserted (timings depend on
 the machine). A scenario that does not answer the scripted HTTP status stops the run instead,
@@ -26,11 +27,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         prog="python -m bench",
         description=(
             "AWS calls per request, revoke-all, the session sweeper, banning a user with 1,000 "
-            "sessions, handler import times and keep-alive latency of Nimbus."
+            "sessions, handler import times, performance budgets and keep-alive latency of Nimbus."
         ),
     )
     parser.add_argument(
-        "--runs", type=int, default=7, help="fresh interpreters per module for import times (default 7)"
+        "--runs",
+        type=int,
+        default=7,
+        help="fresh interpreters per module for import times and per target for the cold budgets (default 7)",
     )
     parser.add_argument(
         "--only",
@@ -86,6 +90,13 @@ def _imports(template: Template, args: argparse.Namespace) -> tuple[str, Any]:
     return format_imports(rows, args.runs), imports_json(rows)
 
 
+def _budgets(template: Template, args: argparse.Namespace) -> tuple[str, Any]:
+    from bench.budgets import budgets_json, format_budgets, measure_budgets
+
+    budgets = measure_budgets(template, args.runs)
+    return format_budgets(budgets), budgets_json(budgets)
+
+
 def _keepalive(_template: Template, _args: argparse.Namespace) -> tuple[str, Any]:
     from bench.keepalive import format_keepalive, keepalive_json, measure_keepalive
 
@@ -104,6 +115,10 @@ BENCHMARKS: dict[str, tuple[str, Benchmark]] = {
     ),
     "ban": ("Banning a user with N sessions, then sweeping them (moto, in process)", _ban),
     "imports": ("Handler import time (fresh interpreter per run)", _imports),
+    "budgets": (
+        "Performance budgets: Nimbus against a bare handler, side by side in one run (issue 9)",
+        _budgets,
+    ),
     "keepalive": ("Keep-alive requests through the local API's HTTP server (no function work)", _keepalive),
 }
 
@@ -124,6 +139,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(table)
     over = [r["scenario"] for r in results.get("calls", []) if r["verdict"] == "OVER"]
     over += [r["function"] for r in results.get("imports", []) if r["verdict"] == "OVER"]
+    over += [r["label"] for r in results.get("budgets", []) if r["verdict"] == "OVER"]
     if results.get("keepalive", {}).get("verdict") == "OVER":
         over.append("keep-alive latency")
     print(f"\nOVER budget: {', '.join(over) if over else 'none'}  ({time.perf_counter() - started:.0f} s)")

@@ -43,6 +43,11 @@ def apply_log_level(logger: Logger, deps: Callable[[], Deps]) -> None:
         level = deps().config.current().log_level
     except Exception:
         return
+    set_log_level(logger, level)
+
+
+def set_log_level(logger: Logger, level: str) -> None:
+    """Give ``logger`` (and so every child logger) the level ``level`` (one of the five names)."""
     # On the standard library loggers: Powertools' setLevel turns NONE (CRITICAL + 1) into the name
     # "LEVEL 51" and refuses it. Only when it changes: setLevel clears every logger's level cache.
     target = logging.getLogger(logger.name)

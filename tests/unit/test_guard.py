@@ -10,7 +10,8 @@ import pytest
 from aws_lambda_powertools.event_handler import Response
 from pydantic import Field
 
-from nimbus_core.http.app import NimbusApp, create_app
+from nimbus_core.errors import DependencyError
+from nimbus_core.http.app import NimbusApp, create_app, create_handler
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
@@ -18,11 +19,13 @@ from nimbus_core.http.responses import json_response
 from nimbus_core.ids import new_id
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.models import Session, User
+from nimbus_core.ports import RuntimeConfig
 from nimbus_core.ratelimits import Per, RateLimit
 from nimbus_core.scopes import Scope
 from nimbus_core.tokens import hash_secret
 from nimbus_core.validation import Body, Query, QueryBool
-from tests.fakes import fake_world
+from nimbus_tools.local.inprocess import LambdaContextStub
+from tests.fakes import FakeConfig, fake_world
 
 USER_ID, SESSION_ID, SECRET = new_id(), new_id(), "s" * 43
 TOKEN = f"{USER_ID}.{SESSION_ID}.{SECRET}"
@@ -342,3 +345,60 @@ def test_two_apps_built_from_one_router_each_serve_with_their_own_dependencies()
     }
     result = first_app.resolve(event, cast(Any, {}))
     assert (result["statusCode"], json.loads(result["body"])) == (200, {"domain": "nimbus.test"})
+
+
+class _CountedConfig(FakeConfig):
+    """A runtime configuration that counts its reads; the first ``failures`` reads fail (SSM down)."""
+
+    def __init__(self, failures: int = 0) -> None:
+        super().__init__()
+        self.reads = 0
+        self.failures = failures
+
+    def current(self) -> RuntimeConfig:
+        self.reads += 1
+        if self.reads <= self.failures:
+            raise DependencyError("runtime configuration unavailable")
+        return super().current()
+
+
+def _handle(config: _CountedConfig, fakes: Fakes) -> int:
+    routes = EndpointRouter()
+
+    @routes.endpoint("GET", "/x", Policy(auth=Auth.NONE, killswitches=(KillSwitch.ACCOUNT_LOGIN,)))
+    def route(request: Request) -> Response[str]:
+        return json_response(200, {})
+
+    deps = replace(fakes.world.deps, config=config)
+    handler = create_handler(create_app(routes, deps=lambda: deps))
+    event = {
+        "version": "2.0",
+        "rawPath": "/x",
+        "headers": {},
+        "rawQueryString": "",
+        "requestContext": {
+            "http": {"method": "GET", "path": "/x", "sourceIp": "1.1.1.1"},
+            "stage": "$default",
+        },
+    }
+    status: int = handler(event, cast(Any, LambdaContextStub("X")))["statusCode"]
+    return status
+
+
+def test_the_runtime_config_is_read_once_per_request(fakes: Fakes) -> None:
+    # The handler reads it for the log level and hands it to the guard for the kill switches.
+    config = _CountedConfig()
+    assert _handle(config, fakes) == 200
+    assert config.reads == 1
+    config.switches = {KillSwitch.ACCOUNT_LOGIN}
+    assert _handle(config, fakes) == 503
+    assert config.reads == 2
+
+
+def test_an_unreadable_runtime_config_is_read_again_by_the_guard(fakes: Fakes) -> None:
+    # SSM failing for the log level keeps logging as it is; the guard tries again, and answers 500
+    # (fail closed) only if the kill switches still cannot be read.
+    assert _handle(config := _CountedConfig(failures=1), fakes) == 200
+    assert config.reads == 2
+    assert _handle(config := _CountedConfig(failures=2), fakes) == 500
+    assert config.reads == 2

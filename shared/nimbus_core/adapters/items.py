@@ -32,6 +32,15 @@ def from_item(item: dict[str, Any]) -> dict[str, Any]:
     """Plain values from a DynamoDB item; whole-number Decimals become int."""
     out: dict[str, Any] = {}
     for key, raw in item.items():
+        # The common cases without the generic deserializer: strings as they are, whole numbers
+        # straight to int (what the Decimal below would become; DynamoDB keeps 38 digits at most).
+        if "S" in raw:
+            out[key] = raw["S"]
+            continue
+        number = raw.get("N")
+        if number is not None and number.removeprefix("-").isdigit():
+            out[key] = int(number)
+            continue
         value = _deserializer.deserialize(raw)
         if isinstance(value, Decimal):
             value = int(value) if value == value.to_integral_value() else float(value)

@@ -38,6 +38,7 @@ class SsmRuntimeConfig:
         self._names = (killswitch_parameter, log_level_parameter)
         self._max_age = max_age
         self._last_good: RuntimeConfig | None = None
+        self._last_raw: tuple[str, object] | None = None  # the values _last_good was parsed from
 
     def current(self) -> RuntimeConfig:
         """The runtime configuration, at most ``max_age`` seconds old."""
@@ -56,11 +57,13 @@ class SsmRuntimeConfig:
                 raise DependencyError("runtime configuration unavailable") from exc
             _log.warning("SSM unavailable; keeping the last runtime configuration read", exc_info=True)
             return self._last_good
+        raw = (str(values.get(killswitches, "")), values.get(log_level))
+        if self._last_good is not None and raw == self._last_raw:
+            return self._last_good  # unchanged (the cached values, on a warm function): parsed once
         config = RuntimeConfig(
-            enabled_switches=parse_enabled(str(values.get(killswitches, ""))),
-            log_level=normalize(values.get(log_level)) or DEFAULT_LEVEL,
+            enabled_switches=parse_enabled(raw[0]), log_level=normalize(raw[1]) or DEFAULT_LEVEL
         )
-        self._last_good = config
+        self._last_good, self._last_raw = config, raw
         return config
 
     def write_killswitches(
@@ -99,4 +102,4 @@ class SsmRuntimeConfig:
     def forget(self) -> None:
         """Drop the cached values (tests flip switches and want them seen at once)."""
         self._provider.clear_cache()
-        self._last_good = None
+        self._last_good = self._last_raw = None

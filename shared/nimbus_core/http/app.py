@@ -17,7 +17,8 @@ from nimbus_core.http import guard
 from nimbus_core.http.policy import Endpoint
 from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import error_response, response_for_exception
-from nimbus_core.loglevels import apply_log_level
+from nimbus_core.loglevels import set_log_level
+from nimbus_core.ports import RuntimeConfig
 
 LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 DepsFactory = Callable[[], Deps]
@@ -51,10 +52,17 @@ class NimbusApp:
                         params = self.literal_siblings.setdefault(endpoint.path, {})
                         params[name] = params.get(name, frozenset()) | values
 
-    def resolve(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-        """Answer one API Gateway event with this app's dependencies."""
+    def resolve(
+        self, event: dict[str, Any], context: LambdaContext, config: RuntimeConfig | None = None
+    ) -> dict[str, Any]:
+        """Answer one API Gateway event with this app's dependencies; ``config`` is the runtime
+        configuration already read for this request (None: the guard reads it)."""
         self.resolver.append_context(
-            **{guard.DEPS_CONTEXT_KEY: self.deps(), guard.LITERALS_CONTEXT_KEY: self.literal_siblings}
+            **{
+                guard.DEPS_CONTEXT_KEY: self.deps(),
+                guard.LITERALS_CONTEXT_KEY: self.literal_siblings,
+                guard.CONFIG_CONTEXT_KEY: config,
+            }
         )
         return self.resolver.resolve(event, context)
 
@@ -120,20 +128,27 @@ def create_handler(app: NimbusApp) -> LambdaHandler:
 
     @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP, clear_state=True)
     def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-        _apply_log_level(app)
+        config = _runtime_config(app)
+        if config is not None:
+            set_log_level(logger, config.log_level)
         _strip_trailing_slash(event)
         metrics.begin()
         try:
-            return app.resolve(event, context)
+            return app.resolve(event, context, config)
         finally:
             metrics.flush()
 
     return lambda_handler
 
 
-def _apply_log_level(app: NimbusApp) -> None:
-    # The guard reports SSM failures as a 500; logging keeps its level meanwhile.
-    apply_log_level(logger, app.deps)
+def _runtime_config(app: NimbusApp) -> RuntimeConfig | None:
+    """The runtime configuration, read once per request: its log level applies here, its kill
+    switches in the guard. None if it cannot be read: logging keeps its level, and the guard reads
+    again and answers 500 if it still cannot."""
+    try:
+        return app.deps().config.current()
+    except Exception:
+        return None
 
 
 def _strip_trailing_slash(event: dict[str, Any]) -> None:

@@ -34,6 +34,7 @@ from nimbus_core.http.responses import rate_limit_headers, response_for_exceptio
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.limiter import RateLimiter
 from nimbus_core.models import User
+from nimbus_core.ports import RuntimeConfig
 from nimbus_core.ratelimits import Per, RateLimit
 from nimbus_core.reverify import AnswerCarrier, reverify
 from nimbus_core.scopes import grants
@@ -43,6 +44,7 @@ from nimbus_core.validation import MAX_NAME, printable, read_json_body, read_que
 
 DEPS_CONTEXT_KEY = "nimbus_deps"
 LITERALS_CONTEXT_KEY = "nimbus_literal_siblings"
+CONFIG_CONTEXT_KEY = "nimbus_runtime_config"  # read by the handler for this request (None: not read)
 # The guarded request, for the route. A context variable rather than the router's context: Powertools
 # rebinds a router's context to the last app that included it, and tests build several apps.
 _REQUEST: ContextVar[Request | None] = ContextVar("nimbus_request", default=None)
@@ -66,6 +68,7 @@ class Request:
     target_id: str | None = None
     endpoint: str = ""  # "METHOD /path/<param>": what a second-factor challenge is bound to
     challenge_hash: str | None = None  # of the challenge a reverified request answers, read with the caller
+    config: RuntimeConfig | None = None  # the runtime configuration, once read for this request
     _caller: Caller | None = None
     _authenticated: bool = False
 
@@ -123,7 +126,8 @@ def guard(policy: Policy) -> Any:
         _check_literal_siblings(app)
         deps: Deps = app.context[DEPS_CONTEXT_KEY]
         event = app.current_event
-        headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+        # From the raw event: ``event.headers`` builds a case-insensitive copy that this one replaces.
+        headers = {k.lower(): v for k, v in (event.raw_event.get("headers") or {}).items()}
         request = Request(
             deps=deps,
             source_ip=event.request_context.http.source_ip,
@@ -133,6 +137,7 @@ def guard(policy: Policy) -> Any:
             target_id=_target_id(policy, app),
             endpoint=_endpoint(app),
             path=dict(app.context.get("_route_args") or {}),
+            config=app.context.get(CONFIG_CONTEXT_KEY),
         )
         # A reverified request answering a challenge: the challenge is read with the session (one
         # round trip). The body is only peeked at here; its errors are answered at step 6.
@@ -256,7 +261,9 @@ def _target_id(policy: Policy, app: APIGatewayHttpResolver) -> str | None:
 
 
 def _check_killswitches(policy: Policy, request: Request) -> None:
-    enabled = request.deps.config.current().enabled_switches
+    if request.config is None:  # not read yet, or unreadable when the handler tried: 500 if it still is
+        request.config = request.deps.config.current()
+    enabled = request.config.enabled_switches
     fired = [s for s in (KillSwitch.GLOBAL, *policy.killswitches) if s in enabled]
     if not fired:
         return

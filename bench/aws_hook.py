@@ -1,0 +1,61 @@
+"""AWS answered in process by a botocore ``before-send`` hook: canned JSON bodies, no network, no moto.
+
+The budgets bench (``bench.budgets``) times handlers whose AWS calls must cost what the SDK costs
+(serialising, signing, parsing) and nothing more: the hook replaces only the HTTP round trip. It is
+registered on a boto3 session before its clients are created (clients copy the session's event
+handlers when they are made), so it sees every call of those clients.
+
+This module imports nothing from boto3 or botocore at import time: a cold child interpreter imports
+it before the timed import of a handler, which must load boto3 itself.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # nothing beyond json at run time: the cold child imports this before timing
+    from collections.abc import Iterator, Mapping
+    from typing import Any
+
+
+class _Raw:
+    """The raw body botocore's AWSResponse reads (``stream()``)."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self._body
+
+
+class UnexpectedCallError(AssertionError):
+    """The code made an AWS call the bench has no answer for (another code path than scripted)."""
+
+
+class CannedAws:
+    """Answers every HTTP attempt of the clients of one session from ``canned``; counts the calls."""
+
+    def __init__(self, canned: Mapping[str, Any]) -> None:
+        """``canned``: "service.Operation" -> the JSON body AWS would answer (DynamoDB and SSM speak
+        JSON protocols)."""
+        # Encoded once: the warm loops must not pay for json.dumps on the hook's side.
+        self._bodies = {name: json.dumps(body).encode() for name, body in canned.items()}
+        self.calls: list[str] = []
+
+    def install(self, session: Any) -> None:
+        """Answer the calls of every client ``session`` (a boto3 Session) creates from now on."""
+        session.events.register_first("before-send", self._answer)
+
+    def _answer(self, event_name: str, request: Any, **_kwargs: Any) -> Any:
+        from botocore.awsrequest import AWSResponse
+        from urllib3 import HTTPHeaderDict
+
+        name = event_name.split(".", 1)[1]  # before-send.dynamodb.BatchGetItem
+        body = self._bodies.get(name)
+        if body is None:
+            raise UnexpectedCallError(f"no canned answer for {name}")
+        self.calls.append(name)
+        # Case-insensitive headers, as urllib3 gives botocore (the stubs say HTTPHeaders).
+        headers = HTTPHeaderDict({"x-amzn-RequestId": "bench", "Content-Type": "application/x-amz-json-1.0"})
+        return AWSResponse(request.url, 200, headers, _Raw(body))  # type: ignore[arg-type]
