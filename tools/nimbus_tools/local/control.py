@@ -41,12 +41,13 @@ def inject_fault(
     status: int = 500,
     code: str = "InternalServerError",
     times: int | None = None,
+    after: int = 0,
 ) -> dict[str, Any]:
-    """Make matching AWS requests fail (``times`` None: until :func:`clear_faults`)."""
+    """Make matching AWS requests fail once ``after`` went through (``times`` None: until
+    :func:`clear_faults`)."""
+    spec = {"service": service, "operation": operation, "status": status, "code": code}
     fault: dict[str, Any] = _call(
-        "POST",
-        f"{aws_endpoint_url}/_nimbus/faults",
-        {"service": service, "operation": operation, "status": status, "code": code, "times": times},
+        "POST", f"{aws_endpoint_url}/_nimbus/faults", spec | {"times": times, "after": after}
     )
     return fault
 
