@@ -186,6 +186,8 @@ def test_invalid_fault_specs_are_refused_with_400() -> None:
     assert client.post("/_nimbus/faults", data=b"{not json").status_code == 400
     assert client.get("/_nimbus/nothing").status_code == 404
     assert client.put("/_nimbus/mail").status_code == 405
+    assert client.post("/_nimbus/streams/trim", json={"streamArn": "x"}).status_code == 400
+    assert client.get("/_nimbus/streams/trim").status_code == 405
 
 
 def test_aws_requests_are_served_one_at_a_time() -> None:

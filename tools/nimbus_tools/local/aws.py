@@ -4,8 +4,16 @@ The middleware adds what the local API needs on top of moto:
 
 * one lock around every AWS request, because moto's backends are not safe under concurrent
   threads while DynamoDB guarantees atomic conditional writes and transactions;
-* capture of every accepted SES SendEmail (``GET``/``DELETE /_nimbus/mail``);
-* fault injection for tests (``POST``/``GET``/``DELETE /_nimbus/faults``).
+* capture of every accepted SES v2 SendEmail (``GET``/``DELETE /_nimbus/mail``): moto's own record
+  of sent mail (its SES backend's ``sent_messages``) keeps one body, the HTML one when there are two,
+  and the text body is what people and tests read the verification link from;
+* fault injection for tests (``POST``/``GET``/``DELETE /_nimbus/faults``, see ``faults.py``);
+* trimming of DynamoDB streams (``POST /_nimbus/streams/trim``, for the stream poller).
+
+moto's ``ThreadedMotoServer`` is not used: it builds its app inside its serving thread, so the
+middleware could only be put in front afterwards (moto serving unlocked meanwhile) through its
+private ``_server``, and its ``stop()`` leaves the port bound. :class:`AwsEmulator` serves moto's
+own app and request handler with werkzeug's threaded server, as it does.
 """
 
 from __future__ import annotations
@@ -20,13 +28,17 @@ from typing import Any
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from nimbus_tools.local.faults import FaultRegistry, FaultSpecError, fault_response
-from nimbus_tools.local.mailbox import Mailbox, email_from_sesv1_request, email_from_sesv2_request
+from nimbus_tools.local.mailbox import Mailbox, email_from_sesv2_request
 from nimbus_tools.local.operations import AwsOperation, identify_operation
+
+SES_SEND_EMAIL = AwsOperation("ses", "SendEmail", "rest-json")
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 StartResponse = Callable[..., Any]
 
 CONTROL_PREFIX = "/_nimbus/"
+# moto keeps every shard iterator it hands out; AWS expires them after 15 minutes.
+KEPT_SHARD_ITERATORS = 1000
 
 
 def _status_line(status: int) -> str:
@@ -88,27 +100,13 @@ class EmulatorMiddleware:
                 if close is not None:
                     close()
 
-        if operation is not None and operation.name == "SendEmail" and statuses and statuses[-1][:1] == "2":
-            self._capture(operation, body, b"".join(chunks))
-        return chunks
-
-    def _capture(self, operation: AwsOperation, request_body: bytes, response_body: bytes) -> None:
         # Only accepted messages are kept: a message SES refused was never delivered either.
-        if operation.protocol == "rest-json":
-            email = email_from_sesv2_request(request_body)
-            try:
-                message_id = json.loads(response_body).get("MessageId")
-            except (ValueError, AttributeError):
-                message_id = None
-        else:
-            email = email_from_sesv1_request(request_body)
-            text = response_body.decode("utf-8", "replace")
-            start, end = text.find("<MessageId>"), text.find("</MessageId>")
-            message_id = text[start + len("<MessageId>") : end] if 0 <= start < end else None
-        if email is not None:
-            if isinstance(message_id, str) and message_id:
-                email.id = message_id
-            self.mailbox.add(email)
+        if operation == SES_SEND_EMAIL and statuses and statuses[-1][:1] == "2":
+            email = email_from_sesv2_request(body)
+            if email is not None:
+                email.id = str(json.loads(b"".join(chunks)).get("MessageId") or email.id)
+                self.mailbox.add(email)
+        return chunks
 
     # --- control endpoints
 
@@ -123,12 +121,13 @@ class EmulatorMiddleware:
             ("faults", "GET"): lambda: (200, [f.as_json() for f in self.faults.active()]),
             ("faults", "DELETE"): self._clear_faults,
             ("faults", "POST"): lambda: self._add_fault(body),
+            ("streams/trim", "POST"): lambda: self._trim_stream(body),
         }
         handler = handlers.get((resource, method))
         if handler is not None:
             status, payload = handler()
             return _json(start_response, status, payload)
-        if resource in ("mail", "faults"):
+        if resource in ("mail", "faults", "streams/trim"):
             return _json(start_response, 405, {"message": f"{method} not allowed on {path}"})
         return _json(start_response, 404, {"message": f"unknown control endpoint {path}"})
 
@@ -149,6 +148,52 @@ class EmulatorMiddleware:
             return 201, self.faults.add(spec).as_json()
         except FaultSpecError as error:
             return 400, {"message": str(error)}
+
+    def _trim_stream(self, body: bytes) -> tuple[int, Any]:
+        try:
+            request = json.loads(body or b"null")
+            arn, before = str(request["streamArn"]), int(request["before"])
+        except (ValueError, TypeError, KeyError):
+            return 400, {"message": 'expected {"streamArn": "...", "before": "<sequence number>"}'}
+        from moto.core.exceptions import JsonRESTError  # imported late, as moto's server stack is
+
+        with self._aws_lock:  # moto's backends are changed here as by any request
+            try:
+                return 200, {"trimmed": trim_stream(arn, before)}
+            except (JsonRESTError, ValueError, KeyError) as error:
+                return 404, {"message": f"no stream {arn}: {error}"}
+
+
+def trim_stream(stream_arn: str, before: int) -> int:
+    """Drop the records of ``stream_arn`` below sequence number ``before`` from moto's memory, as
+    DynamoDB trims a stream, and the shard iterators no longer usable; returns how many records.
+
+    Sequence numbers stay right: moto numbers a new record ``len(items) + starting_sequence_number``
+    and finds sequence number n at ``items[n - starting_sequence_number]``, so the start moves up by
+    what is dropped. Reading below the new start is refused (moto asserts), as DynamoDB refuses a
+    trimmed position: readers keep their last record (see ``streams.StreamPoller``).
+    """
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.dynamodbstreams.models import dynamodbstreams_backends
+
+    # arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>
+    _, _, _, region, account, resource = stream_arn.split(":", 5)
+    shard = dynamodb_backends[account][region].get_table(resource.split("/")[1]).stream_shard
+    if shard is None:
+        return 0
+    count = max(0, min(before - shard.starting_sequence_number, len(shard.items)))
+    del shard.items[:count]
+    shard.starting_sequence_number += count
+    iterators = dynamodbstreams_backends[account][region].shard_iterators
+    stale = [
+        key
+        for key, it in iterators.items()
+        if it.stream_shard is shard and it.sequence_number < shard.starting_sequence_number
+    ]
+    stale += list(iterators)[: max(0, len(iterators) - KEPT_SHARD_ITERATORS)]  # the oldest
+    for key in stale:
+        iterators.pop(key, None)
+    return count
 
 
 def _read_body(environ: dict[str, Any]) -> bytes:

@@ -1,4 +1,5 @@
-"""Client side of the emulator's control endpoints (``/_nimbus/faults``, ``/_nimbus/mail``).
+"""Client side of the emulator's control endpoints (``/_nimbus/faults``, ``/_nimbus/mail``,
+``/_nimbus/streams/trim``).
 
 For tests and the ``nimbus mail`` command; every call takes the emulator URL (``aws_endpoint_url``
 in serve.json).
@@ -72,3 +73,11 @@ def read_mail(aws_endpoint_url: str) -> list[dict[str, Any]]:
 def clear_mail(aws_endpoint_url: str) -> None:
     """Forget every captured email."""
     _call("DELETE", f"{aws_endpoint_url}/_nimbus/mail")
+
+
+def trim_stream(aws_endpoint_url: str, stream_arn: str, before: int) -> int:
+    """Drop the records of ``stream_arn`` below sequence number ``before``; returns how many went."""
+    answer: dict[str, int] = _call(
+        "POST", f"{aws_endpoint_url}/_nimbus/streams/trim", {"streamArn": stream_arn, "before": str(before)}
+    )
+    return answer["trimmed"]

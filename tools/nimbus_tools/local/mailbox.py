@@ -11,7 +11,6 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs
 
 from nimbus_core import clock
 
@@ -58,25 +57,6 @@ def email_from_sesv2_request(body: bytes) -> CapturedEmail | None:
         subject=str((simple.get("Subject") or {}).get("Data", "")),
         text=str((message_body.get("Text") or {}).get("Data", "")),
         html=str((message_body.get("Html") or {}).get("Data", "")),
-    )
-
-
-def email_from_sesv1_request(body: bytes) -> CapturedEmail | None:
-    """Read a SES v1 (query protocol) SendEmail form body; None if it is not one."""
-    form = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
-    if form.get("Action") != "SendEmail":
-        return None
-    to: list[str] = []
-    index = 1
-    while f"Destination.ToAddresses.member.{index}" in form:
-        to.append(form[f"Destination.ToAddresses.member.{index}"])
-        index += 1
-    return CapturedEmail(
-        sender=form.get("Source", ""),
-        to=to,
-        subject=form.get("Message.Subject.Data", ""),
-        text=form.get("Message.Body.Text.Data", ""),
-        html=form.get("Message.Body.Html.Data", ""),
     )
 
 
