@@ -147,7 +147,7 @@ def test_ses_v2_fault_uses_the_rest_json_error_header_and_sends_no_mail() -> Non
     assert failed.status_code == 500
     assert failed.headers["x-amzn-ErrorType"] == "InternalFailure"
     assert _body(failed) == {"message": "injected fault"}
-    assert middleware.mailbox.list() == []
+    assert middleware.mail == []
 
 
 def test_accepted_ses_v2_mail_is_captured_and_can_be_cleared() -> None:
@@ -169,7 +169,7 @@ def test_accepted_ses_v2_mail_is_captured_and_can_be_cleared() -> None:
 def test_mail_refused_by_ses_is_not_captured() -> None:
     middleware = EmulatorMiddleware(FakeMoto(status="400 Bad Request"))
     assert _send_email(Client(middleware)).status_code == 400
-    assert middleware.mailbox.list() == []
+    assert middleware.mail == []
 
 
 def test_invalid_fault_specs_are_refused_with_400() -> None:

@@ -21,14 +21,16 @@ from __future__ import annotations
 import io
 import json
 import threading
+import uuid
 from collections.abc import Callable, Iterable
-from http import HTTPStatus
 from typing import Any
 
 from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.wrappers import Response
+from werkzeug.wsgi import get_input_stream
 
+from nimbus_core import clock
 from nimbus_tools.local.faults import FaultRegistry, FaultSpecError, fault_response
-from nimbus_tools.local.mailbox import Mailbox, email_from_sesv2_request
 from nimbus_tools.local.operations import AwsOperation, identify_operation
 
 SES_SEND_EMAIL = AwsOperation("ses", "SendEmail", "rest-json")
@@ -41,36 +43,29 @@ CONTROL_PREFIX = "/_nimbus/"
 KEPT_SHARD_ITERATORS = 1000
 
 
-def _status_line(status: int) -> str:
-    try:
-        return f"{status} {HTTPStatus(status).phrase}"
-    except ValueError:  # a status http.HTTPStatus does not name, e.g. an injected 599
-        return f"{status} Error"
-
-
 class EmulatorMiddleware:
     """WSGI middleware in front of moto: serialises requests, captures mail, injects faults."""
 
-    def __init__(self, app: WsgiApp, mailbox: Mailbox | None = None, faults: FaultRegistry | None = None):
+    def __init__(self, app: WsgiApp) -> None:
         self.app = app
-        self.mailbox = mailbox or Mailbox()
-        self.faults = faults or FaultRegistry()
-        self._aws_lock = threading.Lock()
+        self.faults = FaultRegistry()
+        self.mail: list[dict[str, Any]] = []  # the GET /_nimbus/mail entries, oldest first
+        self._aws_lock = threading.Lock()  # also guards self.mail
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         """Serve one request: a control endpoint, an injected fault, or moto."""
-        body = _read_body(environ)
+        # werkzeug reads a Content-Length body, or a chunked one up to its end.
+        body = get_input_stream(environ).read()
         path = str(environ.get("PATH_INFO", ""))
         if path.startswith(CONTROL_PREFIX):
             return self._control(environ, path, body, start_response)
 
-        operation = identify_operation(environ, body)
+        operation = identify_operation(environ)
         if operation is not None:
             fault = self.faults.take(operation)
             if fault is not None:
                 status, headers, payload = fault_response(fault, operation)
-                start_response(_status_line(status), headers)
-                return [payload]
+                return Response(payload, status, headers)(environ, start_response)
         return self._forward(environ, body, operation, start_response)
 
     # --- moto
@@ -99,13 +94,9 @@ class EmulatorMiddleware:
                 close = getattr(result, "close", None)
                 if close is not None:
                     close()
-
-        # Only accepted messages are kept: a message SES refused was never delivered either.
-        if operation == SES_SEND_EMAIL and statuses and statuses[-1][:1] == "2":
-            email = email_from_sesv2_request(body)
-            if email is not None:
-                email.id = str(json.loads(b"".join(chunks)).get("MessageId") or email.id)
-                self.mailbox.add(email)
+            # Only accepted messages are kept: a message SES refused was never delivered either.
+            if operation == SES_SEND_EMAIL and statuses and statuses[-1][:1] == "2":
+                self.mail.append(_sent_email(body, b"".join(chunks)))
         return chunks
 
     # --- control endpoints
@@ -116,7 +107,7 @@ class EmulatorMiddleware:
         method = str(environ.get("REQUEST_METHOD", "GET")).upper()
         resource = path[len(CONTROL_PREFIX) :].rstrip("/")
         handlers: dict[tuple[str, str], Callable[[], tuple[int, Any]]] = {
-            ("mail", "GET"): lambda: (200, [e.as_json() for e in self.mailbox.list()]),
+            ("mail", "GET"): lambda: (200, self._locked(lambda: list(self.mail))),
             ("mail", "DELETE"): self._clear_mail,
             ("faults", "GET"): lambda: (200, [f.as_json() for f in self.faults.active()]),
             ("faults", "DELETE"): self._clear_faults,
@@ -125,14 +116,17 @@ class EmulatorMiddleware:
         }
         handler = handlers.get((resource, method))
         if handler is not None:
-            status, payload = handler()
-            return _json(start_response, status, payload)
+            return _json(environ, start_response, *handler())
         if resource in ("mail", "faults", "streams/trim"):
-            return _json(start_response, 405, {"message": f"{method} not allowed on {path}"})
-        return _json(start_response, 404, {"message": f"unknown control endpoint {path}"})
+            return _json(environ, start_response, 405, {"message": f"{method} not allowed on {path}"})
+        return _json(environ, start_response, 404, {"message": f"unknown control endpoint {path}"})
+
+    def _locked(self, action: Callable[[], Any]) -> Any:
+        with self._aws_lock:
+            return action()
 
     def _clear_mail(self) -> tuple[int, Any]:
-        self.mailbox.clear()
+        self._locked(self.mail.clear)
         return 200, {"cleared": True}
 
     def _clear_faults(self) -> tuple[int, Any]:
@@ -196,28 +190,27 @@ def trim_stream(stream_arn: str, before: int) -> int:
     return count
 
 
-def _read_body(environ: dict[str, Any]) -> bytes:
-    stream = environ.get("wsgi.input")
-    if stream is None:
-        return b""
-    length = environ.get("CONTENT_LENGTH")
-    if length:
-        try:
-            return bytes(stream.read(int(length)))
-        except ValueError:
-            return b""
-    # Chunked uploads: werkzeug marks the stream as terminated so read() stops at the end.
-    if environ.get("wsgi.input_terminated"):
-        return bytes(stream.read())
-    return b""
+def _sent_email(request: bytes, response: bytes) -> dict[str, Any]:
+    """The ``GET /_nimbus/mail`` entry of a SendEmail SES v2 accepted (its Simple content)."""
+    sent, answer = json.loads(request), json.loads(response)
+    simple = (sent.get("Content") or {}).get("Simple") or {}
+    body = simple.get("Body") or {}
+    return {
+        "id": str(answer.get("MessageId") or uuid.uuid4()),
+        "timestamp": clock.iso(clock.now()),
+        "from": str(sent.get("FromEmailAddress", "")),
+        "to": [str(address) for address in (sent.get("Destination") or {}).get("ToAddresses") or []],
+        "subject": str((simple.get("Subject") or {}).get("Data", "")),
+        "text": str((body.get("Text") or {}).get("Data", "")),
+        "html": str((body.get("Html") or {}).get("Data", "")),
+    }
 
 
-def _json(start_response: StartResponse, status: int, payload: Any) -> list[bytes]:
-    body = json.dumps(payload).encode()
-    start_response(
-        _status_line(status), [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
-    )
-    return [body]
+def _json(
+    environ: dict[str, Any], start_response: StartResponse, status: int, payload: Any
+) -> Iterable[bytes]:
+    response = Response(json.dumps(payload), status, mimetype="application/json")
+    return response(environ, start_response)
 
 
 class AwsEmulator:
@@ -226,8 +219,6 @@ class AwsEmulator:
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.host = host
         self.port = port
-        self.mailbox = Mailbox()
-        self.faults = FaultRegistry()
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -253,9 +244,7 @@ class AwsEmulator:
             def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
                 return None
 
-        middleware = EmulatorMiddleware(
-            DomainDispatcherApplication(create_backend_app), self.mailbox, self.faults
-        )
+        middleware = EmulatorMiddleware(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(
             self.host, self.port, middleware, threaded=True, request_handler=QuietRequestHandler
         )

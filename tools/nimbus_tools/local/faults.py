@@ -16,7 +16,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast, get_args
-from xml.sax.saxutils import escape
 
 from botocore.awsrequest import HeadersDict
 from botocore.model import OperationModel
@@ -147,17 +146,10 @@ def fault_response(fault: Fault, operation: AwsOperation) -> tuple[int, list[tup
         body = json.dumps({"__type": fault.code, "message": FAULT_MESSAGE}).encode()
         version = "1.0" if operation.service.startswith("dynamodb") else "1.1"
         headers.append(("Content-Type", f"application/x-amz-json-{version}"))
-    elif operation.protocol == "rest-json":
+    else:
         # restJson: the SDK reads the code from the x-amzn-ErrorType header.
         body = json.dumps({"message": FAULT_MESSAGE}).encode()
         headers += [("Content-Type", "application/json"), ("x-amzn-ErrorType", fault.code)]
-    else:
-        body = (
-            "<ErrorResponse><Error><Type>Receiver</Type>"
-            f"<Code>{escape(fault.code)}</Code><Message>{FAULT_MESSAGE}</Message>"
-            f"</Error><RequestId>nimbus-fault-{fault.id}</RequestId></ErrorResponse>"
-        ).encode()
-        headers.append(("Content-Type", "text/xml"))
     headers.append(("Content-Length", str(len(body))))
     return fault.status, headers, body
 
