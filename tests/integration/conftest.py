@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import importlib
 import io
-import itertools
 import json
 import logging
 import time
@@ -39,6 +38,7 @@ from nimbus_core import metrics, passwords
 from nimbus_core.adapters import clients, container
 from nimbus_core.http.policy import Endpoint
 from nimbus_core.settings import get_settings
+from nimbus_tools.local.faults import Fault, FaultRegistry, botocore_hook
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub, Reply
 from nimbus_tools.local.provision import ProvisionedStack, provision, put_default_domain
 from nimbus_tools.local.streams import StreamReader, committed, lambda_event, latest_stream_arn, matches
@@ -373,57 +373,41 @@ def token(api: Api) -> str:
     return value
 
 
-class Faults:
-    """Make chosen AWS operations fail, at the SDK boundary, as the service would see it."""
+class Faults(FaultRegistry):
+    """The emulator's fault registry, consulted at the SDK boundary of the functions' clients.
+
+    ``fail(service, operation, code, status, after=n)`` makes the functions' next calls fail as the
+    local API's ``POST /_nimbus/faults`` would (same matching, same error on the wire).
+    """
 
     def __init__(self) -> None:
-        self._unregister: list[Callable[[], None]] = []
+        super().__init__()
+        self._hook = botocore_hook(self)
+        self._hooked: list[Any] = []
 
     def fail(
         self,
         service: str,
-        operation: str,
+        operation: str = "*",
         code: str = "InternalServerError",
         status: int = 500,
         *,
         after: int = 0,
-    ) -> None:
-        """Fail every ``operation`` call from now on (until :meth:`clear`), once ``after`` calls
-        have gone through (a fault mid-way through a sequence of calls)."""
-        client = {
-            "dynamodb": clients.dynamodb,
-            "ssm": clients.ssm,
-            "sesv2": clients.sesv2,
-            "sqs": clients.sqs,
-        }[service]()
-        event = f"before-call.{service}.{operation}"
+        times: int | None = None,
+    ) -> Fault:
+        """Fail ``operation`` from now on (until :meth:`clear`, or ``times`` times), once ``after``
+        calls have gone through (a fault mid-way through a sequence of calls)."""
+        factory = {"dynamodb": clients.dynamodb, "ssm": clients.ssm, "ses": clients.sesv2, "sqs": clients.sqs}
+        client = factory[service]()  # the client the functions use now (container.reset() makes new ones)
+        if not any(hooked is client for hooked in self._hooked):
+            client.meta.events.register("before-call", self._hook)
+            self._hooked.append(client)
+        return super().fail(service, operation, code, status, after=after, times=times)
 
-        passed = itertools.count()
-
-        def answer(**_: Any) -> tuple[Any, dict[str, Any]] | None:
-            if next(passed) < after:
-                return None  # the real call
-            http = _HttpStub(status)
-            return http, {
-                "Error": {"Code": code, "Message": "injected fault"},
-                "ResponseMetadata": {"HTTPStatusCode": status},
-            }
-
-        # botocore types hooks as returning None; a before-call hook that returns a response short-circuits.
-        hook: Any = answer
-        client.meta.events.register(event, hook)
-        self._unregister.append(lambda: client.meta.events.unregister(event, hook))
-
-    def clear(self) -> None:
-        while self._unregister:
-            self._unregister.pop()()
-
-
-@dataclass
-class _HttpStub:
-    status_code: int
-    headers: dict[str, str] = field(default_factory=dict)
-    content: bytes = b""
+    def remove_hooks(self) -> None:
+        """Take the registry off every client it was put on."""
+        while self._hooked:
+            self._hooked.pop().meta.events.unregister("before-call", self._hook)
 
 
 @pytest.fixture
@@ -431,6 +415,7 @@ def faults(stack: Stack) -> Iterator[Faults]:
     injected = Faults()
     yield injected
     injected.clear()
+    injected.remove_hooks()
 
 
 NOW = 1_800_000_000.25  # 2027-01-15T08:00:00.250Z: a fixed moment for exact expiries and timestamps

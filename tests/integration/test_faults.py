@@ -49,7 +49,7 @@ def nothing_stored(stack: Stack) -> bool:
 def test_register_answers_201_while_ses_fails_and_the_account_is_usable(
     api: Api, stack: Stack, faults: Faults, error: tuple[str, int]
 ) -> None:
-    faults.fail("sesv2", "SendEmail", *error)
+    faults.fail("ses", "SendEmail", *error)
 
     reply = api.register("alice", ip="192.0.2.1")
 

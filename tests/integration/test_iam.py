@@ -33,10 +33,11 @@ from nimbus_core import metrics, passwords
 from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.items import from_item
 from nimbus_core.settings import get_settings
+from nimbus_tools.local.faults import FaultRegistry, botocore_hook
 from nimbus_tools.local.inprocess import Reply
 from nimbus_tools.template import function_specs, load_template, stream_subscriptions
 from tests.iam import IamRequest, allows, function_statements, glob_matches, requests_of
-from tests.integration.conftest import NOW, ORIGIN, PARAMS, Api, Clock, Stack, _HttpStub, cheap_hasher
+from tests.integration.conftest import NOW, ORIGIN, PARAMS, Api, Clock, Stack, cheap_hasher
 from tests.integration.stream_feed import Invocation, StreamFeed
 from tests.passkey_authenticator import SoftwareAuthenticator
 from tests.staff import promote
@@ -59,8 +60,7 @@ class Recording:
     argon2: set[str] = field(default_factory=set)
     unattributed: list[str] = field(default_factory=list)
     endpoint: str = ""  # the scenario step being run, for messages
-    ses_down: bool = False  # SES refuses every message (the mail function's dead-letter path)
-    down: set[str] = field(default_factory=set)  # "service.Operation"s that fail while listed
+    faults: FaultRegistry = field(default_factory=FaultRegistry)  # AWS calls that fail, as in the emulator
 
     def on_call(self, params: dict[str, Any], model: OperationModel, event_name: str, **_: Any) -> None:
         """botocore ``before-parameter-build``: record the call's IAM requests for the invoked function."""
@@ -79,8 +79,7 @@ class Recording:
         def session() -> boto3.session.Session:
             built = boto3.session.Session()
             built.events.register("before-parameter-build", self.on_call)
-            built.events.register("before-call.sesv2.SendEmail", self._ses_outage)
-            built.events.register("before-call", self._outage)
+            built.events.register("before-call", botocore_hook(self.faults))
             return built
 
         return session
@@ -98,20 +97,6 @@ class Recording:
 
         client.meta.events.register("before-parameter-build", on_call)
         return client
-
-    def _outage(self, event_name: str, **_: Any) -> Any:
-        """botocore ``before-call``: answer a listed operation with a service error."""
-        if event_name.removeprefix("before-call.") not in self.down:
-            return None
-        error = {"Error": {"Code": "InternalServerError", "Message": "injected"}}
-        return _HttpStub(500), {**error, "ResponseMetadata": {"HTTPStatusCode": 500}}
-
-    def _ses_outage(self, **_: Any) -> Any:
-        """botocore ``before-call``: answer SendEmail with a throttling error while SES is "down"."""
-        if not self.ses_down:
-            return None
-        error = {"Error": {"Code": "TooManyRequestsException", "Message": "injected"}}
-        return _HttpStub(429), {**error, "ResponseMetadata": {"HTTPStatusCode": 429}}
 
     def argon2_work(self, real: Callable[..., Any]) -> Callable[..., Any]:
         """Wrap a password function so the invoked function is recorded as doing argon2 work."""
@@ -808,11 +793,11 @@ def deliver_mail(w: World) -> None:
     expect(w.api.call("POST", "/register", _new_account("mailed"), ip=w.ip()), 201)
     assert w.stack.deliver_mail(mail) == {"batchItemFailures": []}
     expect(w.api.call("POST", "/register", _new_account("undelivered"), ip=w.ip()), 201)
-    w.api.recording.ses_down = True
+    w.api.recording.faults.fail("ses", "SendEmail", "TooManyRequestsException", 429)  # SES is down
     try:
         assert w.stack.deliver_mail(mail) == {"batchItemFailures": []}  # dead-lettered, not retried
     finally:
-        w.api.recording.ses_down = False
+        w.api.recording.faults.clear()
 
 
 def sweep_sessions(w: World) -> None:
@@ -837,12 +822,12 @@ def sweep_sessions(w: World) -> None:
     doomed = w.user("doomed")
     expect(w.api.login("doomed", ip=w.ip()), 201)  # a session the change makes stale
     expect(w.api.call("PUT", "/users/me/password", body, token=doomed), 200)
-    w.api.recording.down.add("dynamodb.BatchWriteItem")
+    w.api.recording.faults.fail("dynamodb", "BatchWriteItem")
     try:
         while not feed.given_up:  # MaximumRetryAttempts retries, then the dead-letter queue
             assert all(i.failures for i in sweep())
     finally:
-        w.api.recording.down.discard("dynamodb.BatchWriteItem")
+        w.api.recording.faults.clear()
 
 
 def _event_source(w: World, function: str) -> StreamFeed:

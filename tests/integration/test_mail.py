@@ -122,7 +122,7 @@ def test_the_mail_function_fed_by_the_outbox_stream_sends_the_verification_email
 def test_an_email_held_up_by_an_ses_outage_at_register_time_is_sent_once_ses_answers(
     api: Api, stack: Stack, faults: Faults
 ) -> None:
-    faults.fail("sesv2", "SendEmail")
+    faults.fail("ses", "SendEmail")
     assert api.register().status == 201
     faults.clear()
 
@@ -135,7 +135,7 @@ def test_an_email_ses_keeps_refusing_goes_to_the_dead_letter_queue_without_its_l
     api: Api, stack: Stack, faults: Faults
 ) -> None:
     assert api.register().status == 201
-    faults.fail("sesv2", "SendEmail", "MessageRejected", 400)
+    faults.fail("ses", "SendEmail", "MessageRejected", 400)
 
     answer = stack.deliver_mail()
 
@@ -156,7 +156,7 @@ def test_an_email_that_can_be_neither_sent_nor_dead_lettered_is_reported_for_the
     api: Api, stack: Stack, faults: Faults
 ) -> None:
     assert api.register().status == 201
-    faults.fail("sesv2", "SendEmail", "MessageRejected", 400)
+    faults.fail("ses", "SendEmail", "MessageRejected", 400)
     faults.fail("sqs", "SendMessage")
 
     answer = stack.deliver_mail()

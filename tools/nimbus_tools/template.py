@@ -2,8 +2,9 @@
 
 The template is the single source of truth for tables, parameters, functions and routes; the local
 API, the provisioning code and the tests all derive their view of the stack from here instead of
-repeating names. Only the intrinsic functions the template actually uses are resolved; anything
-else raises :class:`TemplateError` so a template change cannot be silently misread.
+repeating names. Only the features the template actually uses are read (Ref, Fn::Sub in its string
+form, Fn::GetAtt .Arn, Fn::Join, AWS::NoValue, the pseudo parameters it names); anything else raises
+:class:`TemplateError` so a template change cannot be silently misread.
 """
 
 from __future__ import annotations
@@ -181,20 +182,8 @@ class Resolver:
         return _parameter_string(resolved)
 
     def _intrinsic(self, key: str, arg: Any) -> Any:
-        handlers = {
-            "Ref": self._ref,
-            "Fn::Sub": self._sub,
-            "Fn::GetAtt": self._get_att,
-            "Fn::Join": self._join,
-            "Fn::Select": self._select,
-            "Fn::Split": self._split,
-            "Fn::If": self._if,
-            "Fn::Equals": self._equals,
-            "Fn::Not": lambda a: not self._condition_value(self.resolve(a)[0]),
-            "Fn::And": lambda a: all(self._condition_value(c) for c in self.resolve(a)),
-            "Fn::Or": lambda a: any(self._condition_value(c) for c in self.resolve(a)),
-            "Condition": self._condition,
-        }
+        handlers = {"Ref": self._ref, "Fn::Sub": self._sub, "Fn::GetAtt": self._get_att}
+        handlers["Fn::Join"] = self._join
         handler = handlers.get(key)
         if handler is None:
             raise TemplateError(f"intrinsic function {key} is not supported locally")
@@ -210,7 +199,6 @@ class Resolver:
             "AWS::AccountId": self.account_id,
             "AWS::Partition": "aws",
             "AWS::URLSuffix": "amazonaws.com",
-            "AWS::StackName": "nimbus-local",
         }
         if name in pseudo:
             return pseudo[name]
@@ -278,27 +266,16 @@ class Resolver:
             return f"{prefix.format('sqs')}:{self._physical_name(logical_id, resource)}"
         if resource_type == "AWS::Logs::LogGroup":
             return f"{prefix.format('logs')}:log-group:{logical_id}:*"
-        if resource_type in (FUNCTION_TYPE, "AWS::Lambda::Function"):
-            return f"{prefix.format('lambda')}:function:{logical_id}"
-        service = str(resource_type).split("::")[1].lower() if "::" in str(resource_type) else "unknown"
-        return f"{prefix.format(service)}:{logical_id}"
+        raise TemplateError(f"Fn::GetAtt {logical_id}.Arn ({resource_type}) is not supported locally")
 
-    # --- Sub / Join / Select / Split
+    # --- Sub / Join
 
     def _sub(self, arg: Any) -> str:
-        if isinstance(arg, str):
-            text, variables = arg, {}
-        elif isinstance(arg, list) and len(arg) == 2 and isinstance(arg[0], str) and isinstance(arg[1], dict):
-            text, variables = arg[0], {k: self.resolve(v) for k, v in arg[1].items()}
-        else:
-            raise TemplateError(f"Fn::Sub needs a string or [string, {{variables}}], got {arg!r}")
+        if not isinstance(arg, str):
+            raise TemplateError(f"Fn::Sub with variables is not supported locally, got {arg!r}")
 
         def replace(match: re.Match[str]) -> str:
             name = match.group(1)
-            if name.startswith("!"):
-                return "${" + name[1:] + "}"  # ${!Literal} is an escaped literal
-            if name in variables:
-                return _parameter_string(variables[name])
             if "." in name and not name.startswith("AWS::"):
                 resource, _, attribute = name.partition(".")
                 return self._get_att([resource, attribute])
@@ -307,7 +284,7 @@ class Resolver:
                 raise TemplateError(f"Fn::Sub cannot substitute list parameter {name}")
             return _parameter_string(value)
 
-        return _SUB_VARIABLE.sub(replace, text)
+        return _SUB_VARIABLE.sub(replace, arg)
 
     def _join(self, arg: Any) -> str:
         if not (isinstance(arg, list) and len(arg) == 2 and isinstance(arg[0], str)):
@@ -316,45 +293,6 @@ class Resolver:
         if not isinstance(values, list):
             raise TemplateError(f"Fn::Join needs a list of values, got {values!r}")
         return arg[0].join(_parameter_string(v) for v in values)
-
-    def _select(self, arg: Any) -> Any:
-        if not (isinstance(arg, list) and len(arg) == 2):
-            raise TemplateError(f"Fn::Select needs [index, [values]], got {arg!r}")
-        index, values = self.resolve(arg[0]), self.resolve(arg[1])
-        try:
-            return values[int(index)]
-        except (IndexError, TypeError, ValueError) as error:
-            raise TemplateError(f"Fn::Select {index} out of {values!r}") from error
-
-    def _split(self, arg: Any) -> list[str]:
-        if not (isinstance(arg, list) and len(arg) == 2 and isinstance(arg[0], str)):
-            raise TemplateError(f"Fn::Split needs [delimiter, string], got {arg!r}")
-        return self.resolve_string(arg[1], "Fn::Split").split(arg[0])
-
-    # --- conditions
-
-    def _if(self, arg: Any) -> Any:
-        if not (isinstance(arg, list) and len(arg) == 3 and isinstance(arg[0], str)):
-            raise TemplateError(f"Fn::If needs [condition, then, else], got {arg!r}")
-        return self.resolve(arg[1] if self._condition(arg[0]) else arg[2])
-
-    def _equals(self, arg: Any) -> bool:
-        if not (isinstance(arg, list) and len(arg) == 2):
-            raise TemplateError(f"Fn::Equals needs two values, got {arg!r}")
-        left, right = (self.resolve(a) for a in arg)
-        return bool(_parameter_string(left) == _parameter_string(right))
-
-    def _condition(self, name: Any) -> bool:
-        conditions = self.template.get("Conditions") or {}
-        if not isinstance(name, str) or name not in conditions:
-            raise TemplateError(f"unknown condition {name!r}")
-        return self._condition_value(conditions[name])
-
-    def _condition_value(self, value: Any) -> bool:
-        resolved = self.resolve(value)
-        if not isinstance(resolved, bool):
-            raise TemplateError(f"a condition must be true or false, got {resolved!r}")
-        return resolved
 
 
 def resolver(template: Template, params: Mapping[str, str] | None = None) -> Resolver:
@@ -382,16 +320,14 @@ def table_definitions(template: Template) -> dict[str, TableDefinition]:
     definitions: dict[str, TableDefinition] = {}
     for logical_id, resource in resources_of_type(template, TABLE_TYPE).items():
         properties = names.resolve(resource.get("Properties") or {})
+        if properties.get("BillingMode") != "PAY_PER_REQUEST":
+            raise TemplateError(f"{logical_id}: only PAY_PER_REQUEST tables are supported locally")
         kwargs: dict[str, Any] = {
             "TableName": names.resolve({"Ref": logical_id}),
             "AttributeDefinitions": properties["AttributeDefinitions"],
             "KeySchema": properties["KeySchema"],
-            "BillingMode": properties.get("BillingMode", "PROVISIONED"),
+            "BillingMode": "PAY_PER_REQUEST",
         }
-        if kwargs["BillingMode"] == "PROVISIONED":
-            kwargs["ProvisionedThroughput"] = properties.get(
-                "ProvisionedThroughput", {"ReadCapacityUnits": 5, "WriteCapacityUnits": 5}
-            )
         for key in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes"):
             if properties.get(key):
                 kwargs[key] = properties[key]
@@ -584,8 +520,6 @@ def _http_routes(logical_id: str, events: Mapping[str, Any], names: Resolver) ->
         # An HttpApi event without Method/Path is SAM's catch-all: ANY on $default.
         method = names.resolve_string(properties.get("Method", "ANY"), f"{logical_id}.{event_name}").upper()
         path = names.resolve_string(properties.get("Path", "$default"), f"{logical_id}.{event_name}")
-        if method in {"X-AMAZON-APIGATEWAY-ANY-METHOD", "*"}:
-            method = "ANY"
         routes.append(HttpRoute(method=method, path=path))
     return routes
 

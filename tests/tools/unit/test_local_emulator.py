@@ -104,6 +104,16 @@ def test_fault_answers_matching_operation_for_the_given_number_of_times() -> Non
     assert moto.calls == ["DynamoDB_20120810.GetItem", "DynamoDB_20120810.TransactWriteItems"]
 
 
+def test_a_fault_lets_after_calls_through_first() -> None:
+    moto = FakeMoto()
+    client = Client(EmulatorMiddleware(moto))
+    spec = {"service": "dynamodb", "operation": "BatchWriteItem", "after": 2, "times": 1}
+    assert client.post("/_nimbus/faults", json=spec).status_code == 201
+    statuses = [_dynamodb(client, "BatchWriteItem").status_code for _ in range(4)]
+    assert statuses == [200, 200, 500, 200]
+    assert len(moto.calls) == 3
+
+
 def test_wildcard_fault_lasts_until_cleared_and_only_hits_its_service() -> None:
     client = Client(EmulatorMiddleware(FakeMoto()))
     client.post(
@@ -137,7 +147,7 @@ def test_ses_v2_fault_uses_the_rest_json_error_header_and_sends_no_mail() -> Non
     assert failed.status_code == 500
     assert failed.headers["x-amzn-ErrorType"] == "InternalFailure"
     assert _body(failed) == {"message": "injected fault"}
-    assert middleware.mailbox.list() == []
+    assert middleware.mail == []
 
 
 def test_accepted_ses_v2_mail_is_captured_and_can_be_cleared() -> None:
@@ -159,17 +169,25 @@ def test_accepted_ses_v2_mail_is_captured_and_can_be_cleared() -> None:
 def test_mail_refused_by_ses_is_not_captured() -> None:
     middleware = EmulatorMiddleware(FakeMoto(status="400 Bad Request"))
     assert _send_email(Client(middleware)).status_code == 400
-    assert middleware.mailbox.list() == []
+    assert middleware.mail == []
 
 
 def test_invalid_fault_specs_are_refused_with_400() -> None:
     client = Client(EmulatorMiddleware(FakeMoto()))
-    for spec in ({"service": "s3"}, {"service": "ssm", "status": 200}, {"service": "ssm", "times": 0}, [1]):
+    for spec in (
+        {"service": "s3"},
+        {"service": "ssm", "status": 200},
+        {"service": "ssm", "times": 0},
+        {"service": "ssm", "after": -1},
+        [1],
+    ):
         response = client.post("/_nimbus/faults", json=spec)
         assert response.status_code == 400, spec
     assert client.post("/_nimbus/faults", data=b"{not json").status_code == 400
     assert client.get("/_nimbus/nothing").status_code == 404
     assert client.put("/_nimbus/mail").status_code == 405
+    assert client.post("/_nimbus/streams/trim", json={"streamArn": "x"}).status_code == 400
+    assert client.get("/_nimbus/streams/trim").status_code == 405
 
 
 def test_aws_requests_are_served_one_at_a_time() -> None:

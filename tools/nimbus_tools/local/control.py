@@ -1,4 +1,5 @@
-"""Client side of the emulator's control endpoints (``/_nimbus/faults``, ``/_nimbus/mail``).
+"""Client side of the emulator's control endpoints (``/_nimbus/faults``, ``/_nimbus/mail``,
+``/_nimbus/streams/trim``).
 
 For tests and the ``nimbus mail`` command; every call takes the emulator URL (``aws_endpoint_url``
 in serve.json).
@@ -41,12 +42,13 @@ def inject_fault(
     status: int = 500,
     code: str = "InternalServerError",
     times: int | None = None,
+    after: int = 0,
 ) -> dict[str, Any]:
-    """Make matching AWS requests fail (``times`` None: until :func:`clear_faults`)."""
+    """Make matching AWS requests fail once ``after`` went through (``times`` None: until
+    :func:`clear_faults`)."""
+    spec = {"service": service, "operation": operation, "status": status, "code": code}
     fault: dict[str, Any] = _call(
-        "POST",
-        f"{aws_endpoint_url}/_nimbus/faults",
-        {"service": service, "operation": operation, "status": status, "code": code, "times": times},
+        "POST", f"{aws_endpoint_url}/_nimbus/faults", spec | {"times": times, "after": after}
     )
     return fault
 
@@ -71,3 +73,11 @@ def read_mail(aws_endpoint_url: str) -> list[dict[str, Any]]:
 def clear_mail(aws_endpoint_url: str) -> None:
     """Forget every captured email."""
     _call("DELETE", f"{aws_endpoint_url}/_nimbus/mail")
+
+
+def trim_stream(aws_endpoint_url: str, stream_arn: str, before: int) -> int:
+    """Drop the records of ``stream_arn`` below sequence number ``before``; returns how many went."""
+    answer: dict[str, int] = _call(
+        "POST", f"{aws_endpoint_url}/_nimbus/streams/trim", {"streamArn": stream_arn, "before": str(before)}
+    )
+    return answer["trimmed"]

@@ -1,7 +1,11 @@
-"""Injected AWS faults: the registry behind ``POST /_nimbus/faults`` and the error responses it makes.
+"""Injected AWS faults: one registry and one error answer for the local API and in-process tests.
 
-Tests use faults to prove the functions answer 503/500 correctly when DynamoDB, SSM or SES fail,
-without any mocking inside the function processes.
+Tests use faults to prove the functions answer 503/500 correctly when DynamoDB, SSM, SES or SQS
+fail, without any mocking inside the function processes. The emulator consults its
+:class:`FaultRegistry` for every request it serves (``POST``/``GET``/``DELETE /_nimbus/faults``);
+in-process tests put :func:`botocore_hook` on the functions' clients, which consults a registry
+the same way and hands botocore the very response the emulator would send, read by botocore's own
+parser, so both kinds of test see the same error.
 """
 
 from __future__ import annotations
@@ -9,14 +13,20 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from dataclasses import asdict, dataclass
-from typing import Any
-from xml.sax.saxutils import escape
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, cast, get_args
 
-from nimbus_tools.local.operations import AwsOperation
+from botocore.awsrequest import HeadersDict
+from botocore.model import OperationModel
+from botocore.parsers import create_parser
+
+from nimbus_tools.local.operations import AwsOperation, Protocol
 
 FAULT_SERVICES = ("dynamodb", "ssm", "ses", "sqs")
 FAULT_MESSAGE = "injected fault"
+# botocore's service names where the fault service is another: SES v2 is "ses", as on the wire.
+_SDK_SERVICES = {"sesv2": "ses"}
 
 
 class FaultSpecError(ValueError):
@@ -25,7 +35,8 @@ class FaultSpecError(ValueError):
 
 @dataclass
 class Fault:
-    """Matching requests answer ``status``/``code``; ``times`` None means until cleared."""
+    """Matching calls answer ``status``/``code`` once ``after`` of them went through; ``times`` is
+    how many answers are left (None: until cleared)."""
 
     id: int
     service: str
@@ -33,6 +44,7 @@ class Fault:
     status: int
     code: str
     times: int | None
+    after: int = 0
 
     def matches(self, operation: AwsOperation) -> bool:
         """Whether this fault applies to ``operation``."""
@@ -43,8 +55,12 @@ class Fault:
         return asdict(self)
 
 
+def _count(value: Any, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
 class FaultRegistry:
-    """Thread-safe list of active faults; the first matching fault answers a request."""
+    """Thread-safe list of active faults; the first matching fault answers a call."""
 
     def __init__(self) -> None:
         self._faults: list[Fault] = []
@@ -52,7 +68,8 @@ class FaultRegistry:
         self._ids = itertools.count(1)
 
     def add(self, spec: Any) -> Fault:
-        """Validate a JSON fault spec (see module doc) and activate it."""
+        """Validate a JSON fault spec (``service``, ``operation``, ``status``, ``code``, ``times``,
+        ``after``) and activate it."""
         if not isinstance(spec, dict):
             raise FaultSpecError("expected a JSON object")
         service = spec.get("service")
@@ -62,18 +79,36 @@ class FaultRegistry:
         status = spec.get("status", 500)
         code = spec.get("code", "InternalServerError")
         times = spec.get("times")
+        after = spec.get("after", 0)
         if not isinstance(operation, str) or not operation:
             raise FaultSpecError("operation must be an operation name or '*'")
-        if not isinstance(status, int) or isinstance(status, bool) or not 400 <= status <= 599:
+        if not _count(status, 400) or status > 599:
             raise FaultSpecError("status must be an HTTP error status (400-599)")
         if not isinstance(code, str) or not code:
             raise FaultSpecError("code must be an AWS error code such as InternalServerError")
-        if times is not None and (not isinstance(times, int) or isinstance(times, bool) or times < 1):
+        if times is not None and not _count(times, 1):
             raise FaultSpecError("times must be null (forever) or a positive integer")
+        if not _count(after, 0):
+            raise FaultSpecError("after must be a number of calls (0 or more)")
         with self._lock:
-            fault = Fault(next(self._ids), service, operation, status, code, times)
+            fault = Fault(next(self._ids), service, operation, status, code, times, after)
             self._faults.append(fault)
         return fault
+
+    def fail(
+        self,
+        service: str,
+        operation: str = "*",
+        code: str = "InternalServerError",
+        status: int = 500,
+        *,
+        after: int = 0,
+        times: int | None = None,
+    ) -> Fault:
+        """Fail ``operation`` of ``service`` ("*": every one) with ``code``/``status`` once ``after``
+        calls have gone through, ``times`` times (None: until :meth:`clear`)."""
+        spec = {"service": service, "operation": operation, "code": code, "status": status}
+        return self.add(spec | {"after": after, "times": times})
 
     def clear(self) -> None:
         """Remove every fault."""
@@ -86,15 +121,20 @@ class FaultRegistry:
             return [Fault(**asdict(f)) for f in self._faults]
 
     def take(self, operation: AwsOperation) -> Fault | None:
-        """The fault that answers ``operation``, counting one use of it; None if there is none."""
+        """The fault that answers ``operation``, counting one use of it; None if there is none (a
+        fault still letting ``after`` calls through counts this one and lets it through)."""
         with self._lock:
             for fault in self._faults:
-                if fault.matches(operation):
-                    if fault.times is not None:
-                        fault.times -= 1
-                        if fault.times == 0:
-                            self._faults.remove(fault)
-                    return fault
+                if not fault.matches(operation):
+                    continue
+                if fault.after:
+                    fault.after -= 1
+                    continue
+                if fault.times is not None:
+                    fault.times -= 1
+                    if fault.times == 0:
+                        self._faults.remove(fault)
+                return fault
         return None
 
 
@@ -106,16 +146,46 @@ def fault_response(fault: Fault, operation: AwsOperation) -> tuple[int, list[tup
         body = json.dumps({"__type": fault.code, "message": FAULT_MESSAGE}).encode()
         version = "1.0" if operation.service.startswith("dynamodb") else "1.1"
         headers.append(("Content-Type", f"application/x-amz-json-{version}"))
-    elif operation.protocol == "rest-json":
+    else:
         # restJson: the SDK reads the code from the x-amzn-ErrorType header.
         body = json.dumps({"message": FAULT_MESSAGE}).encode()
         headers += [("Content-Type", "application/json"), ("x-amzn-ErrorType", fault.code)]
-    else:
-        body = (
-            "<ErrorResponse><Error><Type>Receiver</Type>"
-            f"<Code>{escape(fault.code)}</Code><Message>{FAULT_MESSAGE}</Message>"
-            f"</Error><RequestId>nimbus-fault-{fault.id}</RequestId></ErrorResponse>"
-        ).encode()
-        headers.append(("Content-Type", "text/xml"))
     headers.append(("Content-Length", str(len(body))))
     return fault.status, headers, body
+
+
+@dataclass(frozen=True)
+class SdkAnswer:
+    """The HTTP response a botocore ``before-call`` handler stands in with (botocore reads its status)."""
+
+    status_code: int
+    headers: HeadersDict = field(default_factory=HeadersDict)
+    content: bytes = b""
+
+
+# It answers (SdkAnswer, parsed) or None; botocore's stubs type every handler as returning None.
+BeforeCallHook = Callable[..., Any]
+
+
+def botocore_hook(registry: FaultRegistry) -> BeforeCallHook:
+    """A botocore ``before-call`` handler answering the calls a fault of ``registry`` matches with
+    that fault's error, as the emulator would send it; other calls go on to AWS (or moto)."""
+
+    def before_call(model: OperationModel, **_: Any) -> tuple[SdkAnswer, dict[str, Any]] | None:
+        service_model = model.service_model
+        if service_model.protocol not in get_args(Protocol):
+            return None  # no fault service speaks another protocol
+        protocol = cast(Protocol, service_model.protocol)
+        name = service_model.service_name
+        operation = AwsOperation(_SDK_SERVICES.get(name, name), model.name, protocol)
+        fault = registry.take(operation)
+        if fault is None:
+            return None
+        status, header_list, body = fault_response(fault, operation)
+        headers = HeadersDict(dict(header_list))
+        response = {"status_code": status, "headers": headers, "body": body}
+        # An error is parsed without the output shape, which operations without output lack.
+        parsed: dict[str, Any] = create_parser(protocol).parse(response, cast(Any, model.output_shape))
+        return SdkAnswer(status, headers, body), parsed
+
+    return before_call

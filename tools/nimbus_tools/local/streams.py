@@ -12,6 +12,12 @@ records) goes to the OnFailure SQS destination and the shard moves on. Not emula
 failed batch, MaximumRecordAgeInSeconds, more than the stream's shards at start-up (moto has one).
 Delivery is at least once, as on AWS; locally a record is delivered once unless it is retried.
 
+moto keeps every stream record forever and deep-copies a table, stream included, on every
+TransactWriteItems (its rollback snapshot), so in a long session every transaction grew slower. The
+poller therefore has the emulator trim what every reader of a stream is done with (``POST
+/_nimbus/streams/trim``), except the records of a batch given up to an OnFailure destination: those
+stay until they are 24 hours old, as on DynamoDB, so ``nimbus mail retry`` can read them back.
+
 :class:`StreamReader` and :func:`lambda_event` are also used by the integration tests, which feed
 the mail function from moto's stream in process.
 """
@@ -31,6 +37,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from nimbus_core import clock
+from nimbus_tools.local.control import ControlError, trim_stream
 from nimbus_tools.template import LOCAL_ACCOUNT_ID, LOCAL_REGION, StreamSubscription
 
 if TYPE_CHECKING:
@@ -42,6 +49,9 @@ if TYPE_CHECKING:
 # Lambda's default is "retry until the record expires" (-1); locally that would spin for a day.
 LOCAL_MAX_RETRIES = 5
 STREAM_CLIENT_CONFIG = Config(account_id_endpoint_mode="disabled")  # moto serves the regional endpoint
+RETENTION_SECONDS = 24 * 3600  # how long DynamoDB keeps a stream record
+# How often an idle poller still has the emulator trim: that also drops moto's used shard iterators.
+TRIM_INTERVAL_SECONDS = 30.0
 
 
 class Invoker(Protocol):
@@ -180,6 +190,9 @@ class StreamReader:
     held across that would read a stream nobody writes to any more. Records are told apart by their
     eventID, which moto never reuses: when the last record returned is no longer there, the shard
     is scanned again and only records never returned are given out.
+
+    :meth:`position` tells how far the reader got; once the records before it are trimmed from the
+    stream, :meth:`forget` drops their eventIDs, so the reader's memory stays bounded too.
     """
 
     def __init__(self, client: DynamoDBStreamsClient, stream_arn: str, starting_position: str) -> None:
@@ -190,8 +203,9 @@ class StreamReader:
         self.last_seen: dict[str, tuple[str, str] | None] = {
             s["ShardId"]: None for s in description.get("Shards", [])
         }
-        # Every eventID returned: after a rollback moto reuses sequence numbers, never eventIDs.
-        self.returned: set[str] = set()
+        # eventID -> sequence number of every record returned and not yet trimmed from the stream:
+        # after a rollback moto reuses sequence numbers, never eventIDs.
+        self.returned: dict[str, int] = {}
         if starting_position == "LATEST":
             for shard_id in self.last_seen:
                 while self._read_shard(shard_id, 1000):
@@ -204,6 +218,18 @@ class StreamReader:
             if records:
                 return [lambda_record(r, self.stream_arn) for r in records]
         return []
+
+    def position(self) -> int | None:
+        """The lowest sequence number among the shards' last records returned (every record before
+        it was returned); None while a shard has returned nothing."""
+        seen = list(self.last_seen.values())
+        if not seen or any(last is None for last in seen):
+            return None
+        return min(int(last[0]) for last in seen if last is not None)
+
+    def forget(self, before: int) -> None:
+        """Drop the eventIDs of records below sequence number ``before`` (trimmed from the stream)."""
+        self.returned = {event: seq for event, seq in self.returned.items() if seq >= before}
 
     def _records(self, shard_id: str, kind: str, sequence: str | None, limit: int) -> list[Any]:
         arguments: dict[str, Any] = {
@@ -230,7 +256,7 @@ class StreamReader:
                 records = self._records(shard_id, "TRIM_HORIZON", None, 10_000)
         fresh = [r for r in records if r.get("eventID") not in self.returned][:limit]
         if fresh:
-            self.returned.update(str(r.get("eventID")) for r in fresh)
+            self.returned.update((str(r.get("eventID")), int(r["dynamodb"]["SequenceNumber"])) for r in fresh)
             self.last_seen[shard_id] = (
                 str(fresh[-1]["dynamodb"]["SequenceNumber"]),
                 str(fresh[-1].get("eventID")),
@@ -296,6 +322,11 @@ class StreamPoller:
         self._threads: list[threading.Thread] = []
         self._requests = itertools.count(1)
         self._readers: list[tuple[StreamSubscription, StreamReader]] = []
+        # Stream ARN -> (first sequence number, expiry) of every batch given up to an OnFailure queue.
+        self._kept: dict[str, list[tuple[int, float]]] = {}
+        self._kept_lock = threading.Lock()
+        # Reader -> its position when all it had read was delivered or given up (None: not yet).
+        self._done: dict[StreamReader, int | None] = {}
 
     def start(self) -> None:
         """Open every stream at its StartingPosition (before returning), then poll on threads."""
@@ -332,7 +363,13 @@ class StreamPoller:
 
     def _poll(self, subscription: StreamSubscription, reader: StreamReader) -> None:
         dynamodb = self.session.client("dynamodb", endpoint_url=self.endpoint_url)
+        trimmed: tuple[int | None, float] = (None, time.monotonic())  # (position, when) of the last trim
         while not self._stop.is_set():
+            # Everything read before was delivered (or given up): the stream can drop it.
+            position = self._done[reader] = reader.position()
+            if position != trimmed[0] or time.monotonic() - trimmed[1] > TRIM_INTERVAL_SECONDS:
+                self._trim(reader)
+                trimmed = (position, time.monotonic())
             try:
                 records = reader.read(subscription.batch_size)
             except (BotoCoreError, ClientError) as error:
@@ -354,6 +391,25 @@ class StreamPoller:
                 self._log(f"stream {subscription.table}: cannot check records ({error}); skipping check")
             if batch:
                 self._deliver(subscription, batch)
+
+    def _trim(self, reader: StreamReader) -> None:
+        """Have the emulator drop the records of ``reader``'s stream that every reader of it has
+        returned (each keeps its last one, which it reads again) and no kept batch holds."""
+        arn = reader.stream_arn
+        positions = [self._done.get(r) for _, r in self._readers if r.stream_arn == arn]
+        with self._kept_lock:
+            now = clock.now()
+            kept = self._kept[arn] = [(start, end) for start, end in self._kept.get(arn, []) if end > now]
+            starts = [start for start, _ in kept]
+        if any(p is None for p in positions):
+            return  # a reader that has returned nothing needs the whole stream
+        before = min([p for p in positions if p is not None] + starts)
+        try:
+            trim_stream(self.endpoint_url, arn, before)
+        except ControlError as error:
+            self._log(f"stream {arn}: cannot trim ({error})")
+            return
+        reader.forget(before)
 
     def _deliver(self, subscription: StreamSubscription, batch: list[dict[str, Any]]) -> None:
         limit = subscription.maximum_retry_attempts
@@ -401,6 +457,12 @@ class StreamPoller:
         except (BotoCoreError, ClientError) as error:
             self._log(f"stream {subscription.table}: could not send the failed batch to {queue}: {error}")
             return
+        # The message points at the records in the stream: keep them as long as DynamoDB would.
+        first = failed[0]
+        created = float(first["dynamodb"].get("ApproximateCreationDateTime") or clock.now())
+        with self._kept_lock:
+            kept = self._kept.setdefault(first["eventSourceARN"], [])
+            kept.append((int(first["dynamodb"]["SequenceNumber"]), created + RETENTION_SECONDS))
         self._log(
             f"stream {subscription.table}: {len(failed)} record(s) sent to {subscription.on_failure_queue}"
         )

@@ -1,0 +1,168 @@
+"""The stream poller against the real AWS emulator: every committed record delivered once, and the
+stream trimmed behind it, so it does not grow without bound in a long ``make serve`` session (moto
+deep-copies a table, stream included, on every TransactWriteItems)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from nimbus_core import clock
+from nimbus_tools.local.aws import AwsEmulator
+from nimbus_tools.local.functions import Invocation
+from nimbus_tools.local.session import emulator_session
+from nimbus_tools.local.streams import STREAM_CLIENT_CONFIG, StreamPoller, latest_stream_arn
+from nimbus_tools.template import LOCAL_REGION, StreamSubscription
+
+
+class Function:
+    """Stands in for a stream-fed function: records every key it is given; fails the ``bad`` one."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self._lock = threading.Lock()
+
+    def invoke(self, function: str, event: Mapping[str, Any], request_id: str) -> Invocation:
+        keys = [r["dynamodb"]["Keys"]["pk"]["S"] for r in event["Records"]]
+        if "bad" in keys:
+            return Invocation(ok=False, error="boom")
+        with self._lock:
+            self.keys += keys
+        return Invocation(ok=True, result_json=json.dumps({"batchItemFailures": []}))
+
+
+class Stack:
+    """A table with a stream (and a queue) in a running emulator, fed to :class:`Function`."""
+
+    def __init__(self, url: str) -> None:
+        session = emulator_session(LOCAL_REGION)
+        self.dynamodb: Any = session.client("dynamodb", endpoint_url=url)
+        self.streams: Any = session.client("dynamodbstreams", endpoint_url=url, config=STREAM_CLIENT_CONFIG)
+        self.sqs: Any = session.client("sqs", endpoint_url=url)
+        self.table = f"Trim{uuid.uuid4().hex[:8]}"  # moto's backends are this process's: a name of our own
+        self.dynamodb.create_table(
+            TableName=self.table,
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
+        )
+        self.arn = latest_stream_arn(self.dynamodb, self.table)
+        self.queue = self.sqs.create_queue(QueueName=f"{self.table}-failures")["QueueUrl"]
+        self.function = Function()
+        subscription = StreamSubscription(
+            "Fed", "Stream", "Table", 10, "TRIM_HORIZON", maximum_retry_attempts=0, on_failure_queue="Q"
+        )
+        self.poller = StreamPoller(
+            [subscription],
+            self.function,
+            session=session,
+            endpoint_url=url,
+            tables={"Table": self.table},
+            queues={"Q": self.queue},
+            interval=0.02,
+            retry_delay=0.01,
+        )
+
+    def put(self, *keys: str) -> None:
+        for key in keys:
+            self.dynamodb.put_item(TableName=self.table, Item={"pk": {"S": key}})
+
+    def stream(self, kind: str = "TRIM_HORIZON", sequence: str | None = None) -> list[dict[str, Any]]:
+        """Every record the stream still holds (from ``sequence`` on, with AT_SEQUENCE_NUMBER)."""
+        [shard] = self.streams.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"]
+        position = {"SequenceNumber": sequence} if sequence else {}
+        iterator = self.streams.get_shard_iterator(
+            StreamArn=self.arn, ShardId=shard["ShardId"], ShardIteratorType=kind, **position
+        )["ShardIterator"]
+        return list(self.streams.get_records(ShardIterator=iterator, Limit=1000)["Records"])
+
+
+def eventually(condition: Callable[[], bool], bound: float = 10.0) -> None:
+    deadline = time.monotonic() + bound
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def stack() -> Iterator[Stack]:
+    emulator = AwsEmulator()
+    url = emulator.start()
+    try:
+        stack = Stack(url)
+        stack.poller.start()
+        yield stack
+        stack.poller.stop()
+        stack.dynamodb.delete_table(TableName=stack.table)
+    finally:
+        emulator.stop()
+
+
+def test_delivered_records_are_trimmed_and_later_ones_still_arrive_once_in_order(stack: Stack) -> None:
+    written: list[str] = []
+    for round_ in range(3):
+        keys = [f"r{round_}-{i:02d}" for i in range(25)]
+        stack.put(*keys[:10])
+        # A cancelled transaction: moto rolls the table, stream included, back to a copy.
+        with pytest.raises(stack.dynamodb.exceptions.TransactionCanceledException):
+            stack.dynamodb.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": stack.table, "Item": {"pk": {"S": f"cancelled-{round_}"}}}},
+                    {
+                        "ConditionCheck": {
+                            "TableName": stack.table,
+                            "Key": {"pk": {"S": "absent"}},
+                            "ConditionExpression": "attribute_exists(pk)",
+                        }
+                    },
+                ]
+            )
+        stack.put(*keys[10:])
+        written += keys
+        count = len(written)
+        eventually(lambda: len(stack.function.keys) >= count)  # noqa: B023 - called at once
+        # Only the last record delivered stays (the reader reads it again to know where it is).
+        eventually(lambda: len(stack.stream()) == 1)
+        assert stack.stream()[0]["dynamodb"]["Keys"]["pk"]["S"] == written[-1]
+
+    assert stack.function.keys == written  # each once, in order, none of the cancelled writes
+
+
+def test_a_batch_given_up_to_the_failure_queue_stays_readable_for_24_hours(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack.put("first")
+    eventually(lambda: stack.function.keys == ["first"])
+    stack.put("bad")
+    messages: list[dict[str, Any]] = []
+
+    def received() -> bool:
+        # No long polling: moto would hold the emulator's one lock meanwhile, so nothing could be sent.
+        messages.extend(stack.sqs.receive_message(QueueUrl=stack.queue).get("Messages", []))
+        return bool(messages)
+
+    eventually(received)
+    [message] = messages
+    info = json.loads(message["Body"])["DDBStreamBatchInfo"]
+    stack.put("after")
+    eventually(lambda: stack.function.keys == ["first", "after"])
+    time.sleep(0.2)  # trims have run since
+
+    # What the failure message points at is still there (nimbus mail retry reads it back)...
+    kept = stack.stream("AT_SEQUENCE_NUMBER", info["startSequenceNumber"])
+    assert [r["dynamodb"]["Keys"]["pk"]["S"] for r in kept] == ["bad", "after"]
+    assert [r["dynamodb"]["Keys"]["pk"]["S"] for r in stack.stream()] == ["bad", "after"]
+
+    # ...until it is 24 hours old, as on DynamoDB.
+    later = time.time() + 24 * 3600 + 60
+    monkeypatch.setattr(clock, "now", lambda: later)
+    stack.put("next-day")
+    eventually(lambda: stack.function.keys == ["first", "after", "next-day"])
+    eventually(lambda: [r["dynamodb"]["Keys"]["pk"]["S"] for r in stack.stream()] == ["next-day"])
