@@ -32,7 +32,6 @@ from staff_api.models import BanBody, DeleteUsersBody, UsersQuery
 routes = EndpointRouter(reserved={"id": frozenset({"me"})})
 
 
-
 # A change to the account in ``:id``; each endpoint adds its summary and body (``replace``).
 _MODIFY = Policy(
     staff=True,
