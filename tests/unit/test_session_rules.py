@@ -11,6 +11,7 @@ from auth_api.models import LoginBody, RegisterBody
 from nimbus_core import passwords
 from nimbus_core.auth import Caller, authenticate
 from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.http.guard import Request
 from nimbus_core.ids import new_id
 from nimbus_core.scopes import Scope
 from nimbus_core.tokens import parse_session_token
@@ -234,4 +235,8 @@ def test_staff_scopes_are_refused_to_a_non_staff_user_before_anything_is_written
 
 
 def test_an_unknown_staff_target_is_invalid_user() -> None:
-    assert _error(lambda: service.staff_target(None)).code is ErrorCode.INVALID_USER_ERROR
+    world = fake_world()
+    # The guard leaves target_id unset when the path names no user (malformed id or none at all).
+    request = Request(deps=world.deps, source_ip="203.0.113.9", headers={}, now=world.clock.now(), token=None)
+
+    assert _error(request.target).code is ErrorCode.INVALID_USER_ERROR

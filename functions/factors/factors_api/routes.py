@@ -8,13 +8,13 @@ from aws_lambda_powertools.event_handler import Response
 
 from factors_api import service
 from factors_api.models import ConfirmTotpBody, ConfirmWebAuthnBody, DeleteFactorsBody, FactorsQuery
-from nimbus_core.errors import ErrorCode, NimbusError, SuccessCode
+from nimbus_core.errors import SuccessCode
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Policy
 from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import json_response, success_response
 from nimbus_core.killswitches import KillSwitch
-from nimbus_core.models import SecondFactor, User
+from nimbus_core.models import SecondFactor
 from nimbus_core.scopes import Scope
 from nimbus_core.views import (
     BackupCodesView,
@@ -242,14 +242,6 @@ def delete_all_factors(request: Request) -> Response[str]:
 # ------------------------------------------------------------------------------ staff: another user's
 
 
-def _target(request: Request) -> User:
-    # Read with the caller's session (Policy.target): no read of its own.
-    user = request.target_user(request.path["uid"])
-    if user is None:
-        raise NimbusError(ErrorCode.INVALID_USER_ERROR)
-    return user
-
-
 @routes.endpoint(
     "GET",
     "/users/<uid>/2fa",
@@ -265,7 +257,7 @@ def _target(request: Request) -> User:
 def list_user_factors(request: Request) -> Response[str]:
     """GET /users/:uid/2fa: ``{count, items}``, or 404 INVALID_USER_ERROR."""
     query: FactorsQuery = request.query
-    count, page = service.list_factors(_target(request), limit=query.limit, offset=query.offset)
+    count, page = service.list_factors(request.target(), limit=query.limit, offset=query.offset)
     return json_response(200, {"count": count, "items": [f.to_public() for f in page]})
 
 
@@ -282,7 +274,7 @@ def list_user_factors(request: Request) -> Response[str]:
 )
 def get_user_factor(request: Request) -> Response[str]:
     """GET /users/:uid/2fa/:id: 404 INVALID_USER_ERROR or INVALID_SECOND_FACTOR_ERROR."""
-    return json_response(200, service.get_factor(_target(request), request.path["id"]).to_public())
+    return json_response(200, service.get_factor(request.target(), request.path["id"]).to_public())
 
 
 @routes.endpoint(
@@ -303,7 +295,7 @@ def delete_user_factor(request: Request) -> Response[str]:
 
     Errors: 404 INVALID_SECOND_FACTOR_ERROR.
     """
-    service.remove_factor(request.deps, _target(request), request.path["id"])
+    service.remove_factor(request.deps, request.target(), request.path["id"])
     return success_response(SuccessCode.DELETE_SECOND_FACTOR_SUCCESS)
 
 
@@ -323,7 +315,7 @@ def delete_user_factor(request: Request) -> Response[str]:
 )
 def delete_user_factors(request: Request) -> Response[str]:
     """DELETE /users/:uid/2fa: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
-    count = service.remove_factors(request.deps, _target(request), request.body.ids)
+    count = service.remove_factors(request.deps, request.target(), request.body.ids)
     return success_response(SuccessCode.DELETE_SECOND_FACTORS_SUCCESS, count=count)
 
 
@@ -342,6 +334,6 @@ def delete_user_factors(request: Request) -> Response[str]:
 )
 def delete_all_user_factors(request: Request) -> Response[str]:
     """DELETE /users/:uid/2fa/all: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
-    user = _target(request)
+    user = request.target()
     count = service.remove_factors(request.deps, user, list(user.second_factors))
     return success_response(SuccessCode.DELETE_SECOND_FACTORS_SUCCESS, count=count)

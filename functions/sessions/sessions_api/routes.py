@@ -43,7 +43,7 @@ def _me(request: Request) -> Owner:
 
 def _user(request: Request) -> Owner:
     # Read with the caller's session (Policy.target): no read of its own.
-    return service.staff_target(request.target_user(request.path["uid"]))
+    return Owner(request.target())
 
 
 def _list(request: Request, owner: Owner) -> Response[str]:

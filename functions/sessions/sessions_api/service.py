@@ -46,13 +46,6 @@ class Owner:
         return self.current if self.current is not None and self.resolve(sid) == self.current.id else None
 
 
-def staff_target(user: User | None) -> Owner:
-    """The sessions of the user a staff endpoint works on, or 404 INVALID_USER_ERROR."""
-    if user is None:
-        raise NimbusError(ErrorCode.INVALID_USER_ERROR)
-    return Owner(user)
-
-
 def list_sessions(
     deps: Deps, owner: Owner, now: float, *, limit: int, offset: int
 ) -> tuple[int, list[Session]]:

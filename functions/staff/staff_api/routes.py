@@ -17,7 +17,7 @@ from nimbus_core.account_bodies import (
     ChangePasswordBody,
     ChangeUsernameBody,
 )
-from nimbus_core.errors import SuccessCode
+from nimbus_core.errors import ErrorCode, NimbusError, SuccessCode
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Policy
 from nimbus_core.http.registry import EndpointRouter
@@ -41,10 +41,6 @@ _MODIFY = Policy(
     audit=True,
     response=UserView,
 )
-
-
-def _target(request: Request) -> User:
-    return service.existing(request.target_user(request.path["id"]))
 
 
 def _user(user: User) -> Response[str]:
@@ -82,7 +78,7 @@ def list_users(request: Request) -> Response[str]:
 )
 def get_user(request: Request) -> Response[str]:
     """GET /users/:id: the User, or 404 INVALID_USER_ERROR."""
-    return _user(_target(request))
+    return _user(request.target())
 
 
 @routes.endpoint(
@@ -95,7 +91,7 @@ def set_username(request: Request) -> Response[str]:
 
     Errors: 400 INVALID_USERNAME_ERROR.
     """
-    return _user(account_changes.rename(request.deps, _target(request), request.body.username, request.now))
+    return _user(account_changes.rename(request.deps, request.target(), request.body.username, request.now))
 
 
 @routes.endpoint(
@@ -111,7 +107,7 @@ def set_email(request: Request) -> Response[str]:
     Errors: 400 INVALID_EMAIL_ERROR, 409 USER_EXISTS_ERROR.
     """
     return _user(
-        account_changes.change_email(request.deps, _target(request), request.body.email, request.now)
+        account_changes.change_email(request.deps, request.target(), request.body.email, request.now)
     )
 
 
@@ -128,7 +124,7 @@ def set_password(request: Request) -> Response[str]:
     Errors: 400 PASSWORDS_DO_NOT_MATCH_ERROR.
     """
     body: ChangePasswordBody = request.body
-    return _user(service.set_password(request.deps, _target(request), body.new_password, request.now))
+    return _user(service.set_password(request.deps, request.target(), body.new_password, request.now))
 
 
 @routes.endpoint(
@@ -143,7 +139,7 @@ def set_domain(request: Request) -> Response[str]:
     """
     body: ChangeDomainBody = request.body
     user = account_changes.change_domain(
-        request.deps, _target(request), body.domain, body.subdomain, request.now
+        request.deps, request.target(), body.domain, body.subdomain, request.now
     )
     return _user(user)
 
@@ -153,13 +149,13 @@ def set_domain(request: Request) -> Response[str]:
 )
 def set_verified(request: Request) -> Response[str]:
     """PUT /users/:id/verify: 200 with the User; 400 EMAIL_ALREADY_VERIFIED_ERROR."""
-    return _user(service.set_verified(request.deps, _target(request), request.now))
+    return _user(service.set_verified(request.deps, request.target(), request.now))
 
 
 @routes.endpoint("DELETE", "/users/<id>/verify", replace(_MODIFY, summary="Remove a user's verified mark"))
 def clear_verified(request: Request) -> Response[str]:
     """DELETE /users/:id/verify: 200 with the User; 400 EMAIL_NOT_VERIFIED_ERROR."""
-    return _user(service.clear_verified(request.deps, _target(request), request.now))
+    return _user(service.clear_verified(request.deps, request.target(), request.now))
 
 
 @routes.endpoint(
@@ -175,7 +171,7 @@ def clear_verified(request: Request) -> Response[str]:
 )
 def resend_verification(request: Request) -> Response[str]:
     """GET /users/:id/verify: 201 SEND_VERIFICATION_EMAIL_SUCCESS; 400 EMAIL_ALREADY_VERIFIED_ERROR."""
-    account_changes.resend_verification(request.deps, _target(request), request.now)
+    account_changes.resend_verification(request.deps, request.target(), request.now)
     return success_response(SuccessCode.SEND_VERIFICATION_EMAIL_SUCCESS)
 
 
@@ -186,13 +182,13 @@ def resend_verification(request: Request) -> Response[str]:
 )
 def promote(request: Request) -> Response[str]:
     """PUT /users/:id/staff: 200 with the User; 400 USER_REQUIRES_SECOND_FACTOR_ERROR."""
-    return _user(service.set_staff(request.deps, _target(request), True, request.now))
+    return _user(service.set_staff(request.deps, request.target(), True, request.now))
 
 
 @routes.endpoint("DELETE", "/users/<id>/staff", replace(_MODIFY, summary="Demote a user from staff"))
 def demote(request: Request) -> Response[str]:
     """DELETE /users/:id/staff: 200 with the User."""
-    return _user(service.set_staff(request.deps, _target(request), False, request.now))
+    return _user(service.set_staff(request.deps, request.target(), False, request.now))
 
 
 @routes.endpoint(
@@ -202,13 +198,13 @@ def demote(request: Request) -> Response[str]:
 )
 def ban(request: Request) -> Response[str]:
     """PUT /users/:id/ban: 200 with the User (``bannedAt``, ``banReason``)."""
-    return _user(service.ban(request.deps, _target(request), request.body.reason, request.now))
+    return _user(service.ban(request.deps, request.target(), request.body.reason, request.now))
 
 
 @routes.endpoint("DELETE", "/users/<id>/ban", replace(_MODIFY, summary="Lift a user's ban"))
 def unban(request: Request) -> Response[str]:
     """DELETE /users/:id/ban: 200 with the User."""
-    return _user(service.unban(request.deps, _target(request), request.now))
+    return _user(service.unban(request.deps, request.target(), request.now))
 
 
 @routes.endpoint(
@@ -218,8 +214,8 @@ def unban(request: Request) -> Response[str]:
 )
 def delete_user(request: Request) -> Response[str]:
     """DELETE /users/:id: 200 DELETE_USER_SUCCESS; 404 INVALID_USER_ERROR (also if deleted meanwhile)."""
-    if not service.delete_user(request.deps, _target(request)):
-        service.existing(None)
+    if not service.delete_user(request.deps, request.target()):
+        raise NimbusError(ErrorCode.INVALID_USER_ERROR)  # deleted meanwhile
     return success_response(SuccessCode.DELETE_USER_SUCCESS)
 
 

@@ -18,13 +18,6 @@ from nimbus_core.ports import WriteOp
 from nimbus_core.session_issuer import revoke_all
 
 
-def existing(user: User | None) -> User:
-    """The user a staff endpoint names, or 404 INVALID_USER_ERROR."""
-    if user is None:
-        raise NimbusError(ErrorCode.INVALID_USER_ERROR)
-    return user
-
-
 def list_users(deps: Deps, *, limit: int, offset: int) -> tuple[int, list[User]]:
     """Every user, newest first: the exact total and one page (no Scan: see UserStore.newest_page)."""
     return deps.users.newest_page(limit=limit, offset=offset)

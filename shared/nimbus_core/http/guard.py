@@ -96,6 +96,14 @@ class Request:
             return caller.target
         return self.deps.users.get(user_id) if ids.is_id(user_id) else None
 
+    def target(self) -> User:
+        """The user the policy's ``target`` path parameter names (read with the caller), or 404
+        INVALID_USER_ERROR: unknown, deleted, or not an id at all."""
+        user = self.target_user(self.target_id) if self.target_id is not None else None
+        if user is None:
+            raise NimbusError(ErrorCode.INVALID_USER_ERROR)
+        return user
+
     def record_answer_now(self) -> None:
         """Record a second-factor answer before a change that no DynamoDB transaction can carry
         (an SSM write): should the change then fail, the staff member answers a new challenge;
