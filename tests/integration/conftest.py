@@ -385,24 +385,16 @@ class Faults(FaultRegistry):
         self._hook = botocore_hook(self)
         self._hooked: list[Any] = []
 
-    def fail(
-        self,
-        service: str,
-        operation: str = "*",
-        code: str = "InternalServerError",
-        status: int = 500,
-        *,
-        after: int = 0,
-        times: int | None = None,
-    ) -> Fault:
-        """Fail ``operation`` from now on (until :meth:`clear`, or ``times`` times), once ``after``
-        calls have gone through (a fault mid-way through a sequence of calls)."""
+    def add(self, spec: Any) -> Fault:
+        """Register a fault (see :meth:`FaultRegistry.fail`), hooked on the client the functions
+        use now for its service (container.reset() makes new ones)."""
+        fault = super().add(spec)
         factory = {"dynamodb": clients.dynamodb, "ssm": clients.ssm, "ses": clients.sesv2, "sqs": clients.sqs}
-        client = factory[service]()  # the client the functions use now (container.reset() makes new ones)
+        client = factory[fault.service]()
         if not any(hooked is client for hooked in self._hooked):
             client.meta.events.register("before-call", self._hook)
             self._hooked.append(client)
-        return super().fail(service, operation, code, status, after=after, times=times)
+        return fault
 
     def remove_hooks(self) -> None:
         """Take the registry off every client it was put on."""
