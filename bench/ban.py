@@ -41,14 +41,11 @@ from bench.calls import (
     _set_config,
     _stop_stream_records,
 )
+from bench.sessions import stored_sessions
 from bench.sweep import _store, _stored
 from bench.table import render
 from nimbus_core.adapters import clients
-from nimbus_core.clock import iso
-from nimbus_core.ids import new_id
-from nimbus_core.models import Session
 from nimbus_core.settings import get_settings
-from nimbus_core.tokens import hash_secret
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub
 from nimbus_tools.local.provision import provision
 from nimbus_tools.local.streams import StreamReader, lambda_event, latest_stream_arn, matches
@@ -110,25 +107,6 @@ class BanRow:
         return ", ".join(f"{n} {op}" for op, n in self.runs[0].sweep_calls.items())
 
 
-def _sessions(user_id: str, count: int) -> list[Session]:
-    now = time.time()
-    stamp = iso(now)
-    return [
-        Session(
-            user_id=user_id,
-            id=new_id(),
-            secret_hash=hash_secret(new_id()),
-            name="Firefox 132 on Ubuntu",
-            exp=int(now) + 86400,
-            created_at=stamp,
-            updated_at=stamp,
-            used_at=stamp,
-            generation=0,  # a registered user's first generation
-        )
-        for _ in range(count)
-    ]
-
-
 class _Bench:
     """The stack of one measurement: the API, the users stream and the counted clients."""
 
@@ -151,7 +129,7 @@ class _Bench:
         seed = h.make_staff(staff)
         old = h.register(h.unique("banned"))  # the session that must be refused after the ban
         user_id = old.split(".")[0]
-        _store(self.setup, table, _sessions(user_id, size - 1))
+        _store(self.setup, table, stored_sessions(user_id, size - 1))
         if len(_stored(self.setup, table, user_id)) != size:
             raise BanBenchError(f"setup: expected {size} stored sessions")
         path, body, ip = f"/users/{user_id}/ban", {"reason": REASON}, h.fresh_ip()

@@ -57,26 +57,29 @@ class RevokeRow:
     count: int
 
 
-def _add_sessions(dynamodb: Any, user_id: str, generation: int, count: int) -> None:
+def stored_sessions(user_id: str, count: int, generation: int = 0) -> list[Session]:
+    """``count`` live sessions of ``user_id`` (a day left), as a bench stores them directly."""
     now = time.time()
     stamp = iso(now)
-    table = get_settings().sessions_table
-    items = [
-        session_item(
-            Session(
-                user_id=user_id,
-                id=new_id(),
-                secret_hash=hash_secret(new_id()),
-                name="Firefox 132 on Ubuntu",
-                exp=int(now) + 86400,
-                created_at=stamp,
-                updated_at=stamp,
-                used_at=stamp,
-                generation=generation,
-            )
+    return [
+        Session(
+            user_id=user_id,
+            id=new_id(),
+            secret_hash=hash_secret(new_id()),
+            name="Firefox 132 on Ubuntu",
+            exp=int(now) + 86400,
+            created_at=stamp,
+            updated_at=stamp,
+            used_at=stamp,
+            generation=generation,
         )
         for _ in range(count)
     ]
+
+
+def _add_sessions(dynamodb: Any, user_id: str, generation: int, count: int) -> None:
+    table = get_settings().sessions_table
+    items = [session_item(session) for session in stored_sessions(user_id, count, generation)]
     for start in range(0, len(items), WRITE_BATCH):
         batch = [{"PutRequest": {"Item": item}} for item in items[start : start + WRITE_BATCH]]
         dynamodb.batch_write_item(RequestItems={table: batch})
