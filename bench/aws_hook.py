@@ -2,11 +2,11 @@
 
 The budgets bench (``bench.budgets``) times handlers whose AWS calls must cost what the SDK costs
 (serialising, signing, parsing) and nothing more: the hook replaces only the HTTP round trip. It is
-registered on a boto3 session before its clients are created (clients copy the session's event
+registered on a botocore (or boto3) session before its clients are created (clients copy the session's event
 handlers when they are made), so it sees every call of those clients.
 
 This module imports nothing from boto3 or botocore at import time: a cold child interpreter imports
-it before the timed import of a handler, which must load boto3 itself.
+it before the timed import of a handler, which must load the SDK itself.
 """
 
 from __future__ import annotations
@@ -44,8 +44,11 @@ class CannedAws:
         self.calls: list[str] = []
 
     def install(self, session: Any) -> None:
-        """Answer the calls of every client ``session`` (a boto3 Session) creates from now on."""
-        session.events.register_first("before-send", self._answer)
+        """Answer the calls of every client ``session`` creates from now on: a botocore Session (as
+        Nimbus's functions use) or a boto3 one (the bare handler's)."""
+        # boto3 exposes botocore's event emitter as ``events``; botocore hands it out as a component.
+        events = session.events if hasattr(session, "events") else session.get_component("event_emitter")
+        events.register_first("before-send", self._answer)
 
     def _answer(self, event_name: str, request: Any, **_kwargs: Any) -> Any:
         from botocore.awsrequest import AWSResponse

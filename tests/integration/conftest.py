@@ -19,8 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, tzinfo
-from typing import Any, Self, cast
+from typing import Any, cast
 
 import boto3
 import botocore.loaders
@@ -28,14 +27,13 @@ import botocore.session
 import pytest
 from argon2 import PasswordHasher
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
-from aws_lambda_powertools.utilities.parameters import base as parameters_base
 from botocore.config import Config
 from moto import mock_aws
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 
 from nimbus_core import metrics, passwords
-from nimbus_core.adapters import clients, container
+from nimbus_core.adapters import clients, container, runtime_config
 from nimbus_core.http.policy import Endpoint
 from nimbus_core.settings import get_settings
 from nimbus_tools.local.faults import Fault, FaultRegistry, botocore_hook
@@ -435,19 +433,14 @@ def frozen(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 @pytest.fixture
 def parameter_clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[float], None]:
-    """Move the clock that Powertools' parameter cache reads (its 10 s max age), without sleeping."""
-
-    class Shifted(datetime):
-        offset = 0.0
-
-        @classmethod
-        def now(cls, tz: tzinfo | None = None) -> Self:
-            return cls.fromtimestamp(time.time() + cls.offset, tz)
+    """Move the clock that the runtime configuration's cache reads (its 10 s max age), without
+    sleeping."""
+    offset = [0.0]
+    monkeypatch.setattr(runtime_config, "monotonic", lambda: time.monotonic() + offset[0])
 
     def advance(seconds: float) -> None:
-        Shifted.offset = seconds
+        offset[0] = seconds
 
-    monkeypatch.setattr(parameters_base, "datetime", Shifted)
     return advance
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
+import botocore.session
 import pytest
 from botocore.config import Config
 from botocore.model import OperationModel
@@ -72,14 +73,15 @@ class Recording:
         for request in requests_of(service, model.name, params):
             self.requests[function].setdefault(request, set()).add(f"{self.endpoint} ({model.name})")
 
-    def session_factory(self) -> Callable[[], boto3.session.Session]:
+    def session_factory(self) -> Callable[[], botocore.session.Session]:
         """A stand-in for ``clients._session``: every client the container builds reports here."""
 
         @functools.cache
-        def session() -> boto3.session.Session:
-            built = boto3.session.Session()
-            built.events.register("before-parameter-build", self.on_call)
-            built.events.register("before-call", botocore_hook(self.faults))
+        def session() -> botocore.session.Session:
+            built = botocore.session.get_session()
+            events = built.get_component("event_emitter")
+            events.register("before-parameter-build", self.on_call)
+            events.register("before-call", botocore_hook(self.faults))
             return built
 
         return session

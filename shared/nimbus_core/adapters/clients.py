@@ -1,15 +1,21 @@
-"""boto3 clients, created lazily once per container (no I/O at import time).
+"""AWS SDK clients, created lazily once per container (no I/O at import time).
+
+The clients are botocore's, the core that boto3 wraps: boto3's package ``__init__`` imports
+s3transfer and its resource layer, about 100 ms of every cold start for features no function uses
+(clients are all we need, and a boto3 client is this same botocore client).
 
 Timeouts are short and retries bounded so a slow dependency becomes a clean 500, never a hang.
-``AWS_ENDPOINT_URL`` (honoured by boto3 itself) points every client at the local emulator.
+``AWS_ENDPOINT_URL`` (honoured by botocore itself) points every client at the local emulator.
+Parameter validation is off: every request is built by our typed adapters, DynamoDB and SSM
+validate it again on their side, and on the warm path it is about a tenth of the SDK's CPU per call.
 """
 
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-import boto3
+import botocore.session
 from botocore.config import Config
 
 if TYPE_CHECKING:
@@ -23,6 +29,7 @@ _CONFIG = Config(
     read_timeout=5,
     retries={"mode": "standard", "total_max_attempts": 3},
     tcp_keepalive=True,
+    parameter_validation=False,
 )
 # SES is called only by the mail function, which retries with its own backoff and then dead-letters:
 # one SDK attempt per call keeps the total bounded and every attempt visible to that policy.
@@ -30,32 +37,32 @@ _SINGLE_ATTEMPT = _CONFIG.merge(Config(retries={"mode": "standard", "total_max_a
 
 
 @cache
-def _session() -> boto3.session.Session:
-    return boto3.session.Session()
+def _session() -> botocore.session.Session:
+    return botocore.session.get_session()
 
 
 @cache
 def dynamodb() -> DynamoDBClient:
     """The DynamoDB client."""
-    return _session().client("dynamodb", config=_CONFIG)
+    return cast("DynamoDBClient", _session().create_client("dynamodb", config=_CONFIG))
 
 
 @cache
 def ssm() -> SSMClient:
     """The SSM client."""
-    return _session().client("ssm", config=_CONFIG)
+    return cast("SSMClient", _session().create_client("ssm", config=_CONFIG))
 
 
 @cache
 def sesv2() -> SESV2Client:
     """The SES v2 client."""
-    return _session().client("sesv2", config=_SINGLE_ATTEMPT)
+    return cast("SESV2Client", _session().create_client("sesv2", config=_SINGLE_ATTEMPT))
 
 
 @cache
 def sqs() -> SQSClient:
     """The SQS client (the mail function's dead-letter queue)."""
-    return _session().client("sqs", config=_CONFIG)
+    return cast("SQSClient", _session().create_client("sqs", config=_CONFIG))
 
 
 def reset() -> None:

@@ -3,49 +3,96 @@
 Records (``nimbus_core.models``) are pydantic models whose aliases are the stored attribute names,
 so one pair of functions maps every entity. Attributes whose value is None are omitted rather than
 stored as NULL, so condition expressions can use ``attribute_not_exists`` (e.g. "not banned").
+
+The attribute-value mapping is DynamoDB's JSON wire format, written here rather than taken from
+``boto3.dynamodb.types``: importing that module runs boto3's package ``__init__``, which loads
+s3transfer and boto3's resource layer (about 100 ms of every cold start) for a mapping of a dozen
+lines. Its behaviour is boto3's (a unit test compares the two on every type we store), except that
+numbers come back as int or float instead of Decimal.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Set
 from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-
 from nimbus_core.models import Record
-
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
 
 
 def to_item(values: dict[str, Any]) -> dict[str, Any]:
     """A DynamoDB item from plain values, dropping None."""
-    return {k: _serializer.serialize(v) for k, v in values.items() if v is not None}
+    return {k: to_value(v) for k, v in values.items() if v is not None}
 
 
-def to_value(value: Any) -> Any:
-    """One DynamoDB attribute value."""
-    return _serializer.serialize(value)
+def to_value(value: Any) -> dict[str, Any]:
+    """One DynamoDB attribute value (what boto3's TypeSerializer would give)."""
+    if isinstance(value, str):  # most attributes: first
+        return {"S": value}
+    for kinds, tag, encode in _ENCODERS:
+        if isinstance(value, kinds):
+            return {tag: encode(value)}
+    if isinstance(value, Set) and value:
+        for kinds, tag, encode in _SET_ENCODERS:
+            if all(isinstance(v, kinds) and not isinstance(v, bool) for v in value):
+                return {tag: [encode(v) for v in value]}
+    # Floats too, as boto3 refuses them: a binary float is not the decimal DynamoDB would store.
+    raise TypeError(f"no DynamoDB type for {type(value).__name__} values: {value!r}")
+
+
+# In order: bool before int (bool is an int subclass).
+_ENCODERS: tuple[tuple[type | tuple[type, ...], str, Callable[[Any], Any]], ...] = (
+    (bool, "BOOL", bool),
+    ((int, Decimal), "N", str),
+    (type(None), "NULL", lambda _: True),
+    ((bytes, bytearray), "B", bytes),
+    (Mapping, "M", lambda m: {str(k): to_value(v) for k, v in m.items()}),
+    ((list, tuple), "L", lambda items: [to_value(v) for v in items]),
+)
+# A set holds strings, numbers or binaries, all of one kind (and never nothing).
+_SET_ENCODERS: tuple[tuple[type | tuple[type, ...], str, Callable[[Any], Any]], ...] = (
+    (str, "SS", str),
+    ((int, Decimal), "NS", str),
+    ((bytes, bytearray), "BS", bytes),
+)
 
 
 def from_item(item: dict[str, Any]) -> dict[str, Any]:
-    """Plain values from a DynamoDB item; whole-number Decimals become int."""
-    out: dict[str, Any] = {}
-    for key, raw in item.items():
-        # The common cases without the generic deserializer: strings as they are, whole numbers
-        # straight to int (what the Decimal below would become; DynamoDB keeps 38 digits at most).
-        if "S" in raw:
-            out[key] = raw["S"]
-            continue
-        number = raw.get("N")
-        if number is not None and number.removeprefix("-").isdigit():
-            out[key] = int(number)
-            continue
-        value = _deserializer.deserialize(raw)
-        if isinstance(value, Decimal):
-            value = int(value) if value == value.to_integral_value() else float(value)
-        out[key] = value
-    return out
+    """Plain values from a DynamoDB item; numbers become int when whole, else float."""
+    return {key: from_value(raw) for key, raw in item.items()}
+
+
+def from_value(raw: Mapping[str, Any]) -> Any:
+    """The plain value of one DynamoDB attribute value."""
+    if "S" in raw:  # most attributes, and the warm path of every read: no lookup
+        return raw["S"]
+    ((tag, value),) = raw.items()
+    decode = _DECODERS.get(tag)
+    if decode is None:
+        raise TypeError(f"unknown DynamoDB attribute value: {raw!r}")
+    return decode(value)
+
+
+def _number(text: str) -> int | float:
+    # Whole numbers straight to int (DynamoDB keeps at most 38 digits); others through Decimal,
+    # which reads DynamoDB's exponent forms exactly as boto3 does before the float conversion.
+    if text.removeprefix("-").isdigit():
+        return int(text)
+    number = Decimal(text)
+    return int(number) if number == number.to_integral_value() else float(number)
+
+
+_DECODERS: dict[str, Callable[[Any], Any]] = {
+    "N": _number,
+    "BOOL": bool,
+    "NULL": lambda _: None,
+    "M": lambda m: {k: from_value(v) for k, v in m.items()},
+    "L": lambda items: [from_value(v) for v in items],
+    "SS": set,
+    "NS": lambda numbers: {_number(n) for n in numbers},
+    "B": bytes,
+    "BS": lambda blobs: {bytes(b) for b in blobs},
+}
 
 
 def record_item(record: Record, *, exclude: frozenset[str] = frozenset(), **keys: Any) -> dict[str, Any]:

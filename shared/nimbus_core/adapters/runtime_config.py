@@ -1,18 +1,22 @@
 """Operator-controlled runtime configuration from SSM Parameter Store: kill switches and log level.
 
-Both parameters are fetched together (one GetParameters call) and cached by Powertools for at most
-``max_age`` seconds (10 s by contract), so a flipped switch takes effect within that time and a warm
-function makes no SSM call per request. If SSM fails, the last value read is kept: a parameter store
-outage must not take the API down, and a function that never read the config fails closed.
+Both parameters are fetched together (one GetParameters call) and kept for at most ``max_age``
+seconds (10 s by contract), so a flipped switch takes effect within that time and a warm function
+makes no SSM call per request. If SSM fails, the last value read is kept: a parameter store outage
+must not take the API down, and a function that never read the config fails closed.
+
+The cache is these few lines rather than Powertools' parameters utility: that utility imports
+boto3 (whose package loads s3transfer, about 100 ms of a cold start: see ``clients``), and it
+answered an SSM InternalServerError with an empty result that had to be caught as a failure here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from time import monotonic
 from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.utilities.parameters import SSMProvider
 
 from nimbus_core.adapters.errors import aws_errors
 from nimbus_core.errors import DependencyError
@@ -34,37 +38,44 @@ class SsmRuntimeConfig:
         self, client: SSMClient, *, killswitch_parameter: str, log_level_parameter: str, max_age: int
     ) -> None:
         self._client = client
-        self._provider = SSMProvider(boto3_client=client)
         self._names = (killswitch_parameter, log_level_parameter)
         self._max_age = max_age
         self._last_good: RuntimeConfig | None = None
-        self._last_raw: tuple[str, object] | None = None  # the values _last_good was parsed from
+        self._last_raw: tuple[str, str] | None = None  # the values _last_good was parsed from
+        self._fresh_until = 0.0  # monotonic time until which _last_good is served without a read
 
     def current(self) -> RuntimeConfig:
         """The runtime configuration, at most ``max_age`` seconds old."""
-        killswitches, log_level = self._names
+        now = monotonic()
+        if self._last_good is not None and now < self._fresh_until:
+            return self._last_good
         try:
-            values = self._provider.get_parameters_by_name(
-                parameters={killswitches: {}, log_level: {}}, max_age=self._max_age, decrypt=False
-            )
-            # Powertools answers an SSM InternalServerError with an empty result instead of raising;
-            # taking that as "no switch enabled" would fail open, so a partial answer is a failure.
-            missing = [name for name in self._names if name not in values]
-            if missing:
-                raise DependencyError(f"SSM returned no value for {', '.join(missing)}")
+            raw = self._read()
         except Exception as exc:
             if self._last_good is None:
                 raise DependencyError("runtime configuration unavailable") from exc
             _log.warning("SSM unavailable; keeping the last runtime configuration read", exc_info=True)
             return self._last_good
-        raw = (str(values.get(killswitches, "")), values.get(log_level))
+        self._fresh_until = now + self._max_age
         if self._last_good is not None and raw == self._last_raw:
-            return self._last_good  # unchanged (the cached values, on a warm function): parsed once
+            return self._last_good  # unchanged since the last read: parsed once
         config = RuntimeConfig(
             enabled_switches=parse_enabled(raw[0]), log_level=normalize(raw[1]) or DEFAULT_LEVEL
         )
         self._last_good, self._last_raw = config, raw
         return config
+
+    def _read(self) -> tuple[str, str]:
+        """Both values, in one GetParameters call; a missing parameter is a failure (failing open,
+        as "no switch enabled", would let a broken deployment ignore its kill switches)."""
+        with aws_errors("GetParameters (runtime configuration)"):
+            found = self._client.get_parameters(Names=list(self._names))["Parameters"]
+        values = {p["Name"]: p.get("Value", "") for p in found}
+        missing = [name for name in self._names if name not in values]
+        if missing:
+            raise DependencyError(f"SSM returned no value for {', '.join(missing)}")
+        killswitches, log_level = self._names
+        return values[killswitches], values[log_level]
 
     def write_killswitches(
         self, change: Callable[[frozenset[KillSwitch]], frozenset[KillSwitch]]
@@ -96,10 +107,10 @@ class SsmRuntimeConfig:
 
     def _refreshed(self) -> RuntimeConfig:
         # This container applies the change at once; every other one within max_age.
-        self._provider.clear_cache()
+        self._fresh_until = 0.0
         return self.current()
 
     def forget(self) -> None:
         """Drop the cached values (tests flip switches and want them seen at once)."""
-        self._provider.clear_cache()
+        self._fresh_until = 0.0
         self._last_good = self._last_raw = None
