@@ -128,7 +128,11 @@ class Session(Record):
     user_id: str
     id: str
     secret_hash: str
-    name: str
+    # The name given (X-Session-Name, a scoped session's body) or, when none was, the User-Agent it
+    # was opened with: the readable device name is derived when shown (display_name), so opening a
+    # session never pays for the User-Agent parser (about 100 ms at a function's first login).
+    name: str | None = None
+    user_agent: str | None = None
     exp: int
     created_at: str
     updated_at: str
@@ -141,12 +145,21 @@ class Session(Record):
         """Whether this is a scoped session (created by POST /users/me/sessions)."""
         return self.permission_flags is not None
 
+    @property
+    def display_name(self) -> str:
+        """The name given, else a readable device name from the User-Agent ("Firefox 132 on Ubuntu")."""
+        if self.name is not None:
+            return self.name
+        from nimbus_core.useragent import device_name  # the parser loads at the first session shown
+
+        return device_name(self.user_agent)
+
     def to_public(self) -> dict[str, Any]:
         """The Session structure of the API."""
         return {
             "id": self.id,
             "exp": self.exp,
-            "name": self.name,
+            "name": self.display_name,
             "permissionFlags": self.permission_flags,
             "usedAt": self.used_at,
             "createdAt": self.created_at,

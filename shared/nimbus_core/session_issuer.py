@@ -10,6 +10,7 @@ from nimbus_core.deps import Deps
 from nimbus_core.models import Session, User
 from nimbus_core.ports import WriteOp
 from nimbus_core.tokens import hash_secret, new_session_token
+from nimbus_core.useragent import MAX_USER_AGENT
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,9 +32,16 @@ def normal_lifetime(deps: Deps, *, remember_me: bool) -> int:
 
 
 def new_session(
-    user: User, *, name: str, lifetime: int, now: float, permission_flags: int | None = None
+    user: User,
+    *,
+    name: str | None,
+    lifetime: int,
+    now: float,
+    user_agent: str | None = None,
+    permission_flags: int | None = None,
 ) -> IssuedSession:
-    """A session of ``user``'s current generation (not stored yet: add ``put_op`` to a transaction)."""
+    """A session of ``user``'s current generation (not stored yet: add ``put_op`` to a transaction),
+    named ``name``, or after ``user_agent`` when shown if no name was given."""
     session_id = ids.new_id()
     token = new_session_token(user.id, session_id)
     stamp = clock.iso(now)
@@ -42,6 +50,7 @@ def new_session(
         id=session_id,
         secret_hash=hash_secret(token.secret),
         name=name,
+        user_agent=None if name is not None or user_agent is None else user_agent.strip()[:MAX_USER_AGENT],
         exp=int(now) + lifetime,
         created_at=stamp,
         updated_at=stamp,

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from ua_parser import Parser
 
 _MAX = 64
+MAX_USER_AGENT = 512  # what is kept of a User-Agent (stored with its session, and parsed)
 # RFC 9110 product token at the start of the header ("Cumulonimbus-Wrapper/5.1.0", "node"): the
 # client names itself when the parser's browser/bot tables do not know it.
 _PRODUCT = re.compile(r"([A-Za-z][A-Za-z0-9._-]{0,39})(?:/v?(\d{1,6})[0-9A-Za-z.+-]*)?(?=[\s;(]|$)")
@@ -22,7 +23,7 @@ def device_name(user_agent: str | None) -> str:
         return "Unknown device"
     from ua_parser import Domain
 
-    user_agent = user_agent.strip()[:512]
+    user_agent = user_agent.strip()[:MAX_USER_AGENT]
     result = _parser()(user_agent, Domain.USER_AGENT | Domain.OS)
     agent = result.user_agent
     if agent and agent.family != "Other":

@@ -86,7 +86,7 @@ def test_login_by_username_in_any_case_opens_a_24_hour_session(
                 "userId": alice,
                 "sessionId": session_id,
                 "secretHash": sha256(secret),
-                "name": PYTEST_DEVICE,
+                "userAgent": "pytest/9.2",  # named after it when shown (PYTEST_DEVICE)
                 "exp": int(NOW) + DAY,
                 "expiresAt": int(NOW) + DAY,
                 "usedAt": NOW_ISO,

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from argon2 import PasswordHasher
 
-from nimbus_core.adapters.items import from_item
+from nimbus_core.adapters.items import from_item, read_record
 from nimbus_core.adapters.users import count_shard
+from nimbus_core.models import Session
 from nimbus_tools.local.events import HttpRequest, build_event
 from nimbus_tools.local.inprocess import LambdaContextStub, Reply
 from tests.integration.conftest import NOW, Api, Clock, Faults, Stack
@@ -190,7 +191,7 @@ def test_register_opens_one_session_storing_only_the_sha256_of_the_token_secret(
             "userId": user_id,
             "sessionId": session_id,
             "secretHash": sha256(secret),
-            "name": PYTEST_DEVICE,
+            "userAgent": "pytest/9.2",  # named after it when shown (PYTEST_DEVICE)
             "exp": int(NOW) + DAY,
             "expiresAt": int(NOW) + DAY,
             "usedAt": NOW_ISO,
@@ -379,8 +380,10 @@ def test_register_names_the_session_after_the_device_of_the_user_agent(
             )
 
             user_id, session_id, _ = token_parts(answer["token"])
-            [session] = [s for s in map(from_item, stack.items("SessionsTable")) if s["userId"] == user_id]
-            assert (session["sessionId"], session["name"]) == (session_id, device)
+            [item] = [i for i in stack.items("SessionsTable") if from_item(i)["userId"] == user_id]
+            session = read_record(Session, {**item, "id": item["sessionId"]})
+            # Stored with its User-Agent, named after it when shown: no parsing on register or login.
+            assert (session.id, session.name, session.display_name) == (session_id, None, device)
 
 
 # ---------------------------------------------------------------- invalid bodies

@@ -129,7 +129,11 @@ def _app(policy: Policy, status: int = 200) -> NimbusApp:
     def route(request: Request) -> Response[str]:
         return json_response(
             status,
-            {"body": request.body.model_dump() if request.body else None, "session": request.session_name},
+            {
+                "body": request.body.model_dump() if request.body else None,
+                "session": request.session_name,
+                "userAgent": request.user_agent,
+            },
         )
 
     return create_app(routes, deps=lambda: _CURRENT[0].world.deps)
@@ -258,7 +262,9 @@ def test_not_counted_statuses_give_the_hit_back(fakes: Fakes) -> None:
 def test_session_name_comes_from_the_header_or_the_user_agent(fakes: Fakes) -> None:
     app = _app(Policy(auth=Auth.NONE, names_session=True))
     assert _call(app, headers={"x-session-name": "  laptop  "})[1]["session"] == "laptop"
-    assert _call(app, headers={"user-agent": "curl/8.1"})[1]["session"] == "curl 8 on an unknown OS"
+    # No name given: the User-Agent is kept for the session, named after it only when shown.
+    _, body, _ = _call(app, headers={"user-agent": "curl/8.1"})
+    assert (body["session"], body["userAgent"]) == (None, "curl/8.1")
     status, body, _ = _call(app, headers={"x-session-name": "x" * 65})
     assert (status, body["fields"]) == (400, ["X-Session-Name"])
 

@@ -1,12 +1,16 @@
 """Session names from the User-Agent: the trimmed parser (no device table) reads what ua-parser's
-default parser reads."""
+default parser reads, and an unnamed session is shown with the device of the User-Agent it keeps."""
 
 from __future__ import annotations
 
 import pytest
 from ua_parser import Domain, parse
 
+from nimbus_core.ids import new_id
+from nimbus_core.models import Session
+from nimbus_core.session_issuer import new_session
 from nimbus_core.useragent import _parser, device_name
+from tests.samples import sample_user
 
 AGENTS = [
     "Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:132.0) Gecko/20100101 Firefox/132.0",
@@ -40,3 +44,31 @@ def test_device_names() -> None:
         "pytest 9 on an unknown OS",
     ]
     assert device_name(None) == device_name("  ") == "Unknown device"
+
+
+def _session(name: str | None, user_agent: str | None) -> Session:
+    user = sample_user(new_id(), "alice")
+    return new_session(user, name=name, user_agent=user_agent, lifetime=60, now=1_800_000_000).session
+
+
+def test_an_unnamed_session_is_shown_with_the_device_of_its_user_agent() -> None:
+    session = _session(None, "  curl/8.5.0 ")
+
+    assert (session.name, session.user_agent) == (None, "curl/8.5.0")
+    assert session.to_public()["name"] == "curl 8 on an unknown OS"
+
+
+def test_a_given_name_wins_and_no_user_agent_is_kept() -> None:
+    session = _session("laptop", "curl/8.5.0")
+
+    assert (session.user_agent, session.to_public()["name"]) == (None, "laptop")
+
+
+def test_a_session_without_user_agent_is_an_unknown_device() -> None:
+    assert _session(None, None).to_public()["name"] == "Unknown device"
+
+
+def test_only_the_first_512_characters_of_a_user_agent_are_kept() -> None:
+    session = _session(None, "x" * 5000)
+
+    assert session.user_agent == "x" * 512

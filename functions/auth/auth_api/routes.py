@@ -37,7 +37,13 @@ def register(request: Request) -> Response[str]:
     Errors: 400 INVALID_USERNAME_ERROR, 400 INVALID_EMAIL_ERROR, 400 PASSWORDS_DO_NOT_MATCH_ERROR,
     404 INVALID_DOMAIN_ERROR, 409 USER_EXISTS_ERROR.
     """
-    issued = service.register(request.deps, request.body, session_name=request.session_name, now=request.now)
+    issued = service.register(
+        request.deps,
+        request.body,
+        session_name=request.session_name,
+        user_agent=request.user_agent,
+        now=request.now,
+    )
     return json_response(201, issued.to_public())
 
 
@@ -62,5 +68,11 @@ def login(request: Request) -> Response[str]:
     401 SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR, 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR, 403 BANNED_ERROR,
     404 INVALID_USER_ERROR.
     """
-    issued = service.login(request.deps, request.body, session_name=request.session_name, now=request.now)
+    issued = service.login(
+        request.deps,
+        request.body,
+        session_name=request.session_name,
+        user_agent=request.user_agent,
+        now=request.now,
+    )
     return json_response(201, issued.to_public())

@@ -23,7 +23,9 @@ _LOGIN = challenges.Binding(endpoint="POST /login")
 _MAX_LOGIN_NAME = 320
 
 
-def register(deps: Deps, body: RegisterBody, *, session_name: str, now: float) -> IssuedSession:
+def register(
+    deps: Deps, body: RegisterBody, *, session_name: str | None, now: float, user_agent: str | None = None
+) -> IssuedSession:
     """Create the account, log it in and queue the verification email, in ONE transaction: the user,
     both uniqueness claims, the session, the verification token and the outbox message. No SES call:
     the mail function sends it, so an SES outage delays the email but never fails registration."""
@@ -39,7 +41,11 @@ def register(deps: Deps, body: RegisterBody, *, session_name: str, now: float) -
     )
     user, mail_ops = verification.issue(deps, user, now)
     issued = new_session(
-        user, name=session_name, lifetime=normal_lifetime(deps, remember_me=bool(body.remember_me)), now=now
+        user,
+        name=session_name,
+        user_agent=user_agent,
+        lifetime=normal_lifetime(deps, remember_me=bool(body.remember_me)),
+        now=now,
     )
     deps.tx.commit([*deps.users.create_ops(user), deps.sessions.put_op(issued.session), *mail_ops])
     _log.info("user registered", extra={"user_id": user.id})
@@ -47,7 +53,9 @@ def register(deps: Deps, body: RegisterBody, *, session_name: str, now: float) -
     return issued
 
 
-def login(deps: Deps, body: LoginBody, *, session_name: str, now: float) -> IssuedSession:
+def login(
+    deps: Deps, body: LoginBody, *, session_name: str | None, now: float, user_agent: str | None = None
+) -> IssuedSession:
     """Check the password and open a normal session.
 
     Order: unknown user 404 (not counted by the IP limit), account locked by failed answers 429,
@@ -73,7 +81,11 @@ def login(deps: Deps, body: LoginBody, *, session_name: str, now: float) -> Issu
     if body.two_factor is None and user.second_factor_count > 0:
         raise challenges.require(deps, user, _LOGIN, now)
     issued = new_session(
-        user, name=session_name, lifetime=normal_lifetime(deps, remember_me=bool(body.remember_me)), now=now
+        user,
+        name=session_name,
+        user_agent=user_agent,
+        lifetime=normal_lifetime(deps, remember_me=bool(body.remember_me)),
+        now=now,
     )
     # A password login's session rides on "the user still has that password, is not banned or
     # locked". An answered challenge's ops (challenge used up, the factor's replay guard moved on the

@@ -39,7 +39,6 @@ from nimbus_core.ratelimits import Per, RateLimit
 from nimbus_core.reverify import AnswerCarrier, reverify
 from nimbus_core.scopes import grants
 from nimbus_core.tokens import SessionToken, parse_session_token
-from nimbus_core.useragent import device_name
 from nimbus_core.validation import MAX_NAME, printable, read_json_body, read_query, validate
 
 DEPS_CONTEXT_KEY = "nimbus_deps"
@@ -64,7 +63,10 @@ class Request:
     query: Any = None
     path: dict[str, str] = field(default_factory=dict)
     path_model: Any = None  # the policy's path model, validated (step 6)
-    session_name: str = ""
+    # Sessions created here: the X-Session-Name given, else None (named after the User-Agent when
+    # shown, see Session.display_name: parsing it is no part of the login's work).
+    session_name: str | None = None
+    user_agent: str | None = None
     target_id: str | None = None
     endpoint: str = ""  # "METHOD /path/<param>": what a second-factor challenge is bound to
     challenge_hash: str | None = None  # of the challenge a reverified request answers, read with the caller
@@ -169,6 +171,7 @@ def guard(policy: Policy) -> Any:
             request.path_model = validate(policy.path, dict(app.context.get("_route_args") or {}))
         if policy.names_session:
             request.session_name = _session_name(headers)
+            request.user_agent = headers.get("user-agent")
         token = _REQUEST.set(request)
 
         def proceed() -> Response[Any]:
@@ -309,10 +312,10 @@ def _check_permissions(policy: Policy, caller: Caller | None, *, staff_need_fact
         raise NimbusError(ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR)
 
 
-def _session_name(headers: dict[str, str]) -> str:
+def _session_name(headers: dict[str, str]) -> str | None:
     given = headers.get("x-session-name")
     if given is None:
-        return device_name(headers.get("user-agent"))
+        return None
     name = given.strip(" ")
     if not 1 <= len(name) <= MAX_NAME or not printable(name):
         raise NimbusError(ErrorCode.INVALID_FIELDS_ERROR, fields=["X-Session-Name"])
