@@ -24,7 +24,7 @@ export SAM_CLI_TELEMETRY := 0
 # `sam build` must find python3.13 on PATH.
 export PATH := $(dir $(PY313)):$(PATH)
 
-.PHONY: help serve test lint typecheck validate pytest unit integration contract tools e2e bench build deploy deps-layer clean
+.PHONY: help serve test lint typecheck validate pytest unit integration contract tools e2e bench build deploy deps-layer clean aws-models
 
 help:
 	@sed -n '2,7p' Makefile | sed 's/^# *//'
@@ -100,6 +100,10 @@ screenshots: $(VENV)/.synced $(NODE_MODULES) chromium
 .PHONY: openapi
 openapi: $(VENV)/.synced
 	$(PY) -m nimbus_tools.openapi > docs/openapi.json
+
+# The trimmed AWS service models the functions' clients load (after a botocore upgrade).
+aws-models: $(VENV)/.synced
+	$(PY) -m nimbus_tools.aws_models
 
 bench: $(VENV)/.synced
 	$(PY) -m bench

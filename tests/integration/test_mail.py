@@ -7,12 +7,13 @@ import json
 import re
 from typing import Any
 
+import boto3
 import pytest
 
 from nimbus_core.adapters import clients
 from nimbus_core.adapters.dead_letters import dead_letter_from_body
 from nimbus_core.adapters.items import from_item
-from tests.integration.conftest import NOW, Api, Clock, Faults, Stack
+from tests.integration.conftest import NOW, REGION, Api, Clock, Faults, Stack
 
 LINK = re.compile(r"https://files\.test/verify\?token=[A-Za-z0-9]+\.([A-Za-z0-9_-]+)")
 WEEK = 7 * 24 * 3600
@@ -31,7 +32,7 @@ def record_calls(service: str, client: Any) -> list[tuple[str, dict[str, Any]]]:
 
 def dead_letters(stack: Stack) -> list[dict[str, Any]]:
     """Every message in the mail dead-letter queue (consumed: tests only)."""
-    sqs = clients.sqs()
+    sqs = boto3.client("sqs", region_name=REGION)  # the functions' client only sends
     answer = sqs.receive_message(
         QueueUrl=stack.provisioned.queues["MailDeadLetterQueue"], MaxNumberOfMessages=10
     )

@@ -4,6 +4,11 @@ The clients are botocore's, the core that boto3 wraps: boto3's package ``__init_
 s3transfer and its resource layer, about 100 ms of every cold start for features no function uses
 (clients are all we need, and a boto3 client is this same botocore client).
 
+Each client is built from a trimmed model of its service (``aws_models/``: only the operations
+the functions call, written by ``make aws-models`` from botocore's own): loading SSM's whole model
+to make one call was about 45 ms of every cold start. botocore finds them through its data path,
+the documented ``AWS_DATA_PATH`` mechanism; endpoint rules and the rest still come from botocore.
+
 Timeouts are short and retries bounded so a slow dependency becomes a clean 500, never a hang.
 ``AWS_ENDPOINT_URL`` (honoured by botocore itself) points every client at the local emulator.
 Parameter validation is off: every request is built by our typed adapters, DynamoDB and SSM
@@ -12,7 +17,9 @@ validate it again on their side, and on the warm path it is about a tenth of the
 
 from __future__ import annotations
 
+import os
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import botocore.session
@@ -36,9 +43,16 @@ _CONFIG = Config(
 _SINGLE_ATTEMPT = _CONFIG.merge(Config(retries={"mode": "standard", "total_max_attempts": 1}))
 
 
+MODELS_DIR = Path(__file__).parent / "aws_models"
+
+
 @cache
 def _session() -> botocore.session.Session:
-    return botocore.session.get_session()
+    session = botocore.session.get_session()
+    # Ours first; any data path the environment sets still follows (read before the loader exists).
+    configured = session.get_config_variable("data_path")
+    session.set_config_variable("data_path", os.pathsep.join(filter(None, [str(MODELS_DIR), configured])))
+    return session
 
 
 @cache
