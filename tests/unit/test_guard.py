@@ -7,7 +7,6 @@ from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import pytest
-from aws_lambda_powertools.event_handler import Response
 from pydantic import Field
 
 from nimbus_core.errors import DependencyError
@@ -15,7 +14,7 @@ from nimbus_core.http.app import NimbusApp, create_app, create_handler
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
-from nimbus_core.http.responses import json_response
+from nimbus_core.http.responses import Response, json_response
 from nimbus_core.ids import new_id
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.models import Session, User
@@ -126,7 +125,7 @@ def _app(policy: Policy, status: int = 200) -> NimbusApp:
     routes = EndpointRouter()
 
     @routes.endpoint("POST", "/x", policy)
-    def route(request: Request) -> Response[str]:
+    def route(request: Request) -> Response:
         return json_response(
             status,
             {"body": request.body.model_dump() if request.body else None, "session": request.session_name},
@@ -151,7 +150,7 @@ def _call(
             "stage": "$default",
         },
     }
-    result = app.resolve(event, cast(Any, {}))
+    result = app.resolve(event)
     return result["statusCode"], json.loads(result["body"]), result["headers"]
 
 
@@ -267,7 +266,7 @@ def test_unexpected_errors_answer_a_clean_500(fakes: Fakes) -> None:
     routes = EndpointRouter()
 
     @routes.endpoint("GET", "/boom", Policy(auth=Auth.NONE))
-    def boom(_request: Request) -> Response[str]:
+    def boom(_request: Request) -> Response:
         raise RuntimeError("secret detail")
 
     app = create_app(routes, deps=lambda: fakes.world.deps)
@@ -282,7 +281,7 @@ def test_unexpected_errors_answer_a_clean_500(fakes: Fakes) -> None:
             "stage": "$default",
         },
     }
-    result = app.resolve(event, cast(Any, {}))
+    result = app.resolve(event)
     assert result["statusCode"] == 500
     assert json.loads(result["body"]) == {"code": "INTERNAL_SERVER_ERROR", "message": "Internal Server Error"}
     assert result["headers"]["Cache-Control"] == "no-store"
@@ -295,7 +294,7 @@ def test_query_validation_runs_with_the_body_checks_before_the_rate_limit(fakes:
     routes = EndpointRouter()
 
     @routes.endpoint("GET", "/q", Policy(auth=Auth.NONE, query=Flags, rate_limit=LIMIT))
-    def route(request: Request) -> Response[str]:
+    def route(request: Request) -> Response:
         return json_response(200, {"includeSelf": request.query.include_self})
 
     app = create_app(routes, deps=lambda: fakes.world.deps)
@@ -312,7 +311,7 @@ def test_query_validation_runs_with_the_body_checks_before_the_rate_limit(fakes:
                 "stage": "$default",
             },
         }
-        return app.resolve(event, cast(Any, {}))
+        return app.resolve(event)
 
     assert json.loads(get("1")["body"]) == {"includeSelf": True}
     bad = get("maybe")
@@ -321,12 +320,12 @@ def test_query_validation_runs_with_the_body_checks_before_the_rate_limit(fakes:
 
 
 def test_two_apps_built_from_one_router_each_serve_with_their_own_dependencies() -> None:
-    # Powertools rebinds a router's context to the last app that included it; the guarded request
-    # must still reach the route of the app that is answering (tests build apps over the same routes).
+    # An app's routes are guarded with the dependencies of the app answering, not of the last app
+    # built over the same group (tests build several apps over the same routes).
     routes = EndpointRouter()
 
     @routes.endpoint("GET", "/who", Policy(auth=Auth.NONE))
-    def who(request: Request) -> Response[str]:
+    def who(request: Request) -> Response:
         return json_response(200, {"domain": request.deps.settings.default_domain})
 
     first, second = fake_world(), fake_world()
@@ -343,7 +342,7 @@ def test_two_apps_built_from_one_router_each_serve_with_their_own_dependencies()
             "stage": "$default",
         },
     }
-    result = first_app.resolve(event, cast(Any, {}))
+    result = first_app.resolve(event)
     assert (result["statusCode"], json.loads(result["body"])) == (200, {"domain": "nimbus.test"})
 
 
@@ -366,7 +365,7 @@ def _handle(config: _CountedConfig, fakes: Fakes) -> int:
     routes = EndpointRouter()
 
     @routes.endpoint("GET", "/x", Policy(auth=Auth.NONE, killswitches=(KillSwitch.ACCOUNT_LOGIN,)))
-    def route(request: Request) -> Response[str]:
+    def route(request: Request) -> Response:
         return json_response(200, {})
 
     deps = replace(fakes.world.deps, config=config)

@@ -1,5 +1,5 @@
-"""The dispatcher's own pieces: the route table (Powertools' matching rules, kept) and the event
-accessors."""
+"""The dispatcher's own pieces: the route table (Powertools' matching rules, kept), the event
+accessors, and the Lambda result's shape."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from nimbus_core.errors import NimbusError
 from nimbus_core.http.event import HttpEvent
+from nimbus_core.http.responses import json_response
 from nimbus_core.http.routing import DuplicateRouteError, RouteTable, literal_siblings
 
 ACCEPTED = [
@@ -132,3 +133,17 @@ def test_a_base64_body_is_decoded_before_it_is_parsed() -> None:
     with pytest.raises(NimbusError, match="INVALID_BODY_ERROR"):
         HttpEvent(_event(body="!!not base64", isBase64Encoded=True)).json_body()
 
+
+def test_the_lambda_result_is_the_dict_powertools_returned() -> None:
+    """Key for key and in the same order: statusCode, body, isBase64Encoded, headers (Content-Type
+    after the others), and an empty cookies list (the local API and the tests read this shape)."""
+    result = json_response(429, {"code": "X"}, {"Retry-After": "60"}).to_lambda()
+    assert list(result) == ["statusCode", "body", "isBase64Encoded", "headers", "cookies"]
+    assert result == {
+        "statusCode": 429,
+        "body": '{"code":"X"}',
+        "isBase64Encoded": False,
+        "headers": {"Cache-Control": "no-store", "Retry-After": "60", "Content-Type": "application/json"},
+        "cookies": [],
+    }
+    assert list(result["headers"]) == ["Cache-Control", "Retry-After", "Content-Type"]
