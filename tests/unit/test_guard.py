@@ -11,6 +11,7 @@ from pydantic import Field
 
 from nimbus_core.errors import DependencyError
 from nimbus_core.http.app import NimbusApp, create_app, create_handler
+from nimbus_core.http.app import logger as app_logger
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
@@ -401,3 +402,26 @@ def test_an_unreadable_runtime_config_is_read_again_by_the_guard(fakes: Fakes) -
     assert config.reads == 2
     assert _handle(config := _CountedConfig(failures=2), fakes) == 500
     assert config.reads == 2
+
+
+def test_log_lines_carry_api_gateways_request_id_as_the_correlation_id(fakes: Fakes) -> None:
+    seen: list[str | None] = []
+    routes = EndpointRouter()
+
+    @routes.endpoint("GET", "/x", Policy(auth=Auth.NONE))
+    def route(request: Request) -> Response:
+        seen.append(app_logger.get_correlation_id())
+        return json_response(200, {})
+
+    handler = create_handler(create_app(routes, deps=lambda: fakes.world.deps))
+    event: dict[str, Any] = {
+        "rawPath": "/x",
+        "requestContext": {"http": {"method": "GET", "sourceIp": "1.1.1.1"}, "stage": "$default"},
+    }
+    for request_id in ("req-1", None):
+        if request_id is not None:
+            event["requestContext"]["requestId"] = request_id
+        else:
+            del event["requestContext"]["requestId"]
+        assert handler(event, cast(Any, LambdaContextStub("X")))["statusCode"] == 200
+    assert seen == ["req-1", None]
