@@ -62,15 +62,17 @@ class NimbusApp:
         An unknown path, or a known path with another method, is 404 INVALID_ENDPOINT_ERROR; any
         exception a guard or route raises is answered by :func:`response_for_exception`.
         """
+        # Outside the try, as with Powertools: dependencies that cannot be built, or an event API
+        # Gateway never sends (no method, stage or path), fail the invocation; they are no request.
         deps = self.deps()
-        request = HttpEvent(event)
-        found = self.routes.match(request.method, request.path)
+        http = HttpEvent(event)
+        found = self.routes.match(http.method, http.path)
         try:
             if found is None:
                 response = error_response(NimbusError(ErrorCode.INVALID_ENDPOINT_ERROR))
             else:
                 route, path = found
-                response = route(request, path, deps, config)
+                response = route(http, path, deps, config)
         except Exception as exc:
             response = response_for_exception(exc)
         return response.to_lambda()
