@@ -8,11 +8,13 @@ dependency and import time for eight lines.
 
 from __future__ import annotations
 
+import re
 import secrets
 import threading
 import time
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_ID = re.compile(f"[{_CROCKFORD}]{{26}}")
 
 
 class _Monotonic:
@@ -47,7 +49,9 @@ def new_id() -> str:
 
 def is_id(value: str) -> bool:
     """Whether ``value`` has the shape of an id made by :func:`new_id`."""
-    return len(value) == 26 and all(c in _CROCKFORD for c in value)
+    # One precompiled match: every request checks two or three ids (its token, a path parameter),
+    # and a per-character generator took 1.6 us an id against 0.3 us.
+    return _ID.fullmatch(value) is not None
 
 
 def new_secret() -> str:

@@ -856,7 +856,7 @@ STREAM_SCENARIOS: dict[str, Callable[[World], None]] = {
     "SweepFunction": sweep_sessions,
 }
 
-# One scenario per registered endpoint (method, Powertools path).
+# One scenario per registered endpoint (method, declared path).
 SCENARIOS: dict[tuple[str, str], Callable[[World], None]] = {
     ("POST", "/register"): register,
     ("POST", "/login"): login,

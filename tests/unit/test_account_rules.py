@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from argon2 import PasswordHasher
@@ -561,7 +561,7 @@ def _call(world: FakeWorld, method: str, path: str, token: str, body: dict[str, 
             "stage": "$default",
         },
     }
-    result = app.resolve(event, cast(Any, {}))
+    result = app.resolve(event)
     return result["statusCode"], json.loads(result["body"])
 
 

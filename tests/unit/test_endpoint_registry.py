@@ -6,16 +6,17 @@ from __future__ import annotations
 import importlib
 import re
 from collections import Counter
+from typing import cast
 
 import pytest
-from aws_lambda_powertools.event_handler import Response
 
 from nimbus_core.deps import Deps
-from nimbus_core.http.app import NimbusApp, UnguardedRouteError, create_app
+from nimbus_core.http.app import NimbusApp, create_app
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Endpoint, Policy
-from nimbus_core.http.registry import EndpointRouter
-from nimbus_core.http.responses import json_response
+from nimbus_core.http.registry import Declared, EndpointRouter, UnguardedRouteError
+from nimbus_core.http.responses import Response, json_response
+from nimbus_core.http.routing import DuplicateRouteError
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.scopes import Scope
 from nimbus_tools.openapi import endpoint_errors
@@ -35,12 +36,12 @@ def _app(spec: FunctionSpec) -> NimbusApp:
 
 
 def _template_path(path: str) -> str:
-    """Powertools ``/domains/<id>`` -> API Gateway ``/domains/{id}``."""
+    """Declared ``/domains/<id>`` -> API Gateway ``/domains/{id}``."""
     return re.sub(r"<(\w+)>", r"{\1}", path)
 
 
 def _seed_path(path: str) -> str:
-    """Powertools ``/users/<uid>/sessions/<sid>`` -> the seed's ``/users/:uid/sessions/:sid``."""
+    """Declared ``/users/<uid>/sessions/<sid>`` -> the seed's ``/users/:uid/sessions/:sid``."""
     return re.sub(r"<(\w+)>", r":\1", path)
 
 
@@ -178,38 +179,39 @@ def _no_deps() -> Deps:
     raise AssertionError("create_app must not build dependencies")
 
 
-def _hello(_request: Request) -> Response[str]:
+def _hello(_request: Request) -> Response:
     return json_response(200, {})
 
 
-def test_create_app_refuses_a_route_added_without_a_policy() -> None:
+def test_a_route_declared_without_a_policy_is_refused_where_it_is_declared() -> None:
+    group = EndpointRouter()
+    with pytest.raises(UnguardedRouteError, match="GET /sneaky"):
+        group.endpoint("get", "/sneaky", cast(Policy, None))
+
+
+def test_endpoint_is_the_only_way_to_declare_a_route() -> None:
+    """A group holds its declarations and nothing else: no second, policy-free way to add a route
+    (Powertools' router.route, which the old registry had to police after the fact)."""
+    public = {name for name in dir(EndpointRouter()) if not name.startswith("_")}
+    assert public == {"declared", "endpoint", "endpoints", "reserved"}
+
+
+def test_create_app_refuses_a_route_slipped_into_the_declarations_without_a_policy() -> None:
     group = EndpointRouter()
     group.endpoint("GET", "/guarded", Policy(auth=Auth.NONE))(_hello)
-
-    @group.router.route("/sneaky", "GET")
-    def sneaky() -> Response[str]:
-        return json_response(200, {})
-
-    with pytest.raises(UnguardedRouteError, match="GET /sneaky"):
-        create_app(group, deps=_no_deps)
-
-
-def test_create_app_refuses_an_unguarded_method_on_a_guarded_path() -> None:
-    group = EndpointRouter()
-    group.endpoint("GET", "/users/<id>", Policy())(_hello)
-    group.router.route("/users/<id>", "DELETE")(lambda id: json_response(200, {}))
+    group.declared.append(Declared(Endpoint("DELETE", "/users/<id>", cast(Policy, None), "sneaky"), _hello))
 
     with pytest.raises(UnguardedRouteError, match="DELETE /users/<id>"):
         create_app(group, deps=_no_deps)
 
 
-def test_create_app_refuses_an_unguarded_route_in_a_second_router() -> None:
-    guarded, bare = EndpointRouter(), EndpointRouter()
-    guarded.endpoint("GET", "/a", Policy())(_hello)
-    bare.router.route("/b", "POST")(lambda: json_response(200, {}))
+def test_create_app_refuses_a_route_declared_twice() -> None:
+    first, second = EndpointRouter(), EndpointRouter()
+    first.endpoint("GET", "/a/<id>", Policy())(_hello)
+    second.endpoint("get", "/a/<id>", Policy(staff=True))(_hello)
 
-    with pytest.raises(UnguardedRouteError, match="POST /b"):
-        create_app(guarded, bare, deps=_no_deps)
+    with pytest.raises(DuplicateRouteError, match="GET /a/<id>"):
+        create_app(first, second, deps=_no_deps)
 
 
 def test_create_app_accepts_routes_that_all_have_policies() -> None:

@@ -7,15 +7,15 @@ from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import pytest
-from aws_lambda_powertools.event_handler import Response
 from pydantic import Field
 
 from nimbus_core.errors import DependencyError
 from nimbus_core.http.app import NimbusApp, create_app, create_handler
+from nimbus_core.http.app import logger as app_logger
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
-from nimbus_core.http.responses import json_response
+from nimbus_core.http.responses import Response, json_response
 from nimbus_core.ids import new_id
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.models import Session, User
@@ -126,7 +126,7 @@ def _app(policy: Policy, status: int = 200) -> NimbusApp:
     routes = EndpointRouter()
 
     @routes.endpoint("POST", "/x", policy)
-    def route(request: Request) -> Response[str]:
+    def route(request: Request) -> Response:
         return json_response(
             status,
             {
@@ -155,7 +155,7 @@ def _call(
             "stage": "$default",
         },
     }
-    result = app.resolve(event, cast(Any, {}))
+    result = app.resolve(event)
     return result["statusCode"], json.loads(result["body"]), result["headers"]
 
 
@@ -273,7 +273,7 @@ def test_unexpected_errors_answer_a_clean_500(fakes: Fakes) -> None:
     routes = EndpointRouter()
 
     @routes.endpoint("GET", "/boom", Policy(auth=Auth.NONE))
-    def boom(_request: Request) -> Response[str]:
+    def boom(_request: Request) -> Response:
         raise RuntimeError("secret detail")
 
     app = create_app(routes, deps=lambda: fakes.world.deps)
@@ -288,7 +288,7 @@ def test_unexpected_errors_answer_a_clean_500(fakes: Fakes) -> None:
             "stage": "$default",
         },
     }
-    result = app.resolve(event, cast(Any, {}))
+    result = app.resolve(event)
     assert result["statusCode"] == 500
     assert json.loads(result["body"]) == {"code": "INTERNAL_SERVER_ERROR", "message": "Internal Server Error"}
     assert result["headers"]["Cache-Control"] == "no-store"
@@ -301,7 +301,7 @@ def test_query_validation_runs_with_the_body_checks_before_the_rate_limit(fakes:
     routes = EndpointRouter()
 
     @routes.endpoint("GET", "/q", Policy(auth=Auth.NONE, query=Flags, rate_limit=LIMIT))
-    def route(request: Request) -> Response[str]:
+    def route(request: Request) -> Response:
         return json_response(200, {"includeSelf": request.query.include_self})
 
     app = create_app(routes, deps=lambda: fakes.world.deps)
@@ -318,7 +318,7 @@ def test_query_validation_runs_with_the_body_checks_before_the_rate_limit(fakes:
                 "stage": "$default",
             },
         }
-        return app.resolve(event, cast(Any, {}))
+        return app.resolve(event)
 
     assert json.loads(get("1")["body"]) == {"includeSelf": True}
     bad = get("maybe")
@@ -327,12 +327,12 @@ def test_query_validation_runs_with_the_body_checks_before_the_rate_limit(fakes:
 
 
 def test_two_apps_built_from_one_router_each_serve_with_their_own_dependencies() -> None:
-    # Powertools rebinds a router's context to the last app that included it; the guarded request
-    # must still reach the route of the app that is answering (tests build apps over the same routes).
+    # An app's routes are guarded with the dependencies of the app answering, not of the last app
+    # built over the same group (tests build several apps over the same routes).
     routes = EndpointRouter()
 
     @routes.endpoint("GET", "/who", Policy(auth=Auth.NONE))
-    def who(request: Request) -> Response[str]:
+    def who(request: Request) -> Response:
         return json_response(200, {"domain": request.deps.settings.default_domain})
 
     first, second = fake_world(), fake_world()
@@ -349,7 +349,7 @@ def test_two_apps_built_from_one_router_each_serve_with_their_own_dependencies()
             "stage": "$default",
         },
     }
-    result = first_app.resolve(event, cast(Any, {}))
+    result = first_app.resolve(event)
     assert (result["statusCode"], json.loads(result["body"])) == (200, {"domain": "nimbus.test"})
 
 
@@ -372,7 +372,7 @@ def _handle(config: _CountedConfig, fakes: Fakes) -> int:
     routes = EndpointRouter()
 
     @routes.endpoint("GET", "/x", Policy(auth=Auth.NONE, killswitches=(KillSwitch.ACCOUNT_LOGIN,)))
-    def route(request: Request) -> Response[str]:
+    def route(request: Request) -> Response:
         return json_response(200, {})
 
     deps = replace(fakes.world.deps, config=config)
@@ -408,3 +408,26 @@ def test_an_unreadable_runtime_config_is_read_again_by_the_guard(fakes: Fakes) -
     assert config.reads == 2
     assert _handle(config := _CountedConfig(failures=2), fakes) == 500
     assert config.reads == 2
+
+
+def test_log_lines_carry_api_gateways_request_id_as_the_correlation_id(fakes: Fakes) -> None:
+    seen: list[str | None] = []
+    routes = EndpointRouter()
+
+    @routes.endpoint("GET", "/x", Policy(auth=Auth.NONE))
+    def route(request: Request) -> Response:
+        seen.append(app_logger.get_correlation_id())
+        return json_response(200, {})
+
+    handler = create_handler(create_app(routes, deps=lambda: fakes.world.deps))
+    event: dict[str, Any] = {
+        "rawPath": "/x",
+        "requestContext": {"http": {"method": "GET", "sourceIp": "1.1.1.1"}, "stage": "$default"},
+    }
+    for request_id in ("req-1", None):
+        if request_id is not None:
+            event["requestContext"]["requestId"] = request_id
+        else:
+            del event["requestContext"]["requestId"]
+        assert handler(event, cast(Any, LambdaContextStub("X")))["statusCode"] == 200
+    assert seen == ["req-1", None]

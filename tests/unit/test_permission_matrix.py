@@ -13,7 +13,7 @@ import importlib
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import pytest
 
@@ -75,7 +75,7 @@ def _apps() -> list[tuple[NimbusApp, Endpoint]]:
 
 
 def _seed_path(path: str) -> str:
-    """Powertools ``/users/<uid>/sessions/<sid>`` -> the seed's ``/users/:uid/sessions/:sid``."""
+    """Declared ``/users/<uid>/sessions/<sid>`` -> the seed's ``/users/:uid/sessions/:sid``."""
     return re.sub(r"<(\w+)>", r":\1", path)
 
 
@@ -241,7 +241,7 @@ def _call(app: NimbusApp, method: str, path: str, token: str | None) -> tuple[in
             "stage": "$default",
         },
     }
-    result = app.resolve(event, cast(Any, {}))
+    result = app.resolve(event)
     return result["statusCode"], json.loads(result["body"])
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import Response
-
 from accounts_api import service
 from accounts_api.models import (
     ChangeDomainBody,
@@ -18,7 +16,7 @@ from nimbus_core.errors import SuccessCode
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
-from nimbus_core.http.responses import json_response, success_response
+from nimbus_core.http.responses import Response, json_response, success_response
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.scopes import Scope
 from nimbus_core.views import DomainListView, DomainView, SuccessView, UserView
@@ -38,7 +36,7 @@ _MODIFY_EMAIL = (KillSwitch.ACCOUNT_MODIFY, KillSwitch.ACCOUNT_EMAIL_VERIFY)
         summary="The current user",
     ),
 )
-def get_me(request: Request) -> Response[str]:
+def get_me(request: Request) -> Response:
     """GET /users/me: the caller's own User record, as authenticated (no further reads)."""
     return json_response(200, request.require_caller().user.to_public())
 
@@ -56,7 +54,7 @@ def get_me(request: Request) -> Response[str]:
         summary="Change the username",
     ),
 )
-def change_username(request: Request) -> Response[str]:
+def change_username(request: Request) -> Response:
     """PUT /users/me/username: 200 with the changed User.
 
     Errors: 400 INVALID_USERNAME_ERROR, 409 USER_EXISTS_ERROR.
@@ -78,7 +76,7 @@ def change_username(request: Request) -> Response[str]:
         summary="Change the email address (it must be verified again)",
     ),
 )
-def change_email(request: Request) -> Response[str]:
+def change_email(request: Request) -> Response:
     """PUT /users/me/email: 200 with the changed User (unverified; a verification email is queued).
 
     Errors: 400 INVALID_EMAIL_ERROR, 409 USER_EXISTS_ERROR.
@@ -100,7 +98,7 @@ def change_email(request: Request) -> Response[str]:
         summary="Change the password (other sessions are revoked)",
     ),
 )
-def change_password(request: Request) -> Response[str]:
+def change_password(request: Request) -> Response:
     """PUT /users/me/password: 200 with the User; every other session is revoked.
 
     Errors: 400 PASSWORDS_DO_NOT_MATCH_ERROR.
@@ -123,7 +121,7 @@ def change_password(request: Request) -> Response[str]:
         summary="Choose an offered domain and optional subdomain",
     ),
 )
-def change_domain(request: Request) -> Response[str]:
+def change_domain(request: Request) -> Response:
     """PUT /users/me/domain: 200 with the changed User.
 
     Errors: 400 SUBDOMAIN_NOT_ALLOWED_ERROR, 400 SUBDOMAIN_TOO_LONG_ERROR, 404 INVALID_DOMAIN_ERROR.
@@ -147,7 +145,7 @@ def change_domain(request: Request) -> Response[str]:
         summary="Send the verification email again",
     ),
 )
-def resend_verification(request: Request) -> Response[str]:
+def resend_verification(request: Request) -> Response:
     """GET /users/me/verify: 201 SEND_VERIFICATION_EMAIL_SUCCESS. Errors: 400 EMAIL_ALREADY_VERIFIED_ERROR."""
     service.resend_verification(request.deps, request.require_caller(), request.now)
     return success_response(SuccessCode.SEND_VERIFICATION_EMAIL_SUCCESS)
@@ -164,7 +162,7 @@ def resend_verification(request: Request) -> Response[str]:
         summary="Verify the email address with the emailed token",
     ),
 )
-def verify_email(request: Request) -> Response[str]:
+def verify_email(request: Request) -> Response:
     """PUT /users/verify: 200 VERIFY_EMAIL_SUCCESS.
 
     Errors: 400 INVALID_VERIFICATION_TOKEN_ERROR, 403 BANNED_ERROR.
@@ -184,7 +182,7 @@ def verify_email(request: Request) -> Response[str]:
         summary="Delete the account (never with a scoped session)",
     ),
 )
-def delete_me(request: Request) -> Response[str]:
+def delete_me(request: Request) -> Response:
     """DELETE /users/me: 200 DELETE_USER_SUCCESS."""
     service.delete_account(request.deps, request.require_caller())
     return success_response(SuccessCode.DELETE_USER_SUCCESS)
@@ -200,7 +198,7 @@ def delete_me(request: Request) -> Response[str]:
         summary="Offered domains",
     ),
 )
-def list_domains(request: Request) -> Response[str]:
+def list_domains(request: Request) -> Response:
     """GET /domains: ``{count, items}`` of the offered domains, paginated."""
     count, page = service.list_domains(request.deps, limit=request.query.limit, offset=request.query.offset)
     return json_response(200, {"count": count, "items": [d.to_public() for d in page]})
@@ -215,6 +213,6 @@ def list_domains(request: Request) -> Response[str]:
         summary="One offered domain",
     ),
 )
-def get_domain(request: Request) -> Response[str]:
+def get_domain(request: Request) -> Response:
     """GET /domains/:id: one domain, or 404 INVALID_DOMAIN_ERROR."""
     return json_response(200, service.get_domain(request.deps, request.path["id"]).to_public())

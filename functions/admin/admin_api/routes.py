@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from aws_lambda_powertools.event_handler import Response
-
 import nimbus_core
 from admin_api import service
 from admin_api.models import KillSwitchPath, SetLogLevelBody
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
-from nimbus_core.http.responses import json_response
+from nimbus_core.http.responses import Response, json_response
 from nimbus_core.ports import RuntimeConfig
 from nimbus_core.scopes import Scope
 from nimbus_core.views import KillSwitchListView, LogLevelView, ServiceView
@@ -32,7 +30,7 @@ _SWITCH_CHANGE = replace(
 )
 
 
-def _switch_list(config: RuntimeConfig) -> Response[str]:
+def _switch_list(config: RuntimeConfig) -> Response:
     return json_response(200, service.killswitch_list(config))
 
 
@@ -41,7 +39,7 @@ def _switch_list(config: RuntimeConfig) -> Response[str]:
     "/",
     Policy(auth=Auth.NONE, response=ServiceView, summary="Service name and version"),
 )
-def root(_request: Request) -> Response[str]:
+def root(_request: Request) -> Response:
     """GET /: the service name and version."""
     return json_response(200, {"name": "nimbus", "version": nimbus_core.__version__})
 
@@ -56,7 +54,7 @@ def root(_request: Request) -> Response[str]:
         response=KillSwitchListView,
     ),
 )
-def list_killswitches(request: Request) -> Response[str]:
+def list_killswitches(request: Request) -> Response:
     """GET /killswitches: ``{count: 9, items: [{id, name, state}]}`` (as this container sees them)."""
     return _switch_list(request.deps.config.current())
 
@@ -64,7 +62,7 @@ def list_killswitches(request: Request) -> Response[str]:
 @routes.endpoint(
     "PUT", "/killswitches/<id>", replace(_SWITCH_CHANGE, summary="Enable a kill switch", path=KillSwitchPath)
 )
-def enable_killswitch(request: Request) -> Response[str]:
+def enable_killswitch(request: Request) -> Response:
     """PUT /killswitches/:id: enable it; the full list after the change."""
     path: KillSwitchPath = request.path_model
     request.record_answer_now()
@@ -76,7 +74,7 @@ def enable_killswitch(request: Request) -> Response[str]:
     "/killswitches/<id>",
     replace(_SWITCH_CHANGE, summary="Disable a kill switch", path=KillSwitchPath),
 )
-def disable_killswitch(request: Request) -> Response[str]:
+def disable_killswitch(request: Request) -> Response:
     """DELETE /killswitches/:id: disable it; the full list after the change."""
     path: KillSwitchPath = request.path_model
     request.record_answer_now()
@@ -84,7 +82,7 @@ def disable_killswitch(request: Request) -> Response[str]:
 
 
 @routes.endpoint("DELETE", "/killswitches", replace(_SWITCH_CHANGE, summary="Disable every kill switch"))
-def disable_all_killswitches(request: Request) -> Response[str]:
+def disable_all_killswitches(request: Request) -> Response:
     """DELETE /killswitches: disable all; the full list after the change."""
     request.record_answer_now()
     return _switch_list(service.disable_all(request.deps))
@@ -95,7 +93,7 @@ def disable_all_killswitches(request: Request) -> Response[str]:
     "/loglevel",
     replace(_STAFF, scope=Scope.STAFF_MODIFY_LOGLEVEL, summary="The log level", response=LogLevelView),
 )
-def get_log_level(request: Request) -> Response[str]:
+def get_log_level(request: Request) -> Response:
     """GET /loglevel: ``{name}``."""
     return json_response(200, {"name": request.deps.config.current().log_level})
 
@@ -113,7 +111,7 @@ def get_log_level(request: Request) -> Response[str]:
         response=LogLevelView,
     ),
 )
-def set_log_level(request: Request) -> Response[str]:
+def set_log_level(request: Request) -> Response:
     """PATCH /loglevel: ``{name}`` as stored (DEBUG, INFO, WARN, ERROR or NONE).
 
     Errors: 400 INVALID_LOGLEVEL_ERROR.

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import Response
-
 from auth_api import service
 from auth_api.models import LoginBody, RegisterBody
 from nimbus_core import ratelimits
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
-from nimbus_core.http.responses import json_response
+from nimbus_core.http.responses import Response, json_response
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.views import SuccessfulAuthView
 
@@ -31,7 +29,7 @@ routes = EndpointRouter()
         summary="Register a user and log in",
     ),
 )
-def register(request: Request) -> Response[str]:
+def register(request: Request) -> Response:
     """POST /register: create an account and log it in (201 SuccessfulAuth).
 
     Errors: 400 INVALID_USERNAME_ERROR, 400 INVALID_EMAIL_ERROR, 400 PASSWORDS_DO_NOT_MATCH_ERROR,
@@ -61,7 +59,7 @@ def register(request: Request) -> Response[str]:
         summary="Log in with a username or email and a password",
     ),
 )
-def login(request: Request) -> Response[str]:
+def login(request: Request) -> Response:
     """POST /login: open a normal session with a username or email and a password (201 SuccessfulAuth).
 
     Errors: 400 INVALID_SECOND_FACTOR_METHOD_ERROR, 401 INVALID_PASSWORD_ERROR,

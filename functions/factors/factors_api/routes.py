@@ -4,15 +4,13 @@ client library calls)."""
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import Response
-
 from factors_api import service
 from factors_api.models import ConfirmTotpBody, ConfirmWebAuthnBody, DeleteFactorsBody, FactorsQuery
 from nimbus_core.errors import SuccessCode
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Policy
 from nimbus_core.http.registry import EndpointRouter
-from nimbus_core.http.responses import json_response, success_response
+from nimbus_core.http.responses import Response, json_response, success_response
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.models import SecondFactor
 from nimbus_core.scopes import Scope
@@ -46,7 +44,7 @@ _MODIFY = (KillSwitch.ACCOUNT_MODIFY,)
         summary="Start enrolling a TOTP app: its secret and otpauth URI, and a token to confirm with",
     ),
 )
-def start_totp(request: Request) -> Response[str]:
+def start_totp(request: Request) -> Response:
     """POST /users/me/2fa/totp: 201 with the seed (shown once) and the enrolment token."""
     return json_response(201, service.start_totp(request.deps, request.require_caller(), request.now))
 
@@ -63,7 +61,7 @@ def start_totp(request: Request) -> Response[str]:
         summary="Confirm a TOTP app with a code: the factor (and a first set of backup codes)",
     ),
 )
-def confirm_totp(request: Request) -> Response[str]:
+def confirm_totp(request: Request) -> Response:
     """POST /users/me/2fa/totp/confirm: 201 ``{id, type, name, codes?}``.
 
     Errors: 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR.
@@ -80,7 +78,7 @@ def confirm_totp(request: Request) -> Response[str]:
     return _enrolled(factor, codes)
 
 
-def _enrolled(factor: SecondFactor, codes: list[str] | None) -> Response[str]:
+def _enrolled(factor: SecondFactor, codes: list[str] | None) -> Response:
     answer = {"id": factor.id, "type": factor.type, "name": factor.name}
     return json_response(201, answer if codes is None else {**answer, "codes": codes})
 
@@ -97,7 +95,7 @@ def _enrolled(factor: SecondFactor, codes: list[str] | None) -> Response[str]:
         summary="Start enrolling a security key: creation options and a token to confirm with",
     ),
 )
-def start_webauthn(request: Request) -> Response[str]:
+def start_webauthn(request: Request) -> Response:
     """POST /users/me/2fa/webauthn: 201 with the token and PublicKeyCredentialCreationOptions."""
     return json_response(201, service.start_webauthn(request.deps, request.require_caller(), request.now))
 
@@ -114,7 +112,7 @@ def start_webauthn(request: Request) -> Response[str]:
         summary="Confirm a security key with its attestation: the factor (and a first set of backup codes)",
     ),
 )
-def confirm_webauthn(request: Request) -> Response[str]:
+def confirm_webauthn(request: Request) -> Response:
     """POST /users/me/2fa/webauthn/confirm: 201 ``{id, type, name, codes?}``.
 
     Errors: 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR.
@@ -143,7 +141,7 @@ def confirm_webauthn(request: Request) -> Response[str]:
         summary="A new set of backup codes (the old ones stop working)",
     ),
 )
-def regenerate_backup_codes(request: Request) -> Response[str]:
+def regenerate_backup_codes(request: Request) -> Response:
     """POST /users/me/2fa/backup: 201 ``{codes}``, shown once.
 
     Errors: 400 USER_REQUIRES_SECOND_FACTOR_ERROR.
@@ -163,7 +161,7 @@ def regenerate_backup_codes(request: Request) -> Response[str]:
         summary="The caller's second factors, newest first",
     ),
 )
-def list_factors(request: Request) -> Response[str]:
+def list_factors(request: Request) -> Response:
     """GET /users/me/2fa: ``{count, items}`` (no read beyond authentication)."""
     query: FactorsQuery = request.query
     count, page = service.list_factors(request.require_caller().user, limit=query.limit, offset=query.offset)
@@ -179,7 +177,7 @@ def list_factors(request: Request) -> Response[str]:
         summary="One of the caller's second factors",
     ),
 )
-def get_factor(request: Request) -> Response[str]:
+def get_factor(request: Request) -> Response:
     """GET /users/me/2fa/:id, or 404 INVALID_SECOND_FACTOR_ERROR."""
     return json_response(
         200, service.get_factor(request.require_caller().user, request.path["id"]).to_public()
@@ -197,7 +195,7 @@ def get_factor(request: Request) -> Response[str]:
         summary="Remove one of the caller's second factors",
     ),
 )
-def delete_factor(request: Request) -> Response[str]:
+def delete_factor(request: Request) -> Response:
     """DELETE /users/me/2fa/:id: 200 DELETE_SECOND_FACTOR_SUCCESS. Errors: 404 INVALID_SECOND_FACTOR_ERROR."""
     service.remove_factor(request.deps, request.require_caller().user, request.path["id"])
     return success_response(SuccessCode.DELETE_SECOND_FACTOR_SUCCESS)
@@ -215,7 +213,7 @@ def delete_factor(request: Request) -> Response[str]:
         summary="Remove several of the caller's second factors (at most 50 ids)",
     ),
 )
-def delete_factors(request: Request) -> Response[str]:
+def delete_factors(request: Request) -> Response:
     """DELETE /users/me/2fa: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
     count = service.remove_factors(request.deps, request.require_caller().user, request.body.ids)
     return success_response(SuccessCode.DELETE_SECOND_FACTORS_SUCCESS, count=count)
@@ -232,7 +230,7 @@ def delete_factors(request: Request) -> Response[str]:
         summary="Remove every second factor of the caller (and the backup codes)",
     ),
 )
-def delete_all_factors(request: Request) -> Response[str]:
+def delete_all_factors(request: Request) -> Response:
     """DELETE /users/me/2fa/all: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
     user = request.require_caller().user
     count = service.remove_factors(request.deps, user, list(user.second_factors))
@@ -254,7 +252,7 @@ def delete_all_factors(request: Request) -> Response[str]:
         summary="A user's second factors, newest first",
     ),
 )
-def list_user_factors(request: Request) -> Response[str]:
+def list_user_factors(request: Request) -> Response:
     """GET /users/:uid/2fa: ``{count, items}``, or 404 INVALID_USER_ERROR."""
     query: FactorsQuery = request.query
     count, page = service.list_factors(request.target(), limit=query.limit, offset=query.offset)
@@ -272,7 +270,7 @@ def list_user_factors(request: Request) -> Response[str]:
         summary="One of a user's second factors",
     ),
 )
-def get_user_factor(request: Request) -> Response[str]:
+def get_user_factor(request: Request) -> Response:
     """GET /users/:uid/2fa/:id: 404 INVALID_USER_ERROR or INVALID_SECOND_FACTOR_ERROR."""
     return json_response(200, service.get_factor(request.target(), request.path["id"]).to_public())
 
@@ -290,7 +288,7 @@ def get_user_factor(request: Request) -> Response[str]:
         summary="Remove one of a user's second factors",
     ),
 )
-def delete_user_factor(request: Request) -> Response[str]:
+def delete_user_factor(request: Request) -> Response:
     """DELETE /users/:uid/2fa/:id: 200 DELETE_SECOND_FACTOR_SUCCESS.
 
     Errors: 404 INVALID_SECOND_FACTOR_ERROR.
@@ -313,7 +311,7 @@ def delete_user_factor(request: Request) -> Response[str]:
         summary="Remove several of a user's second factors (at most 50 ids)",
     ),
 )
-def delete_user_factors(request: Request) -> Response[str]:
+def delete_user_factors(request: Request) -> Response:
     """DELETE /users/:uid/2fa: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
     count = service.remove_factors(request.deps, request.target(), request.body.ids)
     return success_response(SuccessCode.DELETE_SECOND_FACTORS_SUCCESS, count=count)
@@ -332,7 +330,7 @@ def delete_user_factors(request: Request) -> Response[str]:
         summary="Remove every second factor of a user (and the backup codes)",
     ),
 )
-def delete_all_user_factors(request: Request) -> Response[str]:
+def delete_all_user_factors(request: Request) -> Response:
     """DELETE /users/:uid/2fa/all: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
     user = request.target()
     count = service.remove_factors(request.deps, user, list(user.second_factors))

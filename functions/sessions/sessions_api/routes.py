@@ -3,14 +3,12 @@ user's sessions (the seed's session endpoints, CONTRACT sections 3, 5 and 8)."""
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler import Response
-
 from nimbus_core import ratelimits
 from nimbus_core.errors import SuccessCode
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Policy
 from nimbus_core.http.registry import EndpointRouter
-from nimbus_core.http.responses import json_response, success_response
+from nimbus_core.http.responses import Response, json_response, success_response
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.models import Session
 from nimbus_core.scopes import Scope
@@ -46,7 +44,7 @@ def _user(request: Request) -> Owner:
     return Owner(request.target())
 
 
-def _list(request: Request, owner: Owner) -> Response[str]:
+def _list(request: Request, owner: Owner) -> Response:
     query: SessionsQuery = request.query
     count, page = service.list_sessions(
         request.deps, owner, request.now, limit=query.limit, offset=query.offset
@@ -54,7 +52,7 @@ def _list(request: Request, owner: Owner) -> Response[str]:
     return json_response(200, {"count": count, "items": [s.to_public() for s in page]})
 
 
-def _one(session: Session) -> Response[str]:
+def _one(session: Session) -> Response:
     return json_response(200, session.to_public())
 
 
@@ -71,7 +69,7 @@ def _one(session: Session) -> Response[str]:
         summary="The caller's live sessions, newest first",
     ),
 )
-def list_my_sessions(request: Request) -> Response[str]:
+def list_my_sessions(request: Request) -> Response:
     """GET /users/me/sessions: ``{count, items}``; ``count`` is every live session."""
     return _list(request, _me(request))
 
@@ -85,7 +83,7 @@ def list_my_sessions(request: Request) -> Response[str]:
         summary="One of the caller's sessions",
     ),
 )
-def get_my_session(request: Request) -> Response[str]:
+def get_my_session(request: Request) -> Response:
     """GET /users/me/sessions/:sid (``me``: the calling session, with no further read).
 
     Errors: 404 INVALID_SESSION_ERROR.
@@ -103,7 +101,7 @@ def get_my_session(request: Request) -> Response[str]:
         summary="Rename one of the caller's sessions",
     ),
 )
-def rename_my_session(request: Request) -> Response[str]:
+def rename_my_session(request: Request) -> Response:
     """PATCH /users/me/sessions/:sid: 200 with the renamed Session. Errors: 404 INVALID_SESSION_ERROR."""
     sid, name = request.path["sid"], request.body.name
     return _one(service.rename_session(request.deps, _me(request), sid, name, request.now))
@@ -119,7 +117,7 @@ def rename_my_session(request: Request) -> Response[str]:
         summary="Revoke one of the caller's sessions (me: log out)",
     ),
 )
-def delete_my_session(request: Request) -> Response[str]:
+def delete_my_session(request: Request) -> Response:
     """DELETE /users/me/sessions/:sid: 200 DELETE_SESSION_SUCCESS. Errors: 404 INVALID_SESSION_ERROR."""
     service.delete_session(request.deps, _me(request), request.path["sid"], request.now)
     return success_response(SuccessCode.DELETE_SESSION_SUCCESS)
@@ -136,7 +134,7 @@ def delete_my_session(request: Request) -> Response[str]:
         summary="Revoke several of the caller's sessions (at most 50 ids; me allowed)",
     ),
 )
-def delete_my_sessions(request: Request) -> Response[str]:
+def delete_my_sessions(request: Request) -> Response:
     """DELETE /users/me/sessions: 200 DELETE_SESSIONS_SUCCESS with how many were revoked."""
     count = service.delete_sessions(request.deps, _me(request), request.body.ids, request.now)
     return success_response(SuccessCode.DELETE_SESSIONS_SUCCESS, count=count)
@@ -153,7 +151,7 @@ def delete_my_sessions(request: Request) -> Response[str]:
         summary="Revoke every session of the caller (include-self: the calling one too)",
     ),
 )
-def delete_all_my_sessions(request: Request) -> Response[str]:
+def delete_all_my_sessions(request: Request) -> Response:
     """DELETE /users/me/sessions/all: 200 DELETE_SESSIONS_SUCCESS; effective on the next request."""
     keep = not request.query.include_self
     count = service.revoke_all_sessions(request.deps, _me(request), keep_current=keep, now=request.now)
@@ -174,7 +172,7 @@ def delete_all_my_sessions(request: Request) -> Response[str]:
         summary="Create a scoped session (an API key); its token is shown once",
     ),
 )
-def create_scoped_session(request: Request) -> Response[str]:
+def create_scoped_session(request: Request) -> Response:
     """POST /users/me/sessions: 201 with the Session and its token."""
     body: CreateScopedSessionBody = request.body
     issued = service.create_scoped_session(
@@ -203,7 +201,7 @@ def create_scoped_session(request: Request) -> Response[str]:
         summary="A user's live sessions, newest first",
     ),
 )
-def list_user_sessions(request: Request) -> Response[str]:
+def list_user_sessions(request: Request) -> Response:
     """GET /users/:uid/sessions."""
     return _list(request, _user(request))
 
@@ -219,7 +217,7 @@ def list_user_sessions(request: Request) -> Response[str]:
         summary="One session of a user",
     ),
 )
-def get_user_session(request: Request) -> Response[str]:
+def get_user_session(request: Request) -> Response:
     """GET /users/:uid/sessions/:sid. Errors: 404 INVALID_SESSION_ERROR."""
     return _one(service.get_session(request.deps, _user(request), request.path["sid"], request.now))
 
@@ -237,7 +235,7 @@ def get_user_session(request: Request) -> Response[str]:
         summary="Rename a session of a user",
     ),
 )
-def rename_user_session(request: Request) -> Response[str]:
+def rename_user_session(request: Request) -> Response:
     """PATCH /users/:uid/sessions/:sid. Errors: 404 INVALID_SESSION_ERROR."""
     sid, name = request.path["sid"], request.body.name
     return _one(service.rename_session(request.deps, _user(request), sid, name, request.now))
@@ -255,7 +253,7 @@ def rename_user_session(request: Request) -> Response[str]:
         summary="Revoke a session of a user",
     ),
 )
-def delete_user_session(request: Request) -> Response[str]:
+def delete_user_session(request: Request) -> Response:
     """DELETE /users/:uid/sessions/:sid. Errors: 404 INVALID_SESSION_ERROR."""
     service.delete_session(request.deps, _user(request), request.path["sid"], request.now)
     return success_response(SuccessCode.DELETE_SESSION_SUCCESS)
@@ -274,7 +272,7 @@ def delete_user_session(request: Request) -> Response[str]:
         summary="Revoke several sessions of a user (at most 50 ids)",
     ),
 )
-def delete_user_sessions(request: Request) -> Response[str]:
+def delete_user_sessions(request: Request) -> Response:
     """DELETE /users/:uid/sessions."""
     count = service.delete_sessions(request.deps, _user(request), request.body.ids, request.now)
     return success_response(SuccessCode.DELETE_SESSIONS_SUCCESS, count=count)
@@ -292,7 +290,7 @@ def delete_user_sessions(request: Request) -> Response[str]:
         summary="Revoke every session of a user",
     ),
 )
-def delete_all_user_sessions(request: Request) -> Response[str]:
+def delete_all_user_sessions(request: Request) -> Response:
     """DELETE /users/:uid/sessions/all."""
     count = service.revoke_all_sessions(request.deps, _user(request), keep_current=False, now=request.now)
     return success_response(SuccessCode.DELETE_SESSIONS_SUCCESS, count=count)

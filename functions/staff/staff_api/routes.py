@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from aws_lambda_powertools.event_handler import Response
-
 from nimbus_core import account_changes
 from nimbus_core.account_bodies import (
     ChangeDomainBody,
@@ -21,7 +19,7 @@ from nimbus_core.errors import ErrorCode, NimbusError, SuccessCode
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Policy
 from nimbus_core.http.registry import EndpointRouter
-from nimbus_core.http.responses import json_response, success_response
+from nimbus_core.http.responses import Response, json_response, success_response
 from nimbus_core.models import User
 from nimbus_core.scopes import Scope
 from nimbus_core.views import CountedSuccessView, SuccessView, UserListView, UserView
@@ -43,7 +41,7 @@ _MODIFY = Policy(
 )
 
 
-def _user(user: User) -> Response[str]:
+def _user(user: User) -> Response:
     return json_response(200, user.to_public())
 
 
@@ -58,7 +56,7 @@ def _user(user: User) -> Response[str]:
         summary="Every user, newest first",
     ),
 )
-def list_users(request: Request) -> Response[str]:
+def list_users(request: Request) -> Response:
     """GET /users: ``{count, items}``; ``count`` is the number of users, exact."""
     query: UsersQuery = request.query
     count, page = service.list_users(request.deps, limit=query.limit, offset=query.offset)
@@ -76,7 +74,7 @@ def list_users(request: Request) -> Response[str]:
         summary="One user",
     ),
 )
-def get_user(request: Request) -> Response[str]:
+def get_user(request: Request) -> Response:
     """GET /users/:id: the User, or 404 INVALID_USER_ERROR."""
     return _user(request.target())
 
@@ -86,7 +84,7 @@ def get_user(request: Request) -> Response[str]:
     "/users/<id>/username",
     replace(_MODIFY, summary="Change a user's username", body=ChangeUsernameBody),
 )
-def set_username(request: Request) -> Response[str]:
+def set_username(request: Request) -> Response:
     """PUT /users/:id/username: 200 with the User; 409 USER_EXISTS_ERROR if the name is taken.
 
     Errors: 400 INVALID_USERNAME_ERROR.
@@ -101,7 +99,7 @@ def set_username(request: Request) -> Response[str]:
         _MODIFY, summary="Change a user's email address (it must be verified again)", body=ChangeEmailBody
     ),
 )
-def set_email(request: Request) -> Response[str]:
+def set_email(request: Request) -> Response:
     """PUT /users/:id/email: 200 with the User, unverified; a verification email is queued.
 
     Errors: 400 INVALID_EMAIL_ERROR, 409 USER_EXISTS_ERROR.
@@ -118,7 +116,7 @@ def set_email(request: Request) -> Response[str]:
         _MODIFY, summary="Set a user's password (every session of theirs is revoked)", body=ChangePasswordBody
     ),
 )
-def set_password(request: Request) -> Response[str]:
+def set_password(request: Request) -> Response:
     """PUT /users/:id/password: 200 with the User; all of the user's sessions are revoked.
 
     Errors: 400 PASSWORDS_DO_NOT_MATCH_ERROR.
@@ -132,7 +130,7 @@ def set_password(request: Request) -> Response[str]:
     "/users/<id>/domain",
     replace(_MODIFY, summary="Change a user's domain and subdomain", body=ChangeDomainBody, reverify=False),
 )
-def set_domain(request: Request) -> Response[str]:
+def set_domain(request: Request) -> Response:
     """PUT /users/:id/domain: 200 with the User; 404 INVALID_DOMAIN_ERROR if not offered.
 
     Errors: 400 SUBDOMAIN_NOT_ALLOWED_ERROR, 400 SUBDOMAIN_TOO_LONG_ERROR.
@@ -147,13 +145,13 @@ def set_domain(request: Request) -> Response[str]:
 @routes.endpoint(
     "PUT", "/users/<id>/verify", replace(_MODIFY, summary="Mark a user's email address verified")
 )
-def set_verified(request: Request) -> Response[str]:
+def set_verified(request: Request) -> Response:
     """PUT /users/:id/verify: 200 with the User; 400 EMAIL_ALREADY_VERIFIED_ERROR."""
     return _user(service.set_verified(request.deps, request.target(), request.now))
 
 
 @routes.endpoint("DELETE", "/users/<id>/verify", replace(_MODIFY, summary="Remove a user's verified mark"))
-def clear_verified(request: Request) -> Response[str]:
+def clear_verified(request: Request) -> Response:
     """DELETE /users/:id/verify: 200 with the User; 400 EMAIL_NOT_VERIFIED_ERROR."""
     return _user(service.clear_verified(request.deps, request.target(), request.now))
 
@@ -169,7 +167,7 @@ def clear_verified(request: Request) -> Response[str]:
         response=SuccessView,
     ),
 )
-def resend_verification(request: Request) -> Response[str]:
+def resend_verification(request: Request) -> Response:
     """GET /users/:id/verify: 201 SEND_VERIFICATION_EMAIL_SUCCESS; 400 EMAIL_ALREADY_VERIFIED_ERROR."""
     account_changes.resend_verification(request.deps, request.target(), request.now)
     return success_response(SuccessCode.SEND_VERIFICATION_EMAIL_SUCCESS)
@@ -180,13 +178,13 @@ def resend_verification(request: Request) -> Response[str]:
     "/users/<id>/staff",
     replace(_MODIFY, summary="Promote a user to staff (they need a second factor)"),
 )
-def promote(request: Request) -> Response[str]:
+def promote(request: Request) -> Response:
     """PUT /users/:id/staff: 200 with the User; 400 USER_REQUIRES_SECOND_FACTOR_ERROR."""
     return _user(service.set_staff(request.deps, request.target(), True, request.now))
 
 
 @routes.endpoint("DELETE", "/users/<id>/staff", replace(_MODIFY, summary="Demote a user from staff"))
-def demote(request: Request) -> Response[str]:
+def demote(request: Request) -> Response:
     """DELETE /users/:id/staff: 200 with the User."""
     return _user(service.set_staff(request.deps, request.target(), False, request.now))
 
@@ -196,13 +194,13 @@ def demote(request: Request) -> Response[str]:
     "/users/<id>/ban",
     replace(_MODIFY, summary="Ban a user (every session revoked, a notice emailed)", body=BanBody),
 )
-def ban(request: Request) -> Response[str]:
+def ban(request: Request) -> Response:
     """PUT /users/:id/ban: 200 with the User (``bannedAt``, ``banReason``)."""
     return _user(service.ban(request.deps, request.target(), request.body.reason, request.now))
 
 
 @routes.endpoint("DELETE", "/users/<id>/ban", replace(_MODIFY, summary="Lift a user's ban"))
-def unban(request: Request) -> Response[str]:
+def unban(request: Request) -> Response:
     """DELETE /users/:id/ban: 200 with the User."""
     return _user(service.unban(request.deps, request.target(), request.now))
 
@@ -212,7 +210,7 @@ def unban(request: Request) -> Response[str]:
     "/users/<id>",
     replace(_MODIFY, summary="Delete a user", response=SuccessView),
 )
-def delete_user(request: Request) -> Response[str]:
+def delete_user(request: Request) -> Response:
     """DELETE /users/:id: 200 DELETE_USER_SUCCESS; 404 INVALID_USER_ERROR (also if deleted meanwhile)."""
     if not service.delete_user(request.deps, request.target()):
         raise NimbusError(ErrorCode.INVALID_USER_ERROR)  # deleted meanwhile
@@ -232,7 +230,7 @@ def delete_user(request: Request) -> Response[str]:
         summary="Delete several users (at most 50 ids; unknown ones are skipped)",
     ),
 )
-def delete_users(request: Request) -> Response[str]:
+def delete_users(request: Request) -> Response:
     """DELETE /users: 200 DELETE_USERS_SUCCESS with how many users this request deleted."""
     count = service.delete_users(request.deps, request.body.ids)
     return success_response(SuccessCode.DELETE_USERS_SUCCESS, count=count)

@@ -1,1 +1,2 @@
-"""The HTTP edge shared by every function: app factory, responses, the endpoint guard."""
+"""The HTTP edge shared by every function: app and handler, route table, event accessors, the
+endpoint guard, responses."""

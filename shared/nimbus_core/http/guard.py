@@ -16,21 +16,18 @@ Then the route runs with a :class:`Request` that holds all of the above.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
-
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
-from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
 from nimbus_core import audit, challenges, ids, metrics
 from nimbus_core.auth import Caller, authenticate
 from nimbus_core.challenges import ChallengeRequiredError
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError, RateLimitedError
+from nimbus_core.http.event import HttpEvent
 from nimbus_core.http.policy import Auth, Policy
-from nimbus_core.http.responses import rate_limit_headers, response_for_exception
+from nimbus_core.http.responses import Response, rate_limit_headers, response_for_exception
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.limiter import RateLimiter
 from nimbus_core.models import User
@@ -39,14 +36,7 @@ from nimbus_core.ratelimits import Per, RateLimit
 from nimbus_core.reverify import AnswerCarrier, reverify
 from nimbus_core.scopes import grants
 from nimbus_core.tokens import SessionToken, parse_session_token
-from nimbus_core.validation import MAX_NAME, printable, read_json_body, read_query, validate
-
-DEPS_CONTEXT_KEY = "nimbus_deps"
-LITERALS_CONTEXT_KEY = "nimbus_literal_siblings"
-CONFIG_CONTEXT_KEY = "nimbus_runtime_config"  # read by the handler for this request (None: not read)
-# The guarded request, for the route. A context variable rather than the router's context: Powertools
-# rebinds a router's context to the last app that included it, and tests build several apps.
-_REQUEST: ContextVar[Request | None] = ContextVar("nimbus_request", default=None)
+from nimbus_core.validation import MAX_NAME, printable, read_query, validate
 
 
 @dataclass(slots=True)
@@ -121,33 +111,35 @@ class Request:
         return caller
 
 
-def current_request() -> Request:
-    """The guarded request being handled."""
-    request = _REQUEST.get()
-    if request is None:  # pragma: no cover - every route is guarded (the registry sees to it)
-        raise RuntimeError("no guarded request: the route was not registered through the registry")
-    return request
+RouteFunction = Callable[[Request], Response]
+# A guarded route, as the app's route table holds it: the event, the path parameters matched, this
+# request's dependencies and the runtime configuration the handler read (None: not read).
+GuardedRoute = Callable[[HttpEvent, dict[str, str], Deps, RuntimeConfig | None], Response]
 
 
-def guard(policy: Policy) -> Any:
-    """The middleware that enforces ``policy`` (see the module docstring for the order)."""
+def guard(
+    policy: Policy, route: RouteFunction, *, endpoint: str, reserved: Mapping[str, frozenset[str]]
+) -> GuardedRoute:
+    """``route`` behind ``policy`` (see the module docstring for the order of the checks).
 
-    def middleware(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response[Any]:
-        _check_literal_siblings(app)
-        deps: Deps = app.context[DEPS_CONTEXT_KEY]
-        event = app.current_event
-        # From the raw event: ``event.headers`` builds a case-insensitive copy that this one replaces.
-        headers = {k.lower(): v for k, v in (event.raw_event.get("headers") or {}).items()}
+    ``endpoint`` is ``"METHOD /path/<param>"`` (what a second-factor challenge is bound to, and the
+    audit's action); ``reserved`` holds the values each path parameter must not take because a
+    sibling route spells them literally (step 0).
+    """
+
+    def guarded(event: HttpEvent, path: dict[str, str], deps: Deps, config: RuntimeConfig | None) -> Response:
+        _check_literal_siblings(reserved, path)
+        headers = event.headers()
         request = Request(
             deps=deps,
-            source_ip=event.request_context.http.source_ip,
+            source_ip=event.source_ip,
             headers=headers,
             now=deps.clock.now(),
             token=parse_session_token(headers.get("authorization")),
-            target_id=_target_id(policy, app),
-            endpoint=_endpoint(app),
-            path=dict(app.context.get("_route_args") or {}),
-            config=app.context.get(CONFIG_CONTEXT_KEY),
+            target_id=_target_id(policy, path),
+            endpoint=endpoint,
+            path=path,
+            config=config,
         )
         # A reverified request answering a challenge: the challenge is read with the session (one
         # round trip). The body is only peeked at here; its errors are answered at step 6.
@@ -158,58 +150,50 @@ def guard(policy: Policy) -> Any:
         caller = _check_session(policy, request)
         _check_permissions(policy, caller, staff_need_factor=deps.settings.staff_require_second_factor)
         if policy.body is not None or policy.reverify:
-            request.raw_body = (
-                peeked
-                if peeked is not None
-                else read_json_body(event.body, is_base64=bool(event.is_base64_encoded))
-            )
+            request.raw_body = peeked if peeked is not None else event.json_body()
         if policy.body is not None:
             request.body = validate(policy.body, request.raw_body)
         if policy.query is not None:
-            request.query = validate(policy.query, read_query(event.query_string_parameters))
+            request.query = validate(policy.query, read_query(event.query))
         if policy.path is not None:
-            request.path_model = validate(policy.path, dict(app.context.get("_route_args") or {}))
+            request.path_model = validate(policy.path, dict(path))
         if policy.names_session:
             request.session_name = _session_name(headers)
             request.user_agent = headers.get("user-agent")
-        token = _REQUEST.set(request)
 
-        def proceed() -> Response[Any]:
+        def proceed() -> Response:
             answer_ops = []
             if policy.reverify and caller is not None:
-                answer_ops = reverify(deps, caller, request.raw_body, request.now, endpoint=request.endpoint)
+                answer_ops = reverify(deps, caller, request.raw_body, request.now, endpoint=endpoint)
             if not answer_ops:
-                return next_middleware(app)
+                return route(request)
             # A challenge answered: recorded in the change's own transaction.
             carrier = AnswerCarrier(deps.tx, answer_ops)
             request.deps = replace(deps, tx=carrier)
             try:
-                response = next_middleware(app)
+                response = route(request)
             except NimbusError:
                 carrier.settle()  # a refused change still used the challenge up
                 raise
             carrier.settle()
             return response
 
-        try:
-            if policy.audit and caller is not None:
-                return _audited(request, caller, lambda: _limited(policy, request, caller, proceed))
-            return _limited(policy, request, caller, proceed)
-        finally:
-            _REQUEST.reset(token)
+        if policy.audit and caller is not None:
+            return _audited(request, caller, lambda: _limited(policy, request, caller, proceed))
+        return _limited(policy, request, caller, proceed)
 
-    return middleware
+    return guarded
 
 
 def _limited(
-    policy: Policy, request: Request, caller: Caller | None, proceed: Callable[[], Response[Any]]
-) -> Response[Any]:
+    policy: Policy, request: Request, caller: Caller | None, proceed: Callable[[], Response]
+) -> Response:
     if policy.rate_limit is None:
         return _challenge_stored(request, proceed)
     return _rate_limited(policy.rate_limit, request, caller, proceed)
 
 
-def _audited(request: Request, caller: Caller, respond: Callable[[], Response[Any]]) -> Response[Any]:
+def _audited(request: Request, caller: Caller, respond: Callable[[], Response]) -> Response:
     """``respond()``, then the audit line with the status it answered (or will answer)."""
     status = 500
     try:
@@ -232,15 +216,15 @@ def _audited(request: Request, caller: Caller, respond: Callable[[], Response[An
         )
 
 
-def _peek_body(event: Any) -> dict[str, Any] | None:
+def _peek_body(event: HttpEvent) -> dict[str, Any] | None:
     """The JSON body, or None when it is not one (the error is raised again, in its turn)."""
     try:
-        return read_json_body(event.body, is_base64=bool(event.is_base64_encoded))
+        return event.json_body()
     except NimbusError:
         return None
 
 
-def _challenge_stored(request: Request, proceed: Callable[[], Response[Any]]) -> Response[Any]:
+def _challenge_stored(request: Request, proceed: Callable[[], Response]) -> Response:
     """``proceed()``, storing the challenge of a second-factor 401 before it is answered."""
     try:
         return proceed()
@@ -249,26 +233,19 @@ def _challenge_stored(request: Request, proceed: Callable[[], Response[Any]]) ->
         raise
 
 
-def _check_literal_siblings(app: APIGatewayHttpResolver) -> None:
+def _check_literal_siblings(reserved: Mapping[str, frozenset[str]], path: dict[str, str]) -> None:
     """A parameter spelling a sibling route's literal segment is no route at all (404)."""
-    route = app.context.get("_route")
-    reserved = app.context.get(LITERALS_CONTEXT_KEY, {}).get(getattr(route, "path", None), {})
-    for name, value in (app.context.get("_route_args") or {}).items():
-        if value in reserved.get(name, ()):
+    for name, values in reserved.items():
+        if path.get(name) in values:
             raise NimbusError(ErrorCode.INVALID_ENDPOINT_ERROR)
 
 
-def _endpoint(app: APIGatewayHttpResolver) -> str:
-    route = app.context.get("_route")
-    return f"{getattr(route, 'method', '')} {getattr(route, 'path', '')}"
-
-
-def _target_id(policy: Policy, app: APIGatewayHttpResolver) -> str | None:
+def _target_id(policy: Policy, path: dict[str, str]) -> str | None:
     """The well-formed user id in the policy's ``target`` path parameter, if any."""
     if policy.target is None:
         return None
-    value = (app.context.get("_route_args") or {}).get(policy.target)
-    return value if isinstance(value, str) and ids.is_id(value) else None
+    value = path.get(policy.target)
+    return value if value is not None and ids.is_id(value) else None
 
 
 def _check_killswitches(policy: Policy, request: Request) -> None:
@@ -323,8 +300,8 @@ def _session_name(headers: dict[str, str]) -> str | None:
 
 
 def _rate_limited(
-    limit: RateLimit, request: Request, caller: Caller | None, proceed: Callable[[], Response[Any]]
-) -> Response[Any]:
+    limit: RateLimit, request: Request, caller: Caller | None, proceed: Callable[[], Response]
+) -> Response:
     subject = request.source_ip if limit.per is Per.IP or caller is None else caller.user.id
     limiter = RateLimiter(request.deps.counters)
     hit = limiter.hit(limit, subject, request.now)

@@ -1,52 +1,58 @@
 """One endpoint registry: each route is declared once, with its policy, by one decorator.
 
-``@router.endpoint("PUT", "/users/me/username", Policy(...))`` registers the Powertools route AND
-its guard; a route cannot exist without a policy, and :func:`nimbus_core.http.app.create_app`
-refuses an app holding a route that did not come through here.
+``@router.endpoint("PUT", "/users/me/username", Policy(...))`` declares the route AND its guard. It
+is the only way to declare a route: a group holds nothing else, and
+:func:`nimbus_core.http.app.create_app` builds its route table from these declarations alone, each
+behind :func:`nimbus_core.http.guard.guard` with its policy.
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
-from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
-
-from nimbus_core.http.guard import Request, current_request, guard
+from nimbus_core.http.guard import RouteFunction
 from nimbus_core.http.policy import Endpoint, Policy
 
-RouteFunction = Callable[[Request], Response[Any]]
+
+class UnguardedRouteError(RuntimeError):
+    """A route declared without a policy."""
+
+
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """One declared route: its endpoint (method, path, policy, documentation) and its function."""
+
+    endpoint: Endpoint
+    route: RouteFunction
 
 
 class EndpointRouter:
     """A group's routes, each declared with :meth:`endpoint`."""
 
     def __init__(self, *, reserved: dict[str, frozenset[str]] | None = None) -> None:
-        self.router = APIGatewayHttpRouter()
-        self.endpoints: list[Endpoint] = []
+        self.declared: list[Declared] = []
         # Values a path parameter must not take because another function's literal route spells
         # them (``/users/me/...`` is Accounts', so ``/users/<id>/ban`` with id=me is no route).
         self.reserved = reserved or {}
 
+    @property
+    def endpoints(self) -> list[Endpoint]:
+        """The declared endpoints, in declaration order."""
+        return [declared.endpoint for declared in self.declared]
+
     def endpoint(self, method: str, path: str, policy: Policy) -> Callable[[RouteFunction], RouteFunction]:
-        """Register ``method path`` guarded by ``policy``; the function receives the guarded Request."""
+        """Declare ``method path`` guarded by ``policy``; the function receives the guarded Request.
+
+        Refuses anything but a :class:`Policy` at once, where the route is declared.
+        """
+        if not isinstance(policy, Policy):
+            raise UnguardedRouteError(f"{method.upper()} {path} has no policy")
 
         def register(func: RouteFunction) -> RouteFunction:
-            router = self.router
-
-            @functools.wraps(func)
-            def route(**path_params: str) -> Response[Any]:
-                request = current_request()
-                request.path = path_params
-                return func(request)
-
-            router.route(path, method.upper(), middlewares=[guard(policy)])(route)
-            self.endpoints.append(
-                Endpoint(method.upper(), path, policy, func.__name__, inspect.getdoc(func) or "")
-            )
+            endpoint = Endpoint(method.upper(), path, policy, func.__name__, inspect.getdoc(func) or "")
+            self.declared.append(Declared(endpoint, func))
             return func
 
         return register

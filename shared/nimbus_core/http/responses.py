@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.event_handler import Response
 
 from nimbus_core.errors import ErrorCode, NimbusError, RateLimitedError, SuccessCode
 from nimbus_core.ports import CounterState
@@ -15,19 +15,42 @@ from nimbus_core.ports import CounterState
 _log = Logger(child=True)
 
 BASE_HEADERS = {"Cache-Control": "no-store"}
+JSON = "application/json"
 
 
-def json_response(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response[str]:
-    """A JSON response with the headers every response carries."""
-    return Response(
-        status_code=status,
-        content_type="application/json",
-        body=json.dumps(payload, separators=(",", ":"), ensure_ascii=False),
-        headers={**BASE_HEADERS, **(headers or {})},
-    )
+@dataclass(slots=True)
+class Response:
+    """An HTTP response as a route returns it; the guard may still add headers (RateLimit-*).
+
+    Every body Nimbus answers is JSON text, so the body is a ``str`` and never base64-encoded.
+    """
+
+    status_code: int
+    body: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def to_lambda(self) -> dict[str, Any]:
+        """The Lambda result for API Gateway's payload format 2.0, key for key what Powertools'
+        APIGatewayHttpResolver returned (the local API and the tests read this shape): ``cookies``
+        is always there and empty, and ``headers`` is this response's own dict (nothing else holds
+        it once the request is answered)."""
+        return {
+            "statusCode": self.status_code,
+            "body": self.body,
+            "isBase64Encoded": False,
+            "headers": self.headers,
+            "cookies": [],
+        }
 
 
-def success_response(code: SuccessCode, **extra: Any) -> Response[str]:
+def json_response(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response:
+    """A JSON response with the headers every response carries (Content-Type last, as before)."""
+    all_headers = {**BASE_HEADERS, **headers} if headers else dict(BASE_HEADERS)
+    all_headers.setdefault("Content-Type", JSON)
+    return Response(status, json.dumps(payload, separators=(",", ":"), ensure_ascii=False), all_headers)
+
+
+def success_response(code: SuccessCode, **extra: Any) -> Response:
     """A plain success: ``{code, message}`` plus e.g. ``count``."""
     return json_response(code.status, {"code": code.name, "message": code.message, **extra})
 
@@ -41,7 +64,7 @@ def rate_limit_headers(state: CounterState, now: float) -> dict[str, str]:
     }
 
 
-def error_response(error: NimbusError) -> Response[str]:
+def error_response(error: NimbusError) -> Response:
     """The response for an expected error."""
     headers = dict(error.headers)
     if isinstance(error, RateLimitedError):
@@ -49,13 +72,13 @@ def error_response(error: NimbusError) -> Response[str]:
     return json_response(error.status, error.body(), headers)
 
 
-def internal_error_response(exc: BaseException) -> Response[str]:
+def internal_error_response(exc: BaseException) -> Response:
     """The response for anything unexpected: logged with its traceback, answered without one."""
     _log.exception("unhandled error", exc_info=exc)
     return error_response(NimbusError(ErrorCode.INTERNAL_SERVER_ERROR))
 
 
-def response_for_exception(exc: BaseException) -> Response[str]:
+def response_for_exception(exc: BaseException) -> Response:
     """The response for any exception raised while handling a request."""
     if isinstance(exc, NimbusError):
         return error_response(exc)

@@ -1,0 +1,57 @@
+"""A cold start imports only what answering needs: no handler pulls in Powertools' event handler
+package (its ``__init__`` imports every resolver Powertools has, AppSync's asyncio and Bedrock's
+included) nor, on the HTTP functions, its event data classes (every event source's). Each handler
+module is imported in a fresh interpreter, as Lambda's init phase does, and its ``sys.modules`` read.
+
+The stream-fed functions (mail, sweep) still import the data classes: Powertools' batch utility,
+which they use to report partial batch failures, imports them itself.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nimbus_tools.template import REPO_ROOT, function_specs, load_template
+
+HANDLERS = sorted(
+    f"{path.parent.name}.handler" for path in Path(REPO_ROOT, "functions").glob("*/*_api/handler.py")
+)
+HTTP_HANDLERS = {spec.handler_module for spec in function_specs(load_template()) if spec.routes}
+EVENT_HANDLER = "aws_lambda_powertools.event_handler"
+DATA_CLASSES = "aws_lambda_powertools.utilities.data_classes"
+
+
+def _imported_by(module: str) -> set[str]:
+    """The modules a fresh interpreter holds after importing ``module``."""
+    code = (
+        f"import importlib, json, sys; importlib.import_module({module!r}); print(json.dumps([*sys.modules]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT
+    )
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def _under(package: str, modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m == package or m.startswith(f"{package}."))
+
+
+def test_every_http_function_has_a_handler_module_here() -> None:
+    assert HTTP_HANDLERS
+    assert sorted(HTTP_HANDLERS - set(HANDLERS)) == []
+
+
+@pytest.mark.parametrize("module", HANDLERS)
+def test_a_handler_imports_neither_powertools_event_handler_nor_on_http_its_event_classes(
+    module: str,
+) -> None:
+    imported = _imported_by(module)
+    assert module in imported
+    assert _under(EVENT_HANDLER, imported) == []
+    if module in HTTP_HANDLERS:
+        assert _under(DATA_CLASSES, imported) == []
