@@ -9,6 +9,7 @@ which they use to report partial batch failures, imports them itself.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -24,9 +25,13 @@ HANDLERS = sorted(
 HTTP_HANDLERS = {spec.handler_module for spec in function_specs(load_template()) if spec.routes}
 EVENT_HANDLER = "aws_lambda_powertools.event_handler"
 DATA_CLASSES = "aws_lambda_powertools.utilities.data_classes"
+# Loaded by a path that needs it, never at import: boto3's package (s3transfer, resources; the
+# clients are botocore's), the response views (documentation only), ua-parser (sessions shown).
+NOT_AT_IMPORT = ("boto3", "s3transfer", "nimbus_core.views", "ua_parser")
 
 
-def _imported_by(module: str) -> set[str]:
+@functools.cache
+def _imported_by(module: str) -> frozenset[str]:
     """The modules a fresh interpreter holds after importing ``module``."""
     code = (
         f"import importlib, json, sys; importlib.import_module({module!r}); print(json.dumps([*sys.modules]))"
@@ -34,10 +39,10 @@ def _imported_by(module: str) -> set[str]:
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT
     )
-    return set(json.loads(done.stdout.splitlines()[-1]))
+    return frozenset(json.loads(done.stdout.splitlines()[-1]))
 
 
-def _under(package: str, modules: set[str]) -> list[str]:
+def _under(package: str, modules: frozenset[str]) -> list[str]:
     return sorted(m for m in modules if m == package or m.startswith(f"{package}."))
 
 
@@ -55,3 +60,9 @@ def test_a_handler_imports_neither_powertools_event_handler_nor_on_http_its_even
     assert _under(EVENT_HANDLER, imported) == []
     if module in HTTP_HANDLERS:
         assert _under(DATA_CLASSES, imported) == []
+
+
+@pytest.mark.parametrize("module", HANDLERS)
+def test_a_handler_imports_neither_boto3_nor_the_views_nor_the_user_agent_parser(module: str) -> None:
+    imported = _imported_by(module)
+    assert [m for package in NOT_AT_IMPORT for m in _under(package, imported)] == []

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from nimbus_core import __version__
+from nimbus_core import __version__, views
 from nimbus_core.errors import ErrorCode
 from nimbus_core.http.policy import Auth, Endpoint, Policy
 from nimbus_core.killswitches import KillSwitch
@@ -272,7 +272,7 @@ def _operation(registered: Registered, schemas: _Schemas) -> dict[str, Any]:
     success: dict[str, Any] = {"description": "Success"}
     if policy.response is not None:
         success["content"] = {
-            "application/json": {"schema": schemas.ref(policy.response, mode="serialization")}
+            "application/json": {"schema": schemas.ref(response_model(policy), mode="serialization")}
         }
     responses: dict[str, Any] = {str(policy.success): success}
     for status, codes in endpoint_errors(endpoint).items():
@@ -287,6 +287,14 @@ def _operation(registered: Registered, schemas: _Schemas) -> dict[str, Any]:
     else:  # a token is optional: staff pass kill switches; a live session is refused by register/login
         operation["security"] = [{}, {"session": []}]
     return operation | _extensions(policy)
+
+
+def response_model(policy: Policy) -> type[BaseModel]:
+    """The view class that the policy's ``response`` names in ``nimbus_core.views``."""
+    model = getattr(views, policy.response or "", None)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise LookupError(f"nimbus_core.views has no response model {policy.response!r}")
+    return model
 
 
 def build_document(endpoints: Iterable[Registered] | None = None) -> dict[str, Any]:

@@ -19,7 +19,6 @@ from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import Response, json_response, success_response
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.scopes import Scope
-from nimbus_core.views import DomainListView, DomainView, SuccessView, UserView
 
 routes = EndpointRouter()
 
@@ -32,7 +31,7 @@ _MODIFY_EMAIL = (KillSwitch.ACCOUNT_MODIFY, KillSwitch.ACCOUNT_EMAIL_VERIFY)
     "/users/me",
     Policy(
         scope=Scope.ACCOUNT_READ,
-        response=UserView,
+        response="UserView",
         summary="The current user",
     ),
 )
@@ -50,7 +49,7 @@ def get_me(request: Request) -> Response:
         body=ChangeUsernameBody,
         rate_limit=ratelimits.CHANGE_USERNAME,
         reverify=True,
-        response=UserView,
+        response="UserView",
         summary="Change the username",
     ),
 )
@@ -72,7 +71,7 @@ def change_username(request: Request) -> Response:
         body=ChangeEmailBody,
         rate_limit=ratelimits.CHANGE_EMAIL,
         reverify=True,
-        response=UserView,
+        response="UserView",
         summary="Change the email address (it must be verified again)",
     ),
 )
@@ -94,7 +93,7 @@ def change_email(request: Request) -> Response:
         body=ChangePasswordBody,
         rate_limit=ratelimits.CHANGE_PASSWORD,
         reverify=True,
-        response=UserView,
+        response="UserView",
         summary="Change the password (other sessions are revoked)",
     ),
 )
@@ -117,7 +116,7 @@ def change_password(request: Request) -> Response:
         killswitches=_MODIFY,
         body=ChangeDomainBody,
         rate_limit=ratelimits.CHANGE_DOMAIN,
-        response=UserView,
+        response="UserView",
         summary="Choose an offered domain and optional subdomain",
     ),
 )
@@ -141,7 +140,7 @@ def change_domain(request: Request) -> Response:
         killswitches=_MODIFY_EMAIL,
         rate_limit=ratelimits.RESEND_VERIFICATION,
         success=201,
-        response=SuccessView,
+        response="SuccessView",
         summary="Send the verification email again",
     ),
 )
@@ -158,7 +157,7 @@ def resend_verification(request: Request) -> Response:
         auth=Auth.NONE,
         killswitches=_MODIFY_EMAIL,
         body=VerifyEmailBody,
-        response=SuccessView,
+        response="SuccessView",
         summary="Verify the email address with the emailed token",
     ),
 )
@@ -178,7 +177,7 @@ def verify_email(request: Request) -> Response:
         scoped_sessions=False,
         killswitches=(KillSwitch.ACCOUNT_DELETE,),
         reverify=True,
-        response=SuccessView,
+        response="SuccessView",
         summary="Delete the account (never with a scoped session)",
     ),
 )
@@ -194,7 +193,7 @@ def delete_me(request: Request) -> Response:
     Policy(
         scope=Scope.ACCOUNT_READ,
         query=DomainsQuery,
-        response=DomainListView,
+        response="DomainListView",
         summary="Offered domains",
     ),
 )
@@ -209,7 +208,7 @@ def list_domains(request: Request) -> Response:
     "/domains/<id>",
     Policy(
         scope=Scope.ACCOUNT_READ,
-        response=DomainView,
+        response="DomainView",
         summary="One offered domain",
     ),
 )

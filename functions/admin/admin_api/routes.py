@@ -18,7 +18,6 @@ from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import Response, json_response
 from nimbus_core.ports import RuntimeConfig
 from nimbus_core.scopes import Scope
-from nimbus_core.views import KillSwitchListView, LogLevelView, ServiceView
 
 routes = EndpointRouter()
 
@@ -26,7 +25,7 @@ routes = EndpointRouter()
 _STAFF = Policy(staff=True)
 # A change to the kill switches; each endpoint adds its summary (and the switch's path model).
 _SWITCH_CHANGE = replace(
-    _STAFF, scope=Scope.STAFF_MODIFY_KILLSWITCHES, reverify=True, audit=True, response=KillSwitchListView
+    _STAFF, scope=Scope.STAFF_MODIFY_KILLSWITCHES, reverify=True, audit=True, response="KillSwitchListView"
 )
 
 
@@ -37,7 +36,7 @@ def _switch_list(config: RuntimeConfig) -> Response:
 @routes.endpoint(
     "GET",
     "/",
-    Policy(auth=Auth.NONE, response=ServiceView, summary="Service name and version"),
+    Policy(auth=Auth.NONE, response="ServiceView", summary="Service name and version"),
 )
 def root(_request: Request) -> Response:
     """GET /: the service name and version."""
@@ -51,7 +50,7 @@ def root(_request: Request) -> Response:
         _STAFF,
         scope=Scope.STAFF_MODIFY_KILLSWITCHES,
         summary="The kill switches and their states",
-        response=KillSwitchListView,
+        response="KillSwitchListView",
     ),
 )
 def list_killswitches(request: Request) -> Response:
@@ -91,7 +90,7 @@ def disable_all_killswitches(request: Request) -> Response:
 @routes.endpoint(
     "GET",
     "/loglevel",
-    replace(_STAFF, scope=Scope.STAFF_MODIFY_LOGLEVEL, summary="The log level", response=LogLevelView),
+    replace(_STAFF, scope=Scope.STAFF_MODIFY_LOGLEVEL, summary="The log level", response="LogLevelView"),
 )
 def get_log_level(request: Request) -> Response:
     """GET /loglevel: ``{name}``."""
@@ -108,7 +107,7 @@ def get_log_level(request: Request) -> Response:
         body=SetLogLevelBody,
         reverify=True,
         audit=True,
-        response=LogLevelView,
+        response="LogLevelView",
     ),
 )
 def set_log_level(request: Request) -> Response:

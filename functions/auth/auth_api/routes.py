@@ -10,7 +10,6 @@ from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import Response, json_response
 from nimbus_core.killswitches import KillSwitch
-from nimbus_core.views import SuccessfulAuthView
 
 routes = EndpointRouter()
 
@@ -25,7 +24,7 @@ routes = EndpointRouter()
         names_session=True,
         rate_limit=ratelimits.REGISTER,
         success=201,
-        response=SuccessfulAuthView,
+        response="SuccessfulAuthView",
         summary="Register a user and log in",
     ),
 )
@@ -55,7 +54,7 @@ def register(request: Request) -> Response:
         names_session=True,
         rate_limit=ratelimits.LOGIN,
         success=201,
-        response=SuccessfulAuthView,
+        response="SuccessfulAuthView",
         summary="Log in with a username or email and a password",
     ),
 )

@@ -14,16 +14,6 @@ from nimbus_core.http.responses import Response, json_response, success_response
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.models import SecondFactor
 from nimbus_core.scopes import Scope
-from nimbus_core.views import (
-    BackupCodesView,
-    CountedSuccessView,
-    EnrolledFactorView,
-    SecondFactorListView,
-    SecondFactorView,
-    SuccessView,
-    TotpSetupView,
-    WebAuthnSetupView,
-)
 
 routes = EndpointRouter()
 
@@ -40,7 +30,7 @@ _MODIFY = (KillSwitch.ACCOUNT_MODIFY,)
         killswitches=_MODIFY,
         reverify=True,
         success=201,
-        response=TotpSetupView,
+        response="TotpSetupView",
         summary="Start enrolling a TOTP app: its secret and otpauth URI, and a token to confirm with",
     ),
 )
@@ -57,7 +47,7 @@ def start_totp(request: Request) -> Response:
         killswitches=_MODIFY,
         body=ConfirmTotpBody,
         success=201,
-        response=EnrolledFactorView,
+        response="EnrolledFactorView",
         summary="Confirm a TOTP app with a code: the factor (and a first set of backup codes)",
     ),
 )
@@ -91,7 +81,7 @@ def _enrolled(factor: SecondFactor, codes: list[str] | None) -> Response:
         killswitches=_MODIFY,
         reverify=True,
         success=201,
-        response=WebAuthnSetupView,
+        response="WebAuthnSetupView",
         summary="Start enrolling a security key: creation options and a token to confirm with",
     ),
 )
@@ -108,7 +98,7 @@ def start_webauthn(request: Request) -> Response:
         killswitches=_MODIFY,
         body=ConfirmWebAuthnBody,
         success=201,
-        response=EnrolledFactorView,
+        response="EnrolledFactorView",
         summary="Confirm a security key with its attestation: the factor (and a first set of backup codes)",
     ),
 )
@@ -137,7 +127,7 @@ def confirm_webauthn(request: Request) -> Response:
         killswitches=_MODIFY,
         reverify=True,
         success=201,
-        response=BackupCodesView,
+        response="BackupCodesView",
         summary="A new set of backup codes (the old ones stop working)",
     ),
 )
@@ -157,7 +147,7 @@ def regenerate_backup_codes(request: Request) -> Response:
     Policy(
         scope=Scope.SECOND_FACTOR_READ,
         query=FactorsQuery,
-        response=SecondFactorListView,
+        response="SecondFactorListView",
         summary="The caller's second factors, newest first",
     ),
 )
@@ -173,7 +163,7 @@ def list_factors(request: Request) -> Response:
     "/users/me/2fa/<id>",
     Policy(
         scope=Scope.SECOND_FACTOR_READ,
-        response=SecondFactorView,
+        response="SecondFactorView",
         summary="One of the caller's second factors",
     ),
 )
@@ -191,7 +181,7 @@ def get_factor(request: Request) -> Response:
         scoped_sessions=False,
         killswitches=_MODIFY,
         reverify=True,
-        response=SuccessView,
+        response="SuccessView",
         summary="Remove one of the caller's second factors",
     ),
 )
@@ -209,7 +199,7 @@ def delete_factor(request: Request) -> Response:
         killswitches=_MODIFY,
         body=DeleteFactorsBody,
         reverify=True,
-        response=CountedSuccessView,
+        response="CountedSuccessView",
         summary="Remove several of the caller's second factors (at most 50 ids)",
     ),
 )
@@ -226,7 +216,7 @@ def delete_factors(request: Request) -> Response:
         scoped_sessions=False,
         killswitches=_MODIFY,
         reverify=True,
-        response=CountedSuccessView,
+        response="CountedSuccessView",
         summary="Remove every second factor of the caller (and the backup codes)",
     ),
 )
@@ -248,7 +238,7 @@ def delete_all_factors(request: Request) -> Response:
         target="uid",
         scope=Scope.STAFF_READ_SECOND_FACTORS,
         query=FactorsQuery,
-        response=SecondFactorListView,
+        response="SecondFactorListView",
         summary="A user's second factors, newest first",
     ),
 )
@@ -266,7 +256,7 @@ def list_user_factors(request: Request) -> Response:
         staff=True,
         target="uid",
         scope=Scope.STAFF_READ_SECOND_FACTORS,
-        response=SecondFactorView,
+        response="SecondFactorView",
         summary="One of a user's second factors",
     ),
 )
@@ -284,7 +274,7 @@ def get_user_factor(request: Request) -> Response:
         target="uid",
         scope=Scope.STAFF_MODIFY_SECOND_FACTORS,
         reverify=True,
-        response=SuccessView,
+        response="SuccessView",
         summary="Remove one of a user's second factors",
     ),
 )
@@ -307,7 +297,7 @@ def delete_user_factor(request: Request) -> Response:
         scope=Scope.STAFF_MODIFY_SECOND_FACTORS,
         body=DeleteFactorsBody,
         reverify=True,
-        response=CountedSuccessView,
+        response="CountedSuccessView",
         summary="Remove several of a user's second factors (at most 50 ids)",
     ),
 )
@@ -326,7 +316,7 @@ def delete_user_factors(request: Request) -> Response:
         target="uid",
         scope=Scope.STAFF_MODIFY_SECOND_FACTORS,
         reverify=True,
-        response=CountedSuccessView,
+        response="CountedSuccessView",
         summary="Remove every second factor of a user (and the backup codes)",
     ),
 )

@@ -12,13 +12,6 @@ from nimbus_core.http.responses import Response, json_response, success_response
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.models import Session
 from nimbus_core.scopes import Scope
-from nimbus_core.views import (
-    CountedSuccessView,
-    ScopedSessionView,
-    SessionListView,
-    SessionView,
-    SuccessView,
-)
 from sessions_api import service
 from sessions_api.models import (
     CreateScopedSessionBody,
@@ -65,7 +58,7 @@ def _one(session: Session) -> Response:
     Policy(
         scope=Scope.SESSION_READ,
         query=SessionsQuery,
-        response=SessionListView,
+        response="SessionListView",
         summary="The caller's live sessions, newest first",
     ),
 )
@@ -79,7 +72,7 @@ def list_my_sessions(request: Request) -> Response:
     "/users/me/sessions/<sid>",
     Policy(
         scope=Scope.SESSION_READ,
-        response=SessionView,
+        response="SessionView",
         summary="One of the caller's sessions",
     ),
 )
@@ -97,7 +90,7 @@ def get_my_session(request: Request) -> Response:
     Policy(
         scope=Scope.SESSION_MODIFY,
         body=RenameSessionBody,
-        response=SessionView,
+        response="SessionView",
         summary="Rename one of the caller's sessions",
     ),
 )
@@ -113,7 +106,7 @@ def rename_my_session(request: Request) -> Response:
     Policy(
         scope=Scope.SESSION_MODIFY,
         killswitches=_MODIFY,
-        response=SuccessView,
+        response="SuccessView",
         summary="Revoke one of the caller's sessions (me: log out)",
     ),
 )
@@ -130,7 +123,7 @@ def delete_my_session(request: Request) -> Response:
         scope=Scope.SESSION_MODIFY,
         killswitches=_MODIFY,
         body=DeleteSessionsBody,
-        response=CountedSuccessView,
+        response="CountedSuccessView",
         summary="Revoke several of the caller's sessions (at most 50 ids; me allowed)",
     ),
 )
@@ -147,7 +140,7 @@ def delete_my_sessions(request: Request) -> Response:
         scope=Scope.SESSION_MODIFY,
         killswitches=_MODIFY,
         query=DeleteAllSessionsQuery,
-        response=CountedSuccessView,
+        response="CountedSuccessView",
         summary="Revoke every session of the caller (include-self: the calling one too)",
     ),
 )
@@ -168,7 +161,7 @@ def delete_all_my_sessions(request: Request) -> Response:
         rate_limit=ratelimits.CREATE_SCOPED_SESSION,
         reverify=True,
         success=201,
-        response=ScopedSessionView,
+        response="ScopedSessionView",
         summary="Create a scoped session (an API key); its token is shown once",
     ),
 )
@@ -197,7 +190,7 @@ def create_scoped_session(request: Request) -> Response:
         target="uid",
         scope=Scope.STAFF_READ_SESSIONS,
         query=SessionsQuery,
-        response=SessionListView,
+        response="SessionListView",
         summary="A user's live sessions, newest first",
     ),
 )
@@ -213,7 +206,7 @@ def list_user_sessions(request: Request) -> Response:
         staff=True,
         target="uid",
         scope=Scope.STAFF_READ_SESSIONS,
-        response=SessionView,
+        response="SessionView",
         summary="One session of a user",
     ),
 )
@@ -231,7 +224,7 @@ def get_user_session(request: Request) -> Response:
         target="uid",
         scope=Scope.STAFF_MODIFY_SESSIONS,
         body=RenameSessionBody,
-        response=SessionView,
+        response="SessionView",
         summary="Rename a session of a user",
     ),
 )
@@ -249,7 +242,7 @@ def rename_user_session(request: Request) -> Response:
         audit=True,
         target="uid",
         scope=Scope.STAFF_MODIFY_SESSIONS,
-        response=SuccessView,
+        response="SuccessView",
         summary="Revoke a session of a user",
     ),
 )
@@ -268,7 +261,7 @@ def delete_user_session(request: Request) -> Response:
         target="uid",
         scope=Scope.STAFF_MODIFY_SESSIONS,
         body=DeleteSessionsBody,
-        response=CountedSuccessView,
+        response="CountedSuccessView",
         summary="Revoke several sessions of a user (at most 50 ids)",
     ),
 )
@@ -286,7 +279,7 @@ def delete_user_sessions(request: Request) -> Response:
         audit=True,
         target="uid",
         scope=Scope.STAFF_MODIFY_SESSIONS,
-        response=CountedSuccessView,
+        response="CountedSuccessView",
         summary="Revoke every session of a user",
     ),
 )

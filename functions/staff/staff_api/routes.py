@@ -22,7 +22,6 @@ from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import Response, json_response, success_response
 from nimbus_core.models import User
 from nimbus_core.scopes import Scope
-from nimbus_core.views import CountedSuccessView, SuccessView, UserListView, UserView
 from staff_api import service
 from staff_api.models import BanBody, DeleteUsersBody, UsersQuery
 
@@ -37,7 +36,7 @@ _MODIFY = Policy(
     scope=Scope.STAFF_MODIFY_ACCOUNTS,
     reverify=True,
     audit=True,
-    response=UserView,
+    response="UserView",
 )
 
 
@@ -52,7 +51,7 @@ def _user(user: User) -> Response:
         staff=True,
         scope=Scope.STAFF_READ_ACCOUNTS,
         query=UsersQuery,
-        response=UserListView,
+        response="UserListView",
         summary="Every user, newest first",
     ),
 )
@@ -70,7 +69,7 @@ def list_users(request: Request) -> Response:
         staff=True,
         target="id",
         scope=Scope.STAFF_READ_ACCOUNTS,
-        response=UserView,
+        response="UserView",
         summary="One user",
     ),
 )
@@ -164,7 +163,7 @@ def clear_verified(request: Request) -> Response:
         summary="Send a user the verification email again",
         reverify=False,
         success=201,
-        response=SuccessView,
+        response="SuccessView",
     ),
 )
 def resend_verification(request: Request) -> Response:
@@ -208,7 +207,7 @@ def unban(request: Request) -> Response:
 @routes.endpoint(
     "DELETE",
     "/users/<id>",
-    replace(_MODIFY, summary="Delete a user", response=SuccessView),
+    replace(_MODIFY, summary="Delete a user", response="SuccessView"),
 )
 def delete_user(request: Request) -> Response:
     """DELETE /users/:id: 200 DELETE_USER_SUCCESS; 404 INVALID_USER_ERROR (also if deleted meanwhile)."""
@@ -226,7 +225,7 @@ def delete_user(request: Request) -> Response:
         body=DeleteUsersBody,
         reverify=True,
         audit=True,
-        response=CountedSuccessView,
+        response="CountedSuccessView",
         summary="Delete several users (at most 50 ids; unknown ones are skipped)",
     ),
 )
