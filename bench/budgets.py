@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.calls import FAKE_AWS
 from bench.imports import DROPPED_ENV
 from bench.table import render
 from nimbus_core import passwords
@@ -48,18 +49,10 @@ from tests.samples import sample_user
 
 CHILD_MODULE = "bench.budget_child"
 RESULT = "BUDGET_RESULT "
-REGION = "us-east-1"
-FAKE_AWS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": REGION,
-    "AWS_REGION": REGION,
-}
 UNSET_AWS = ("AWS_ENDPOINT_URL", "AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
 PASSWORD = "correct horse battery"
 USERNAME = "budget_user"
-# A browser, so the login names its session from the User-Agent like most real logins do.
+# A browser, as most real logins send (the session keeps it, and is named after it when listed).
 BROWSER = "Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:132.0) Gecko/20100101 Firefox/132.0"
 WARM_ME = (81, 10)  # rounds, requests per batch: short batches pair better under load
 WARM_LOGIN = (31, 2)  # argon2 takes tens of ms per verify

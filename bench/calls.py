@@ -35,7 +35,7 @@ from nimbus_core.adapters.users import COUNT_KEY_PREFIX, user_item
 from nimbus_core.auth import USED_AT_REFRESH_SECONDS
 from nimbus_core.ids import new_id
 from nimbus_core.killswitches import KillSwitch, serialize_enabled
-from nimbus_core.models import SecondFactor, User
+from nimbus_core.models import SecondFactor
 from nimbus_core.otp import new_totp_secret
 from nimbus_core.settings import get_settings
 from nimbus_core.tokens import parse_session_token
@@ -43,6 +43,7 @@ from nimbus_tools.local.inprocess import InProcessApi, Reply
 from nimbus_tools.local.provision import provision
 from nimbus_tools.template import Template
 from tests.passkey_authenticator import SoftwareAuthenticator
+from tests.samples import sample_user
 
 REGION = "us-east-1"
 # Fake credentials and no endpoint: moto answers in process, nothing can reach a real account.
@@ -313,14 +314,8 @@ class Harness:
         items = []
         for _ in range(count):
             name = self.unique("listed")
-            user = User(
-                id=new_id(),
-                username=name,
-                email=f"{name}@example.com",
-                password_hash="not-a-real-hash",
-                created_at=stamp,
-                updated_at=stamp,
-                domain=get_settings().default_domain,
+            user = sample_user(new_id(), name).changed(
+                created_at=stamp, updated_at=stamp, domain=get_settings().default_domain
             )
             items.append({"PutRequest": {"Item": user_item(user)}})
         for start in range(0, len(items), 25):

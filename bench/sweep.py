@@ -38,6 +38,7 @@ from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub
 from nimbus_tools.local.provision import provision
 from nimbus_tools.local.streams import StreamReader, lambda_event, latest_stream_arn, matches
 from nimbus_tools.template import Template, stream_subscriptions
+from tests.samples import sample_user
 
 STALE = 5_000
 CURRENT = 3  # sessions of the new generation, which must stay
@@ -82,15 +83,8 @@ class SweepResult:
 def _user() -> User:
     stamp = iso(time.time())
     name = f"sweep{new_id().lower()}"
-    return User(
-        id=new_id(),
-        username=name,
-        email=f"{name}@example.com",
-        password_hash="not-a-real-hash",
-        created_at=stamp,
-        updated_at=stamp,
-        domain="nimbus.example",
-    )
+    user: User = sample_user(new_id(), name).changed(created_at=stamp, updated_at=stamp)
+    return user
 
 
 def _sessions(user: User, count: int) -> list[Session]:
