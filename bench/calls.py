@@ -30,7 +30,7 @@ from moto import mock_aws
 from bench.table import render
 from nimbus_core import clock
 from nimbus_core.adapters import clients, container
-from nimbus_core.adapters.items import to_item
+from nimbus_core.adapters.items import stored_values, to_item
 from nimbus_core.adapters.users import COUNT_KEY_PREFIX, user_item
 from nimbus_core.auth import USED_AT_REFRESH_SECONDS
 from nimbus_core.ids import new_id
@@ -251,7 +251,7 @@ class Harness:
             ExpressionAttributeNames={"#f": factor.id},
             ExpressionAttributeValues={
                 ":t": {"BOOL": staff},
-                ":factor": {"M": to_item(factor.model_dump(by_alias=True, exclude_none=True))},
+                ":factor": {"M": to_item(stored_values(factor))},
             },
         )
         assert factor.secret is not None

@@ -8,6 +8,7 @@ fakes and the DynamoDB adapters on moto, so the two cannot drift.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -31,6 +32,8 @@ from nimbus_core.models import (
 )
 from nimbus_core.ports import CounterState, CounterWindowMovedError, RuntimeConfig, WriteOp
 from nimbus_core.settings import Settings
+
+USER_FIELDS = tuple(f.name for f in dataclasses.fields(User))
 
 # None when the condition holds; else what DynamoDB would raise: the op's domain error, or a
 # DependencyError for a condition that carries none (a bug, as ``ConditionFailedError`` in the adapters).
@@ -170,7 +173,7 @@ class FakeUsers:
     def change_ops(self, before: User, after: User) -> list[WriteOp]:
         """Write the changed fields; swap claims whose keys changed."""
         db = self.db
-        fields = {name for name in User.model_fields if getattr(before, name) != getattr(after, name)}
+        fields = {name for name in USER_FIELDS if getattr(before, name) != getattr(after, name)}
         ops: list[WriteOp] = []
         if username_key(before.username) != username_key(after.username):
             ops += [
@@ -211,7 +214,7 @@ class FakeUsers:
 
         def apply() -> None:
             stored = db.users[before.id]
-            db.users[before.id] = stored.model_copy(update={name: getattr(after, name) for name in fields})
+            db.users[before.id] = stored.changed(**{name: getattr(after, name) for name in fields})
 
         return [FakeOp(check, apply, (("user", before.id),)), *ops]
 
@@ -268,7 +271,7 @@ class FakeUsers:
 
         def apply() -> None:
             if new_password_hash is not None:
-                db.users[user.id] = db.users[user.id].model_copy(update={"password_hash": new_password_hash})
+                db.users[user.id] = db.users[user.id].changed(password_hash=new_password_hash)
 
         return FakeOp(check, apply, (("user", user.id),))
 
@@ -307,7 +310,7 @@ class FakeUsers:
             update: dict[str, Any] = {"second_factors": {**u.second_factors, factor.id: factor}}
             if backup_codes is not None:
                 update["backup_codes"] = dict.fromkeys(backup_codes, True)
-            return u.model_copy(update=update)
+            return u.changed(**update)
 
         return self._factor_op(user, check, change)
 
@@ -325,9 +328,7 @@ class FakeUsers:
 
         def change(u: User) -> User:
             kept = {k: v for k, v in u.second_factors.items() if k not in wanted}
-            return u.model_copy(
-                update={"second_factors": kept, "backup_codes": {} if last else u.backup_codes}
-            )
+            return u.changed(second_factors=kept, backup_codes={} if last else u.backup_codes)
 
         return self._factor_op(user, check, change)
 
@@ -362,14 +363,14 @@ class FakeUsers:
 
         def change(u: User) -> User:
             left = {k: v for k, v in u.backup_codes.items() if k != code_hash}
-            return u.model_copy(update={"backup_codes": left, "two_factor_backup_code_used_at": used_at})
+            return u.changed(backup_codes=left, two_factor_backup_code_used_at=used_at)
 
         return self._factor_op(user, check, change)
 
     def set_backup_codes_op(self, user: User, code_hashes: Sequence[str]) -> WriteOp:
         """Replace the backup codes."""
         codes = dict.fromkeys(code_hashes, True)
-        return self._factor_op(user, lambda _u: None, lambda u: u.model_copy(update={"backup_codes": codes}))
+        return self._factor_op(user, lambda _u: None, lambda u: u.changed(backup_codes=codes))
 
     def count_auth_failure(self, user_id: str, *, limit: int, window: int, now: float) -> CounterState | None:
         """Count a failure on the user record."""
@@ -381,9 +382,7 @@ class FakeUsers:
             count, reset_at = stored.auth_failures, stored.auth_failures_reset_at
             state, count, reset_at = _count(count, reset_at, limit=limit, window=window, now=now)
             if state.allowed:
-                self.db.users[user_id] = stored.model_copy(
-                    update={"auth_failures": count, "auth_failures_reset_at": reset_at}
-                )
+                self.db.users[user_id] = stored.changed(auth_failures=count, auth_failures_reset_at=reset_at)
             return state
 
 
@@ -399,8 +398,8 @@ def _count(
 
 
 def _with_factor(user: User, factor_id: str, **values: Any) -> User:
-    factor = user.second_factors[factor_id].model_copy(update=values)
-    return user.model_copy(update={"second_factors": {**user.second_factors, factor_id: factor}})
+    factor = user.second_factors[factor_id].changed(**values)
+    return user.changed(second_factors={**user.second_factors, factor_id: factor})
 
 
 def _live(session: Session, generation: int, now: float) -> bool:
@@ -468,7 +467,7 @@ class FakeSessions:
         self.db.calls.append("sessions.touch")
         key = (session.user_id, session.id)
         if key in self.db.sessions:
-            self.db.sessions[key] = self.db.sessions[key].model_copy(update={"used_at": used_at})
+            self.db.sessions[key] = self.db.sessions[key].changed(used_at=used_at)
 
     def get(self, user_id: str, session_id: str) -> Session | None:
         """One stored session."""
@@ -574,7 +573,7 @@ class FakeChallenges:
             found = self.db.challenges.get(token_hash)
             if found is None:
                 return None
-            self.db.challenges[token_hash] = found.model_copy(update={"attempts": found.attempts + 1})
+            self.db.challenges[token_hash] = found.changed(attempts=found.attempts + 1)
             return found.attempts + 1
 
     def get_pending(self, token_hash: str) -> PendingFactor | None:
@@ -784,7 +783,7 @@ class FakeClock:
         return iso(self.at)
 
 
-SETTINGS = Settings.model_validate(
+SETTINGS = Settings.from_environment(
     {
         "USERS_TABLE": "users",
         "SESSIONS_TABLE": "sessions",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from nimbus_core import otp
-from nimbus_core.adapters.items import to_item
+from nimbus_core.adapters.items import stored_values, to_item
 from nimbus_core.ids import new_id
 from nimbus_core.models import SecondFactor
 
@@ -34,7 +34,7 @@ def promote(dynamodb: Any, users_table: str, user_id: str, *, with_factor: bool 
         ExpressionAttributeNames={"#f": factor.id},
         ExpressionAttributeValues={
             ":t": {"BOOL": True},
-            ":factor": {"M": to_item(factor.model_dump(by_alias=True, exclude_none=True))},
+            ":factor": {"M": to_item(stored_values(factor))},
         },
     )
     return secret

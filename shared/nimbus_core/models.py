@@ -1,32 +1,39 @@
 """Domain records and their public JSON shapes (CONTRACT section 5).
 
-The records are pydantic models whose camelCase aliases are also their stored attribute names, so
-the DynamoDB adapters map items with ``model_validate`` / ``model_dump`` instead of per-entity dict
-code. Timestamps are ISO-8601 strings (the wire format); ``exp`` values are Unix seconds. Secrets and
-hashes are fields here but never part of a public view.
+The records are frozen dataclasses (keyword-only, slotted). Their stored attribute names are their
+field names in camelCase, so one pair of functions in ``nimbus_core.adapters.items`` maps every
+entity to and from DynamoDB. Timestamps are ISO-8601 strings (the wire format); ``exp`` values are
+Unix seconds. Secrets and hashes are fields here but never part of a public view.
+
+They are not pydantic models: everything they hold was written by our own adapters from validated
+input, so reading them back needs no validation, and pydantic with its models cost about 90 ms of
+every function's cold start (the records are on every request's path; pydantic is now loaded only
+by the requests that validate a body).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
-
-
-class Record(BaseModel):
-    """Base of every stored record: immutable, camelCase aliases, unknown stored attributes ignored."""
-
-    model_config = ConfigDict(
-        frozen=True, alias_generator=to_camel, populate_by_name=True, extra="ignore", defer_build=True
-    )
-
-    def changed(self, **values: Any) -> Any:
-        """A copy with ``values`` replaced (validated, unlike ``model_copy``)."""
-        return type(self).model_validate({**self.model_dump(), **values})
+# A field whose values are records of another kind (``User.second_factors``): the item mapping
+# reads and writes them as nested maps. Read with ``dataclasses.fields(...)[i].metadata``.
+RECORDS = "records"
 
 
+class Record:
+    """Base of every stored record (each is a frozen, keyword-only, slotted dataclass)."""
+
+    __slots__ = ()
+
+    def changed(self, **values: Any) -> Self:
+        """A copy with ``values`` replaced."""
+        return dataclasses.replace(self, **values)  # type: ignore[type-var]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SecondFactor(Record):
     """An enrolled second factor, stored inside its user's item (``secondFactors.<id>``), so the
     authentication read brings every factor with the user and deleting the user deletes them.
@@ -59,6 +66,7 @@ class SecondFactor(Record):
         }
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class User(Record):
     """A user account as stored."""
 
@@ -77,8 +85,8 @@ class User(Record):
     two_factor_backup_code_used_at: str | None = None
     # Enrolled factors by id, and the hashes of the unused backup codes (a map, so one can be
     # removed atomically by its hash). Both live in the user item: see SecondFactor.
-    second_factors: dict[str, SecondFactor] = {}
-    backup_codes: dict[str, bool] = {}
+    second_factors: dict[str, SecondFactor] = field(default_factory=dict, metadata={RECORDS: SecondFactor})
+    backup_codes: dict[str, bool] = field(default_factory=dict)
     # Failed password (and later second-factor) answers in the current per-account window.
     auth_failures: int = 0
     auth_failures_reset_at: int = 0
@@ -122,6 +130,7 @@ class User(Record):
         }
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Session(Record):
     """A login session (normal when ``permission_flags`` is None, scoped otherwise)."""
 
@@ -167,6 +176,7 @@ class Session(Record):
         }
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class VerificationToken(Record):
     """An email verification token, stored under the hash of its secret."""
 
@@ -177,6 +187,7 @@ class VerificationToken(Record):
     exp: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Challenge(Record):
     """A second-factor challenge (CONTRACT section 9), stored under the hash of its token.
 
@@ -195,6 +206,7 @@ class Challenge(Record):
     exp: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PendingFactor(Record):
     """A second factor being enrolled: shown to the user, confirmed within 10 minutes by the same
     session (the TOTP seed, or the WebAuthn creation challenge), stored under its token's hash."""
@@ -209,6 +221,7 @@ class PendingFactor(Record):
     exp: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Domain(Record):
     """A domain the deployment offers; ``subdomains`` says whether users may pick a subdomain."""
 

@@ -336,7 +336,7 @@ def test_two_apps_built_from_one_router_each_serve_with_their_own_dependencies()
         return json_response(200, {"domain": request.deps.settings.default_domain})
 
     first, second = fake_world(), fake_world()
-    second_settings = second.deps.settings.model_copy(update={"default_domain": "second.test"})
+    second_settings = replace(second.deps.settings, default_domain="second.test")
     first_app = create_app(routes, deps=lambda: first.deps)
     create_app(routes, deps=lambda: replace(second.deps, settings=second_settings))
     event = {

@@ -201,7 +201,7 @@ def _user(world: FakeWorld, username: str, *, staff: bool = False, factor: bool 
             updated_at=stamp,
             secret=otp.new_totp_secret(),
         )
-        user = user.model_copy(update={"second_factors": {phone.id: phone}})
+        user = user.changed(second_factors={phone.id: phone})
     world.tx.commit(world.deps.users.create_ops(user))
     return user
 

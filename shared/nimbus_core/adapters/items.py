@@ -1,8 +1,9 @@
 """Conversion between records and DynamoDB items for the low-level client.
 
-Records (``nimbus_core.models``) are pydantic models whose aliases are the stored attribute names,
-so one pair of functions maps every entity. Attributes whose value is None are omitted rather than
-stored as NULL, so condition expressions can use ``attribute_not_exists`` (e.g. "not banned").
+Records (``nimbus_core.models``) are dataclasses whose field names in camelCase are the stored
+attribute names, so one pair of functions maps every entity. Attributes whose value is None are
+omitted rather than stored as NULL, so condition expressions can use ``attribute_not_exists`` (e.g.
+"not banned"). Stored attributes a record has no field for (keys, index attributes) are ignored.
 
 The attribute-value mapping is DynamoDB's JSON wire format, written here rather than taken from
 ``boto3.dynamodb.types``: importing that module runs boto3's package ``__init__``, which loads
@@ -13,11 +14,12 @@ numbers come back as int or float instead of Decimal.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Set
 from decimal import Decimal
 from typing import Any
 
-from nimbus_core.models import Record
+from nimbus_core.models import RECORDS, Record
 
 
 def to_item(values: dict[str, Any]) -> dict[str, Any]:
@@ -96,10 +98,52 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
 
 
 def record_item(record: Record, *, exclude: frozenset[str] = frozenset(), **keys: Any) -> dict[str, Any]:
-    """The stored form of a record: its aliased fields (but ``exclude``) plus the key/index attributes."""
-    return to_item({**record.model_dump(by_alias=True, exclude_none=True, exclude=set(exclude)), **keys})
+    """The stored form of a record: its fields (but ``exclude``) plus the key/index attributes."""
+    return to_item({**stored_values(record, exclude=exclude), **keys})
+
+
+def stored_values(record: Record, *, exclude: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """A record's fields as plain values under their stored names (nested records too), None dropped."""
+    values: dict[str, Any] = {}
+    for name, stored, nested in _layout(type(record)):
+        value = getattr(record, name)
+        if value is None or name in exclude:
+            continue
+        values[stored] = {k: stored_values(v) for k, v in value.items()} if nested else value
+    return values
 
 
 def read_record[R: Record](model: type[R], item: dict[str, Any]) -> R:
     """A record from its stored form (key attributes and unknown attributes are ignored)."""
-    return model.model_validate(from_item(item))
+    return from_stored(model, from_item(item))
+
+
+def from_stored[R: Record](model: type[R], values: Mapping[str, Any]) -> R:
+    """A record from plain values under their stored names (absent ones take the field's default)."""
+    fields: dict[str, Any] = {}
+    for name, stored, nested in _layout(model):
+        if stored in values:
+            value = values[stored]
+            fields[name] = {k: from_stored(nested, v) for k, v in value.items()} if nested else value
+    return model(**fields)
+
+
+type _Layout = tuple[tuple[str, str, type[Record] | None], ...]
+_LAYOUTS: dict[type[Record], _Layout] = {}
+
+
+def _layout(model: type[Record]) -> _Layout:
+    """Per field: its name, its stored name (camelCase) and the record type of its values, if any."""
+    layout = _LAYOUTS.get(model)
+    if layout is None:
+        layout = _LAYOUTS[model] = tuple(
+            (f.name, stored_name(f.name), f.metadata.get(RECORDS))
+            for f in dataclasses.fields(model)  # type: ignore[arg-type]
+        )
+    return layout
+
+
+def stored_name(field_name: str) -> str:
+    """The stored attribute name of a record field: ``password_hash`` -> ``passwordHash``."""
+    first, *rest = field_name.split("_")
+    return first + "".join(part.capitalize() for part in rest)

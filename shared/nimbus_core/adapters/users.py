@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from nimbus_core.adapters.batch import batch_get
 from nimbus_core.adapters.counters import CounterSpec, CounterTargetMissingError, hit
 from nimbus_core.adapters.errors import aws_errors
-from nimbus_core.adapters.items import read_record, record_item, to_item
+from nimbus_core.adapters.items import read_record, record_item, stored_values, to_item
 from nimbus_core.adapters.transactions import Explain, TransactOp, fails_with
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.identity import email_key, username_key
@@ -268,7 +268,7 @@ class DynamoUsers:
         """Enrol ``factor`` (and, with ``backup_codes``, a first set of backup codes, in the same
         write): the user must still exist and have room (INVALID_FIELDS_ERROR beyond
         ``max_factors``); a concurrent enrolment of the same id is refused."""
-        stored = to_item(factor.model_dump(by_alias=True, exclude_none=True))
+        stored = to_item(stored_values(factor))
         update = "SET secondFactors.#f = :factor"
         values: dict[str, Any] = {":factor": {"M": stored}, ":max": _n(max_factors)}
         if backup_codes is not None:
