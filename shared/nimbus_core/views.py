@@ -77,6 +77,16 @@ class ServiceView(View):
     version: str
 
 
+class OpenApiDocumentView(View):
+    """GET /openapi.json: this API's OpenAPI 3.1 document (``docs/openapi.json``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    openapi: str
+    info: dict[str, object]
+    paths: dict[str, object]
+
+
 class SessionView(View):
     """The Session structure; ``permissionFlags`` is null for a normal session."""
 

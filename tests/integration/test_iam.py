@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -36,7 +37,7 @@ from nimbus_core.adapters.items import from_item
 from nimbus_core.settings import get_settings
 from nimbus_tools.local.faults import FaultRegistry, botocore_hook
 from nimbus_tools.local.inprocess import Reply
-from nimbus_tools.template import function_specs, load_template, stream_subscriptions
+from nimbus_tools.template import REPO_ROOT, function_specs, load_template, stream_subscriptions
 from tests.iam import IamRequest, allows, function_statements, glob_matches, requests_of
 from tests.integration.conftest import NOW, ORIGIN, PARAMS, Api, Clock, Stack, cheap_hasher
 from tests.integration.stream_feed import Invocation, StreamFeed
@@ -263,6 +264,11 @@ def root(w: World) -> None:
         expect(w.api.call("GET", "/", token=token), 200)  # staff pass GLOBAL: authenticated, touched
     finally:
         w.stack.set_switches()
+
+
+def openapi_document(w: World) -> None:
+    served = expect(w.api.call("GET", "/openapi.json"), 200)
+    assert served == json.loads(Path(REPO_ROOT, "docs", "openapi.json").read_text(encoding="utf-8"))
 
 
 def get_me(w: World) -> None:
@@ -861,6 +867,7 @@ SCENARIOS: dict[tuple[str, str], Callable[[World], None]] = {
     ("POST", "/register"): register,
     ("POST", "/login"): login,
     ("GET", "/"): root,
+    ("GET", "/openapi.json"): openapi_document,
     ("GET", "/users/me"): get_me,
     ("PUT", "/users/me/username"): change_username,
     ("PUT", "/users/me/email"): change_email,

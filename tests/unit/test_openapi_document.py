@@ -34,6 +34,17 @@ def test_the_committed_document_is_the_generated_one() -> None:
     )
 
 
+def test_the_shared_layer_ships_the_committed_document_the_api_serves() -> None:
+    # A symbolic link, so there is one document: `sam build` copies it into the layer as the file.
+    shipped = Path(__file__).resolve().parents[2] / "shared" / "nimbus_core" / "openapi.json"
+    assert shipped.is_symlink()
+    assert shipped.resolve() == COMMITTED.resolve()
+
+    from admin_api.service import openapi_document
+
+    assert json.loads(openapi_document()) == json.loads(COMMITTED.read_text(encoding="utf-8"))
+
+
 def test_the_document_is_valid_openapi_3_1() -> None:
     assert DOCUMENT["openapi"] == "3.1.0"
     validate(DOCUMENT)

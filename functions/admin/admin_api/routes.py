@@ -15,7 +15,7 @@ from admin_api.models import KillSwitchPath, SetLogLevelBody
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
-from nimbus_core.http.responses import Response, json_response
+from nimbus_core.http.responses import Response, json_response, json_text_response
 from nimbus_core.ports import RuntimeConfig
 from nimbus_core.scopes import Scope
 
@@ -41,6 +41,16 @@ def _switch_list(config: RuntimeConfig) -> Response:
 def root(_request: Request) -> Response:
     """GET /: the service name and version."""
     return json_response(200, {"name": "nimbus", "version": nimbus_core.__version__})
+
+
+@routes.endpoint(
+    "GET",
+    "/openapi.json",
+    Policy(auth=Auth.NONE, response="OpenApiDocumentView", summary="This API's OpenAPI 3.1 document"),
+)
+def openapi_document(_request: Request) -> Response:
+    """GET /openapi.json: the OpenAPI 3.1 document of this API (docs/openapi.json)."""
+    return json_text_response(200, service.openapi_document())
 
 
 @routes.endpoint(

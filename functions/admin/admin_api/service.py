@@ -1,4 +1,5 @@
-"""Kill switches and the log level, as staff change them through the API (CONTRACT section 11).
+"""Kill switches and the log level, as staff change them through the API (CONTRACT section 11),
+and the API's own description.
 
 Both live in SSM Parameter Store; every function reads them through a cache of at most 10 s, so a
 change made here applies in this container at once and in every other one within that age.
@@ -6,9 +7,23 @@ change made here applies in this container at once and in every other one within
 
 from __future__ import annotations
 
+from functools import cache
+from pathlib import Path
+
+import nimbus_core
 from nimbus_core.deps import Deps
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.ports import RuntimeConfig
+
+# docs/openapi.json, shipped in the shared layer: nimbus_core/openapi.json is a symbolic link to it,
+# which `sam build` copies as the file itself (one committed document, `make openapi` writes it).
+OPENAPI_DOCUMENT = Path(nimbus_core.__file__).parent / "openapi.json"
+
+
+@cache
+def openapi_document() -> str:
+    """The API's OpenAPI 3.1 document as JSON text, read once per container."""
+    return OPENAPI_DOCUMENT.read_text(encoding="utf-8")
 
 
 def killswitch_list(config: RuntimeConfig) -> dict[str, object]:

@@ -50,6 +50,11 @@ def json_response(status: int, payload: Any, headers: dict[str, str] | None = No
     return Response(status, json.dumps(payload, separators=(",", ":"), ensure_ascii=False), all_headers)
 
 
+def json_text_response(status: int, text: str) -> Response:
+    """A response whose body is JSON text as it is (a stored document), with the usual headers."""
+    return Response(status, text, {**BASE_HEADERS, "Content-Type": JSON})
+
+
 def success_response(code: SuccessCode, **extra: Any) -> Response:
     """A plain success: ``{code, message}`` plus e.g. ``count``."""
     return json_response(code.status, {"code": code.name, "message": code.message, **extra})

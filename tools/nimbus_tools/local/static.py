@@ -1,5 +1,4 @@
-"""The static files `make serve` offers beside the API: the account console, the OpenAPI document
-and Swagger UI.
+"""The static files `make serve` offers beside the API: the account console and Swagger UI.
 
 Deployed, these are static files beside the API (any static host); locally the gateway answers them
 before routing, from the repository and from the npm packages `make` installs (never from a CDN):
@@ -8,8 +7,8 @@ before routing, from the repository and from the npm packages `make` installs (n
   the console's own pages (``/console/verify?token=...``, the local verification link), so it gets
   ``console/index.html``, whose script routes on the path.
 - ``/console/vendor/qrcode.js``: the QR code library the console draws the TOTP secret with.
-- ``/openapi.json``: ``docs/openapi.json``, the document generated from the endpoint registry.
-- ``/docs``: Swagger UI on that document; its assets from ``swagger-ui-dist``.
+- ``/docs``: Swagger UI on the API's own ``GET /openapi.json`` (AdminFunction answers it, deployed
+  and here alike); its assets from ``swagger-ui-dist``.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from nimbus_tools.local.events import HttpRequest, HttpResponse
 
 CONSOLE = "/console"
 DOCS = "/docs"
-OPENAPI = "/openapi.json"
 QR_LIBRARY = Path("qrcode-generator", "dist", "qrcode.js")
 
 # Our own pages: scripts and styles from this server only; the API is the same origin.
@@ -85,7 +83,6 @@ class StaticSite:
             return None
         path = request.raw_path
         exact: dict[str, Callable[[], HttpResponse]] = {
-            OPENAPI: lambda: self._file(self.root / "docs" / "openapi.json"),
             DOCS: lambda: _page(_SWAGGER_PAGE.encode(), "text/html; charset=utf-8"),
             f"{DOCS}/init.js": lambda: _page(_SWAGGER_INIT.encode(), "text/javascript; charset=utf-8"),
             CONSOLE: lambda: HttpResponse(308, [("location", f"{CONSOLE}/")], b""),
