@@ -8,7 +8,8 @@ from typing import Annotated
 from pydantic import AfterValidator, BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
-from nimbus_core.validation import Body, IdList, Pagination, printable, trim
+from nimbus_core.request_input import printable
+from nimbus_core.validation import Body, IdList, Pagination, trim
 
 MAX_REASON = 512
 

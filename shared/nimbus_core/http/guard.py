@@ -33,10 +33,11 @@ from nimbus_core.limiter import RateLimiter
 from nimbus_core.models import User
 from nimbus_core.ports import RuntimeConfig
 from nimbus_core.ratelimits import Per, RateLimit
+from nimbus_core.request_input import MAX_NAME, printable, read_query
 from nimbus_core.reverify import AnswerCarrier, reverify
 from nimbus_core.scopes import grants
 from nimbus_core.tokens import SessionToken, parse_session_token
-from nimbus_core.validation import MAX_NAME, printable, read_query, validate
+from nimbus_core.validation import validate
 
 
 @dataclass(slots=True)
