@@ -162,7 +162,7 @@ def test_login_asks_for_the_password_in_its_own_body() -> None:
     from nimbus_core.validation import validate
 
     (login,) = [e for _, e in REGISTERED if (e.method, e.path) == ("POST", "/login")]
-    body = login.policy.body
+    body = login.model("body")
     assert body is not None
     with pytest.raises(NimbusError) as refused:
         validate(body, {"username": "alice"})
@@ -193,7 +193,7 @@ def test_endpoint_is_the_only_way_to_declare_a_route() -> None:
     """A group holds its declarations and nothing else: no second, policy-free way to add a route
     (Powertools' router.route, which the old registry had to police after the fact)."""
     public = {name for name in dir(EndpointRouter()) if not name.startswith("_")}
-    assert public == {"declared", "endpoint", "endpoints", "reserved"}
+    assert public == {"declared", "endpoint", "endpoints", "models", "reserved"}
 
 
 def test_create_app_refuses_a_route_slipped_into_the_declarations_without_a_policy() -> None:
