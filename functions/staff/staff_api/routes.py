@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from staff_api.models import ChangeDomainBody, ChangePasswordBody, UsersQuery
 
 # /users/me/... belongs to the self-service functions: "me" is never a user id here (CONTRACT 1).
-# Bodies and queries are named in staff_api.models (the account changes' are nimbus_core.account_bodies').
+# Its bodies and queries are named in staff_api.models, with the shared nimbus_core.account_bodies.
 routes = EndpointRouter(models="staff_api.models", reserved={"id": frozenset({"me"})})
 
 
