@@ -1,6 +1,9 @@
-"""Request body parsing and validation, mapped onto the contract's errors (CONTRACT section 2).
+"""Request validation with pydantic, mapped onto the contract's errors (CONTRACT section 2): the
+base classes and field types of the body, query and path models, and :func:`validate`.
 
-- not JSON, not UTF-8, not an object, or carrying invalid Unicode -> INVALID_BODY_ERROR
+Imported with the first request that validates a model, never by a handler's import: reading the
+body and the query string is :mod:`nimbus_core.request_input`'s, without pydantic.
+
 - required field missing, null or of the wrong JSON type -> MISSING_FIELDS_ERROR (every such field)
 - username / email malformed -> INVALID_USERNAME_ERROR / INVALID_EMAIL_ERROR
 - any other bound broken (length, range) -> INVALID_FIELDS_ERROR (every such field)
@@ -8,19 +11,14 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import re
-import unicodedata
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError
 from pydantic_core import PydanticCustomError
 
 from nimbus_core.errors import ErrorCode, NimbusError
-
-MAX_BODY_BYTES = 64 * 1024
+from nimbus_core.request_input import MAX_NAME, printable
 
 _USERNAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _MISSING_TYPES = frozenset(
@@ -81,15 +79,6 @@ def _check_email(value: str) -> str:
         return validate_email(value, check_deliverability=False).normalized
     except EmailNotValidError:
         raise PydanticCustomError("invalid_email", "invalid email") from None
-
-
-def printable(value: str) -> bool:
-    """No control or format characters (newlines, NUL, bidi overrides would forge lines in lists
-    and logs)."""
-    return all(unicodedata.category(c)[0] != "C" for c in value)
-
-
-MAX_NAME = 64
 
 
 def _check_name(value: str) -> str:
@@ -162,63 +151,6 @@ class Pagination(Query):
 
     limit: PageLimit = MAX_PAGE_SIZE
     offset: PageOffset = 0
-
-
-def read_query(params: dict[str, str] | None) -> dict[str, str]:
-    """The query-string parameters (API Gateway joins repeated keys with commas)."""
-    return dict(params or {})
-
-
-def read_json_body(raw: str | None, *, is_base64: bool = False) -> dict[str, Any]:
-    """The request body as a JSON object; a missing body counts as ``{}``."""
-    if raw is None or raw == "":
-        return {}
-    try:
-        data = base64.b64decode(raw, validate=True) if is_base64 else raw.encode("utf-8", "strict")
-    except (ValueError, binascii.Error):
-        raise NimbusError(ErrorCode.INVALID_BODY_ERROR) from None
-    if len(data) > MAX_BODY_BYTES:
-        raise NimbusError(ErrorCode.BODY_TOO_LARGE_ERROR)
-    try:
-        value = json.loads(
-            data.decode("utf-8", "strict"), parse_constant=_refuse_constant, object_pairs_hook=_unique_keys
-        )
-    except (ValueError, UnicodeError, RecursionError):
-        raise NimbusError(ErrorCode.INVALID_BODY_ERROR) from None
-    if not isinstance(value, dict) or not _valid_unicode(value):
-        raise NimbusError(ErrorCode.INVALID_BODY_ERROR)
-    return value
-
-
-def _refuse_constant(name: str) -> Any:
-    """NaN, Infinity and -Infinity are not JSON; strict parsers refuse them."""
-    raise ValueError(f"{name} is not JSON")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """An object, refusing duplicated keys (parsers disagree on which value wins)."""
-    value = dict(pairs)
-    if len(value) != len(pairs):
-        raise ValueError("duplicate key")
-    return value
-
-
-def _valid_unicode(value: Any) -> bool:
-    """False when any string holds a lone surrogate (JSON allows "\\ud800"; UTF-8 does not)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return False
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return True
 
 
 def validate[M: BaseModel](model: type[M], data: dict[str, Any]) -> M:

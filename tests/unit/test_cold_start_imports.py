@@ -5,6 +5,9 @@ module is imported in a fresh interpreter, as Lambda's init phase does, and its 
 
 The stream-fed functions (mail, sweep) still import the data classes: Powertools' batch utility,
 which they use to report partial batch failures, imports them itself.
+
+Nor does an HTTP handler import a request model: its policies name their body, query and path models
+(``Policy(body="LoginBody")``), imported by the first request that validates one.
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ DATA_CLASSES = "aws_lambda_powertools.utilities.data_classes"
 # Loaded by a path that needs it, never at import: boto3's package (s3transfer, resources; the
 # clients are botocore's), the response views (documentation only), ua-parser (sessions shown).
 NOT_AT_IMPORT = ("boto3", "s3transfer", "nimbus_core.views", "ua_parser")
+# Loaded by the first request that validates a body, query or path, never at an HTTP handler's
+# import: every function's request models, the shared account bodies and the pydantic validation.
+# (Pydantic itself still loads with the records and settings.)
+REQUEST_MODELS = sorted(
+    f"{path.parent.name}.models" for path in Path(REPO_ROOT, "functions").glob("*/*_api/models.py")
+)
+MODELS_NOT_AT_IMPORT = ("nimbus_core.validation", "nimbus_core.account_bodies", *REQUEST_MODELS)
 
 
 @functools.cache
@@ -66,3 +76,14 @@ def test_a_handler_imports_neither_powertools_event_handler_nor_on_http_its_even
 def test_a_handler_imports_neither_boto3_nor_the_views_nor_the_user_agent_parser(module: str) -> None:
     imported = _imported_by(module)
     assert [m for package in NOT_AT_IMPORT for m in _under(package, imported)] == []
+
+
+def test_every_http_function_has_a_request_models_module_here() -> None:
+    # What the next test looks for must exist: a moved module would let it pass without checking.
+    assert sorted(f"{module.partition('.')[0]}.models" for module in HTTP_HANDLERS) == REQUEST_MODELS
+
+
+@pytest.mark.parametrize("module", sorted(HTTP_HANDLERS))
+def test_an_http_handler_imports_no_request_model_nor_pydantics_validation(module: str) -> None:
+    imported = _imported_by(module)
+    assert [m for package in MODELS_NOT_AT_IMPORT for m in _under(package, imported)] == []

@@ -1,20 +1,23 @@
-"""One registry, three agreements: template routes = registered routes; every registered policy = the
-seed's requirements (tests/seed_endpoints.py); and no route can exist without a policy."""
+"""One registry, four agreements: template routes = registered routes; every registered policy = the
+seed's requirements (tests/seed_endpoints.py); every model a policy names is a pydantic model of its
+group's models module; and no route can exist without a policy."""
 
 from __future__ import annotations
 
 import importlib
 import re
 from collections import Counter
-from typing import cast
+from typing import Any, cast
 
 import pytest
+from pydantic import BaseModel
 
 from nimbus_core.deps import Deps
 from nimbus_core.http.app import NimbusApp, create_app
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Endpoint, Policy
 from nimbus_core.http.registry import Declared, EndpointRouter, UnguardedRouteError
+from nimbus_core.http.request_models import ModelKind, UnknownModelError, request_model
 from nimbus_core.http.responses import Response, json_response
 from nimbus_core.http.routing import DuplicateRouteError
 from nimbus_core.killswitches import KillSwitch
@@ -162,7 +165,7 @@ def test_login_asks_for_the_password_in_its_own_body() -> None:
     from nimbus_core.validation import validate
 
     (login,) = [e for _, e in REGISTERED if (e.method, e.path) == ("POST", "/login")]
-    body = login.policy.body
+    body = login.model("body")
     assert body is not None
     with pytest.raises(NimbusError) as refused:
         validate(body, {"username": "alice"})
@@ -172,7 +175,67 @@ def test_login_asks_for_the_password_in_its_own_body() -> None:
     assert bypass.value.body()["fields"] == ["password"]
 
 
-# ---------------------------------------------------------------------------------------- (c) no policy
+# ------------------------------------------------------------------------------ (c) the named models
+
+KINDS: tuple[ModelKind, ...] = ("body", "query", "path")
+
+
+@pytest.mark.parametrize(
+    ("function", "endpoint"), REGISTERED, ids=[f"{e.method} {e.path}" for _, e in REGISTERED]
+)
+def test_every_model_a_policy_names_is_a_pydantic_model_of_its_groups_models_module(
+    function: str, endpoint: Endpoint
+) -> None:
+    """A misspelt or missing name fails here, not in a request: the guard resolves the same way."""
+    for kind in KINDS:
+        name = endpoint.model_name(kind)
+        if name is None:
+            assert endpoint.model(kind) is None
+            continue
+        assert endpoint.models is not None, f"{function}: {endpoint.path} names {name!r} but no module"
+        model = endpoint.model(kind)
+        assert isinstance(model, type), (function, kind, name)
+        assert issubclass(model, BaseModel), (function, kind, name)
+        # Its own name: the OpenAPI document's schema is named after the class.
+        assert model.__name__ == name, (function, kind, name)
+
+
+def test_every_function_names_the_models_module_of_its_own_package() -> None:
+    for function, endpoint in REGISTERED:
+        package = SPECS[function].handler_module.rpartition(".")[0]  # accounts_api.handler -> accounts_api
+        assert endpoint.models == f"{package}.models", (function, endpoint.method, endpoint.path)
+
+
+def test_a_misspelt_model_name_is_refused_when_resolved() -> None:
+    group = EndpointRouter(models="staff_api.models")
+    group.endpoint("PUT", "/users/<id>/ban", Policy(body="BanBdy"))(_hello)
+    (endpoint,) = group.endpoints
+    with pytest.raises(UnknownModelError, match=r"staff_api\.models has no pydantic model 'BanBdy'"):
+        endpoint.model("body")
+    # Anything else the module holds is no model either.
+    with pytest.raises(UnknownModelError):
+        request_model("staff_api.models", "MAX_REASON")
+
+
+def test_a_policy_names_its_models_and_its_group_the_module_they_are_in() -> None:
+    from nimbus_core.validation import Body
+
+    with pytest.raises(TypeError, match=r"POST /a: Policy\.body names its model by class name"):
+        EndpointRouter(models="auth_api.models").endpoint("POST", "/a", Policy(body=cast(Any, Body)))
+    with pytest.raises(UnknownModelError, match="names no models module"):
+        EndpointRouter().endpoint("GET", "/a", Policy(query="Pagination"))
+    with pytest.raises(UnknownModelError, match="is not a class name"):
+        EndpointRouter(models="admin_api.models").endpoint("PUT", "/a/<id>", Policy(path="admin_api.Path"))
+
+
+def test_declaring_and_guarding_a_route_imports_none_of_its_models() -> None:
+    group = EndpointRouter(models="no_such_package.models")
+    group.endpoint("POST", "/a", Policy(auth=Auth.NONE, body="AnyBody"))(_hello)
+    app = create_app(group, deps=_no_deps)
+    assert [e.models for e in app.endpoints] == ["no_such_package.models"]
+
+
+# ---------------------------------------------------------------------------------------- (d) no policy
 
 
 def _no_deps() -> Deps:
@@ -193,7 +256,7 @@ def test_endpoint_is_the_only_way_to_declare_a_route() -> None:
     """A group holds its declarations and nothing else: no second, policy-free way to add a route
     (Powertools' router.route, which the old registry had to police after the fact)."""
     public = {name for name in dir(EndpointRouter()) if not name.startswith("_")}
-    assert public == {"declared", "endpoint", "endpoints", "reserved"}
+    assert public == {"declared", "endpoint", "endpoints", "models", "reserved"}
 
 
 def test_create_app_refuses_a_route_slipped_into_the_declarations_without_a_policy() -> None:

@@ -32,8 +32,13 @@ TOKEN = f"{USER_ID}.{SESSION_ID}.{SECRET}"
 LIMIT = RateLimit("test", 2, 60, Per.IP, frozenset({404}))
 
 
+# The models these tests' policies name (body="NameBody"): their routers name this module.
 class NameBody(Body):
     name: str
+
+
+class Flags(Query):
+    include_self: QueryBool = Field(False, alias="include-self")
 
 
 @dataclass
@@ -123,7 +128,7 @@ def _current(fakes: Fakes) -> Any:
 
 
 def _app(policy: Policy, status: int = 200) -> NimbusApp:
-    routes = EndpointRouter()
+    routes = EndpointRouter(models=__name__)
 
     @routes.endpoint("POST", "/x", policy)
     def route(request: Request) -> Response:
@@ -229,13 +234,13 @@ def test_endpoints_closed_to_scoped_sessions_refuse_even_scope_all(fakes: Fakes)
 def test_permission_check_comes_before_body_validation(fakes: Fakes) -> None:
     fakes.caller = _caller()
     assert (
-        _call(_app(Policy(staff=True, body=NameBody)), body="nope", headers={"authorization": TOKEN})[0]
+        _call(_app(Policy(staff=True, body="NameBody")), body="nope", headers={"authorization": TOKEN})[0]
         == 403
     )
 
 
 def test_body_validation_comes_before_the_rate_limit(fakes: Fakes) -> None:
-    app = _app(Policy(auth=Auth.NONE, body=NameBody, rate_limit=LIMIT))
+    app = _app(Policy(auth=Auth.NONE, body="NameBody", rate_limit=LIMIT))
     assert _call(app, body="{")[0] == 400
     assert fakes.hits == 0
 
@@ -295,12 +300,9 @@ def test_unexpected_errors_answer_a_clean_500(fakes: Fakes) -> None:
 
 
 def test_query_validation_runs_with_the_body_checks_before_the_rate_limit(fakes: Fakes) -> None:
-    class Flags(Query):
-        include_self: QueryBool = Field(False, alias="include-self")
+    routes = EndpointRouter(models=__name__)
 
-    routes = EndpointRouter()
-
-    @routes.endpoint("GET", "/q", Policy(auth=Auth.NONE, query=Flags, rate_limit=LIMIT))
+    @routes.endpoint("GET", "/q", Policy(auth=Auth.NONE, query="Flags", rate_limit=LIMIT))
     def route(request: Request) -> Response:
         return json_response(200, {"includeSelf": request.query.include_self})
 

@@ -3,8 +3,9 @@
 Every HTTP function's app (as template.yaml lists them) declares its endpoints once, each with a
 :class:`~nimbus_core.http.policy.Policy`; this module turns those declarations into the document:
 
-- the path, query and body parameters from the policy's pydantic models, and the success response
-  from its response model;
+- the path, query and body parameters from the pydantic models the policy names (found in its
+  group's models module, as the guard finds them: :meth:`Endpoint.model`), and the success
+  response from its response model (named in ``nimbus_core.views``: :func:`response_model`);
 - the errors: the ones the guard answers for that policy (session, staff, scope, kill switches,
   validation, reverification, rate limit, target user), plus the codes the route's docstring names
   (``404 INVALID_USER_ERROR``: a status before a code overrides the code's usual one);
@@ -205,14 +206,16 @@ def _reverification_schema() -> dict[str, Any]:
 def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
     policy = endpoint.policy
     path_schemas: dict[str, Any] = {}
-    if policy.path is not None:
-        path_schemas = policy.path.model_json_schema(by_alias=True).get("properties", {})
+    path_model = endpoint.model("path")
+    if path_model is not None:
+        path_schemas = path_model.model_json_schema(by_alias=True).get("properties", {})
     parameters: list[dict[str, Any]] = [
         {"name": name, "in": "path", "required": True, "schema": path_schemas.get(name, {"type": "string"})}
         for name in _PARAM.findall(endpoint.path)
     ]
-    if policy.query is not None:
-        schema = policy.query.model_json_schema(by_alias=True, mode="validation")
+    query_model = endpoint.model("query")
+    if query_model is not None:
+        schema = query_model.model_json_schema(by_alias=True, mode="validation")
         required = set(schema.get("required", []))
         parameters += [
             {"name": name, "in": "query", "required": name in required, "schema": field}
@@ -262,8 +265,9 @@ def _operation(registered: Registered, schemas: _Schemas) -> dict[str, Any]:
     if parameters:
         operation["parameters"] = parameters
     body: dict[str, Any] | None = None
-    if policy.body is not None:
-        body = schemas.ref(policy.body, mode="validation")
+    body_model = endpoint.model("body")
+    if body_model is not None:
+        body = schemas.ref(body_model, mode="validation")
     if policy.reverify:
         reverification = {"$ref": _REF + "Reverification"}
         body = {"allOf": [body, reverification]} if body is not None else reverification

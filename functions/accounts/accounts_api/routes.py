@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from accounts_api import service
-from accounts_api.models import (
-    ChangeDomainBody,
-    ChangeEmailBody,
-    ChangePasswordBody,
-    ChangeUsernameBody,
-    DomainsQuery,
-    VerifyEmailBody,
-)
 from nimbus_core import ratelimits, verification
 from nimbus_core.errors import SuccessCode
 from nimbus_core.http.guard import Request
@@ -20,7 +14,10 @@ from nimbus_core.http.responses import Response, json_response, success_response
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.scopes import Scope
 
-routes = EndpointRouter()
+if TYPE_CHECKING:
+    from accounts_api.models import ChangeDomainBody
+
+routes = EndpointRouter(models="accounts_api.models")
 
 _MODIFY = (KillSwitch.ACCOUNT_MODIFY,)
 _MODIFY_EMAIL = (KillSwitch.ACCOUNT_MODIFY, KillSwitch.ACCOUNT_EMAIL_VERIFY)
@@ -46,7 +43,7 @@ def get_me(request: Request) -> Response:
     Policy(
         scope=Scope.ACCOUNT_MODIFY,
         killswitches=_MODIFY,
-        body=ChangeUsernameBody,
+        body="ChangeUsernameBody",
         rate_limit=ratelimits.CHANGE_USERNAME,
         reverify=True,
         response="UserView",
@@ -68,7 +65,7 @@ def change_username(request: Request) -> Response:
     Policy(
         scope=Scope.ACCOUNT_MODIFY,
         killswitches=_MODIFY_EMAIL,
-        body=ChangeEmailBody,
+        body="ChangeEmailBody",
         rate_limit=ratelimits.CHANGE_EMAIL,
         reverify=True,
         response="UserView",
@@ -90,7 +87,7 @@ def change_email(request: Request) -> Response:
     Policy(
         scope=Scope.ACCOUNT_MODIFY,
         killswitches=_MODIFY,
-        body=ChangePasswordBody,
+        body="ChangePasswordBody",
         rate_limit=ratelimits.CHANGE_PASSWORD,
         reverify=True,
         response="UserView",
@@ -114,7 +111,7 @@ def change_password(request: Request) -> Response:
     Policy(
         scope=Scope.ACCOUNT_MODIFY,
         killswitches=_MODIFY,
-        body=ChangeDomainBody,
+        body="ChangeDomainBody",
         rate_limit=ratelimits.CHANGE_DOMAIN,
         response="UserView",
         summary="Choose an offered domain and optional subdomain",
@@ -156,7 +153,7 @@ def resend_verification(request: Request) -> Response:
     Policy(
         auth=Auth.NONE,
         killswitches=_MODIFY_EMAIL,
-        body=VerifyEmailBody,
+        body="VerifyEmailBody",
         response="SuccessView",
         summary="Verify the email address with the emailed token",
     ),
@@ -192,7 +189,7 @@ def delete_me(request: Request) -> Response:
     "/domains",
     Policy(
         scope=Scope.ACCOUNT_READ,
-        query=DomainsQuery,
+        query="DomainsQuery",
         response="DomainListView",
         summary="Offered domains",
     ),

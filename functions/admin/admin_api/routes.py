@@ -8,10 +8,10 @@ recorded before the write (:meth:`Request.record_answer_now`), never after it.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import nimbus_core
 from admin_api import service
-from admin_api.models import KillSwitchPath, SetLogLevelBody
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
@@ -19,7 +19,10 @@ from nimbus_core.http.responses import Response, json_response, json_text_respon
 from nimbus_core.ports import RuntimeConfig
 from nimbus_core.scopes import Scope
 
-routes = EndpointRouter()
+if TYPE_CHECKING:
+    from admin_api.models import KillSwitchPath
+
+routes = EndpointRouter(models="admin_api.models")
 
 
 _STAFF = Policy(staff=True)
@@ -69,7 +72,9 @@ def list_killswitches(request: Request) -> Response:
 
 
 @routes.endpoint(
-    "PUT", "/killswitches/<id>", replace(_SWITCH_CHANGE, summary="Enable a kill switch", path=KillSwitchPath)
+    "PUT",
+    "/killswitches/<id>",
+    replace(_SWITCH_CHANGE, summary="Enable a kill switch", path="KillSwitchPath"),
 )
 def enable_killswitch(request: Request) -> Response:
     """PUT /killswitches/:id: enable it; the full list after the change."""
@@ -81,7 +86,7 @@ def enable_killswitch(request: Request) -> Response:
 @routes.endpoint(
     "DELETE",
     "/killswitches/<id>",
-    replace(_SWITCH_CHANGE, summary="Disable a kill switch", path=KillSwitchPath),
+    replace(_SWITCH_CHANGE, summary="Disable a kill switch", path="KillSwitchPath"),
 )
 def disable_killswitch(request: Request) -> Response:
     """DELETE /killswitches/:id: disable it; the full list after the change."""
@@ -114,7 +119,7 @@ def get_log_level(request: Request) -> Response:
         _STAFF,
         scope=Scope.STAFF_MODIFY_LOGLEVEL,
         summary="Set the log level of every function (within 10 s)",
-        body=SetLogLevelBody,
+        body="SetLogLevelBody",
         reverify=True,
         audit=True,
         response="LogLevelView",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from auth_api import service
-from auth_api.models import LoginBody, RegisterBody
 from nimbus_core import ratelimits
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
@@ -11,7 +10,7 @@ from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import Response, json_response
 from nimbus_core.killswitches import KillSwitch
 
-routes = EndpointRouter()
+routes = EndpointRouter(models="auth_api.models")
 
 
 @routes.endpoint(
@@ -20,7 +19,7 @@ routes = EndpointRouter()
     Policy(
         auth=Auth.GUEST,
         killswitches=(KillSwitch.ACCOUNT_CREATE, KillSwitch.ACCOUNT_EMAIL_VERIFY),
-        body=RegisterBody,
+        body="RegisterBody",
         names_session=True,
         rate_limit=ratelimits.REGISTER,
         success=201,
@@ -50,7 +49,7 @@ def register(request: Request) -> Response:
     Policy(
         auth=Auth.GUEST,
         killswitches=(KillSwitch.ACCOUNT_LOGIN,),
-        body=LoginBody,
+        body="LoginBody",
         names_session=True,
         rate_limit=ratelimits.LOGIN,
         success=201,

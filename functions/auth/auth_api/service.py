@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aws_lambda_powertools import Logger
 
-from auth_api.models import LoginBody, RegisterBody
 from nimbus_core import challenges, credentials, ids, metrics, passwords, verification
 from nimbus_core.clock import iso
 from nimbus_core.deps import Deps
@@ -13,6 +14,9 @@ from nimbus_core.models import User
 from nimbus_core.ports import WriteOp
 from nimbus_core.ratelimits import ACCOUNT_AUTH_FAILURES
 from nimbus_core.session_issuer import IssuedSession, new_session, normal_lifetime
+
+if TYPE_CHECKING:  # the validated bodies the routes pass: imported by the first request, not here
+    from auth_api.models import LoginBody, RegisterBody
 
 # A child of the function's Powertools logger: JSON lines, the operator's log level.
 _log = Logger(child=True)

@@ -4,8 +4,9 @@ client library calls)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from factors_api import service
-from factors_api.models import ConfirmTotpBody, ConfirmWebAuthnBody, DeleteFactorsBody, FactorsQuery
 from nimbus_core.errors import SuccessCode
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Policy
@@ -15,7 +16,10 @@ from nimbus_core.killswitches import KillSwitch
 from nimbus_core.models import SecondFactor
 from nimbus_core.scopes import Scope
 
-routes = EndpointRouter()
+if TYPE_CHECKING:
+    from factors_api.models import ConfirmTotpBody, ConfirmWebAuthnBody, FactorsQuery
+
+routes = EndpointRouter(models="factors_api.models")
 
 _MODIFY = (KillSwitch.ACCOUNT_MODIFY,)
 # Enrolling, regenerating backup codes and removing factors are never open to scoped sessions,
@@ -45,7 +49,7 @@ def start_totp(request: Request) -> Response:
     Policy(
         scoped_sessions=False,
         killswitches=_MODIFY,
-        body=ConfirmTotpBody,
+        body="ConfirmTotpBody",
         success=201,
         response="EnrolledFactorView",
         summary="Confirm a TOTP app with a code: the factor (and a first set of backup codes)",
@@ -96,7 +100,7 @@ def start_webauthn(request: Request) -> Response:
     Policy(
         scoped_sessions=False,
         killswitches=_MODIFY,
-        body=ConfirmWebAuthnBody,
+        body="ConfirmWebAuthnBody",
         success=201,
         response="EnrolledFactorView",
         summary="Confirm a security key with its attestation: the factor (and a first set of backup codes)",
@@ -146,7 +150,7 @@ def regenerate_backup_codes(request: Request) -> Response:
     "/users/me/2fa",
     Policy(
         scope=Scope.SECOND_FACTOR_READ,
-        query=FactorsQuery,
+        query="FactorsQuery",
         response="SecondFactorListView",
         summary="The caller's second factors, newest first",
     ),
@@ -197,7 +201,7 @@ def delete_factor(request: Request) -> Response:
     Policy(
         scoped_sessions=False,
         killswitches=_MODIFY,
-        body=DeleteFactorsBody,
+        body="DeleteFactorsBody",
         reverify=True,
         response="CountedSuccessView",
         summary="Remove several of the caller's second factors (at most 50 ids)",
@@ -237,7 +241,7 @@ def delete_all_factors(request: Request) -> Response:
         staff=True,
         target="uid",
         scope=Scope.STAFF_READ_SECOND_FACTORS,
-        query=FactorsQuery,
+        query="FactorsQuery",
         response="SecondFactorListView",
         summary="A user's second factors, newest first",
     ),
@@ -295,7 +299,7 @@ def delete_user_factor(request: Request) -> Response:
         audit=True,
         target="uid",
         scope=Scope.STAFF_MODIFY_SECOND_FACTORS,
-        body=DeleteFactorsBody,
+        body="DeleteFactorsBody",
         reverify=True,
         response="CountedSuccessView",
         summary="Remove several of a user's second factors (at most 50 ids)",

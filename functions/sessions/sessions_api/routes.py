@@ -3,6 +3,8 @@ user's sessions (the seed's session endpoints, CONTRACT sections 3, 5 and 8)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from nimbus_core import ratelimits
 from nimbus_core.errors import SuccessCode
 from nimbus_core.http.guard import Request
@@ -13,16 +15,12 @@ from nimbus_core.killswitches import KillSwitch
 from nimbus_core.models import Session
 from nimbus_core.scopes import Scope
 from sessions_api import service
-from sessions_api.models import (
-    CreateScopedSessionBody,
-    DeleteAllSessionsQuery,
-    DeleteSessionsBody,
-    RenameSessionBody,
-    SessionsQuery,
-)
 from sessions_api.service import Owner
 
-routes = EndpointRouter()
+if TYPE_CHECKING:
+    from sessions_api.models import CreateScopedSessionBody, SessionsQuery
+
+routes = EndpointRouter(models="sessions_api.models")
 
 # The seed's "ACCOUNT_MODIFY, shown with number 2" is ACCOUNT_MODIFY, number 1 (CONTRACT section 8).
 _MODIFY = (KillSwitch.ACCOUNT_MODIFY,)
@@ -57,7 +55,7 @@ def _one(session: Session) -> Response:
     "/users/me/sessions",
     Policy(
         scope=Scope.SESSION_READ,
-        query=SessionsQuery,
+        query="SessionsQuery",
         response="SessionListView",
         summary="The caller's live sessions, newest first",
     ),
@@ -89,7 +87,7 @@ def get_my_session(request: Request) -> Response:
     "/users/me/sessions/<sid>",
     Policy(
         scope=Scope.SESSION_MODIFY,
-        body=RenameSessionBody,
+        body="RenameSessionBody",
         response="SessionView",
         summary="Rename one of the caller's sessions",
     ),
@@ -122,7 +120,7 @@ def delete_my_session(request: Request) -> Response:
     Policy(
         scope=Scope.SESSION_MODIFY,
         killswitches=_MODIFY,
-        body=DeleteSessionsBody,
+        body="DeleteSessionsBody",
         response="CountedSuccessView",
         summary="Revoke several of the caller's sessions (at most 50 ids; me allowed)",
     ),
@@ -139,7 +137,7 @@ def delete_my_sessions(request: Request) -> Response:
     Policy(
         scope=Scope.SESSION_MODIFY,
         killswitches=_MODIFY,
-        query=DeleteAllSessionsQuery,
+        query="DeleteAllSessionsQuery",
         response="CountedSuccessView",
         summary="Revoke every session of the caller (include-self: the calling one too)",
     ),
@@ -157,7 +155,7 @@ def delete_all_my_sessions(request: Request) -> Response:
     Policy(
         scoped_sessions=False,
         killswitches=(KillSwitch.ACCOUNT_MODIFY, KillSwitch.ACCOUNT_LOGIN),
-        body=CreateScopedSessionBody,
+        body="CreateScopedSessionBody",
         rate_limit=ratelimits.CREATE_SCOPED_SESSION,
         reverify=True,
         success=201,
@@ -189,7 +187,7 @@ def create_scoped_session(request: Request) -> Response:
         staff=True,
         target="uid",
         scope=Scope.STAFF_READ_SESSIONS,
-        query=SessionsQuery,
+        query="SessionsQuery",
         response="SessionListView",
         summary="A user's live sessions, newest first",
     ),
@@ -223,7 +221,7 @@ def get_user_session(request: Request) -> Response:
         audit=True,
         target="uid",
         scope=Scope.STAFF_MODIFY_SESSIONS,
-        body=RenameSessionBody,
+        body="RenameSessionBody",
         response="SessionView",
         summary="Rename a session of a user",
     ),
@@ -260,7 +258,7 @@ def delete_user_session(request: Request) -> Response:
         audit=True,
         target="uid",
         scope=Scope.STAFF_MODIFY_SESSIONS,
-        body=DeleteSessionsBody,
+        body="DeleteSessionsBody",
         response="CountedSuccessView",
         summary="Revoke several sessions of a user (at most 50 ids)",
     ),

@@ -1,5 +1,9 @@
 """Request bodies and queries of the staff account endpoints (``password`` and ``2fa`` are the
-guard's: reverification of the staff member)."""
+guard's: reverification of the staff member).
+
+The account changes' bodies are shared with the accounts endpoints (:mod:`nimbus_core.account_bodies`)
+and named here, where the staff routes' policies find them.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,24 @@ from typing import Annotated
 from pydantic import AfterValidator, BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
-from nimbus_core.validation import Body, IdList, Pagination, printable, trim
+from nimbus_core.account_bodies import (
+    ChangeDomainBody,
+    ChangeEmailBody,
+    ChangePasswordBody,
+    ChangeUsernameBody,
+)
+from nimbus_core.request_input import printable
+from nimbus_core.validation import Body, IdList, Pagination, trim
+
+__all__ = [
+    "BanBody",
+    "ChangeDomainBody",
+    "ChangeEmailBody",
+    "ChangePasswordBody",
+    "ChangeUsernameBody",
+    "DeleteUsersBody",
+    "UsersQuery",
+]
 
 MAX_REASON = 512
 

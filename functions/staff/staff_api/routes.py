@@ -7,14 +7,9 @@ after the staff and reverification checks (CONTRACT section 4)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from nimbus_core import account_changes
-from nimbus_core.account_bodies import (
-    ChangeDomainBody,
-    ChangeEmailBody,
-    ChangePasswordBody,
-    ChangeUsernameBody,
-)
 from nimbus_core.errors import ErrorCode, NimbusError, SuccessCode
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Policy
@@ -23,10 +18,13 @@ from nimbus_core.http.responses import Response, json_response, success_response
 from nimbus_core.models import User
 from nimbus_core.scopes import Scope
 from staff_api import service
-from staff_api.models import BanBody, DeleteUsersBody, UsersQuery
+
+if TYPE_CHECKING:
+    from staff_api.models import ChangeDomainBody, ChangePasswordBody, UsersQuery
 
 # /users/me/... belongs to the self-service functions: "me" is never a user id here (CONTRACT 1).
-routes = EndpointRouter(reserved={"id": frozenset({"me"})})
+# Its bodies and queries are named in staff_api.models, with the shared nimbus_core.account_bodies.
+routes = EndpointRouter(models="staff_api.models", reserved={"id": frozenset({"me"})})
 
 
 # A change to the account in ``:id``; each endpoint adds its summary and body (``replace``).
@@ -50,7 +48,7 @@ def _user(user: User) -> Response:
     Policy(
         staff=True,
         scope=Scope.STAFF_READ_ACCOUNTS,
-        query=UsersQuery,
+        query="UsersQuery",
         response="UserListView",
         summary="Every user, newest first",
     ),
@@ -81,7 +79,7 @@ def get_user(request: Request) -> Response:
 @routes.endpoint(
     "PUT",
     "/users/<id>/username",
-    replace(_MODIFY, summary="Change a user's username", body=ChangeUsernameBody),
+    replace(_MODIFY, summary="Change a user's username", body="ChangeUsernameBody"),
 )
 def set_username(request: Request) -> Response:
     """PUT /users/:id/username: 200 with the User; 409 USER_EXISTS_ERROR if the name is taken.
@@ -95,7 +93,7 @@ def set_username(request: Request) -> Response:
     "PUT",
     "/users/<id>/email",
     replace(
-        _MODIFY, summary="Change a user's email address (it must be verified again)", body=ChangeEmailBody
+        _MODIFY, summary="Change a user's email address (it must be verified again)", body="ChangeEmailBody"
     ),
 )
 def set_email(request: Request) -> Response:
@@ -112,7 +110,9 @@ def set_email(request: Request) -> Response:
     "PUT",
     "/users/<id>/password",
     replace(
-        _MODIFY, summary="Set a user's password (every session of theirs is revoked)", body=ChangePasswordBody
+        _MODIFY,
+        summary="Set a user's password (every session of theirs is revoked)",
+        body="ChangePasswordBody",
     ),
 )
 def set_password(request: Request) -> Response:
@@ -127,7 +127,7 @@ def set_password(request: Request) -> Response:
 @routes.endpoint(
     "PUT",
     "/users/<id>/domain",
-    replace(_MODIFY, summary="Change a user's domain and subdomain", body=ChangeDomainBody, reverify=False),
+    replace(_MODIFY, summary="Change a user's domain and subdomain", body="ChangeDomainBody", reverify=False),
 )
 def set_domain(request: Request) -> Response:
     """PUT /users/:id/domain: 200 with the User; 404 INVALID_DOMAIN_ERROR if not offered.
@@ -191,7 +191,7 @@ def demote(request: Request) -> Response:
 @routes.endpoint(
     "PUT",
     "/users/<id>/ban",
-    replace(_MODIFY, summary="Ban a user (every session revoked, a notice emailed)", body=BanBody),
+    replace(_MODIFY, summary="Ban a user (every session revoked, a notice emailed)", body="BanBody"),
 )
 def ban(request: Request) -> Response:
     """PUT /users/:id/ban: 200 with the User (``bannedAt``, ``banReason``)."""
@@ -222,7 +222,7 @@ def delete_user(request: Request) -> Response:
     Policy(
         staff=True,
         scope=Scope.STAFF_MODIFY_ACCOUNTS,
-        body=DeleteUsersBody,
+        body="DeleteUsersBody",
         reverify=True,
         audit=True,
         response="CountedSuccessView",

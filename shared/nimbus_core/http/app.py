@@ -50,6 +50,7 @@ class NimbusApp:
                     d.route,
                     endpoint=f"{d.endpoint.method} {d.endpoint.path}",
                     reserved=reserved.get(d.endpoint.path, {}),
+                    models=d.endpoint.models,
                 ),
             )
             for d in declared

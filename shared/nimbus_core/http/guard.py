@@ -6,7 +6,8 @@
 3. session required (401), or refused when already logged in (register/login)
 4. staff required (403); on staff endpoints, a staff caller without a second factor: 401
 5. scope of a scoped session (403), or scoped sessions refused outright
-6. body, query and header validation (400)
+6. body, query and header validation (400); the policy names its models, imported with the first
+   request that validates one (:mod:`nimbus_core.http.request_models`)
 7. endpoint rate limit (429), with RateLimit-* headers; "not counted" responses give the hit back
    (a second-factor challenge in the same transaction that stores it)
 8. identity reverification of normal sessions (400 / 401 / 429 account lock / the second-factor
@@ -27,16 +28,17 @@ from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError, RateLimitedError
 from nimbus_core.http.event import HttpEvent
 from nimbus_core.http.policy import Auth, Policy
+from nimbus_core.http.request_models import validated
 from nimbus_core.http.responses import Response, rate_limit_headers, response_for_exception
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.limiter import RateLimiter
 from nimbus_core.models import User
 from nimbus_core.ports import RuntimeConfig
 from nimbus_core.ratelimits import Per, RateLimit
+from nimbus_core.request_input import MAX_NAME, printable, read_query
 from nimbus_core.reverify import AnswerCarrier, reverify
 from nimbus_core.scopes import grants
 from nimbus_core.tokens import SessionToken, parse_session_token
-from nimbus_core.validation import MAX_NAME, printable, read_query, validate
 
 
 @dataclass(slots=True)
@@ -118,13 +120,19 @@ GuardedRoute = Callable[[HttpEvent, dict[str, str], Deps, RuntimeConfig | None],
 
 
 def guard(
-    policy: Policy, route: RouteFunction, *, endpoint: str, reserved: Mapping[str, frozenset[str]]
+    policy: Policy,
+    route: RouteFunction,
+    *,
+    endpoint: str,
+    reserved: Mapping[str, frozenset[str]],
+    models: str | None = None,
 ) -> GuardedRoute:
     """``route`` behind ``policy`` (see the module docstring for the order of the checks).
 
     ``endpoint`` is ``"METHOD /path/<param>"`` (what a second-factor challenge is bound to, and the
     audit's action); ``reserved`` holds the values each path parameter must not take because a
-    sibling route spells them literally (step 0).
+    sibling route spells them literally (step 0); ``models`` is the module where the policy's body,
+    query and path models are found (step 6).
     """
 
     def guarded(event: HttpEvent, path: dict[str, str], deps: Deps, config: RuntimeConfig | None) -> Response:
@@ -152,11 +160,11 @@ def guard(
         if policy.body is not None or policy.reverify:
             request.raw_body = peeked if peeked is not None else event.json_body()
         if policy.body is not None:
-            request.body = validate(policy.body, request.raw_body)
+            request.body = validated(models, policy.body, request.raw_body)
         if policy.query is not None:
-            request.query = validate(policy.query, read_query(event.query))
+            request.query = validated(models, policy.query, read_query(event.query))
         if policy.path is not None:
-            request.path_model = validate(policy.path, dict(path))
+            request.path_model = validated(models, policy.path, dict(path))
         if policy.names_session:
             request.session_name = _session_name(headers)
             request.user_agent = headers.get("user-agent")

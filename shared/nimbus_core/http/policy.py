@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
-
+from nimbus_core.http.request_models import ModelKind, UnknownModelError, request_model
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.ratelimits import RateLimit
 from nimbus_core.scopes import Scope
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 
 class Auth(Enum):
@@ -26,6 +29,11 @@ class Policy:
 
     ``scope=None`` on an endpoint that requires a session means "no scoped session may call it"
     only when ``scoped_sessions`` is False; otherwise it needs no particular scope.
+
+    ``body``, ``query`` and ``path`` are class names in the module its group's
+    :class:`~nimbus_core.http.registry.EndpointRouter` names (``models="accounts_api.models"``):
+    named, not imported, so that importing a handler imports no pydantic model; the first request
+    that validates one imports it (:mod:`nimbus_core.http.request_models`).
     """
 
     auth: Auth = Auth.REQUIRED
@@ -33,10 +41,10 @@ class Policy:
     staff: bool = False
     scope: Scope | None = None
     scoped_sessions: bool = True
-    body: type[BaseModel] | None = None
-    query: type[BaseModel] | None = None
+    body: str | None = None
+    query: str | None = None
     # Path parameters with rules of their own (a kill switch's number), checked with the body.
-    path: type[BaseModel] | None = None
+    path: str | None = None
     rate_limit: RateLimit | None = None
     # Identity reverification (CONTRACT section 9): normal sessions must send their password.
     reverify: bool = False
@@ -61,10 +69,27 @@ class Policy:
 class Endpoint:
     """One registered route: method, path (``/users/<id>`` style) and its policy, with the route
     function's name and docstring (the OpenAPI document's operation id and description: the
-    docstring names the error codes the route answers beyond the guard's)."""
+    docstring names the error codes the route answers beyond the guard's), and the module its
+    group's models are in (where the policy's ``body``, ``query`` and ``path`` names are found)."""
 
     method: str
     path: str
     policy: Policy
     name: str
     doc: str = ""
+    models: str | None = None
+
+    def model_name(self, kind: ModelKind) -> str | None:
+        """The class name the policy gives for ``kind`` (body, query or path), None when it has none."""
+        return {"body": self.policy.body, "query": self.policy.query, "path": self.policy.path}[kind]
+
+    def model(self, kind: ModelKind) -> type[BaseModel] | None:
+        """The pydantic class the policy names for ``kind``, imported from the group's models module
+        (on first use; cached), None when the policy names none; :class:`UnknownModelError` when
+        the module holds no such model."""
+        name = self.model_name(kind)
+        if name is None:
+            return None
+        if self.models is None:
+            raise UnknownModelError(f"{self.method} {self.path} names {name!r}, but no models module")
+        return request_model(self.models, name)
