@@ -29,11 +29,11 @@ HTTP_HANDLERS = {spec.handler_module for spec in function_specs(load_template())
 EVENT_HANDLER = "aws_lambda_powertools.event_handler"
 DATA_CLASSES = "aws_lambda_powertools.utilities.data_classes"
 # Loaded by a path that needs it, never at import: boto3's package (s3transfer, resources; the
-# clients are botocore's), the response views (documentation only), ua-parser (sessions shown).
-NOT_AT_IMPORT = ("boto3", "s3transfer", "nimbus_core.views", "ua_parser")
+# clients are botocore's), the response views (documentation only), ua-parser (sessions shown),
+# pydantic (the records and settings are dataclasses; request models load with the first body).
+NOT_AT_IMPORT = ("boto3", "s3transfer", "nimbus_core.views", "ua_parser", "pydantic", "pydantic_core")
 # Loaded by the first request that validates a body, query or path, never at an HTTP handler's
 # import: every function's request models, the shared account bodies and the pydantic validation.
-# (Pydantic itself still loads with the records and settings.)
 REQUEST_MODELS = sorted(
     f"{path.parent.name}.models" for path in Path(REPO_ROOT, "functions").glob("*/*_api/models.py")
 )
@@ -73,7 +73,9 @@ def test_a_handler_imports_neither_powertools_event_handler_nor_on_http_its_even
 
 
 @pytest.mark.parametrize("module", HANDLERS)
-def test_a_handler_imports_neither_boto3_nor_the_views_nor_the_user_agent_parser(module: str) -> None:
+def test_a_handler_imports_neither_boto3_nor_pydantic_nor_the_views_nor_the_user_agent_parser(
+    module: str,
+) -> None:
     imported = _imported_by(module)
     assert [m for package in NOT_AT_IMPORT for m in _under(package, imported)] == []
 
