@@ -1,15 +1,22 @@
-"""The trimmed AWS service models the functions' clients load (``make aws-models``).
+"""The botocore data the functions' clients load, cut to what they use (``make aws-models``).
 
 A botocore client is built from its service's whole model: SSM's is 150 operations (about 0.8 MB of
 JSON) and costs some 45 ms of a cold start to load and turn into a client, for the two operations
-the functions call. botocore looks for models first in its ``data_path`` (the documented
-``AWS_DATA_PATH`` mechanism); ``nimbus_core.adapters.clients`` points it at
-``nimbus_core/adapters/aws_models``, where this module writes each service's model cut down to the
-operations below, exactly as botocore defines them (documentation dropped). Everything else
-(endpoint rules, paginators, retries) still comes from botocore itself.
+the functions call. Creating the first client also parses botocore's ``endpoints.json`` (1.2 MB,
+every service in every partition: about 55 ms) and lists every directory of its 440 services twice
+to check that the service exists (about 50 ms of ``stat`` and ``listdir``).
+
+``nimbus_core.adapters.clients`` therefore gives its botocore session a loader that searches only
+``nimbus_core/adapters/aws_models``, where this module writes, from the installed botocore:
+
+- each service's model cut down to the operations below, exactly as botocore defines them
+  (documentation dropped), and its endpoint rules as they are;
+- ``endpoints.json`` with every partition as it is but only these services' entries;
+- ``partitions.json`` and ``sdk-default-configuration.json`` as they are.
 
 A unit test regenerates the files from the installed botocore and fails when they differ, and the
-integration tests call every operation through them.
+integration tests call every operation through them (a file botocore needs and cannot find is a
+``DataNotFoundError`` there, never a silent fallback).
 """
 
 from __future__ import annotations
@@ -91,18 +98,45 @@ def render(model: Mapping[str, Any]) -> str:
     return json.dumps(model, separators=(",", ":"), sort_keys=True) + "\n"
 
 
-def model_files() -> dict[Path, str]:
-    """Every trimmed model file, by its path under :data:`MODELS_DIR`."""
+# botocore's own files, read whole by every client it creates.
+COPIED = ("partitions", "sdk-default-configuration")
+
+
+def trimmed_endpoints(prefixes: Iterable[str]) -> dict[str, Any]:
+    """botocore's ``endpoints.json`` with every partition kept and, in each, only the services whose
+    endpoint prefix is in ``prefixes``."""
+    loader = botocore.session.get_session().get_component("data_loader")
+    full = loader.load_data("endpoints")
+    kept = set(prefixes)
+    return {
+        **full,
+        "partitions": [
+            {**partition, "services": {k: v for k, v in partition["services"].items() if k in kept}}
+            for partition in full["partitions"]
+        ],
+    }
+
+
+def data_files() -> dict[Path, str]:
+    """Every file of the clients' data directory, by its path under :data:`MODELS_DIR`."""
+    loader = botocore.session.get_session().get_component("data_loader")
     files = {}
+    prefixes = []
     for service, operations in OPERATIONS.items():
         version, model = trimmed(service, operations)
+        prefixes.append(model["metadata"]["endpointPrefix"])
         files[MODELS_DIR / service / version / "service-2.json"] = render(model)
+        rules = loader.load_service_model(service, "endpoint-rule-set-1", api_version=version)
+        files[MODELS_DIR / service / version / "endpoint-rule-set-1.json"] = render(rules)
+    files[MODELS_DIR / "endpoints.json"] = render(trimmed_endpoints(prefixes))
+    for name in COPIED:
+        files[MODELS_DIR / f"{name}.json"] = render(loader.load_data(name))
     return files
 
 
 def main() -> None:
-    """Write the trimmed models (and remove any other file under MODELS_DIR)."""
-    files = model_files()
+    """Write the clients' data files (and remove any other file under MODELS_DIR)."""
+    files = data_files()
     for stale in MODELS_DIR.rglob("*.json"):
         if stale not in files:
             stale.unlink()

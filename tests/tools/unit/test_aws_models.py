@@ -6,11 +6,11 @@ from __future__ import annotations
 import botocore.session
 
 from nimbus_core.adapters import clients
-from nimbus_tools.aws_models import MODELS_DIR, OPERATIONS, model_files
+from nimbus_tools.aws_models import MODELS_DIR, OPERATIONS, data_files
 
 
 def test_the_committed_models_are_what_the_installed_botocore_gives() -> None:
-    expected = model_files()
+    expected = data_files()
     committed = {path: path.read_text(encoding="utf-8") for path in MODELS_DIR.rglob("*.json")}
 
     assert committed.keys() == expected.keys(), "run `make aws-models` and commit the result"
