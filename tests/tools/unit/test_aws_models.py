@@ -3,7 +3,11 @@ the functions call, and current with the installed botocore."""
 
 from __future__ import annotations
 
+import json
+
 import botocore.session
+import pytest
+from botocore.exceptions import UnknownServiceError
 
 from nimbus_core.adapters import clients
 from nimbus_tools.aws_models import MODELS_DIR, OPERATIONS, data_files
@@ -37,5 +41,55 @@ def test_a_client_offers_exactly_the_kept_operations_as_botocore_defines_them() 
                     assert mine.members.keys() == reference_shape.members.keys(), (name, part)
                 assert ours.http == theirs.http, name
                 assert ours.context_parameters == theirs.context_parameters, name
+    finally:
+        clients.reset()
+
+
+def test_the_clients_find_botocore_data_only_in_the_trimmed_directory() -> None:
+    # botocore's own data path would have every lookup list its 440 service directories and parse
+    # its 1.2 MB endpoints.json: a service we do not ship must be unknown to the functions' session.
+    clients.reset()
+    try:
+        session = clients._session()
+        loader = session.get_component("data_loader")
+
+        assert loader.search_paths == [str(MODELS_DIR)]
+        assert sorted(session.get_available_services()) == sorted(OPERATIONS)
+        with pytest.raises(UnknownServiceError):
+            session.create_client(
+                "s3", region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
+            )
+    finally:
+        clients.reset()
+
+
+def test_the_trimmed_endpoints_keep_every_partition_with_only_our_services() -> None:
+    loader = botocore.session.get_session().get_component("data_loader")
+    full = loader.load_data("endpoints")
+    ours = json.loads((MODELS_DIR / "endpoints.json").read_text(encoding="utf-8"))
+
+    assert [p["partition"] for p in ours["partitions"]] == [p["partition"] for p in full["partitions"]]
+    for mine, theirs in zip(ours["partitions"], full["partitions"], strict=True):
+        assert mine["regions"] == theirs["regions"]
+        assert set(mine["services"]) <= {"dynamodb", "email", "sqs", "ssm"}
+        assert all(mine["services"][name] == theirs["services"][name] for name in mine["services"])
+    assert {"dynamodb", "email", "sqs", "ssm"} <= set(ours["partitions"][0]["services"])
+
+
+@pytest.mark.parametrize(
+    "region", ["us-east-1", "eu-west-1", "ap-southeast-2", "cn-north-1", "us-gov-west-1"]
+)
+def test_a_client_reaches_the_endpoint_botocore_s_own_data_gives(region: str) -> None:
+    full = botocore.session.get_session()
+    clients.reset()
+    try:
+        for service in OPERATIONS:
+            ours, theirs = (
+                session.create_client(service, region, aws_access_key_id="test", aws_secret_access_key="test")
+                for session in (clients._session(), full)
+            )
+
+            assert ours.meta.endpoint_url == theirs.meta.endpoint_url, (service, region)
+            assert ours.meta.partition == theirs.meta.partition, (service, region)
     finally:
         clients.reset()
