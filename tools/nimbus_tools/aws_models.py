@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import botocore.session
+from botocore.loaders import Loader
 
 MODELS_DIR = Path(__file__).resolve().parents[2] / "shared" / "nimbus_core" / "adapters" / "aws_models"
 # Every operation a function calls, per service (a missing one is an AttributeError on the client).
@@ -47,10 +47,17 @@ OPERATIONS: Mapping[str, tuple[str, ...]] = {
 }
 
 
+def botocore_data() -> Loader:
+    """A loader of the installed botocore's own data, read from disk: not a session's shared loader,
+    whose cached dicts the clients built in the same process may have changed (botocore fills in
+    endpoint variants where it resolves them)."""
+    return Loader()
+
+
 def trimmed(service: str, operations: Iterable[str]) -> tuple[str, dict[str, Any]]:
     """The API version and the model of ``service`` with only ``operations`` and the shapes they
     reach (inputs, outputs, errors), without documentation."""
-    loader = botocore.session.get_session().get_component("data_loader")
+    loader = botocore_data()
     full = loader.load_service_model(service, "service-2")
     shapes: dict[str, Any] = {}
 
@@ -105,7 +112,7 @@ COPIED = ("partitions", "sdk-default-configuration")
 def trimmed_endpoints(prefixes: Iterable[str]) -> dict[str, Any]:
     """botocore's ``endpoints.json`` with every partition kept and, in each, only the services whose
     endpoint prefix is in ``prefixes``."""
-    loader = botocore.session.get_session().get_component("data_loader")
+    loader = botocore_data()
     full = loader.load_data("endpoints")
     kept = set(prefixes)
     return {
@@ -119,7 +126,7 @@ def trimmed_endpoints(prefixes: Iterable[str]) -> dict[str, Any]:
 
 def data_files() -> dict[Path, str]:
     """Every file of the clients' data directory, by its path under :data:`MODELS_DIR`."""
-    loader = botocore.session.get_session().get_component("data_loader")
+    loader = botocore_data()
     files = {}
     prefixes = []
     for service, operations in OPERATIONS.items():

@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import UnknownServiceError
 
 from nimbus_core.adapters import clients
-from nimbus_tools.aws_models import MODELS_DIR, OPERATIONS, data_files
+from nimbus_tools.aws_models import MODELS_DIR, OPERATIONS, botocore_data, data_files
 
 
 def test_the_committed_models_are_what_the_installed_botocore_gives() -> None:
@@ -64,8 +64,7 @@ def test_the_clients_find_botocore_data_only_in_the_trimmed_directory() -> None:
 
 
 def test_the_trimmed_endpoints_keep_every_partition_with_only_our_services() -> None:
-    loader = botocore.session.get_session().get_component("data_loader")
-    full = loader.load_data("endpoints")
+    full = botocore_data().load_data("endpoints")
     ours = json.loads((MODELS_DIR / "endpoints.json").read_text(encoding="utf-8"))
 
     assert [p["partition"] for p in ours["partitions"]] == [p["partition"] for p in full["partitions"]]
