@@ -9,7 +9,9 @@ by ``make aws-models`` from botocore's own files): each service's model with onl
 the functions call, its endpoint rules, and ``endpoints.json`` with only these services. The
 session's loader searches that directory alone. With botocore's own data, the first client of a
 cold start parsed 1.2 MB of endpoints and listed 440 service directories (about 100 ms), and
-SSM's whole model cost about 45 ms more.
+SSM's whole model cost about 45 ms more. The session knows no other service: credentials come from
+the environment (the function's role on Lambda, test keys locally); a profile that assumes a role
+through STS or SSO is for the operator's tools (``nimbus_tools``, plain boto3), not for these clients.
 
 Timeouts are short and retries bounded so a slow dependency becomes a clean 500, never a hang.
 ``AWS_ENDPOINT_URL`` (honoured by botocore itself) points every client at the local emulator.

@@ -1,5 +1,5 @@
-"""The trimmed service models the functions' clients load are botocore's own, cut to the operations
-the functions call, and current with the installed botocore."""
+"""The botocore data the functions' clients load is botocore's own, cut to the operations and
+services the functions use, current with the installed botocore, and the only data they load."""
 
 from __future__ import annotations
 
