@@ -13,6 +13,10 @@ SSM's whole model cost about 45 ms more. The session knows no other service: cre
 the environment (the function's role on Lambda, test keys locally); a profile that assumes a role
 through STS or SSO is for the operator's tools (``nimbus_tools``, plain boto3), not for these clients.
 
+DynamoDB, on every request's path, is called through ``DynamoDBWire``: the botocore client's
+model, endpoint, HTTP session, retry policy, events and exceptions, without botocore's generic
+per-call serialise/sign/parse walk (about three quarters of a warm request's CPU besides argon2).
+
 Timeouts are short and retries bounded so a slow dependency becomes a clean 500, never a hang.
 ``AWS_ENDPOINT_URL`` (honoured by botocore itself) points every client at the local emulator.
 The User-Agent is a fixed string: botocore otherwise rebuilds its structured one (SDK metadata
@@ -34,6 +38,7 @@ from botocore.config import Config
 from botocore.loaders import Loader
 
 from nimbus_core import __version__
+from nimbus_core.adapters.dynamodb_wire import DynamoDBWire
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -69,8 +74,11 @@ def _session() -> botocore.session.Session:
 
 @cache
 def dynamodb() -> DynamoDBClient:
-    """The DynamoDB client."""
-    return cast("DynamoDBClient", _session().create_client("dynamodb", config=_CONFIG))
+    """The DynamoDB client: botocore's, called through :class:`DynamoDBWire` (its operations, events
+    and errors, without botocore's generic serialise/parse walk on every call)."""
+    session = _session()
+    client = session.create_client("dynamodb", config=_CONFIG)
+    return cast("DynamoDBClient", DynamoDBWire(client, session.get_credentials()))
 
 
 @cache
