@@ -22,6 +22,7 @@ import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest, AWSResponse
 from botocore.exceptions import ClientError, EndpointConnectionError
+from botocore.parsers import ResponseParserError
 from urllib3 import HTTPHeaderDict
 
 from nimbus_core.adapters import clients
@@ -271,7 +272,7 @@ def test_errors_are_botocores_exceptions_with_their_modeled_fields(
     assert wire.get_item(TableName=table, Key=_key("y")).get("Item") is None  # the transaction wrote nothing
 
 
-def _answer(status: int, body: dict[str, Any], **headers: str) -> AWSResponse:
+def _answer(status: int, body: dict[str, Any] | bytes, **headers: str) -> AWSResponse:
     class Raw:
         def __init__(self, data: bytes) -> None:
             self._data = data
@@ -279,7 +280,7 @@ def _answer(status: int, body: dict[str, Any], **headers: str) -> AWSResponse:
         def stream(self, **_: Any) -> Iterator[bytes]:
             yield self._data
 
-    data = json.dumps(body).encode()
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
     all_headers = HTTPHeaderDict(
         {"Content-Type": "application/x-amz-json-1.0", "x-amzn-RequestId": "r", **headers}
     )
@@ -366,6 +367,28 @@ def test_a_body_that_fails_its_crc32_is_fetched_again(
     result = wire.get_item(TableName=table, Key=_key("none"))
     assert len(attempts) == 2
     assert "Item" not in result  # moto's answer, not the corrupted one
+
+
+def test_a_damaged_body_that_is_not_json_is_fetched_again_when_its_crc32_says_so(
+    pair: tuple[Any, DynamoDBWire], table: str, no_sleep: list[float]
+) -> None:
+    damaged = b'{"Item": {"pk": {"S": "cut'
+    wrong = str((zlib.crc32(damaged) + 1) & 0xFFFFFFFF)
+    _botocore_client, wire = pair
+    attempts = _answering(wire, [lambda: _answer(200, damaged, **{"x-amz-crc32": wrong})])
+    assert "Item" not in wire.get_item(TableName=table, Key=_key("none"))
+    assert len(attempts) == 2
+
+
+def test_a_success_status_with_a_body_that_is_not_json_is_an_error_not_empty_data(
+    pair: tuple[Any, DynamoDBWire], table: str, no_sleep: list[float]
+) -> None:
+    # botocore would hand back {"message": "<html>..."}: to an adapter, an item that does not exist.
+    _botocore_client, wire = pair
+    attempts = _answering(wire, [lambda: _answer(200, b"<html>proxy login</html>")])
+    with pytest.raises(ResponseParserError):
+        wire.get_item(TableName=table, Key=_key("none"))
+    assert len(attempts) == 1
 
 
 def test_a_transaction_gets_one_idempotency_token_kept_across_its_retries(

@@ -71,6 +71,19 @@ def _decode_blobs(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
+# One decoder for every answer: json.loads with an object_hook builds a new one per call.
+_DECODER = json.JSONDecoder(object_hook=_decode_blobs)
+
+
+class _BodyNotJsonError(Exception):
+    """A success status with a body that is not JSON (botocore would return it as ``{"message": ...}``
+    data; we raise ``ResponseParserError`` once the retry policy has had its say)."""
+
+    def __init__(self, http: Any) -> None:
+        super().__init__(f"DynamoDB answered {http.status_code} with a body that is not JSON")
+        self.http = http
+
+
 class DynamoDBWire:
     """The DynamoDB operations the functions call, with the botocore client's signature and results.
 
@@ -197,6 +210,9 @@ class DynamoDBWire:
             caught: Exception | None = None
             try:
                 response = self._attempt(model, request_dict)
+            except _BodyNotJsonError as exc:
+                # Its CRC32 may say the body was damaged on the way: the retry policy looks at it.
+                response, caught = (exc.http, {}), ResponseParserError(str(exc))
             except Exception as exc:  # each one goes to botocore's retry policy
                 caught = exc
             delay = first_non_none_response(
@@ -245,10 +261,9 @@ class DynamoDBWire:
         if http.status_code >= 300:
             return self._parse_error(model, http)
         try:
-            parsed: dict[str, Any] = json.loads(body, object_hook=_decode_blobs) if body else {}
-        except ValueError as exc:
-            message = f"DynamoDB answered {http.status_code} with a body that is not JSON"
-            raise ResponseParserError(message) from exc
+            parsed: dict[str, Any] = _DECODER.decode(body.decode()) if body else {}
+        except ValueError as exc:  # UnicodeDecodeError too
+            raise _BodyNotJsonError(http) from exc
         parsed["ResponseMetadata"] = {
             "RequestId": headers.get("x-amzn-requestid", ""),
             "HTTPStatusCode": http.status_code,
