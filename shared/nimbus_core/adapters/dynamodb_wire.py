@@ -24,8 +24,16 @@ This client keeps every part of botocore that carries a rule and replaces only t
 
 What it does not do: endpoint rules per call (DynamoDB's per-call rules only matter for table ARNs
 and account-based endpoints; our tables are named), request compression and checksums (DynamoDB
-has neither), and parameter validation (off for every client, see ``clients``). Success bodies are
-decoded with ``json.loads``; binary attributes (``B``, ``BS``) become bytes as botocore makes them.
+has neither), parameter validation (off for every client, see ``clients``), and the telemetry that
+``request-created`` handlers add after signing (botocore's ``amz-sdk-*`` headers, Powertools'
+``PT/`` User-Agent suffix). Success bodies are decoded with ``json``, binary attributes (``B``,
+``BS``) becoming bytes as botocore makes them; a success status with a body that is not JSON is a
+``ResponseParserError`` (botocore would return ``{"message": body}`` as the operation's data).
+
+On Lambda, botocore is the runtime's, not the lock file's: every part used here has been in botocore
+for years, and ``client._endpoint.http_session`` is the one private attribute (no public handle
+reaches the HTTP session). ``tests/integration/test_dynamodb_wire.py`` holds all of it to botocore's
+own client.
 """
 
 from __future__ import annotations
