@@ -118,7 +118,6 @@ class DynamoDBWire:
         # The HTTP session botocore itself would send with: its pool, timeouts, proxies and TLS.
         self._http = cast("Any", client)._endpoint.http_session  # no public handle
         self._json = create_parser("json")
-        self._operations: dict[str, OperationModel] = {}
 
     @property
     def meta(self) -> Any:
@@ -158,15 +157,9 @@ class DynamoDBWire:
         """TransactWriteItems."""
         return self._call("TransactWriteItems", params)
 
-    def _operation(self, name: str) -> OperationModel:
-        model = self._operations.get(name)
-        if model is None:
-            model = self._operations[name] = self._service_model.operation_model(name)
-        return model
-
     def _call(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
         """botocore's ``BaseClient._make_api_call`` for one JSON operation (same events, same errors)."""
-        model = self._operation(name)
+        model = self._service_model.operation_model(name)  # cached by botocore, per name
         emit = self._events.emit
         context: dict[str, Any] = {"client_region": self._region, "client_config": self._config}
         params = first_non_none_response(
