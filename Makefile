@@ -109,11 +109,12 @@ bench: $(VENV)/.synced
 	$(PY) -m bench
 
 # The DepsLayer's requirements are exported from the lock file, never edited by hand.
-# --no-default-groups: runtime dependencies only (no dev tools, no boto3: Lambda provides it).
+# --no-default-groups: runtime dependencies only (no dev tools). boto3 and botocore are among them:
+# the layer's copy comes before the Lambda runtime's on sys.path, so production runs the tested SDK.
 # --no-header + our own header: uv's header would record the local python path, which differs
 # between machines and would make deps-layer-check fail for no reason.
 DEPS_REQS := layers/deps/requirements.txt
-DEPS_EXPORT = { echo '\# Generated from uv.lock by `make deps-layer`; do not edit. boto3 is provided by the Lambda runtime.'; \
+DEPS_EXPORT = { echo '\# Generated from uv.lock by `make deps-layer`; do not edit. It ships boto3/botocore: the functions run the SDK the tests ran.'; \
 	$(UV) export --quiet --locked --no-default-groups --no-emit-project --no-hashes --no-header \
 	--format requirements-txt --python $(PY313); }
 

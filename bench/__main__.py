@@ -116,7 +116,7 @@ BENCHMARKS: dict[str, tuple[str, Benchmark]] = {
     "ban": ("Banning a user with N sessions, then sweeping them (moto, in process)", _ban),
     "imports": ("Handler import time (fresh interpreter per run)", _imports),
     "budgets": (
-        "Performance budgets: Nimbus against a bare handler, side by side in one run (issue 9)",
+        "Performance budgets: Nimbus against bare boto3 handlers making the same calls, in one run",
         _budgets,
     ),
     "keepalive": ("Keep-alive requests through the local API's HTTP server (no function work)", _keepalive),

@@ -1,8 +1,11 @@
-"""The baseline of the performance budgets: a Lambda handler that imports boto3, creates a DynamoDB
-client on its first request and makes one BatchGetItem, the request's keys taken from its body.
+"""The peers of the performance budgets: bare Lambda handlers that import boto3, create a DynamoDB
+client on their first request and make the same DynamoDB calls as the Nimbus request they stand
+beside, with nothing of ours around them (no routing, checks, logging, metrics or runtime config).
 
-It is what the cheapest Python function reading a session and its user from DynamoDB costs; Nimbus
-answers GET /users/me with that same one BatchGetItem (plus routing, checks and the runtime config).
+- ``lambda_handler``: one BatchGetItem of the keys in its body, what GET /users/me reads.
+- ``login_handler``: what POST /login does with DynamoDB and argon2: the per-IP counter's
+  UpdateItem, the username Query, argon2's verify of the stored hash, and the session's
+  TransactWriteItems, every request taken from its body.
 """
 
 from __future__ import annotations
@@ -25,8 +28,26 @@ def _dynamodb() -> Any:
     return session().client("dynamodb")
 
 
+@cache
+def _hasher() -> Any:
+    from argon2 import PasswordHasher
+
+    return PasswordHasher()
+
+
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """One BatchGetItem of the RequestItems in the body; 200 with the items found."""
     request = json.loads(event["body"])
     found = _dynamodb().batch_get_item(RequestItems=request["RequestItems"])
     return {"statusCode": 200, "body": json.dumps(found["Responses"])}
+
+
+def login_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Count the attempt, find the user, verify the password, write the session; 201."""
+    request = json.loads(event["body"])
+    dynamodb = _dynamodb()
+    dynamodb.update_item(**request["counter"])
+    found = dynamodb.query(**request["query"])["Items"]
+    _hasher().verify(found[0]["passwordHash"]["S"], request["password"])
+    dynamodb.transact_write_items(**request["transaction"])
+    return {"statusCode": 201, "body": json.dumps({"ok": True})}

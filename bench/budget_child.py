@@ -48,7 +48,7 @@ def cold(target: dict[str, object]) -> dict[str, object]:
     module = importlib.import_module(str(target["module"]))
     imported_cpu = time.process_time()
     aws.install(_attribute(str(target["session"]))())  # type: ignore[operator]
-    response = module.lambda_handler(target["event"], Context())
+    response = getattr(module, str(target.get("handler", "lambda_handler")))(target["event"], Context())
     done, done_cpu = time.perf_counter(), time.process_time()
     return {
         "import_ms": (imported_cpu - start_cpu) * 1000,
@@ -78,24 +78,13 @@ def warm(
     def nimbus(event: object) -> object:
         return module.lambda_handler(event, context)
 
-    if baseline["kind"] == "argon2":
-        from argon2 import PasswordHasher, extract_parameters
+    bare_aws = CannedAws(baseline["canned"])  # type: ignore[arg-type]
+    bare = importlib.import_module(str(baseline["module"]))
+    bare_aws.install(_attribute(str(baseline["session"]))())  # type: ignore[operator]
+    bare_handler = getattr(bare, str(baseline.get("handler", "lambda_handler")))
 
-        stored, password = str(baseline["hash"]), str(baseline["password"])
-        # The profile the stored hash was made with: nimbus_core.passwords' production profile.
-        hasher = PasswordHasher.from_parameters(extract_parameters(stored))
-
-        def base(event: object) -> object:
-            del event  # argon2 alone: no request
-            return hasher.verify(stored, password)
-
-    else:
-        bare_aws = CannedAws(baseline["canned"])  # type: ignore[arg-type]
-        bare = importlib.import_module(str(baseline["module"]))
-        bare_aws.install(_attribute(str(baseline["session"]))())  # type: ignore[operator]
-
-        def base(event: object) -> object:
-            return bare.lambda_handler(event, context)
+    def base(event: object) -> object:
+        return bare_handler(event, context)
 
     # Warm-up (clients, caches, the first request's imports), then what one warm request calls.
     statuses = {nimbus(e)["statusCode"] for e in _events(target["event"], 3)}  # type: ignore[index]

@@ -20,11 +20,11 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
-from unittest import mock
 
 import boto3
 import pyotp
 from botocore.client import BaseClient
+from botocore.handlers import BUILTIN_HANDLERS
 from moto import mock_aws
 
 from bench.table import render
@@ -78,19 +78,37 @@ class Tally:
         return tuple(self.calls), tuple(sorted(self.attempts.items()))
 
 
+_WATCHED = "nimbus_bench_watched"
+_MEASURING: list[Tally] = []  # the tally of the measurement under way, if any
+
+
+def _on_any_call(event_name: str, context: dict[str, Any], **_: Any) -> None:
+    """Every client's ``before-call`` (botocore's builtin handler list reaches every client made
+    after this module is imported): a call that no watched client marked in its request context was
+    made by another client, and would escape the per-client counters."""
+    if _MEASURING and not context.get(_WATCHED):
+        _prefix, service, operation = event_name.split(".", 2)
+        _MEASURING[-1].other_clients.append(f"{service}.{operation}")
+
+
+# A public extension point of botocore (moto registers its own handler the same way); every client
+# created from now on copies it.
+BUILTIN_HANDLERS.append(("before-call", _on_any_call))
+
+
 class CallCounter:
     """Counts the API calls and HTTP attempts of the functions' cached clients while measuring."""
 
     def __init__(self, watched: Sequence[BaseClient]) -> None:
-        self._watched = tuple(watched)
         self._tally: Tally | None = None
-        for client in self._watched:
+        for client in watched:
             # First in line: before-call stops at the first handler that answers (fault injection
             # does), and a call answered that way must still be counted.
             client.meta.events.register_first("before-call", self._on_call)
             client.meta.events.register_first("before-send", self._on_send)
 
-    def _on_call(self, event_name: str, **_: Any) -> None:
+    def _on_call(self, event_name: str, context: dict[str, Any], **_: Any) -> None:
+        context[_WATCHED] = True
         if self._tally is not None:
             _prefix, service, operation = event_name.split(".", 2)
             self._tally.calls.append((service, operation))
@@ -103,25 +121,16 @@ class CallCounter:
     def measure(self) -> Iterator[Tally]:
         """Count everything the watched clients do inside the ``with`` block.
 
-        Calls by any other boto3 client are recorded too (every client goes through
-        ``BaseClient._make_api_call``): they would escape the per-client counters and make a
-        figure look better than it is.
+        Calls by any other client are recorded too (``Tally.other_clients``): they would escape the
+        per-client counters and make a figure look better than it is.
         """
         tally = Tally()
-        # Private botocore API (absent from its stubs), but the one door every client call goes through.
-        original = BaseClient._make_api_call  # type: ignore[attr-defined]
-        watched = self._watched
-
-        def spotted(client: BaseClient, operation: str, params: Mapping[str, Any]) -> Any:
-            if not any(client is known for known in watched):
-                tally.other_clients.append(f"{client.meta.service_model.service_name}.{operation}")
-            return original(client, operation, params)
-
         self._tally = tally
+        _MEASURING.append(tally)
         try:
-            with mock.patch.object(BaseClient, "_make_api_call", spotted):
-                yield tally
+            yield tally
         finally:
+            _MEASURING.remove(tally)
             self._tally = None
 
 

@@ -24,7 +24,7 @@ def device_name(user_agent: str | None) -> str:
     from ua_parser import Domain
 
     user_agent = user_agent.strip()[:MAX_USER_AGENT]
-    result = _parser()(user_agent, Domain.USER_AGENT | Domain.OS)
+    result = trimmed_parser()(user_agent, Domain.USER_AGENT | Domain.OS)
     agent = result.user_agent
     if agent and agent.family != "Other":
         client = f"{agent.family} {agent.major}" if agent.major else agent.family
@@ -36,13 +36,13 @@ def device_name(user_agent: str | None) -> str:
 
 
 @cache
-def _parser() -> Parser:
+def trimmed_parser() -> Parser:
     """ua-parser's default stack (its fastest resolver behind its cache) without the device table.
 
     Imported and built at the first session named, not at import: only register and login name
     sessions. The default parser (``ua_parser.parse``) compiles all three tables at its first use;
-    device names are never shown here, and the device table alone is more than half of that build
-    (about 120 ms of the first login's 220), so it gets no patterns at all.
+    device names are never shown here, and the device table alone is more than half of that build,
+    so it gets no patterns at all.
     """
     from ua_parser import BasicResolver, Cache, CachingResolver, Parser, load_lazy_builtins
     from ua_parser import RegexResolver as Compiled  # None without ua-parser-rs (the [regex] extra)

@@ -75,7 +75,7 @@ class Recording:
             self.requests[function].setdefault(request, set()).add(f"{self.endpoint} ({model.name})")
 
     def session_factory(self) -> Callable[[], botocore.session.Session]:
-        """A stand-in for ``clients._session``: every client the container builds reports here."""
+        """A stand-in for ``clients.session``: every client the container builds reports here."""
 
         @functools.cache
         def session() -> botocore.session.Session:
@@ -963,7 +963,7 @@ def recording(_provisioned: Stack) -> Recording:
         with pytest.MonkeyPatch.context() as patch:
             clock = Clock(NOW)
             patch.setattr(nimbus_core.clock, "now", clock)
-            patch.setattr(clients, "_session", recorded.session_factory())
+            patch.setattr(clients, "session", recorded.session_factory())
             patch.setattr(passwords, "_hasher", cheap_hasher)  # argon2 still runs, in milliseconds
             patch.setattr(passwords, "hash_password", recorded.argon2_work(passwords.hash_password))
             patch.setattr(passwords, "verify_password", recorded.argon2_work(passwords.verify_password))

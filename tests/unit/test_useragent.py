@@ -9,7 +9,7 @@ from ua_parser import Domain, parse
 from nimbus_core.ids import new_id
 from nimbus_core.models import Session
 from nimbus_core.session_issuer import new_session
-from nimbus_core.useragent import _parser, device_name
+from nimbus_core.useragent import device_name, trimmed_parser
 from tests.samples import sample_user
 
 AGENTS = [
@@ -28,7 +28,7 @@ AGENTS = [
 
 @pytest.mark.parametrize("agent", AGENTS)
 def test_the_trimmed_parser_reads_the_browser_and_os_like_the_default_one(agent: str) -> None:
-    trimmed = _parser()(agent, Domain.USER_AGENT | Domain.OS)
+    trimmed = trimmed_parser()(agent, Domain.USER_AGENT | Domain.OS)
     full = parse(agent)
     assert (trimmed.user_agent, trimmed.os) == (full.user_agent, full.os)
 

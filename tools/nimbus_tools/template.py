@@ -216,10 +216,11 @@ class Resolver:
             raise TemplateError(f"Ref to unknown parameter or resource {name!r}")
         if resource.get("Type") == QUEUE_TYPE:
             # An SQS queue's Ref is its URL; the emulator finds the queue by the URL's last part.
-            return queue_url(self._physical_name(name, resource), self.region, self.account_id)
-        return self._physical_name(name, resource)
+            return queue_url(self.physical_name(name, resource), self.region, self.account_id)
+        return self.physical_name(name, resource)
 
-    def _physical_name(self, logical_id: str, resource: Mapping[str, Any]) -> str:
+    def physical_name(self, logical_id: str, resource: Mapping[str, Any]) -> str:
+        """The name a resource gets locally: its template name, else one made from the stack's."""
         resource_type = resource.get("Type")
         properties = resource.get("Properties") or {}
         if resource_type == TABLE_TYPE:
@@ -259,11 +260,11 @@ class Resolver:
         prefix = f"arn:aws:{{}}:{self.region}:{self.account_id}"
         resource_type = resource.get("Type")
         if resource_type == TABLE_TYPE:
-            return f"{prefix.format('dynamodb')}:table/{self._physical_name(logical_id, resource)}"
+            return f"{prefix.format('dynamodb')}:table/{self.physical_name(logical_id, resource)}"
         if resource_type == SSM_PARAMETER_TYPE:
-            return f"{prefix.format('ssm')}:parameter{self._physical_name(logical_id, resource)}"
+            return f"{prefix.format('ssm')}:parameter{self.physical_name(logical_id, resource)}"
         if resource_type == QUEUE_TYPE:
-            return f"{prefix.format('sqs')}:{self._physical_name(logical_id, resource)}"
+            return f"{prefix.format('sqs')}:{self.physical_name(logical_id, resource)}"
         if resource_type == "AWS::Logs::LogGroup":
             return f"{prefix.format('logs')}:log-group:{logical_id}:*"
         raise TemplateError(f"Fn::GetAtt {logical_id}.Arn ({resource_type}) is not supported locally")
@@ -379,7 +380,7 @@ def queue_definitions(template: Template) -> dict[str, QueueDefinition]:
     for logical_id, resource in resources_of_type(template, QUEUE_TYPE).items():
         properties = names.resolve(resource.get("Properties") or {})
         definitions[logical_id] = {
-            "QueueName": names._physical_name(logical_id, resource),
+            "QueueName": names.physical_name(logical_id, resource),
             "Attributes": {
                 key: _parameter_string(properties[key]) for key in _QUEUE_ATTRIBUTES if key in properties
             },

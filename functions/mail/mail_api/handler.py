@@ -14,6 +14,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from mail_api.service import MailService
+from nimbus_core import snapstart
 from nimbus_core.adapters import clients
 from nimbus_core.adapters.container import production_deps
 from nimbus_core.adapters.dead_letters import SqsDeadLetterQueue
@@ -24,6 +25,7 @@ from nimbus_core.settings import get_settings
 from nimbus_core.stream_batch import process_batch
 
 logger = Logger()
+snapstart.register_hooks()
 
 
 def _service() -> MailService:

@@ -92,7 +92,7 @@ class MailService:
         *,
         policy: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
-        jitter: Callable[[], float] = random.random,
+        jitter: Callable[[], float] = random.random,  # noqa: S311 (backoff jitter, not a secret)
         now: Callable[[], float] = clock.now,
     ) -> None:
         self.mailer = mailer

@@ -15,6 +15,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from nimbus_core import snapstart
 from nimbus_core.adapters.container import production_deps
 from nimbus_core.adapters.users import user_id_from_key
 from nimbus_core.loglevels import apply_log_level
@@ -22,6 +23,7 @@ from nimbus_core.stream_batch import process_batch
 from sweep_api.service import Sweeper
 
 logger = Logger()
+snapstart.register_hooks()
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -1,28 +1,25 @@
 """AWS SDK clients, created lazily once per container (no I/O at import time).
 
-The clients are botocore's, the core that boto3 wraps: boto3's package ``__init__`` imports
-s3transfer and its resource layer, about 100 ms of every cold start for features no function uses
-(clients are all we need, and a boto3 client is this same botocore client).
+The clients are botocore's, the core that boto3 wraps, used through their public surface only: a
+boto3 client is this same botocore client, and boto3's package ``__init__`` would import s3transfer
+and its resource layer on every cold start for features no function uses. The SDK is the one pinned
+by ``uv.lock`` and shipped in the DepsLayer: on Lambda a layer's ``/opt/python`` comes before the
+runtime's own copy on ``sys.path``, so production runs the botocore the tests ran.
 
 Each client is built from botocore's data cut to what the functions use (``aws_models/``, written
-by ``make aws-models`` from botocore's own files): each service's model with only the operations
-the functions call, its endpoint rules, and ``endpoints.json`` with only these services. The
-session's loader searches that directory alone. With botocore's own data, the first client of a
-cold start parsed 1.2 MB of endpoints and listed 440 service directories (about 100 ms), and
-SSM's whole model cost about 45 ms more. The session knows no other service: credentials come from
-the environment (the function's role on Lambda, test keys locally); a profile that assumes a role
-through STS or SSO is for the operator's tools (``nimbus_tools``, plain boto3), not for these clients.
-
-DynamoDB, on every request's path, is called through ``DynamoDBWire``: the botocore client's
-model, endpoint, HTTP session, retry policy, events and exceptions, without botocore's generic
-per-call serialise/sign/parse walk (about three quarters of a warm request's CPU besides argon2).
+by ``make aws-models`` from that same pinned botocore; a test fails when they differ): each
+service's model with only the operations the functions call, its endpoint rules, and
+``endpoints.json`` with only these services. The session's loader searches that directory alone,
+so a cold start neither lists botocore's hundreds of service directories nor parses its full
+endpoint data. The session knows no other service: credentials come from the environment (the
+function's role on Lambda, test keys locally); a profile that assumes a role through STS or SSO is
+for the operator's tools (``nimbus_tools``, plain boto3), not for these clients.
 
 Timeouts are short and retries bounded so a slow dependency becomes a clean 500, never a hang.
 ``AWS_ENDPOINT_URL`` (honoured by botocore itself) points every client at the local emulator.
 The User-Agent is a fixed string: botocore otherwise rebuilds its structured one (SDK metadata
-and feature ids) twice on every call, about a sixth of the SDK's CPU per call on the warm path.
-Parameter validation is off: every request is built by our typed adapters, DynamoDB and SSM
-validate it again on their side, and on the warm path it is about a tenth of the SDK's CPU per call.
+and feature ids) on every call. Parameter validation is off: every request is built by our typed
+adapters, and DynamoDB and SSM validate it again on their side.
 """
 
 from __future__ import annotations
@@ -38,7 +35,6 @@ from botocore.config import Config
 from botocore.loaders import Loader
 
 from nimbus_core import __version__
-from nimbus_core.adapters.dynamodb_wire import DynamoDBWire
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -46,7 +42,7 @@ if TYPE_CHECKING:
     from types_boto3_sqs import SQSClient
     from types_boto3_ssm import SSMClient
 
-_CONFIG = Config(
+CONFIG = Config(
     connect_timeout=2,
     read_timeout=5,
     retries={"mode": "standard", "total_max_attempts": 3},
@@ -56,50 +52,55 @@ _CONFIG = Config(
 )
 # SES is called only by the mail function, which retries with its own backoff and then dead-letters:
 # one SDK attempt per call keeps the total bounded and every attempt visible to that policy.
-_SINGLE_ATTEMPT = _CONFIG.merge(Config(retries={"mode": "standard", "total_max_attempts": 1}))
+SINGLE_ATTEMPT = CONFIG.merge(Config(retries={"mode": "standard", "total_max_attempts": 1}))
 
 
 MODELS_DIR = Path(__file__).parent / "aws_models"
 
 
 @cache
-def _session() -> botocore.session.Session:
-    session = botocore.session.get_session()
-    # Only ours: botocore's default paths would have every lookup list all 440 of its services.
-    session.register_component(
-        "data_loader", Loader(extra_search_paths=[str(MODELS_DIR)], include_default_search_paths=False)
-    )
-    return session
+def data_loader() -> Loader:
+    """botocore's loader of our data directory alone (botocore's default paths would have every
+    lookup list every service it knows). It caches what it parsed, which is the same for every
+    session and instance, so :func:`reset` keeps it."""
+    return Loader(extra_search_paths=[str(MODELS_DIR)], include_default_search_paths=False)
+
+
+@cache
+def session() -> botocore.session.Session:
+    """The botocore session every client of this container is made from (events registered on
+    it reach every client created afterwards)."""
+    made = botocore.session.get_session()
+    made.register_component("data_loader", data_loader())
+    return made
 
 
 @cache
 def dynamodb() -> DynamoDBClient:
-    """The DynamoDB client: botocore's, called through :class:`DynamoDBWire` (its operations, events
-    and errors, without botocore's generic serialise/parse walk on every call)."""
-    session = _session()
-    client = session.create_client("dynamodb", config=_CONFIG)
-    return cast("DynamoDBClient", DynamoDBWire(client, session.get_credentials()))
+    """The DynamoDB client."""
+    return cast("DynamoDBClient", session().create_client("dynamodb", config=CONFIG))
 
 
 @cache
 def ssm() -> SSMClient:
     """The SSM client."""
-    return cast("SSMClient", _session().create_client("ssm", config=_CONFIG))
+    return cast("SSMClient", session().create_client("ssm", config=CONFIG))
 
 
 @cache
 def sesv2() -> SESV2Client:
     """The SES v2 client."""
-    return cast("SESV2Client", _session().create_client("sesv2", config=_SINGLE_ATTEMPT))
+    return cast("SESV2Client", session().create_client("sesv2", config=SINGLE_ATTEMPT))
 
 
 @cache
 def sqs() -> SQSClient:
     """The SQS client (the mail function's dead-letter queue)."""
-    return cast("SQSClient", _session().create_client("sqs", config=_CONFIG))
+    return cast("SQSClient", session().create_client("sqs", config=CONFIG))
 
 
 def reset() -> None:
-    """Forget every client (tests switch endpoints and credentials between cases)."""
-    for factory in (_session, dynamodb, ssm, sesv2, sqs):
+    """Forget every client, the session and its credentials (tests switch endpoints and
+    credentials between cases; a SnapStart restore must not reuse them)."""
+    for factory in (session, dynamodb, ssm, sesv2, sqs):
         factory.cache_clear()

@@ -14,7 +14,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from nimbus_core import metrics
+from nimbus_core import metrics, snapstart
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.http.event import HttpEvent
@@ -110,10 +110,11 @@ def _reserved(
 
 def create_handler(app: NimbusApp) -> LambdaHandler:
     """The Lambda handler for ``app``: structured logging with the request id, the operator's log
-    level, and a tolerated trailing slash."""
+    level, a tolerated trailing slash, and the SnapStart hooks registered."""
+    snapstart.register_hooks()
 
     # The correlation id is set from the event directly: the decorator's correlation_id_path would
-    # run a JMESPath query per request (about 5 of the decorator's 18 us) to read the same key.
+    # run a JMESPath query on every request to read the same key.
     @logger.inject_lambda_context(clear_state=True)
     def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         logger.set_correlation_id(_request_id(event))

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 
+import boto3
+import botocore
 import botocore.session
 import pytest
 from botocore.exceptions import UnknownServiceError
 
 from nimbus_core.adapters import clients
 from nimbus_tools.aws_models import MODELS_DIR, OPERATIONS, botocore_data, data_files
+from nimbus_tools.template import REPO_ROOT
 
 
 def test_the_committed_models_are_what_the_installed_botocore_gives() -> None:
@@ -27,7 +30,7 @@ def test_a_client_offers_exactly_the_kept_operations_as_botocore_defines_them() 
     clients.reset()
     try:
         for service, operations in OPERATIONS.items():
-            client = clients._session().create_client(
+            client = clients.session().create_client(
                 service, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
             )
             model = client.meta.service_model
@@ -50,7 +53,7 @@ def test_the_clients_find_botocore_data_only_in_the_trimmed_directory() -> None:
     # its 1.2 MB endpoints.json: a service we do not ship must be unknown to the functions' session.
     clients.reset()
     try:
-        session = clients._session()
+        session = clients.session()
         loader = session.get_component("data_loader")
 
         assert loader.search_paths == [str(MODELS_DIR)]
@@ -85,10 +88,25 @@ def test_a_client_reaches_the_endpoint_botocore_s_own_data_gives(region: str) ->
         for service in OPERATIONS:
             ours, theirs = (
                 session.create_client(service, region, aws_access_key_id="test", aws_secret_access_key="test")
-                for session in (clients._session(), full)
+                for session in (clients.session(), full)
             )
 
             assert ours.meta.endpoint_url == theirs.meta.endpoint_url, (service, region)
             assert ours.meta.partition == theirs.meta.partition, (service, region)
     finally:
         clients.reset()
+
+
+def _layer_pins() -> dict[str, str]:
+    requirements = (REPO_ROOT / "layers" / "deps" / "requirements.txt").read_text(encoding="utf-8")
+    pins = (line.split(";")[0].strip() for line in requirements.splitlines())
+    return dict(pin.split("==") for pin in pins if "==" in pin)
+
+
+def test_the_deps_layer_ships_the_sdk_that_generated_and_checks_the_models() -> None:
+    # The models above are compared with the installed botocore; the functions run the layer's.
+    # Both must be the one version uv.lock pins, or production would load data cut from another SDK.
+    pins = _layer_pins()
+
+    assert pins.get("botocore") == botocore.__version__
+    assert pins.get("boto3") == boto3.__version__

@@ -68,7 +68,8 @@ class LocalApiProcess:
                 self._changed.wait(min(remaining, 0.2))
         return True
 
-    def _ready(self) -> bool:
+    def ready(self) -> bool:
+        """Whether the server printed its ready line (or exited)."""
         return any(line.startswith(READY_PREFIX) for line in self.stdout) or self.process.poll() is not None
 
     @property
@@ -147,7 +148,7 @@ def start_local_api(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
     )
     api = LocalApiProcess(process, state_dir)
-    if not api.wait_for(api._ready, timeout) or process.poll() is not None:
+    if not api.wait_for(api.ready, timeout) or process.poll() is not None:
         api.stop(signal.SIGKILL, timeout=5)
         output = "\n".join(api.stdout + api.stderr)
         raise RuntimeError(f"the local API did not start within {timeout:.0f}s:\n{output}")
