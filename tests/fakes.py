@@ -17,7 +17,7 @@ from typing import Any
 
 from nimbus_core.clock import iso
 from nimbus_core.deps import Deps
-from nimbus_core.errors import DependencyError, ErrorCode, NimbusError
+from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
 from nimbus_core.identity import email_key, username_key
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.mail_templates import Email
@@ -188,7 +188,7 @@ class FakeUsers:
         if not fields and not ops:
             return []  # nothing to write, so nothing to guard (as the adapter)
 
-        def check() -> NimbusError | None:
+        def check() -> Exception | None:
             stored = db.users.get(before.id)
             if stored is None:
                 return NimbusError(ErrorCode.INVALID_SESSION_ERROR)
@@ -210,7 +210,7 @@ class FakeUsers:
                 return NimbusError(ErrorCode.INVALID_PASSWORD_ERROR)
             if stored.session_generation != before.session_generation:
                 return NimbusError(ErrorCode.INVALID_SESSION_ERROR)
-            return NimbusError(ErrorCode.USER_EXISTS_ERROR)
+            return UserChangedError()  # renamed or readdressed meanwhile: rebuilt on a re-read
 
         def apply() -> None:
             stored = db.users[before.id]
@@ -238,8 +238,15 @@ class FakeUsers:
         claims = ((db.usernames, username_key(user.username)), (db.emails, email_key(user.email)))
 
         def check() -> Exception | None:
-            if user.id not in db.users:
+            stored = db.users.get(user.id)
+            if stored is None:
                 return NimbusError(ErrorCode.INVALID_SESSION_ERROR)
+            if (
+                username_key(stored.username) != username_key(user.username)
+                or email_key(stored.email) != email_key(user.email)
+                or stored.pending_verification != user.pending_verification
+            ):
+                return UserChangedError()  # changed after the read: its claims are not these
             if any(table.get(key, user.id) != user.id for table, key in claims):
                 return FakeConditionFailedError("a claim of the deleted user belongs to another user")
             return None

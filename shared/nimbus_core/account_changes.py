@@ -5,36 +5,65 @@ rules (who may, which sessions survive) around them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from nimbus_core import passwords, verification
 from nimbus_core.clock import iso
 from nimbus_core.deps import Deps
-from nimbus_core.errors import ErrorCode, NimbusError
-from nimbus_core.identity import email_key
+from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
 from nimbus_core.models import User
 from nimbus_core.ports import WriteOp
+
+# How many times a write is rebuilt on a re-read user before giving up (a 500): each retry follows
+# a concurrent change of the same user that committed, so more than a few means something is wrong.
+FRESH_USER_ATTEMPTS = 4
+
+
+def on_fresh_user[T](deps: Deps, user: User, attempt: Callable[[User], T]) -> T:
+    """``attempt(user)``, built again on the stored user while a concurrent change of the same user
+    made it stale (:class:`UserChangedError`). A user deleted meanwhile is 401
+    INVALID_SESSION_ERROR, as when the write itself finds the user gone."""
+    for _ in range(FRESH_USER_ATTEMPTS - 1):
+        try:
+            return attempt(user)
+        except UserChangedError:
+            fresh = deps.users.get(user.id)
+            if fresh is None:
+                raise NimbusError(ErrorCode.INVALID_SESSION_ERROR) from None
+            user = fresh
+    try:
+        return attempt(user)
+    except UserChangedError as exc:
+        raise DependencyError(f"user {user.id} kept changing under {FRESH_USER_ATTEMPTS} writes") from exc
 
 
 def rename(deps: Deps, user: User, username: str, now: float) -> User:
     """Give ``user`` a new username; the old and new claims swap in the same transaction."""
-    if username == user.username:
-        return user
-    after: User = user.changed(username=username, updated_at=iso(now))
-    deps.tx.commit(deps.users.change_ops(user, after))
-    return after
+
+    def attempt(current: User) -> User:
+        if username == current.username:
+            return current
+        after: User = current.changed(username=username, updated_at=iso(now))
+        deps.tx.commit(deps.users.change_ops(current, after))
+        return after
+
+    return on_fresh_user(deps, user, attempt)
 
 
 def change_email(deps: Deps, user: User, email: str, now: float) -> User:
-    """Give ``user`` a new address: it starts unverified and a verification email goes to it (a
-    new spelling of the same address keeps its state)."""
-    if email == user.email:
-        return user
-    after: User = user.changed(email=email, updated_at=iso(now))
-    ops: list[WriteOp] = []
-    if email_key(email) != email_key(user.email):  # a new address, not another spelling of it
-        after = after.changed(verified_at=None)
+    """Give ``user`` a new address: any other string than the stored one (another spelling of the
+    same address included) starts unverified and a verification email goes to it; the claim
+    moves only when the address's key changes."""
+
+    def attempt(current: User) -> User:
+        if email == current.email:
+            return current
+        after: User = current.changed(email=email, updated_at=iso(now), verified_at=None)
         after, ops = verification.issue(deps, after, now)
-    deps.tx.commit([*deps.users.change_ops(user, after), *ops])
-    return after
+        deps.tx.commit([*deps.users.change_ops(current, after), *ops])
+        return after
+
+    return on_fresh_user(deps, user, attempt)
 
 
 def change_domain(deps: Deps, user: User, domain: str, subdomain: str | None, now: float) -> User:
@@ -58,6 +87,14 @@ def new_password(user: User, password: str, now: float) -> User:
     """``user`` with ``password`` hashed (argon2id) in place of the old one (not stored yet)."""
     changed: User = user.changed(password_hash=passwords.hash_password(password), updated_at=iso(now))
     return changed
+
+
+def delete_user(deps: Deps, user: User, also: Sequence[WriteOp] = ()) -> None:
+    """Delete ``user`` with :func:`deletion_ops` (and ``also``, in the same transaction), as the
+    user is at commit time: a rename or address change that lands after the read makes the write
+    stale, and it is built again on the stored user, so the claims deleted are the ones the user
+    holds. 401 INVALID_SESSION_ERROR when the user is already gone."""
+    on_fresh_user(deps, user, lambda current: deps.tx.commit([*deletion_ops(deps, current), *also]))
 
 
 def deletion_ops(deps: Deps, user: User) -> list[WriteOp]:

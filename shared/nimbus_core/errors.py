@@ -98,6 +98,12 @@ class NimbusError(Exception):
         return {"code": self.code.name, "message": self.code.message, **self.extra}
 
 
+class UserChangedError(Exception):
+    """The user item changed between the read a write was built from and its commit (a concurrent
+    rename, address change or deletion): never an answer, the caller re-reads the user and builds
+    the write again (:func:`nimbus_core.account_changes.on_fresh_user`)."""
+
+
 class DependencyError(Exception):
     """AWS (or another dependency) failed in a way no rule can handle: answered as a bare 500.
 

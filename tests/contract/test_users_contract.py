@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from nimbus_core.errors import DependencyError, ErrorCode, NimbusError
+from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
 from nimbus_core.models import User
 from nimbus_core.ports import WriteOp
 from tests.contract.builders import LATER, NOW, STAMP, a_session, a_user, tag
@@ -151,13 +151,15 @@ def test_change_to_a_taken_claim_is_user_exists_and_changes_nothing(stores: Stor
     assert stores.probe.claim_owner(field, wanted) == other.id
 
 
-def test_change_from_a_stale_username_is_user_exists(stores: Stores) -> None:
+def test_change_from_a_stale_username_is_user_changed_not_user_exists(stores: Stores) -> None:
+    # The second name is free: a 409 would be a lie. The write is refused as stale, to be rebuilt.
     user = _create(stores, a_user())
     first = user.changed(username=f"First_{tag()}", updated_at=LATER)
     stores.tx.commit(stores.users.change_ops(user, first))
     second = user.changed(username=f"Second_{tag()}", updated_at=LATER)
 
-    _refused(stores, stores.users.change_ops(user, second), ErrorCode.USER_EXISTS_ERROR)
+    with pytest.raises(UserChangedError):
+        stores.tx.commit(stores.users.change_ops(user, second))
 
     assert stores.users.get(user.id) == first
     assert stores.probe.claim_owner("username", second.username) is None
@@ -273,13 +275,32 @@ def test_retrying_a_delete_after_the_name_was_taken_again_is_refused_and_removes
     assert stores.probe.claim_owner("email", user.email) == successor.id
 
 
+@pytest.mark.parametrize("field", ["username", "email"])
+def test_deleting_from_a_read_before_a_rename_is_refused_so_the_new_claim_keeps_its_user(
+    stores: Stores, field: str
+) -> None:
+    user = _create(stores, a_user())
+    new_value = f"Renamed_{tag()}" if field == "username" else f"renamed_{tag()}@example.com"
+    renamed = user.changed(**{field: new_value}, updated_at=LATER)
+    stores.tx.commit(stores.users.change_ops(user, renamed))
+
+    with pytest.raises(UserChangedError):
+        stores.tx.commit(stores.users.delete_ops(user))  # `user` is the read from before the change
+
+    assert stores.users.get(user.id) == renamed
+    assert stores.probe.claim_owner(field, new_value) == user.id
+    stores.tx.commit(stores.users.delete_ops(renamed))  # from a fresh read it works
+    assert stores.probe.claim_owner(field, new_value) is None
+    assert stores.probe.claim_owner(field, getattr(user, field)) is None
+
+
 def test_deleting_from_a_stale_read_is_refused_so_no_claim_is_left_orphaned(stores: Stores) -> None:
     user = _create(stores, a_user())
     renamed = user.changed(username=f"Renamed_{tag()}", updated_at=LATER)
     stores.tx.commit(stores.users.change_ops(user, renamed))
     squatter = _create(stores, a_user(username=user.username))
 
-    with pytest.raises(DependencyError):
+    with pytest.raises(UserChangedError):
         stores.tx.commit(stores.users.delete_ops(user))  # `user` is the read from before the rename
 
     assert stores.users.get(user.id) == renamed

@@ -267,27 +267,42 @@ def test_change_email_revokes_the_link_sent_to_the_old_address(world: FakeWorld)
     assert list(world.db.tokens) == [_user(world).pending_verification]  # the old token is gone
 
 
-def test_same_address_in_another_case_keeps_verification_and_sends_no_mail(world: FakeWorld) -> None:
+@pytest.mark.parametrize("spelling", ["ALICE@example.com", "alice@EXAMPLE.com"])
+def test_another_spelling_of_the_address_starts_unverified_and_mails_it(
+    world: FakeWorld, spelling: str
+) -> None:
+    # The same claim (casefolded, IDNA domain), but a different string: a new address to verify.
     caller = _caller(world, _register(world).token)
     verified = _verified(world)
-    mails = len(world.db.outbox)
 
-    changed = accounts.change_email(world.deps, Caller(verified, caller.session), "ALICE@example.com", NOW)
+    changed = accounts.change_email(world.deps, Caller(verified, caller.session), spelling, NOW)
 
-    assert changed.email == "ALICE@example.com"
-    assert changed.verified_at == verified.verified_at
-    assert len(world.db.outbox) == mails
+    assert changed.email == spelling
+    assert changed.verified_at is None
+    assert len(_links(world, spelling)) == 1
     assert world.db.emails == {email_key("alice@example.com"): verified.id}
 
 
-def test_a_pending_link_survives_a_change_to_the_same_address_in_another_case(world: FakeWorld) -> None:
+def test_a_pending_link_dies_with_a_change_to_another_spelling_of_the_address(world: FakeWorld) -> None:
     caller = _caller(world, _register(world).token)
     (link,) = _links(world, "alice@example.com")
     accounts.change_email(world.deps, caller, "Alice@Example.com", world.clock.now())
 
-    verification.verify(world.deps, link, world.clock.now())
+    refused = _code(lambda: verification.verify(world.deps, link, world.clock.now()))
 
-    assert _user(world).verified_at is not None
+    assert refused is ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR
+    assert _user(world).verified_at is None
+
+
+def test_the_identical_address_is_no_change(world: FakeWorld) -> None:
+    caller = _caller(world, _register(world).token)
+    verified = _verified(world)
+    mails = len(world.db.outbox)
+
+    same = accounts.change_email(world.deps, Caller(verified, caller.session), verified.email, NOW)
+
+    assert same == verified
+    assert len(world.db.outbox) == mails
 
 
 # --- verify ----------------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ def delete_account(deps: Deps, caller: Caller) -> None:
     """
     user, current = caller.user, caller.session
     deps.sessions.delete_many(user.id, [sid for sid in deps.sessions.list_ids(user.id) if sid != current.id])
-    deps.tx.commit([*account_changes.deletion_ops(deps, user), deps.sessions.delete_op(user.id, current.id)])
+    account_changes.delete_user(deps, user, also=[deps.sessions.delete_op(user.id, current.id)])
     try:
         deps.sessions.delete_many(user.id, deps.sessions.list_ids(user.id))
     except DependencyError:

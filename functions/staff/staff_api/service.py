@@ -89,10 +89,10 @@ def unban(deps: Deps, user: User, now: float) -> User:
 
 
 def delete_user(deps: Deps, user: User) -> bool:
-    """Delete ``user`` (see :func:`nimbus_core.account_changes.deletion_ops`); False if another
-    request deleted them first, so they are not counted twice."""
+    """Delete ``user`` as they are at commit time (see :func:`nimbus_core.account_changes.delete_user`);
+    False if another request deleted them first, so they are not counted twice."""
     try:
-        deps.tx.commit(account_changes.deletion_ops(deps, user))
+        account_changes.delete_user(deps, user)
     except NimbusError as gone:
         if gone.code is ErrorCode.INVALID_SESSION_ERROR:  # the user item was no longer there
             return False

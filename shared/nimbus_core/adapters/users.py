@@ -11,7 +11,7 @@ from nimbus_core.adapters.counters import CounterSpec, CounterTargetMissingError
 from nimbus_core.adapters.errors import aws_errors
 from nimbus_core.adapters.items import read_record, record_item, stored_values, to_item
 from nimbus_core.adapters.transactions import Explain, TransactOp, fails_with
-from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.errors import ErrorCode, NimbusError, UserChangedError
 from nimbus_core.identity import email_key, username_key
 from nimbus_core.models import SecondFactor, User
 from nimbus_core.ports import CounterState, WriteOp
@@ -380,16 +380,29 @@ class DynamoUsers:
     def delete_ops(self, user: User) -> list[WriteOp]:
         """Remove the user and both claims (each claim only if it is still this user's) and count
         one user less. The user must still exist (INVALID_SESSION_ERROR: deleted meanwhile), so two
-        concurrent deletions count it once."""
+        concurrent deletions count it once, and must still hold the claims and pending token that
+        ``user`` names (UserChangedError otherwise: a rename or address change landed after the
+        read, and deleting the old claims would leave the new ones with no user)."""
+        condition = "attribute_exists(pk) AND usernameKey = :username AND emailKey = :email"
+        values: dict[str, Any] = {
+            ":username": {"S": username_key(user.username)},
+            ":email": {"S": email_key(user.email)},
+        }
+        if user.pending_verification is None:
+            condition += " AND attribute_not_exists(pendingVerification)"
+        else:
+            condition += " AND pendingVerification = :pending"
+            values[":pending"] = {"S": user.pending_verification}
         key_delete = TransactOp(
             {
                 "Delete": {
                     "TableName": self._table,
                     "Key": user_key(user.id),
-                    "ConditionExpression": "attribute_exists(pk)",
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeValues": values,
                 }
             },
-            fails_with(ErrorCode.INVALID_SESSION_ERROR),
+            _gone_or_changed,
         )
         return [
             key_delete,
@@ -499,11 +512,18 @@ def _gone_or(code: ErrorCode) -> Explain:
     return lambda old: NimbusError(ErrorCode.INVALID_SESSION_ERROR if old is None else code)
 
 
-def _explain_stale(old: dict[str, Any] | None, before: User) -> NimbusError:
+def _gone_or_changed(old: dict[str, Any] | None) -> Exception:
+    """A deletion's condition failed: the user is gone, or changed after the read."""
+    return NimbusError(ErrorCode.INVALID_SESSION_ERROR) if old is None else UserChangedError()
+
+
+def _explain_stale(old: dict[str, Any] | None, before: User) -> Exception:
     if old is None:
         return NimbusError(ErrorCode.INVALID_SESSION_ERROR)  # the account was deleted meanwhile
     if old.get("passwordHash") != before.password_hash:
         return NimbusError(ErrorCode.INVALID_PASSWORD_ERROR)
     if old.get("sessionGeneration", 0) != before.session_generation:
         return NimbusError(ErrorCode.INVALID_SESSION_ERROR)  # sessions were revoked meanwhile
-    return NimbusError(ErrorCode.USER_EXISTS_ERROR)
+    # The username or address moved on under a concurrent change: no claim was refused, so this
+    # is not USER_EXISTS_ERROR; the change is built again on the stored user.
+    return UserChangedError()

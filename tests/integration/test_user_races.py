@@ -1,0 +1,186 @@
+"""Changes of one user that land inside another request's read-then-write window, on moto through
+the API: deletion deletes the claims the user holds when it commits, a rename that finds its read
+stale is rebuilt (never a 409 for a free name), and every new spelling of an address is verified."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from nimbus_core import account_changes
+from nimbus_core.adapters import clients, container
+from tests.integration.conftest import Api, Stack
+from tests.integration.test_self_service import PASSWORD, code, links, new_user, put
+from tests.integration.test_staff_accounts import Staff, staff  # noqa: F401 (the fixture)
+
+LONG_S_SAM = "\u017fam@example.com"  # LATIN SMALL LETTER LONG S: casefolds to "sam@example.com"
+
+
+def commit_of_a_concurrent_request(user_id: str, field: str, value: str) -> Callable[[], Any]:
+    """The commit of another request of the same user that authenticated before this one deleted
+    its other sessions: built from its own read, made through the production stores."""
+
+    def commit() -> Any:
+        deps = container.production_deps()
+        user = deps.users.get(user_id)
+        assert user is not None
+        change = account_changes.rename if field == "username" else account_changes.change_email
+        return change(deps, user, value, time.time())
+
+    return commit
+
+
+@contextmanager
+def before_next_transaction(action: Callable[[], Any]) -> Iterator[list[Any]]:
+    """Run ``action`` once, just before the next TransactWriteItems is sent: after the request
+    read the user, before its write commits (the window two concurrent requests share)."""
+    done: list[Any] = []
+
+    def interleave(**_: Any) -> None:
+        if not done:
+            done.append(None)  # first: the action's own transaction must not trigger it again
+            done.append(action())
+
+    events = clients.dynamodb().meta.events
+    events.register("before-call.dynamodb.TransactWriteItems", interleave)
+    try:
+        yield done
+    finally:
+        events.unregister("before-call.dynamodb.TransactWriteItems", interleave)
+
+
+def _me(api: Api, token: str) -> dict[str, Any]:
+    reply = api.call("GET", "/users/me", token=token)
+    assert reply.status == 200, reply.body
+    body: dict[str, Any] = reply.body
+    return body
+
+
+def _free(api: Api, username: str, email: str) -> None:
+    """The name and the address can be registered again: no claim outlived its user."""
+    again = api.register(username=username, email=email, ip="192.0.2.200")
+    assert again.status == 201, again.body
+
+
+def test_a_rename_inside_a_self_deletion_leaves_the_new_name_free(api: Api, stack: Stack) -> None:
+    username, token = new_user(api)
+    user_id = _me(api, token)["id"]
+
+    with before_next_transaction(commit_of_a_concurrent_request(user_id, "username", "moved_on")) as done:
+        deleted = api.call("DELETE", "/users/me", {"password": PASSWORD}, token=token)
+
+    assert done[1].username == "moved_on"  # the rename committed first
+    assert deleted.status == 200, deleted.body
+    _free(api, "moved_on", f"{username}@example.com")
+
+
+def test_an_address_change_inside_a_self_deletion_leaves_the_new_address_free(api: Api) -> None:
+    username, token = new_user(api)
+    user_id = _me(api, token)["id"]
+
+    with before_next_transaction(
+        commit_of_a_concurrent_request(user_id, "email", "moved@example.org")
+    ) as done:
+        deleted = api.call("DELETE", "/users/me", {"password": PASSWORD}, token=token)
+
+    assert done[1].email == "moved@example.org"
+    assert deleted.status == 200, deleted.body
+    _free(api, username, "moved@example.org")
+
+
+def test_a_rename_inside_a_staff_deletion_leaves_the_new_name_free(api: Api, staff: Staff) -> None:  # noqa: F811
+    username, token = new_user(api)
+    user_id = _me(api, token)["id"]
+
+    def rename() -> Any:
+        return put(api, "/users/me/username", token, {"username": "staff_raced", "password": PASSWORD})
+
+    first = staff.api.call("DELETE", f"/users/{user_id}", {"password": PASSWORD}, token=staff.token)
+    assert code(first) == "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR", first.body
+    staff.next_step()
+    answer = {"token": first.body["token"], "type": "totp", "code": staff.totp.at(staff.frozen.now)}
+    with before_next_transaction(rename) as done:
+        deleted = staff.api.call("DELETE", f"/users/{user_id}", {"2fa": answer}, token=staff.token)
+
+    assert done[1].status == 200, done[1].body
+    assert deleted.status == 200, deleted.body
+    _free(api, "staff_raced", f"{username}@example.com")
+
+
+def test_a_rename_from_a_stale_read_is_rebuilt_not_refused_as_a_taken_name(api: Api) -> None:
+    username, token = new_user(api)
+    second = api.login(username, password=PASSWORD, ip="192.0.2.9").body["token"]
+
+    with before_next_transaction(
+        lambda: put(api, "/users/me/username", second, {"username": "got_there_first", "password": PASSWORD})
+    ) as done:
+        renamed = put(api, "/users/me/username", token, {"username": "free_name", "password": PASSWORD})
+
+    assert done[1].status == 200, done[1].body
+    assert renamed.status == 200, renamed.body
+    assert _me(api, token)["username"] == "free_name"
+    _free(api, "got_there_first", "someone_else@example.com")  # the first rename's claim was released
+    refused = api.register(username="free_name", email="third@example.com", ip="192.0.2.201")
+    assert (refused.status, code(refused)) == (409, "USER_EXISTS_ERROR")
+
+
+def test_a_rename_racing_a_deletion_that_commits_first_answers_invalid_session(api: Api) -> None:
+    username, token = new_user(api)
+    second = api.login(username, password=PASSWORD, ip="192.0.2.9").body["token"]
+
+    with before_next_transaction(
+        lambda: api.call("DELETE", "/users/me", {"password": PASSWORD}, token=second)
+    ) as done:
+        renamed = put(api, "/users/me/username", token, {"username": "too_late", "password": PASSWORD})
+
+    assert done[1].status == 200, done[1].body
+    assert (renamed.status, code(renamed)) == (401, "INVALID_SESSION_ERROR")
+    _free(api, "too_late", f"{username}@example.com")
+
+
+def test_another_spelling_of_the_address_starts_unverified_and_is_mailed(api: Api, stack: Stack) -> None:
+    _, token = new_user(api)
+    put(api, "/users/me/email", token, {"email": "sam@example.com", "password": PASSWORD})
+    verified = api.call("PUT", "/users/verify", {"token": links(stack, "sam@example.com")[-1]})
+    assert verified.status == 200, verified.body
+    assert _me(api, token)["verifiedAt"] is not None
+
+    for spelling in (LONG_S_SAM, "SAM@example.com"):  # casefold-equal: the same claim
+        changed = put(api, "/users/me/email", token, {"email": spelling, "password": PASSWORD})
+
+        assert changed.status == 200, changed.body
+        assert (changed.body["email"], changed.body["verifiedAt"]) == (spelling, None)
+        assert len(links(stack, spelling)) == 1
+    again = api.call("PUT", "/users/verify", {"token": links(stack, LONG_S_SAM)[-1]})
+    assert (again.status, code(again)) == (400, "INVALID_VERIFICATION_TOKEN_ERROR")  # bound to its address
+
+
+def test_the_identical_address_is_no_change_and_keeps_its_verification(api: Api, stack: Stack) -> None:
+    _, token = new_user(api)
+    put(api, "/users/me/email", token, {"email": "same@example.com", "password": PASSWORD})
+    api.call("PUT", "/users/verify", {"token": links(stack, "same@example.com")[-1]})
+
+    unchanged = put(api, "/users/me/email", token, {"email": "same@example.com", "password": PASSWORD})
+
+    assert unchanged.status == 200, unchanged.body
+    assert unchanged.body["verifiedAt"] is not None
+    assert len(links(stack, "same@example.com")) == 1
+
+
+def test_staff_giving_another_spelling_of_the_address_unverifies_and_mails_it(
+    api: Api,
+    stack: Stack,
+    staff: Staff,  # noqa: F811
+) -> None:
+    _, token = new_user(api)
+    user_id = _me(api, token)["id"]
+    put(api, "/users/me/email", token, {"email": "strasse@example.com", "password": PASSWORD})
+    api.call("PUT", "/users/verify", {"token": links(stack, "strasse@example.com")[-1]})
+
+    changed = staff.reverified("PUT", f"/users/{user_id}/email", email="STRASSE@example.com")
+
+    assert changed.status == 200, changed.body
+    assert changed.body["verifiedAt"] is None
+    assert len(links(stack, "STRASSE@example.com")) == 1
