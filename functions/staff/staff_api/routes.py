@@ -207,7 +207,7 @@ def unban(request: Request) -> Response:
 @routes.endpoint(
     "DELETE",
     "/users/<id>",
-    replace(_MODIFY, summary="Delete a user", response="SuccessView"),
+    replace(_MODIFY, summary="Delete a user", response="SuccessView", scoped_self=False),
 )
 def delete_user(request: Request) -> Response:
     """DELETE /users/:id: 200 DELETE_USER_SUCCESS; 404 INVALID_USER_ERROR (also if deleted meanwhile)."""
@@ -225,11 +225,14 @@ def delete_user(request: Request) -> Response:
         body="DeleteUsersBody",
         reverify=True,
         audit=True,
+        scoped_self=False,
         response="CountedSuccessView",
         summary="Delete several users (at most 50 ids; unknown ones are skipped)",
     ),
 )
 def delete_users(request: Request) -> Response:
-    """DELETE /users: 200 DELETE_USERS_SUCCESS with how many users this request deleted."""
+    """DELETE /users: 200 DELETE_USERS_SUCCESS with how many users this request deleted; nothing
+    deleted when a scoped session names its own account among them."""
+    request.refuse_own_account_to_scoped(request.body.ids)
     count = service.delete_users(request.deps, request.body.ids)
     return success_response(SuccessCode.DELETE_USERS_SUCCESS, count=count)

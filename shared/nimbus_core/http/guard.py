@@ -17,7 +17,7 @@ Then the route runs with a :class:`Request` that holds all of the above.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -60,6 +60,7 @@ class Request:
     session_name: str | None = None
     user_agent: str | None = None
     target_id: str | None = None
+    scoped_self: bool = True  # the policy's: may a scoped session name its own account here
     endpoint: str = ""  # "METHOD /path/<param>": what a second-factor challenge is bound to
     challenge_hash: str | None = None  # of the challenge a reverified request answers, read with the caller
     config: RuntimeConfig | None = None  # the runtime configuration, once read for this request
@@ -93,10 +94,24 @@ class Request:
     def target(self) -> User:
         """The user the policy's ``target`` path parameter names (read with the caller), or 404
         INVALID_USER_ERROR: unknown, deleted, or not an id at all."""
+        if self.target_id is not None and not self.scoped_self:
+            self.refuse_own_account_to_scoped([self.target_id])
         user = self.target_user(self.target_id) if self.target_id is not None else None
         if user is None:
             raise NimbusError(ErrorCode.INVALID_USER_ERROR)
         return user
+
+    def refuse_own_account_to_scoped(self, user_ids: Iterable[str]) -> None:
+        """403 INSUFFICIENT_PERMISSIONS_ERROR when a scoped session names its own account where its
+        policy forbids it (``Policy.scoped_self``): staff scopes never reach what /users/me keeps
+        from scoped sessions."""
+        caller = self.require_caller()
+        if (
+            not self.scoped_self
+            and caller.session.permission_flags is not None
+            and caller.user.id in user_ids
+        ):
+            raise NimbusError(ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR)
 
     def record_answer_now(self) -> None:
         """Record a second-factor answer before a change that no DynamoDB transaction can carry
@@ -145,6 +160,7 @@ def guard(
             now=deps.clock.now(),
             token=parse_session_token(headers.get("authorization")),
             target_id=_target_id(policy, path),
+            scoped_self=policy.scoped_self,
             endpoint=endpoint,
             path=path,
             config=config,

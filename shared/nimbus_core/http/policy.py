@@ -53,6 +53,11 @@ class Policy:
     # The path parameter naming the user a staff endpoint works on: read with the caller's session
     # in the authentication's one BatchGetItem (Request.target_user).
     target: str | None = None
+    # Whether a scoped session may name its own account here (the ``target`` parameter, or the ids
+    # a route passes to Request.refuse_own_account_to_scoped): False where the same change through
+    # /users/me is closed to scoped sessions, deleting the account or removing its factors, so no
+    # path around that rule exists (403 INSUFFICIENT_PERMISSIONS_ERROR, an endpoint rule).
+    scoped_self: bool = True
     # Staff changes to other accounts and to the service leave an audit line (nimbus_core.audit).
     audit: bool = False
     # For the OpenAPI document (nimbus_tools.openapi): the success status and its response model.
