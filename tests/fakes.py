@@ -339,7 +339,7 @@ class FakeUsers:
 
         return self._factor_op(user, check, change)
 
-    def use_totp_step_op(self, user: User, factor_id: str, step: int) -> WriteOp:
+    def use_totp_step_op(self, user: User, factor_id: str, step: int, used_at: str) -> WriteOp:
         """Accept a newer TOTP step."""
 
         def check(stored: User) -> NimbusError | None:
@@ -348,9 +348,11 @@ class FakeUsers:
                 return NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
             return None
 
-        return self._factor_op(user, check, lambda u: _with_factor(u, factor_id, last_step=step))
+        return self._factor_op(
+            user, check, lambda u: _with_factor(u, factor_id, last_step=step, used_at=used_at)
+        )
 
-    def use_sign_count_op(self, user: User, factor_id: str, *, seen: int, new: int) -> WriteOp:
+    def use_sign_count_op(self, user: User, factor_id: str, *, seen: int, new: int, used_at: str) -> WriteOp:
         """Store a new signature counter."""
 
         def check(stored: User) -> NimbusError | None:
@@ -359,7 +361,9 @@ class FakeUsers:
                 return NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
             return None
 
-        return self._factor_op(user, check, lambda u: _with_factor(u, factor_id, sign_count=new))
+        return self._factor_op(
+            user, check, lambda u: _with_factor(u, factor_id, sign_count=new, used_at=used_at)
+        )
 
     def use_backup_code_op(self, user: User, code_hash: str, used_at: str) -> WriteOp:
         """Spend a backup code."""

@@ -205,7 +205,7 @@ def _verified_ops(
             if factor.type == "totp" and factor.secret:
                 step = otp.totp_step(factor.secret, answer.code, now)
                 if step is not None and step > factor.last_step:
-                    return [deps.users.use_totp_step_op(user, factor.id, step)]
+                    return [deps.users.use_totp_step_op(user, factor.id, step, clock.iso(now))]
         return None
     if answer.type == "backup" and answer.code is not None:
         code_hash = otp.backup_code_hash(answer.code)
@@ -213,12 +213,12 @@ def _verified_ops(
             return None
         return [deps.users.use_backup_code_op(user, code_hash, clock.iso(now))]
     if answer.type == "webauthn" and answer.response is not None:
-        return _verified_key_ops(deps, user, answer.response, challenge)
+        return _verified_key_ops(deps, user, answer.response, challenge, now)
     return None
 
 
 def _verified_key_ops(
-    deps: Deps, user: User, response: dict[str, Any], challenge: Challenge
+    deps: Deps, user: User, response: dict[str, Any], challenge: Challenge, now: float
 ) -> list[WriteOp] | None:
     """A WebAuthn assertion checked against the key it names and the challenge's request options:
     the write that moves the key's signature counter (compare-and-set), or None when refused."""
@@ -241,7 +241,10 @@ def _verified_key_ops(
     except passkeys.PasskeyError as refused:
         _log.info("WebAuthn answer refused", extra={"reason": str(refused)})
         return None
-    return [deps.users.use_sign_count_op(user, factor.id, seen=factor.sign_count, new=new_count)]
+    used_at = clock.iso(now)
+    return [
+        deps.users.use_sign_count_op(user, factor.id, seen=factor.sign_count, new=new_count, used_at=used_at)
+    ]
 
 
 def _wrong(deps: Deps, user: User, token_hash: str, now: float) -> None:

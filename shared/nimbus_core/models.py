@@ -54,6 +54,8 @@ class SecondFactor(Record):
     credential_id: str | None = None
     public_key: str | None = None
     sign_count: int = 0
+    # When the factor last answered a challenge (None: never), written with that answer.
+    used_at: str | None = None
 
     def to_public(self) -> dict[str, Any]:
         """The SecondFactor structure of the API: never a secret."""
@@ -61,6 +63,7 @@ class SecondFactor(Record):
             "id": self.id,
             "type": self.type,
             "name": self.name,
+            "usedAt": self.used_at,
             "createdAt": self.created_at,
             "updatedAt": self.updated_at,
         }

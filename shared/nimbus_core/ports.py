@@ -152,13 +152,13 @@ class UserStore(Protocol):
         the backup codes with them."""
         ...
 
-    def use_totp_step_op(self, user: User, factor_id: str, step: int) -> WriteOp:
+    def use_totp_step_op(self, user: User, factor_id: str, step: int, used_at: str) -> WriteOp:
         """Accept a TOTP time step newer than the factor's last one (else
-        INVALID_SECOND_FACTOR_RESPONSE_ERROR: a replayed code)."""
+        INVALID_SECOND_FACTOR_RESPONSE_ERROR: a replayed code) and record ``used_at``."""
         ...
 
-    def use_sign_count_op(self, user: User, factor_id: str, *, seen: int, new: int) -> WriteOp:
-        """Store a WebAuthn key's new signature counter if it is still ``seen``."""
+    def use_sign_count_op(self, user: User, factor_id: str, *, seen: int, new: int, used_at: str) -> WriteOp:
+        """Store a WebAuthn key's new signature counter if it is still ``seen``, and ``used_at``."""
         ...
 
     def use_backup_code_op(self, user: User, code_hash: str, used_at: str) -> WriteOp:

@@ -119,11 +119,13 @@ class CountedSuccessView(SuccessView):
 
 
 class SecondFactorView(View):
-    """An enrolled second factor: never its secret."""
+    """An enrolled second factor: never its secret. ``usedAt`` is null until it first answers a
+    second-factor challenge, then the time of its latest answer."""
 
     id: str
     type: str
     name: str
+    usedAt: str | None  # noqa: N815
     createdAt: str  # noqa: N815
     updatedAt: str  # noqa: N815
 

@@ -54,7 +54,7 @@ def test_an_answer_and_a_change_of_the_same_user_land_together(stores: Stores) -
     renamed = user.changed(username=f"n{new_id()[-10:].lower()}", updated_at=LATER)
     answer = [
         stores.challenges.consume_op(challenge.hash, max_attempts=5),
-        stores.users.use_totp_step_op(user, factor.id, 7),
+        stores.users.use_totp_step_op(user, factor.id, 7, STAMP),
     ]
 
     stores.tx.commit_joined(answer, stores.users.change_ops(user, renamed))
@@ -68,12 +68,12 @@ def test_an_answer_and_a_change_of_the_same_user_land_together(stores: Stores) -
 
 def test_a_spent_answer_stops_the_change(stores: Stores) -> None:
     user, factor = _enrolled(stores)
-    stores.tx.commit([stores.users.use_totp_step_op(user, factor.id, 7)])  # step 7 used meanwhile
+    stores.tx.commit([stores.users.use_totp_step_op(user, factor.id, 7, STAMP)])  # step 7 used meanwhile
     renamed = user.changed(username=f"n{new_id()[-10:].lower()}")
 
     with pytest.raises(NimbusError) as refused:
         stores.tx.commit_joined(
-            [stores.users.use_totp_step_op(user, factor.id, 7)], stores.users.change_ops(user, renamed)
+            [stores.users.use_totp_step_op(user, factor.id, 7, STAMP)], stores.users.change_ops(user, renamed)
         )
 
     assert refused.value.code is ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
@@ -104,7 +104,7 @@ def test_an_answer_with_the_deletion_of_its_user(stores: Stores) -> None:
     stores.tx.commit([stores.sessions.put_op(session)])
 
     stores.tx.commit_joined(
-        [stores.users.use_totp_step_op(user, factor.id, 9)],
+        [stores.users.use_totp_step_op(user, factor.id, 9, STAMP)],
         [*stores.users.delete_ops(user), stores.sessions.delete_op(user.id, session.id)],
     )
 
@@ -115,7 +115,7 @@ def test_an_answer_with_the_removal_of_the_factor_it_used(stores: Stores) -> Non
     user, factor = _enrolled(stores)
 
     stores.tx.commit_joined(
-        [stores.users.use_totp_step_op(user, factor.id, 9)],
+        [stores.users.use_totp_step_op(user, factor.id, 9, STAMP)],
         [stores.users.remove_factors_op(user, [factor.id])],
     )
 

@@ -92,19 +92,22 @@ def test_a_totp_step_is_accepted_once_and_never_an_older_one(stores: Stores) -> 
     totp = a_totp()
     stores.tx.commit([stores.users.add_factor_op(user, totp, max_factors=10)])
 
-    stores.tx.commit([stores.users.use_totp_step_op(user, totp.id, 1000)])
+    assert _stored(stores, user).second_factors[totp.id].used_at is None
+    stores.tx.commit([stores.users.use_totp_step_op(user, totp.id, 1000, "2026-11-21T22:01:11.525Z")])
+    assert _stored(stores, user).second_factors[totp.id].used_at == "2026-11-21T22:01:11.525Z"
     for step in (1000, 999):
         _refused(
             stores,
-            [stores.users.use_totp_step_op(user, totp.id, step)],
+            [stores.users.use_totp_step_op(user, totp.id, step, STAMP)],
             ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR,
         )
-    stores.tx.commit([stores.users.use_totp_step_op(user, totp.id, 1001)])
+    stores.tx.commit([stores.users.use_totp_step_op(user, totp.id, 1001, STAMP)])
 
     assert _stored(stores, user).second_factors[totp.id].last_step == 1001
+    assert _stored(stores, user).second_factors[totp.id].used_at == STAMP  # the latest answer's
     _refused(
         stores,
-        [stores.users.use_totp_step_op(user, new_id(), 5000)],
+        [stores.users.use_totp_step_op(user, new_id(), 5000, STAMP)],
         ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR,
     )
 
@@ -114,14 +117,15 @@ def test_a_signature_counter_moves_only_from_the_value_read(stores: Stores) -> N
     key = a_key()
     stores.tx.commit([stores.users.add_factor_op(user, key, max_factors=10)])
 
-    stores.tx.commit([stores.users.use_sign_count_op(user, key.id, seen=3, new=4)])
+    stores.tx.commit([stores.users.use_sign_count_op(user, key.id, seen=3, new=4, used_at=STAMP)])
     _refused(
         stores,
-        [stores.users.use_sign_count_op(user, key.id, seen=3, new=5)],
+        [stores.users.use_sign_count_op(user, key.id, seen=3, new=5, used_at=STAMP)],
         ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR,
     )
 
     assert _stored(stores, user).second_factors[key.id].sign_count == 4
+    assert _stored(stores, user).second_factors[key.id].used_at == STAMP
 
 
 def test_backup_codes_are_replaced_as_a_set_and_spent_once(stores: Stores) -> None:

@@ -249,7 +249,7 @@ def test_a_login_with_totp_enrolled_is_challenged_and_the_code_gets_in(
 
     console.open("security")
     console.expect_view("security")
-    with page.expect_response(lambda r: r.url.endswith("/users/me/2fa/totp") and r.status == 201) as started:
+    with page.expect_response(lambda r: r.url.endswith("/users/me/2fa/totp") and r.status == 200) as started:
         page.get_by_role("button", name="Set up an authenticator app").click()
         console.confirm_password()
     setup = started.value.json()

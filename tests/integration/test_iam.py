@@ -178,7 +178,7 @@ class World:
     def enrolled(self, name: str) -> tuple[str, str]:
         """Register ``name`` and enrol a TOTP factor through the API; (token, seed)."""
         token = self.user(name)
-        setup = expect(self.api.call("POST", "/users/me/2fa/totp", {"password": PASSWORD}, token=token), 201)
+        setup = expect(self.api.call("POST", "/users/me/2fa/totp", {"password": PASSWORD}, token=token), 200)
         confirm = {"token": setup["token"], "name": "Phone", "code": self.totp(setup["secret"])}
         expect(self.api.call("POST", "/users/me/2fa/totp/confirm", confirm, token=token), 201)
         return token, setup["secret"]
@@ -188,7 +188,7 @@ class World:
         token = self.user(name)
         key = SoftwareAuthenticator()
         setup = expect(
-            self.api.call("POST", "/users/me/2fa/webauthn", {"password": PASSWORD}, token=token), 201
+            self.api.call("POST", "/users/me/2fa/webauthn", {"password": PASSWORD}, token=token), 200
         )
         confirm = {"token": setup["token"], "name": "Key", "response": key.create(setup, origin=ORIGIN)}
         expect(self.api.call("POST", "/users/me/2fa/webauthn/confirm", confirm, token=token), 201)
@@ -428,7 +428,7 @@ def delete_all_user_sessions(w: World) -> None:
 
 def start_totp(w: World) -> None:
     token = w.user("tess")
-    expect(w.api.call("POST", "/users/me/2fa/totp", {"password": PASSWORD}, token=token), 201)
+    expect(w.api.call("POST", "/users/me/2fa/totp", {"password": PASSWORD}, token=token), 200)
 
 
 def confirm_totp(w: World) -> None:
@@ -439,7 +439,7 @@ def confirm_totp(w: World) -> None:
 
 def start_webauthn(w: World) -> None:
     token = w.user("wess")
-    expect(w.api.call("POST", "/users/me/2fa/webauthn", {"password": PASSWORD}, token=token), 201)
+    expect(w.api.call("POST", "/users/me/2fa/webauthn", {"password": PASSWORD}, token=token), 200)
 
 
 def confirm_webauthn(w: World) -> None:

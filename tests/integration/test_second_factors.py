@@ -54,7 +54,7 @@ def test_totp_enrolment_shows_the_seed_once_and_confirms_with_a_code(api: Api, f
 
     setup = start(api, token)
 
-    assert setup.status == 201, setup.body
+    assert setup.status == 200, setup.body
     body = setup.body
     assert (body["type"], body["digits"], body["algorithm"], body["period"]) == ("totp", 6, "SHA1", 30)
     assert body["exp"] == int(NOW) + 600
@@ -66,7 +66,7 @@ def test_totp_enrolment_shows_the_seed_once_and_confirms_with_a_code(api: Api, f
     listed = api.call("GET", "/users/me/2fa", token=token).body
     assert listed["count"] == 1
     assert body["secret"] not in str(listed)
-    assert set(listed["items"][0]) == {"id", "type", "name", "createdAt", "updatedAt"}
+    assert set(listed["items"][0]) == {"id", "type", "name", "usedAt", "createdAt", "updatedAt"}
     assert api.call("GET", f"/users/me/2fa/{done.body['id']}", token=token).body["id"] == done.body["id"]
 
 
@@ -110,7 +110,7 @@ def test_a_second_factor_enrolment_needs_the_first_one_and_keeps_the_codes(api: 
 
     frozen.now = NOW + 30
     second_setup = challenged(api, "POST", "/users/me/2fa/totp", token, first["secret"], NOW + 30)
-    assert second_setup.status == 201, second_setup.body
+    assert second_setup.status == 200, second_setup.body
     second = confirm(api, token, second_setup.body, NOW + 30, name="Tablet")
 
     assert second.status == 201
@@ -236,7 +236,7 @@ def test_staff_read_a_users_factors_with_their_scope(api: Api, stack: Stack, fro
     unknown_factor = api.call("GET", f"/users/{uid}/2fa/{new_id()}", token=staff)
 
     assert (listed.status, [f["id"] for f in listed.body["items"]]) == (200, [factor["id"]])
-    assert set(listed.body["items"][0]) == {"id", "type", "name", "createdAt", "updatedAt"}
+    assert set(listed.body["items"][0]) == {"id", "type", "name", "usedAt", "createdAt", "updatedAt"}
     assert (one.status, one.body["id"]) == (200, factor["id"])
     assert (unknown_user.status, code(unknown_user)) == (404, "INVALID_USER_ERROR")
     assert (unknown_factor.status, code(unknown_factor)) == (404, "INVALID_SECOND_FACTOR_ERROR")
@@ -302,3 +302,31 @@ def test_non_staff_cannot_use_the_staff_variants(api: Api, frozen: Clock) -> Non
     ):
         reply = api.call(method, path, {"password": PASSWORD, "ids": []}, token=caller)
         assert (reply.status, code(reply)) == (403, "INSUFFICIENT_PERMISSIONS_ERROR"), path
+
+
+def test_a_factor_s_used_at_is_null_until_it_answers_a_challenge_then_the_latest_answer(
+    api: Api, frozen: Clock
+) -> None:
+    username, token = new_user(api)
+    setup = start(api, token).body
+    factor_id = confirm(api, token, setup, NOW).body["id"]
+
+    def used_at() -> Any:
+        return api.call("GET", f"/users/me/2fa/{factor_id}", token=token).body["usedAt"]
+
+    assert used_at() is None  # the confirmation's code is no challenge answer
+    assert api.call("GET", "/users/me/2fa", token=token).body["items"][0]["usedAt"] is None
+
+    frozen.now = NOW + 60
+    first = api.login(username=username, ip=fresh_ip())
+    assert code(first) == "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR"
+    answer = {"token": first.body["token"], "type": "totp", "code": pyotp.TOTP(setup["secret"]).at(NOW + 60)}
+    assert api.call("POST", "/login", {"2fa": answer}, ip=fresh_ip()).status == 201
+    assert used_at() == "2027-01-15T08:01:00.250Z"
+
+    frozen.now = NOW + 120  # a reverified change answers the next challenge
+    renamed = challenged(
+        api, "PUT", "/users/me/username", token, setup["secret"], NOW + 120, username="sf_used"
+    )
+    assert renamed.status == 200, renamed.body
+    assert used_at() == "2027-01-15T08:02:00.250Z"

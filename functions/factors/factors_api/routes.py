@@ -33,14 +33,14 @@ _MODIFY = (KillSwitch.ACCOUNT_MODIFY,)
         scoped_sessions=False,
         killswitches=_MODIFY,
         reverify=True,
-        success=201,
         response="TotpSetupView",
         summary="Start enrolling a TOTP app: its secret and otpauth URI, and a token to confirm with",
     ),
 )
 def start_totp(request: Request) -> Response:
-    """POST /users/me/2fa/totp: 201 with the seed (shown once) and the enrolment token."""
-    return json_response(201, service.start_totp(request.deps, request.require_caller(), request.now))
+    """POST /users/me/2fa/totp: 200 with the seed (shown once) and the enrolment token (nothing is
+    created until the confirmation, so 200 as upstream)."""
+    return json_response(200, service.start_totp(request.deps, request.require_caller(), request.now))
 
 
 @routes.endpoint(
@@ -84,14 +84,14 @@ def _enrolled(factor: SecondFactor, codes: list[str] | None) -> Response:
         scoped_sessions=False,
         killswitches=_MODIFY,
         reverify=True,
-        success=201,
         response="WebAuthnSetupView",
         summary="Start enrolling a security key: creation options and a token to confirm with",
     ),
 )
 def start_webauthn(request: Request) -> Response:
-    """POST /users/me/2fa/webauthn: 201 with the token and PublicKeyCredentialCreationOptions."""
-    return json_response(201, service.start_webauthn(request.deps, request.require_caller(), request.now))
+    """POST /users/me/2fa/webauthn: 200 with the token and PublicKeyCredentialCreationOptions
+    (nothing is created until the confirmation, so 200 as upstream)."""
+    return json_response(200, service.start_webauthn(request.deps, request.require_caller(), request.now))
 
 
 @routes.endpoint(

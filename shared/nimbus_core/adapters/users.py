@@ -308,26 +308,28 @@ class DynamoUsers:
             explain=_gone_or(ErrorCode.INVALID_SECOND_FACTOR_ERROR),
         )
 
-    def use_totp_step_op(self, user: User, factor_id: str, step: int) -> WriteOp:
-        """Record that ``step`` was used on a TOTP factor: only a newer step than the last one is
-        accepted, so a code is never accepted twice (INVALID_SECOND_FACTOR_RESPONSE_ERROR)."""
+    def use_totp_step_op(self, user: User, factor_id: str, step: int, used_at: str) -> WriteOp:
+        """Record that ``step`` was used on a TOTP factor, at ``used_at``: only a newer step than
+        the last one is accepted, so a code is never accepted twice
+        (INVALID_SECOND_FACTOR_RESPONSE_ERROR)."""
         return self._factor_update(
             user,
-            "SET secondFactors.#f.lastStep = :step",
+            "SET secondFactors.#f.lastStep = :step, secondFactors.#f.usedAt = :usedAt",
             condition="secondFactors.#f.lastStep < :step",
             names={"#f": factor_id},
-            values={":step": _n(step)},
+            values={":step": _n(step), ":usedAt": {"S": used_at}},
             explain=_gone_or(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR),
         )
 
-    def use_sign_count_op(self, user: User, factor_id: str, *, seen: int, new: int) -> WriteOp:
-        """Store a WebAuthn key's new signature counter, if no other assertion moved it meanwhile."""
+    def use_sign_count_op(self, user: User, factor_id: str, *, seen: int, new: int, used_at: str) -> WriteOp:
+        """Store a WebAuthn key's new signature counter and when it answered, if no other
+        assertion moved the counter meanwhile."""
         return self._factor_update(
             user,
-            "SET secondFactors.#f.signCount = :new",
+            "SET secondFactors.#f.signCount = :new, secondFactors.#f.usedAt = :usedAt",
             condition="secondFactors.#f.signCount = :seen",
             names={"#f": factor_id},
-            values={":seen": _n(seen), ":new": _n(new)},
+            values={":seen": _n(seen), ":new": _n(new), ":usedAt": {"S": used_at}},
             explain=_gone_or(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR),
         )
 
