@@ -23,7 +23,7 @@ from nimbus_tools.local.events import HttpRequest
 from nimbus_tools.local.functions import Invocation
 from nimbus_tools.local.gateway import Gateway, GatewayResult
 from nimbus_tools.local.router import Router, RouteTarget
-from nimbus_tools.local.server import MAX_BODY_BYTES, LocalApiServer, RequestLog
+from nimbus_tools.local.server import MAX_BODY_BYTES, MAX_HEADER_BYTES, LocalApiServer, RequestLog
 from nimbus_tools.template import HttpRoute
 
 # A guard against a hanging server, never a measurement: every test finishes well within it.
@@ -255,6 +255,47 @@ def test_oversized_headers_get_a_json_400() -> None:
         assert_json_error(responses[0], 400, INVALID_BODY)
         assert running.invoker.events == []
         assert running.console.getvalue().split()[1:4] == ["-", "-", "400"]
+
+
+def _head(request_line: bytes, header_bytes: int, *, headers: int = 1) -> bytes:
+    """A request line and ``headers`` filler headers whose lines (CRLFs included) come to exactly
+    ``header_bytes`` bytes, Host included; the blank line ending the head is added after."""
+    lines = [request_line + b"\r\n", b"Host: x\r\n", b"Connection: close\r\n"]
+    room = header_bytes - sum(map(len, lines))
+    for n in range(headers):
+        share = room // (headers - n)
+        name = b"X-Fill-%d: " % n
+        lines.append(name + b"a" * (share - len(name) - 2) + b"\r\n")
+        room -= share
+    head = b"".join(lines)
+    assert len(head) == header_bytes
+    return head + b"\r\n"
+
+
+@pytest.mark.parametrize("headers", [1, 12], ids=["one long header", "many medium headers"])
+def test_a_head_of_exactly_the_gateway_quota_is_served_and_one_byte_more_is_a_json_400(headers: int) -> None:
+    with serving() as running:
+        (served,) = exchange(running, _head(b"GET /echo/me HTTP/1.1", MAX_HEADER_BYTES, headers=headers))
+        assert served.status == 200
+        assert len(running.invoker.events) == 1
+
+        (refused,) = exchange(running, _head(b"GET /echo/me HTTP/1.1", MAX_HEADER_BYTES + 1, headers=headers))
+        assert_json_error(refused, 400, INVALID_BODY)
+        assert len(running.invoker.events) == 1
+
+
+def test_a_long_request_line_counts_toward_the_gateway_quota() -> None:
+    with serving() as running:
+        line = b"GET /echo/me?q=" + b"a" * 9000 + b" HTTP/1.1"
+        (served,) = exchange(running, _head(line, MAX_HEADER_BYTES))
+        (refused,) = exchange(running, _head(line, MAX_HEADER_BYTES + 1))
+
+    assert served.status == 200
+    assert_json_error(refused, 400, INVALID_BODY)
+
+
+def test_the_local_header_quota_is_api_gateway_s() -> None:
+    assert MAX_HEADER_BYTES == 10_240
 
 
 def test_body_over_the_gateway_limit_gets_a_json_413(api: Running) -> None:

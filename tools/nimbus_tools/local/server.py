@@ -38,9 +38,9 @@ if TYPE_CHECKING:
 
 # API Gateway refuses payloads over 10 MB.
 MAX_BODY_BYTES = 10 * 1024 * 1024
-# Request line plus headers. API Gateway's HTTP API allows 10 KB; a little more here so that the
-# cookies other localhost projects leave in a browser do not get in the way.
-MAX_HEADER_BYTES = 16 * 1024
+# Request line plus headers (each line with its CRLF, the blank line ending them not counted): API
+# Gateway's HTTP API quota, so that a request refused deployed is refused locally too.
+MAX_HEADER_BYTES = 10_240
 # Worker threads answering requests (requests beyond that wait in a queue, their sockets open).
 THREADS = 16
 # Seconds a connection may stay idle, or stall half-way through a request, before it is closed.
@@ -283,7 +283,8 @@ class LocalApiServer:
             cleanup_interval=max(1, min(30, idle_timeout // 2)),
             # waitress refuses a body of exactly its limit; API Gateway accepts one.
             max_request_body_size=max_body_bytes + 1,
-            max_request_header_size=max_header_bytes,
+            # waitress counts the blank line ending the head too, and refuses at its limit, not over it.
+            max_request_header_size=max_header_bytes + len(b"\r\n") + 1,
             ident="nimbus-local",
             # X-Forwarded-For reaches the function (API Gateway appends the peer to it); the source
             # IP is the socket peer regardless.
