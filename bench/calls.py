@@ -136,7 +136,7 @@ class CallCounter:
 
 @dataclass(frozen=True)
 class Budget:
-    """A limit from the issue; None means "not limited"."""
+    """A limit on one request's AWS calls; None means "not limited"."""
 
     text: str
     dynamodb: int | None = None
@@ -427,22 +427,22 @@ def _expect(what: str, status: int, reply: Reply) -> None:
 
 
 REGISTER_BUDGET = Budget("DynamoDB <= 2, SES 0", dynamodb=2, ses=0)
-# Issue 5: each self-service change is authentication + limit + one transaction, and never SES.
+# Each self-service change is authentication + limit + one transaction, and never SES.
 CHANGE_BUDGET = Budget("DynamoDB <= 3, SES 0", dynamodb=3, ses=0)
 LOGIN_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)
 ME_BUDGET = Budget("auth 1 DynamoDB; total <= 1, SSM 0", dynamodb=1, ssm=0, total=1)
-# Issue 6: the sessions endpoints' success paths.
+# The sessions endpoints' success paths.
 SESSION_ME_BUDGET = Budget("DynamoDB 1 (the auth read)", dynamodb=1, total=1)
 SESSION_ONE_BUDGET = Budget("DynamoDB <= 2", dynamodb=2)
 SESSION_LIST_BUDGET = Budget("DynamoDB <= 2", dynamodb=2)
 SCOPED_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)
-# Issue 7: each request of a login or change with a second-factor challenge.
+# Each request of a login or change with a second-factor challenge.
 CHALLENGE_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)
 LISTED_USERS = 110  # stored for GET /users: two full pages of 50 and more
-# Issue 8: a page of GET /users (the staff caller's authentication included).
+# A page of GET /users (the staff caller's authentication included).
 USERS_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)
-# Not in the issue: runtime_config promises one GetParameters for both parameters.
-COLD_BUDGET = Budget("SSM <= 1 (design, not issue)", ssm=1)
+# By design: runtime_config promises one GetParameters for both parameters.
+COLD_BUDGET = Budget("SSM <= 1 (by design)", ssm=1)
 
 
 def scenarios(h: Harness) -> list[Scenario]:
@@ -668,7 +668,7 @@ def scenarios(h: Harness) -> list[Scenario]:
 
 
 def _second_factor_scenarios(h: Harness) -> list[Scenario]:
-    """Issue 7: challenged logins and changes, enrolment and listing of second factors."""
+    """Challenged logins and changes, enrolment and listing of second factors."""
 
     def second_factor(
         method: str, path: str, body: Callable[[], dict[str, Any]], *, step: Literal["ask", "totp", "key"]
@@ -766,7 +766,7 @@ Scripted = tuple[str, dict[str, Any] | None]  # path and body of a scripted requ
 
 
 def _staff_scenarios(h: Harness) -> list[Scenario]:
-    """Issue 8: the staff account endpoints and the runtime-configuration endpoints, each by a
+    """The staff account endpoints and the runtime-configuration endpoints, each by a
     fresh staff member with a TOTP factor (staff endpoints refuse staff without one).
 
     Where the endpoint reverifies, the staff member sends the password (the challenge, uncounted)
@@ -861,7 +861,7 @@ def _staff_scenarios(h: Harness) -> list[Scenario]:
     switch = KillSwitch.FILE_CREATE  # guards no Nimbus endpoint: enabling it disturbs nothing
     domain = {"domain": get_settings().default_domain, "subdomain": "staffset"}
     return [
-        # Issue 8: one page of users within 3 round trips (auth, ListIndex Query, BatchGetItem).
+        # One page of users within 3 round trips (auth, ListIndex Query, BatchGetItem).
         Scenario(
             "GET /users (page of 50)", 200, staffed("GET", listing("/users"), reverify=False), USERS_BUDGET
         ),

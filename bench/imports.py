@@ -87,7 +87,7 @@ def targets(template: Template) -> list[Target]:
     return [
         Target("bare boto3 handler", BARE_MODULE, dict(common)),
         *(Target(spec.logical_id, spec.handler_module, spec.environment) for spec in specs),
-        # Issue 7: what the lazy import of py_webauthn saves every request that runs no ceremony.
+        # What the lazy import of py_webauthn saves every request that runs no ceremony.
         *(
             [
                 Target(

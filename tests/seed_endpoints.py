@@ -12,7 +12,7 @@ Resolutions applied from CONTRACT.md:
 - section 8: PATCH /users/:uid/sessions/:sid's scope "STAFF_SESSION_MODIFY" is STAFF_MODIFY_SESSIONS;
 - section 1, 8 and 11 add GET /, GET /domains, GET /domains/:id and the kill-switch / log-level API.
 
-Issue 9 (the API describes itself) adds GET /openapi.json, open like GET /.
+The API describes itself: GET /openapi.json, open like GET /.
 
 ``auth``: "required" (a session is needed; the seed's default), "none" (the seed's "Authorization not
 required", and GET /), "guest" (register and login: no requirement stated; a session means "already
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 AuthKind = Literal["required", "none", "guest"]
-Source = Literal["seed", "contract", "issue"]
+Source = Literal["seed", "contract", "project"]
 
 HOUR = 3600
 MINUTE = 60
@@ -250,7 +250,7 @@ SEED_ENDPOINTS: tuple[SeedEndpoint, ...] = (
         for path in ("/users/:uid/2fa/:id", "/users/:uid/2fa", "/users/:uid/2fa/all")
     ),
     SeedEndpoint("GET", "/", auth="none", source="contract"),  # section 1
-    SeedEndpoint("GET", "/openapi.json", auth="none", source="issue"),  # issue 9
+    SeedEndpoint("GET", "/openapi.json", auth="none", source="project"),  # the API describes itself
     SeedEndpoint("GET", "/domains", scope="ACCOUNT_READ", source="contract"),  # section 8
     SeedEndpoint("GET", "/domains/:id", scope="ACCOUNT_READ", source="contract"),  # section 8
     # Section 11: kill switches (staff, STAFF_MODIFY_KILLSWITCHES; the three changes reverify) ...

@@ -6,9 +6,9 @@ entity to and from DynamoDB. Timestamps are ISO-8601 strings (the wire format); 
 Unix seconds. Secrets and hashes are fields here but never part of a public view.
 
 They are not pydantic models: everything they hold was written by our own adapters from validated
-input, so reading them back needs no validation, and pydantic with its models cost about 90 ms of
-every function's cold start (the records are on every request's path; pydantic is now loaded only
-by the requests that validate a body).
+input, so reading them back needs no validation, and pydantic with its models is a large share of
+a function's cold start (the records are on every request's path; pydantic is loaded only by the
+requests that validate a body).
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ class Session(Record):
     secret_hash: str
     # The name given (X-Session-Name, a scoped session's body) or, when none was, the User-Agent it
     # was opened with: the readable device name is derived when shown (display_name), so opening a
-    # session never pays for the User-Agent parser (about 100 ms at a function's first login).
+    # session never pays for building the User-Agent parser's tables.
     name: str | None = None
     user_agent: str | None = None
     exp: int

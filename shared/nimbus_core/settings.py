@@ -1,7 +1,7 @@
 """Deployment configuration, read once per container from the environment the template sets.
 
 A plain dataclass read by hand, not a pydantic model: the settings are on every request's path and
-pydantic was about 90 ms of every cold start (it now loads only with the first body to validate).
+importing pydantic is a large share of a cold start (it loads only with the first body to validate).
 """
 
 from __future__ import annotations

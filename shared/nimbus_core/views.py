@@ -1,8 +1,8 @@
 """The response shapes of CONTRACT section 5, as models for the OpenAPI document.
 
 The routes build their JSON from the records' ``to_public()``; these models describe the same
-shapes so each endpoint's policy can name its success response (the developer-experience issue
-generates OpenAPI from the registry). A test keeps each model equal to what the routes answer.
+shapes so each endpoint's policy can name its success response (the OpenAPI document is generated
+from the registry). A test keeps each model equal to what the routes answer.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""ChallengeStore contract: second-factor challenges and pending enrolments (issue 7)."""
+"""ChallengeStore contract: second-factor challenges and pending enrolments."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Second factors live in the user item: enrol, remove, replay guards, backup codes (issue 7)."""
+"""Second factors live in the user item: enrol, remove, replay guards, backup codes."""
 
 from __future__ import annotations
 

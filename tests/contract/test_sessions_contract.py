@@ -152,7 +152,7 @@ def test_delete_many_of_nothing_does_nothing(stores: Stores) -> None:
     assert stores.sessions.list_ids(user.id) == [session.id]
 
 
-# ------------------------------------------------------------------------------ live sessions (issue 6)
+# ------------------------------------------------------------------------------------ live sessions
 
 
 def test_live_lists_only_current_unexpired_sessions_newest_first_across_pages(stores: Stores) -> None:

@@ -168,7 +168,9 @@ def verification_token(local_api: LocalApiProcess, address: str) -> str:
 
 def enrol_totp(library: Library, session: str) -> tuple[Authenticator, list[str]]:
     """Enrol a TOTP factor through the library: (the authenticator, the first backup codes)."""
-    begun = library.run("totp-begin", session=session, password=PASSWORD).result("totp-begin")
+    started = library.run("totp-begin", session=session, password=PASSWORD).ok("totp-begin")
+    assert started["status"] == 200  # as upstream: nothing exists until the confirmation
+    begun = started["result"]
     assert (begun["type"], begun["digits"], begun["period"]) == ("totp", 6, TOTP_PERIOD)
     authenticator = Authenticator(begun["secret"])
     confirmed = library.run(

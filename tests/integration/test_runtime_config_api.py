@@ -1,4 +1,4 @@
-"""Kill switches and the log level through the API (issue 8, CONTRACT section 11): staff with
+"""Kill switches and the log level through the API (CONTRACT section 11): staff with
 their scope, reverified changes that land in SSM and reach every function within the cache age."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Scope enforcement on every endpoint that exists, walked from the registry (issue 6).
+"""Scope enforcement on every endpoint that exists, walked from the registry.
 
 For each registered endpoint that needs a session, three scoped sessions made through
 POST /users/me/sessions call it: one holding exactly the endpoint's scope, one holding an unrelated

@@ -1,4 +1,4 @@
-"""The second-factor challenge in login and reverification, on moto (issue 7).
+"""The second-factor challenge in login and reverification, on moto.
 
 Factors are enrolled through the store here (the enrolment endpoints come with the rest of the
 issue); everything else goes through the API.

@@ -1,4 +1,4 @@
-"""Enrolling and managing one's own second factors through the API (issue 7)."""
+"""Enrolling and managing one's own second factors through the API."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Account self-service: username, email, password, domain, verification and deletion (issue D)."""
+"""Account self-service: username, email, password, domain, verification and deletion."""
 
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ def links(stack: Stack, address: str) -> list[str]:
 
 
 def scoped_token(stack: Stack, user_token: str, flags: int) -> str:
-    """A scoped session of the token's user, stored through the adapters (POST /users/me/sessions is
-    the sessions issue)."""
+    """A scoped session of the token's user, stored through the adapters (the way POST /users/me/sessions
+    stores one)."""
     user_id = user_token.split(".", maxsplit=1)[0]
     secret = "s" * 43
     session = Session(

@@ -1,4 +1,4 @@
-"""Sessions: list, read, rename and revoke them (own and staff), and scoped sessions (issue 6)."""
+"""Sessions: list, read, rename and revoke them (own and staff), and scoped sessions."""
 
 from __future__ import annotations
 

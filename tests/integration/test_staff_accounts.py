@@ -1,4 +1,4 @@
-"""Staff operations on other accounts through the API (issue 8, CONTRACT sections 3, 4, 8 and 13)."""
+"""Staff operations on other accounts through the API (CONTRACT sections 3, 4, 8 and 13)."""
 
 from __future__ import annotations
 

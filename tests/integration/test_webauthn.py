@@ -1,6 +1,6 @@
 """Security keys (WebAuthn) end to end: enrolment and challenge answers through the API, with a
 software authenticator that makes real attestations and assertions (a P-256 key, real signatures)
-verified by py_webauthn. Nothing about the verification is mocked (issue 7)."""
+verified by py_webauthn. Nothing about the verification is mocked."""
 
 from __future__ import annotations
 

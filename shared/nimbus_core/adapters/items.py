@@ -7,7 +7,7 @@ omitted rather than stored as NULL, so condition expressions can use ``attribute
 
 The attribute-value mapping is DynamoDB's JSON wire format, written here rather than taken from
 ``boto3.dynamodb.types``: importing that module runs boto3's package ``__init__``, which loads
-s3transfer and boto3's resource layer (about 100 ms of every cold start) for a mapping of a dozen
+s3transfer and boto3's resource layer on every cold start, for a mapping of a dozen
 lines. Its behaviour is boto3's (a unit test compares the two on every type we store), except that
 numbers come back as int or float instead of Decimal.
 """

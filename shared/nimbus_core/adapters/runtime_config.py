@@ -6,7 +6,7 @@ makes no SSM call per request. If SSM fails, the last value read is kept: a para
 must not take the API down, and a function that never read the config fails closed.
 
 The cache is these few lines rather than Powertools' parameters utility: that utility imports
-boto3 (whose package loads s3transfer, about 100 ms of a cold start: see ``clients``), and it
+boto3's package (which loads s3transfer on every cold start: see ``clients``), and it
 answered an SSM InternalServerError with an empty result that had to be caught as a failure here.
 """
 

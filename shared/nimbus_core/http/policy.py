@@ -65,7 +65,7 @@ class Policy:
     success: int = 200
     # The name of its response model in ``nimbus_core.views``: named, not imported, because the
     # views only describe responses (the routes build the JSON themselves) and their twenty-odd
-    # pydantic classes were about 15 ms of every cold start. The document's test resolves each name.
+    # pydantic classes would weigh on every cold start. The document's test resolves each name.
     response: str | None = None
     summary: str = ""
 
