@@ -101,7 +101,15 @@ class NimbusError(Exception):
 class UserChangedError(Exception):
     """The user item changed between the read a write was built from and its commit (a concurrent
     rename, address change or deletion): never an answer, the caller re-reads the user and builds
-    the write again (:func:`nimbus_core.account_changes.on_fresh_user`)."""
+    the write again (:func:`nimbus_core.account_changes.on_fresh_user`).
+
+    ``first_landed``: raised by the second transaction of ``Transactor.commit_joined``'s fallback,
+    after its ``first`` writes committed (a challenge answer is then recorded already).
+    """
+
+    def __init__(self, *, first_landed: bool = False) -> None:
+        super().__init__("the user changed since it was read")
+        self.first_landed = first_landed
 
 
 class DependencyError(Exception):

@@ -15,7 +15,7 @@ from typing import Any
 from nimbus_core import challenges, credentials
 from nimbus_core.auth import Caller
 from nimbus_core.deps import Deps
-from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.errors import ErrorCode, NimbusError, UserChangedError
 from nimbus_core.ports import Transactor, WriteOp
 from nimbus_core.tokens import hash_secret
 
@@ -73,8 +73,15 @@ class AnswerCarrier:
         pending, self._pending = self._pending, None
         if pending is None:
             self._inner.commit_joined(first, then)
-        else:
+            return
+        try:
             self._inner.commit_joined([*pending, *first], then)
+        except UserChangedError as stale:
+            # The change is rebuilt on a fresh read and committed again: unless the answer landed
+            # on its own already, the rebuilt change must carry it, or the answer would stay unused.
+            if not stale.first_landed:
+                self._pending = pending
+            raise
 
     def settle(self) -> None:
         """Record the answer if no transaction carried it."""

@@ -11,7 +11,8 @@ from typing import Any
 
 from nimbus_core import account_changes
 from nimbus_core.adapters import clients, container
-from tests.integration.conftest import Api, Stack
+from tests.integration.conftest import NOW, Api, Clock, Stack
+from tests.integration.test_second_factor_challenge import enrol_totp, totp_now
 from tests.integration.test_self_service import PASSWORD, code, links, new_user, put
 from tests.integration.test_staff_accounts import Staff, staff  # noqa: F401 (the fixture)
 
@@ -184,3 +185,22 @@ def test_staff_giving_another_spelling_of_the_address_unverifies_and_mails_it(
     assert changed.status == 200, changed.body
     assert changed.body["verifiedAt"] is None
     assert len(links(stack, "STRASSE@example.com")) == 1
+
+
+def test_a_challenged_rename_that_goes_stale_is_rebuilt_and_spends_its_answer_once(
+    api: Api, stack: Stack, frozen: Clock
+) -> None:
+    _, token = new_user(api)
+    user_id = _me(api, token)["id"]
+    secret = enrol_totp(stack, token)
+    challenge = put(api, "/users/me/username", token, {"username": "answered", "password": PASSWORD})
+    assert code(challenge) == "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR", challenge.body
+    answer = {"token": challenge.body["token"], "type": "totp", "code": totp_now(secret, NOW)}
+
+    with before_next_transaction(commit_of_a_concurrent_request(user_id, "username", "someone")):
+        done = put(api, "/users/me/username", token, {"username": "answered", "2fa": answer})
+    replayed = put(api, "/users/me/username", token, {"username": "replayed", "2fa": answer})
+
+    assert done.status == 200, done.body
+    assert (replayed.status, code(replayed)) == (401, "INVALID_SECOND_FACTOR_RESPONSE_ERROR")
+    assert _me(api, token)["username"] == "answered"

@@ -13,7 +13,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from nimbus_core.adapters.errors import error_code
 from nimbus_core.adapters.items import from_item
-from nimbus_core.errors import DependencyError, ErrorCode, NimbusError
+from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
 from nimbus_core.ports import WriteOp
 
 if TYPE_CHECKING:
@@ -94,7 +94,10 @@ class DynamoTransactor:
             except _JoinedConditionFailedError:
                 pass  # which of the merged conditions failed: the writes answer one by one
         self.commit(first)
-        self.commit(then)
+        try:
+            self.commit(then)
+        except UserChangedError as stale:
+            raise UserChangedError(first_landed=True) from stale
 
 
 class _JoinedConditionFailedError(Exception):
