@@ -19,26 +19,47 @@ from nimbus_core.ports import WriteOp
 FRESH_USER_ATTEMPTS = 4
 
 
-def on_fresh_user[T](deps: Deps, user: User, attempt: Callable[[User], T]) -> T:
+def on_fresh_user[T](
+    deps: Deps, user: User, attempt: Callable[[User], T], *, gone: ErrorCode = ErrorCode.INVALID_SESSION_ERROR
+) -> T:
     """``attempt(user)``, built again on the stored user while a concurrent change of the same user
-    made it stale (:class:`UserChangedError`). A user deleted meanwhile is 401
-    INVALID_SESSION_ERROR, as when the write itself finds the user gone."""
+    made it stale (:class:`UserChangedError`). A user deleted meanwhile answers ``gone``: 401
+    INVALID_SESSION_ERROR for the user's own change (their session died with them), 404
+    INVALID_USER_ERROR for staff working on another account."""
     for _ in range(FRESH_USER_ATTEMPTS - 1):
         try:
-            return attempt(user)
+            return _answering_gone(deps, user, attempt, gone)
         except UserChangedError:
             fresh = deps.users.get(user.id)
             if fresh is None:
-                raise NimbusError(ErrorCode.INVALID_SESSION_ERROR) from None
+                raise NimbusError(gone) from None
             user = fresh
     try:
-        return attempt(user)
+        return _answering_gone(deps, user, attempt, gone)
     except UserChangedError as exc:
         raise DependencyError(f"user {user.id} kept changing under {FRESH_USER_ATTEMPTS} writes") from exc
 
 
-def rename(deps: Deps, user: User, username: str, now: float) -> User:
-    """Give ``user`` a new username; the old and new claims swap in the same transaction."""
+def _answering_gone[T](deps: Deps, user: User, attempt: Callable[[User], T], gone: ErrorCode) -> T:
+    try:
+        return attempt(user)
+    except NimbusError as refused:
+        # The stores answer INVALID_SESSION_ERROR for a user that is no longer there (or whose
+        # sessions were revoked meanwhile): staff get the answer that fits their request.
+        if (
+            refused.code is ErrorCode.INVALID_SESSION_ERROR
+            and gone is not ErrorCode.INVALID_SESSION_ERROR
+            and deps.users.get(user.id) is None
+        ):
+            raise NimbusError(gone) from refused
+        raise
+
+
+def rename(
+    deps: Deps, user: User, username: str, now: float, *, gone: ErrorCode = ErrorCode.INVALID_SESSION_ERROR
+) -> User:
+    """Give ``user`` a new username; the old and new claims swap in the same transaction. ``gone``:
+    the answer when the user is deleted meanwhile (see :func:`on_fresh_user`)."""
 
     def attempt(current: User) -> User:
         if username == current.username:
@@ -47,13 +68,15 @@ def rename(deps: Deps, user: User, username: str, now: float) -> User:
         deps.tx.commit(deps.users.change_ops(current, after))
         return after
 
-    return on_fresh_user(deps, user, attempt)
+    return on_fresh_user(deps, user, attempt, gone=gone)
 
 
-def change_email(deps: Deps, user: User, email: str, now: float) -> User:
+def change_email(
+    deps: Deps, user: User, email: str, now: float, *, gone: ErrorCode = ErrorCode.INVALID_SESSION_ERROR
+) -> User:
     """Give ``user`` a new address: any other string than the stored one (another spelling of the
     same address included) starts unverified and a verification email goes to it; the claim
-    moves only when the address's key changes."""
+    moves only when the address's key changes. ``gone`` as for :func:`rename`."""
 
     def attempt(current: User) -> User:
         if email == current.email:
@@ -63,7 +86,7 @@ def change_email(deps: Deps, user: User, email: str, now: float) -> User:
         deps.tx.commit([*deps.users.change_ops(current, after), *ops])
         return after
 
-    return on_fresh_user(deps, user, attempt)
+    return on_fresh_user(deps, user, attempt, gone=gone)
 
 
 def change_domain(deps: Deps, user: User, domain: str, subdomain: str | None, now: float) -> User:

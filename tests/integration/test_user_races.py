@@ -204,3 +204,26 @@ def test_a_challenged_rename_that_goes_stale_is_rebuilt_and_spends_its_answer_on
     assert done.status == 200, done.body
     assert (replayed.status, code(replayed)) == (401, "INVALID_SECOND_FACTOR_RESPONSE_ERROR")
     assert _me(api, token)["username"] == "answered"
+
+
+def test_staff_renaming_a_user_deleted_meanwhile_get_invalid_user(api: Api, staff: Staff) -> None:  # noqa: F811
+    _, token = new_user(api)
+    user_id = _me(api, token)["id"]
+
+    def deleted() -> Any:
+        deps = container.production_deps()
+        user = deps.users.get(user_id)
+        assert user is not None
+        return account_changes.delete_user(deps, user)
+
+    first = staff.api.call(
+        "PUT", f"/users/{user_id}/username", {"username": "late", "password": PASSWORD}, token=staff.token
+    )
+    staff.next_step()
+    answer = {"token": first.body["token"], "type": "totp", "code": staff.totp.at(staff.frozen.now)}
+    with before_next_transaction(deleted):
+        renamed = staff.api.call(
+            "PUT", f"/users/{user_id}/username", {"username": "late", "2fa": answer}, token=staff.token
+        )
+
+    assert (renamed.status, code(renamed)) == (404, "INVALID_USER_ERROR")

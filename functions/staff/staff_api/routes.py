@@ -86,7 +86,12 @@ def set_username(request: Request) -> Response:
 
     Errors: 400 INVALID_USERNAME_ERROR.
     """
-    return _user(account_changes.rename(request.deps, request.target(), request.body.username, request.now))
+    deleted_meanwhile = ErrorCode.INVALID_USER_ERROR
+    return _user(
+        account_changes.rename(
+            request.deps, request.target(), request.body.username, request.now, gone=deleted_meanwhile
+        )
+    )
 
 
 @routes.endpoint(
@@ -102,7 +107,9 @@ def set_email(request: Request) -> Response:
     Errors: 400 INVALID_EMAIL_ERROR, 409 USER_EXISTS_ERROR.
     """
     return _user(
-        account_changes.change_email(request.deps, request.target(), request.body.email, request.now)
+        account_changes.change_email(
+            request.deps, request.target(), request.body.email, request.now, gone=ErrorCode.INVALID_USER_ERROR
+        )
     )
 
 
