@@ -25,6 +25,7 @@ from nimbus_core.models import (
     Challenge,
     Domain,
     PendingFactor,
+    RecoveryToken,
     SecondFactor,
     Session,
     User,
@@ -50,6 +51,7 @@ class FakeDb:
     sessions: dict[tuple[str, str], Session] = field(default_factory=dict)
     counters: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (count, resetAt)
     tokens: dict[str, VerificationToken] = field(default_factory=dict)
+    recovery: dict[str, RecoveryToken] = field(default_factory=dict)
     challenges: dict[str, Challenge] = field(default_factory=dict)
     pending: dict[str, PendingFactor] = field(default_factory=dict)
     domains: dict[str, Domain] = field(default_factory=dict)
@@ -130,13 +132,13 @@ class FakeUsers:
         self.db.calls.append("users.get")
         return self.db.users.get(user_id)
 
-    def find_by_username(self, username: str) -> User | None:
+    def find_by_username(self, username: str, *, index_only: bool = False) -> User | None:
         """A user by username, case-insensitively."""
         self.db.calls.append("users.find")
         user_id = self.db.usernames.get(username_key(username))
         return self.db.users.get(user_id) if user_id else None
 
-    def find_by_email(self, email: str) -> User | None:
+    def find_by_email(self, email: str, *, index_only: bool = False) -> User | None:
         """A user by email key."""
         self.db.calls.append("users.find")
         user_id = self.db.emails.get(email_key(email))
@@ -195,6 +197,11 @@ class FakeUsers:
             stale = (
                 ("password_hash" in fields and stored.password_hash != before.password_hash)
                 or ("session_generation" in fields and stored.session_generation != before.session_generation)
+                or (
+                    "recovery_mails" in fields
+                    and (stored.recovery_mails, stored.recovery_mails_reset_at)
+                    != (before.recovery_mails, before.recovery_mails_reset_at)
+                )
                 or (
                     username_key(before.username) != username_key(after.username)
                     and username_key(stored.username) != username_key(before.username)
@@ -648,6 +655,16 @@ class FakeCounters:
 
         return FakeOp(check, apply, (("counter", key),))
 
+    def tally_op(self, key: str, *, expires_at: int) -> WriteOp:
+        """One more in the tally (the fake keeps the expiry as the window end, as a first hit would)."""
+        counters = self.db.counters
+
+        def apply() -> None:
+            count, current = counters.get(key, (0, expires_at))
+            counters[key] = (count + 1, current)
+
+        return FakeOp(_always, apply, (("counter", key),))
+
 
 class FakeTokens:
     """The TokenStore in memory."""
@@ -682,6 +699,38 @@ class FakeTokens:
     def delete_op(self, token_hash: str) -> WriteOp:
         """Remove a token if present."""
         return FakeOp(_always, lambda: self.db.tokens.pop(token_hash, None), (("token", token_hash),))
+
+    def get_recovery(
+        self, token_hash: str, user_id: str, *, challenge_hash: str | None = None
+    ) -> tuple[RecoveryToken | None, User | None, Challenge | None]:
+        """Recovery token, user and challenge together."""
+        self.db.calls.append("tokens.get_recovery")
+        challenge = self.db.challenges.get(challenge_hash) if challenge_hash is not None else None
+        return self.db.recovery.get(token_hash), self.db.users.get(user_id), challenge
+
+    def put_recovery_op(self, token: RecoveryToken) -> WriteOp:
+        """Store a recovery token."""
+        recovery = self.db.recovery
+        return FakeOp(
+            _absent(recovery, token.hash, "recovery token"),
+            lambda: recovery.__setitem__(token.hash, token),
+            (("recovery", token.hash),),
+        )
+
+    def consume_recovery_op(self, token_hash: str) -> WriteOp:
+        """Spend a recovery token that must exist."""
+
+        def check() -> NimbusError | None:
+            if token_hash in self.db.recovery:
+                return None
+            return NimbusError(ErrorCode.INVALID_RECOVERY_TOKEN_ERROR)
+
+        return FakeOp(check, lambda: self.db.recovery.pop(token_hash, None), (("recovery", token_hash),))
+
+    def delete_recovery_op(self, token_hash: str) -> WriteOp:
+        """Remove a recovery token if present."""
+        recovery = self.db.recovery
+        return FakeOp(_always, lambda: recovery.pop(token_hash, None), (("recovery", token_hash),))
 
 
 class FakeDomains:

@@ -284,6 +284,24 @@ SEED_ENDPOINTS: tuple[SeedEndpoint, ...] = (
     SeedEndpoint(
         "PATCH", "/loglevel", staff=True, scope="STAFF_MODIFY_LOGLEVEL", reverify=True, source="contract"
     ),
+    # Section 14: account recovery. The request refuses a logged-in caller as login does; both are
+    # held by the switch that holds logins.
+    SeedEndpoint(
+        "POST",
+        "/users/recover",
+        auth="guest",
+        killswitches=("ACCOUNT_LOGIN",),
+        rate_limit=SeedLimit(5, 1 * HOUR, "ip"),
+        source="contract",
+    ),
+    SeedEndpoint(
+        "PUT",
+        "/users/recover",
+        auth="none",
+        killswitches=("ACCOUNT_LOGIN",),
+        rate_limit=SeedLimit(10, 15 * MINUTE, "ip", frozenset({500})),
+        source="contract",
+    ),
 )
 
 BY_KEY: dict[tuple[str, str], SeedEndpoint] = {e.key: e for e in SEED_ENDPOINTS}

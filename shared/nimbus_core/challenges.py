@@ -59,10 +59,12 @@ class ChallengeRequiredError(NimbusError):
 
 @dataclass(frozen=True, slots=True)
 class Binding:
-    """What a challenge is bound to besides its user: the endpoint, and the session reverifying."""
+    """What a challenge is bound to besides its user: the endpoint, and the session reverifying
+    or the recovery token resetting the password."""
 
     endpoint: str
     session_id: str | None = None
+    recovery: str | None = None
 
 
 def require(deps: Deps, user: User, binding: Binding, now: float) -> ChallengeRequiredError:
@@ -75,6 +77,7 @@ def require(deps: Deps, user: User, binding: Binding, now: float) -> ChallengeRe
         hash=hash_secret(issued.secret),
         user_id=user.id,
         session_id=binding.session_id,
+        recovery=binding.recovery,
         endpoint=binding.endpoint,
         webauthn_challenge=webauthn_challenge,
         created_at=clock.iso(now),
@@ -181,6 +184,7 @@ def answer(
         or (expected_user is not None and user.id != expected_user)
         or challenge.endpoint != binding.endpoint
         or challenge.session_id != binding.session_id
+        or challenge.recovery != binding.recovery
         or challenge.exp <= now
         or challenge.attempts >= MAX_ATTEMPTS
     ):

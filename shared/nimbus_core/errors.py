@@ -46,6 +46,7 @@ class ErrorCode(_Coded):
     EMAIL_NOT_VERIFIED_ERROR = (400, "Email Not Verified")
     EMAIL_ALREADY_VERIFIED_ERROR = (400, "Email Already Verified")
     INVALID_VERIFICATION_TOKEN_ERROR = (400, "Invalid Verification Token")
+    INVALID_RECOVERY_TOKEN_ERROR = (400, "Invalid Recovery Token")
     INVALID_DOMAIN_ERROR = (404, "Invalid Domain")
     SUBDOMAIN_NOT_ALLOWED_ERROR = (400, "Subdomain Not Allowed")
     SUBDOMAIN_TOO_LONG_ERROR = (400, "Subdomain Too Long")
@@ -70,6 +71,8 @@ class SuccessCode(_Coded):
     VERIFY_EMAIL_SUCCESS = (200, "Successfully Verified Email")
     DELETE_SECOND_FACTOR_SUCCESS = (200, "Second Factor Successfully Deleted")
     DELETE_SECOND_FACTORS_SUCCESS = (200, "Second Factors Successfully Deleted")
+    SEND_RECOVERY_EMAIL_SUCCESS = (201, "Recovery Email Successfully Sent")
+    RESET_PASSWORD_SUCCESS = (200, "Password Successfully Reset")
 
 
 class NimbusError(Exception):

@@ -48,3 +48,44 @@ def ban_email(*, to: str, username: str, reason: str) -> Email:
         "<p>If you believe this is a mistake, reply to this email.</p>"
     )
     return Email(to=to, subject="Your account has been banned", text=text, html=html)
+
+
+def recovery_email(*, to: str, username: str, link: str, valid_minutes: int) -> Email:
+    """The email that carries a password recovery link (CONTRACT section 14)."""
+    text = (
+        f"Hello {username},\n\n"
+        "Someone asked to reset the password of your account. To choose a new one, open this link:\n\n"
+        f"{link}\n\n"
+        f"The link is valid for {valid_minutes} minutes and can be used once. Resetting the password "
+        "signs out every session of the account.\n"
+        "If you did not ask for this, ignore this email: your password stays as it is.\n"
+    )
+    html = (
+        f"<p>Hello {escape(username)},</p>"
+        "<p>Someone asked to reset the password of your account. "
+        f'<a href="{escape(link, quote=True)}">Choose a new password</a>.</p>'
+        f"<p>The link is valid for {valid_minutes} minutes and can be used once. Resetting the password "
+        "signs out every session of the account.</p>"
+        "<p>If you did not ask for this, ignore this email: your password stays as it is.</p>"
+    )
+    return Email(to=to, subject="Reset your password", text=text, html=html)
+
+
+def security_notice(
+    *, to: str, username: str, subject: str, what: str, details: list[str], when: str, by: str, advice: str
+) -> Email:
+    """A security notice: what changed (``what`` and ``details``), when, by whom (``by``), and what to
+    do if it was not them. It carries no link and no secret: nothing in it acts on the account."""
+    lines = "".join(f"  {line}\n" for line in details)
+    text = (
+        f"Hello {username},\n\n{what}\n\n"
+        + (f"{lines}\n" if details else "")
+        + f"When: {when}\n{by}\n\n{advice}\n"
+    )
+    items = "".join(f"<li>{escape(line)}</li>" for line in details)
+    html = (
+        f"<p>Hello {escape(username)},</p><p>{escape(what)}</p>"
+        + (f"<ul>{items}</ul>" if details else "")
+        + f"<p>When: {escape(when)}<br>{escape(by)}</p><p>{escape(advice)}</p>"
+    )
+    return Email(to=to, subject=subject, text=text, html=html)

@@ -32,6 +32,8 @@ class Event(StrEnum):
     SECOND_FACTOR_CHALLENGED = "SecondFactorChallenged"  # a correct password asked for a second factor
     SECOND_FACTOR_PASSED = "SecondFactorPassed"
     SECOND_FACTOR_FAILED = "SecondFactorFailed"  # a wrong second-factor answer
+    RECOVERY_MAILED = "RecoveryMailed"  # a recovery link queued (never answered: the 201 is the same)
+    PASSWORD_RESET = "PasswordReset"  # a password set with a recovery link
 
 
 @cache

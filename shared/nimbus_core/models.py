@@ -98,6 +98,11 @@ class User(Record):
     session_generation: int = 0
     # The hash of the one verification token that is still valid, if any (single pending token).
     pending_verification: str | None = None
+    # The hash of the one recovery token that is still valid, if any: a newer request replaces it.
+    pending_recovery: str | None = None
+    # Recovery emails sent in the current per-account window (a silent limit: CONTRACT section 14).
+    recovery_mails: int = 0
+    recovery_mails_reset_at: int = 0
 
     @property
     def second_factor_count(self) -> int:
@@ -191,6 +196,20 @@ class VerificationToken(Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryToken(Record):
+    """A password recovery token, stored under the hash of its secret: single use, bound to its
+    user, to the address it was mailed to and to the password it replaces (``password_digest``,
+    a SHA-256 of the stored hash: a password changed since makes the token worthless)."""
+
+    hash: str
+    user_id: str
+    email: str
+    password_digest: str
+    created_at: str
+    exp: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Challenge(Record):
     """A second-factor challenge (CONTRACT section 9), stored under the hash of its token.
 
@@ -202,6 +221,8 @@ class Challenge(Record):
     hash: str
     user_id: str
     session_id: str | None = None
+    # The recovery token (its hash) a password reset's challenge is bound to.
+    recovery: str | None = None
     endpoint: str
     attempts: int = 0
     webauthn_challenge: str | None = None

@@ -24,6 +24,7 @@ from nimbus_core.models import (
     Challenge,
     Domain,
     PendingFactor,
+    RecoveryToken,
     SecondFactor,
     Session,
     User,
@@ -92,12 +93,14 @@ class UserStore(Protocol):
         """A user by id (strongly consistent)."""
         ...
 
-    def find_by_username(self, username: str) -> User | None:
-        """A user by username, case-insensitively."""
+    def find_by_username(self, username: str, *, index_only: bool = False) -> User | None:
+        """A user by username, case-insensitively. ``index_only``: one read whatever the answer,
+        without the strongly consistent second look that finds a user registered a moment ago."""
         ...
 
-    def find_by_email(self, email: str) -> User | None:
-        """A user by (validated) email address, compared by :func:`nimbus_core.identity.email_key`."""
+    def find_by_email(self, email: str, *, index_only: bool = False) -> User | None:
+        """A user by (validated) email address, compared by :func:`nimbus_core.identity.email_key`;
+        ``index_only`` as for :meth:`find_by_username`."""
         ...
 
     def get_many(self, user_ids: Iterable[str]) -> list[User]:
@@ -265,13 +268,18 @@ class CounterStore(Protocol):
         committed in another window (the caller then commits without it)."""
         ...
 
+    def tally_op(self, key: str, *, expires_at: int) -> WriteOp:
+        """Add one to ``key``'s tally, unconditionally, as part of a transaction (kept until
+        ``expires_at`` at the latest; a tally limits nothing)."""
+        ...
+
 
 class CounterWindowMovedError(Exception):
     """A hit could not be given back in a transaction: its window ended meanwhile."""
 
 
 class TokenStore(Protocol):
-    """One-time email verification tokens, stored under the hash of their secret."""
+    """One-time email verification and password recovery tokens, stored under the hash of their secret."""
 
     def get_with_user(self, token_hash: str, user_id: str) -> tuple[VerificationToken | None, User | None]:
         """The token and the user it names, in one round trip."""
@@ -287,6 +295,24 @@ class TokenStore(Protocol):
 
     def delete_op(self, token_hash: str) -> WriteOp:
         """Remove a token if present."""
+        ...
+
+    def get_recovery(
+        self, token_hash: str, user_id: str, *, challenge_hash: str | None = None
+    ) -> tuple[RecoveryToken | None, User | None, Challenge | None]:
+        """The recovery token, its user and the named second-factor challenge, in one round trip."""
+        ...
+
+    def put_recovery_op(self, token: RecoveryToken) -> WriteOp:
+        """Store a new recovery token."""
+        ...
+
+    def consume_recovery_op(self, token_hash: str) -> WriteOp:
+        """Spend a recovery token that must still exist: INVALID_RECOVERY_TOKEN_ERROR if not."""
+        ...
+
+    def delete_recovery_op(self, token_hash: str) -> WriteOp:
+        """Remove a recovery token if present."""
         ...
 
 

@@ -32,6 +32,13 @@ RESEND_VERIFICATION = RateLimit("verify-resend", 1, 5 * 60, Per.USER, frozenset(
 CHANGE_PASSWORD = RateLimit("password", 5, 24 * 3600, Per.USER, frozenset({500}))
 CHANGE_DOMAIN = RateLimit("domain", 20, 3600, Per.USER, frozenset({500}))
 CREATE_SCOPED_SESSION = RateLimit("scoped-session", 4, 5 * 60, Per.IP)
+# Account recovery (CONTRACT section 14): the request and the reset, per IP. A challenge answered
+# with a second factor is not counted (the guard gives it back), so a reset costs one hit.
+RECOVER = RateLimit("recover", 5, 3600, Per.IP)
+RESET_PASSWORD = RateLimit("recover-reset", 10, 15 * 60, Per.IP, frozenset({500}))
+# Recovery emails per account, counted silently on the user item: beyond it the request is
+# answered as every other (201) and no mail goes out.
+RECOVERY_MAILS = RateLimit("recovery-mails", 3, 24 * 3600, Per.USER)
 
 # Failed password and second-factor answers per account, whatever the IP (CONTRACT section 8).
 ACCOUNT_AUTH_FAILURES = RateLimit("auth-failures", 10, 15 * 60, Per.USER)

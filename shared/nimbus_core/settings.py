@@ -76,12 +76,17 @@ class Settings:
     log_level_parameter: str = field(metadata=_env("LOG_LEVEL_PARAMETER"))
     sender_email: str = field(metadata=_env("SENDER_EMAIL"))
     verification_url: str = field(metadata=_env("VERIFICATION_URL"))
+    # The link in recovery emails ({token} is replaced): the page that asks for the new password.
+    recovery_url: str = field(
+        default="http://localhost:3000/console/recover?token={token}", metadata=_env("RECOVERY_URL")
+    )
     default_domain: str = field(metadata=_env("DEFAULT_DOMAIN"))
     session_hours: int = field(default=24, metadata=_env("SESSION_HOURS", _POSITIVE))
     remember_me_days: int = field(default=30, metadata=_env("REMEMBER_ME_DAYS", _POSITIVE))
     scoped_session_hours: int = field(default=24, metadata=_env("SCOPED_SESSION_HOURS", _POSITIVE))
     long_lived_session_days: int = field(default=3650, metadata=_env("LONG_LIVED_SESSION_DAYS", _POSITIVE))
     verification_token_hours: int = field(default=24, metadata=_env("VERIFICATION_TOKEN_HOURS", _POSITIVE))
+    recovery_token_minutes: int = field(default=30, metadata=_env("RECOVERY_TOKEN_MINUTES", _POSITIVE))
     staff_require_second_factor: bool = field(
         default=True, metadata=_env("STAFF_REQUIRE_SECOND_FACTOR", _flag)
     )

@@ -51,3 +51,25 @@ class LoginBody(Body):
         None
     )
     remember_me: bool | None = Field(None, alias="rememberMe")
+
+
+class RecoverBody(Body):
+    """POST /users/recover: a username or an email address, matched as login matches them."""
+
+    username: Annotated[str, BeforeValidator(trim)]
+
+
+class ResetPasswordBody(Body):
+    """PUT /users/recover: the mailed token and the new password, twice (never trimmed); ``2fa``
+    answers the second-factor challenge of an account that has a factor."""
+
+    token: str
+    new_password: Password = Field(alias="newPassword")
+    confirm_new_password: Annotated[str, Field(max_length=64)] = Field(alias="confirmNewPassword")
+    two_factor: dict[str, Any] | None = Field(None, alias="2fa")
+
+    @model_validator(mode="after")
+    def _confirmation_matches(self) -> ResetPasswordBody:
+        if self.confirm_new_password != self.new_password:
+            raise PydanticCustomError("passwords_do_not_match", "passwords do not match")
+        return self

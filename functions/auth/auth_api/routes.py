@@ -1,13 +1,15 @@
-"""Routes of the auth group: parse input, call one service function, shape the answer."""
+"""Routes of the auth group (register, login, account recovery): parse input, call one service
+function, shape the answer."""
 
 from __future__ import annotations
 
-from auth_api import service
+from auth_api import recovery, service
 from nimbus_core import ratelimits
+from nimbus_core.errors import SuccessCode
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
-from nimbus_core.http.responses import Response, json_response
+from nimbus_core.http.responses import Response, json_response, success_response
 from nimbus_core.killswitches import KillSwitch
 
 routes = EndpointRouter(models="auth_api.models")
@@ -72,3 +74,46 @@ def login(request: Request) -> Response:
         now=request.now,
     )
     return json_response(201, issued.to_public())
+
+
+@routes.endpoint(
+    "POST",
+    "/users/recover",
+    Policy(
+        auth=Auth.GUEST,
+        killswitches=(KillSwitch.ACCOUNT_LOGIN,),
+        body="RecoverBody",
+        rate_limit=ratelimits.RECOVER,
+        success=201,
+        response="SuccessView",
+        summary="Mail a password recovery link (the same answer whether or not the account exists)",
+    ),
+)
+def request_recovery(request: Request) -> Response:
+    """POST /users/recover: 201 SEND_RECOVERY_EMAIL_SUCCESS, whatever the name names: an account,
+    none, a banned one, or one past its silent limit of recovery mails."""
+    recovery.request_recovery(request.deps, request.body, request.now)
+    return success_response(SuccessCode.SEND_RECOVERY_EMAIL_SUCCESS)
+
+
+@routes.endpoint(
+    "PUT",
+    "/users/recover",
+    Policy(
+        auth=Auth.NONE,
+        killswitches=(KillSwitch.ACCOUNT_LOGIN,),
+        body="ResetPasswordBody",
+        rate_limit=ratelimits.RESET_PASSWORD,
+        response="SuccessView",
+        summary="Choose a new password with the mailed recovery token",
+    ),
+)
+def reset_password(request: Request) -> Response:
+    """PUT /users/recover: 200 RESET_PASSWORD_SUCCESS; every session revoked, no session issued.
+
+    Errors: 400 INVALID_RECOVERY_TOKEN_ERROR, 400 INVALID_SECOND_FACTOR_METHOD_ERROR,
+    401 SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR, 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR,
+    403 BANNED_ERROR.
+    """
+    recovery.reset_password(request.deps, request.body, source_ip=request.source_ip, now=request.now)
+    return success_response(SuccessCode.RESET_PASSWORD_SUCCESS)

@@ -1,15 +1,17 @@
-"""The one-time tokens table: email verification tokens, stored under the hash of their secret."""
+"""The one-time tokens table: email verification and password recovery tokens, stored under the
+hash of their secret (``VERIFY#<hash>``, ``RECOVER#<hash>``; TTL removes them after ``exp``)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from nimbus_core.adapters.batch import batch_get
+from nimbus_core.adapters.challenges import challenge_key
 from nimbus_core.adapters.items import read_record, record_item
 from nimbus_core.adapters.transactions import TransactOp, fails_with
 from nimbus_core.adapters.users import user_key
 from nimbus_core.errors import ErrorCode
-from nimbus_core.models import User, VerificationToken
+from nimbus_core.models import Challenge, RecoveryToken, User, VerificationToken
 from nimbus_core.ports import WriteOp
 
 if TYPE_CHECKING:
@@ -18,6 +20,10 @@ if TYPE_CHECKING:
 
 def _key(token_hash: str) -> dict[str, Any]:
     return {"pk": {"S": f"VERIFY#{token_hash}"}}
+
+
+def _recovery_key(token_hash: str) -> dict[str, Any]:
+    return {"pk": {"S": f"RECOVER#{token_hash}"}}
 
 
 class DynamoTokens:
@@ -62,3 +68,49 @@ class DynamoTokens:
     def delete_op(self, token_hash: str) -> WriteOp:
         """Remove a token if present."""
         return TransactOp({"Delete": {"TableName": self._table, "Key": _key(token_hash)}})
+
+    # ------------------------------------------------------------------ recovery tokens
+
+    def get_recovery(
+        self, token_hash: str, user_id: str, *, challenge_hash: str | None = None
+    ) -> tuple[RecoveryToken | None, User | None, Challenge | None]:
+        """The recovery token, its user and (when the request answers one) the second-factor
+        challenge, in ONE BatchGetItem."""
+        keys = [_recovery_key(token_hash)]
+        if challenge_hash is not None:
+            keys.append(challenge_key(challenge_hash))
+        found = batch_get(
+            self._client,
+            {
+                self._table: {"Keys": keys, "ConsistentRead": True},
+                self._users_table: {"Keys": [user_key(user_id)], "ConsistentRead": True},
+            },
+        )
+        token = challenge = None
+        for item in found.get(self._table, []):
+            if item["pk"]["S"].startswith("RECOVER#"):
+                token = read_record(RecoveryToken, item)
+            else:
+                challenge = read_record(Challenge, item)
+        users = found.get(self._users_table, [])
+        return token, read_record(User, users[0]) if users else None, challenge
+
+    def put_recovery_op(self, token: RecoveryToken) -> WriteOp:
+        """Store a new recovery token; TTL removes it after ``exp``."""
+        item = record_item(token, pk=f"RECOVER#{token.hash}", kind="recovery", expiresAt=token.exp)
+        put = {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
+        return TransactOp({"Put": put})
+
+    def consume_recovery_op(self, token_hash: str) -> WriteOp:
+        """Spend a recovery token that must still exist: INVALID_RECOVERY_TOKEN_ERROR if it does not
+        (used by a reset that won, or superseded)."""
+        delete = {
+            "TableName": self._table,
+            "Key": _recovery_key(token_hash),
+            "ConditionExpression": "attribute_exists(pk)",
+        }
+        return TransactOp({"Delete": delete}, fails_with(ErrorCode.INVALID_RECOVERY_TOKEN_ERROR))
+
+    def delete_recovery_op(self, token_hash: str) -> WriteOp:
+        """Remove a recovery token if present (a newer request supersedes it)."""
+        return TransactOp({"Delete": {"TableName": self._table, "Key": _recovery_key(token_hash)}})

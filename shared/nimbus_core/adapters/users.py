@@ -91,17 +91,18 @@ class DynamoUsers:
         found = item.get("Item")
         return read_record(User, found) if found else None
 
-    def find_by_username(self, username: str) -> User | None:
+    def find_by_username(self, username: str, *, index_only: bool = False) -> User | None:
         """A user by username, case-insensitively."""
-        return self._find("UsernameIndex", "usernameKey", "USERNAME#", username_key(username))
+        return self._find("UsernameIndex", "usernameKey", "USERNAME#", username_key(username), index_only)
 
-    def find_by_email(self, email: str) -> User | None:
+    def find_by_email(self, email: str, *, index_only: bool = False) -> User | None:
         """A user by email address (case-folded, IDNA domain)."""
-        return self._find("EmailIndex", "emailKey", "EMAIL#", email_key(email))
+        return self._find("EmailIndex", "emailKey", "EMAIL#", email_key(email), index_only)
 
-    def _find(self, index: str, attr: str, prefix: str, key: str) -> User | None:
+    def _find(self, index: str, attr: str, prefix: str, key: str, index_only: bool) -> User | None:
         """One round trip on the common path: the index is eventually consistent, so a miss falls
-        back to the claim item (strongly consistent) and a user registered a moment ago is found."""
+        back to the claim item (strongly consistent) and a user registered a moment ago is found;
+        ``index_only`` skips that second look, so a miss costs what a hit costs."""
         with aws_errors(f"Query ({index})"):
             result = self._client.query(
                 TableName=self._table,
@@ -114,6 +115,8 @@ class DynamoUsers:
         items = result.get("Items", [])
         if len(items) == 1:
             return read_record(User, items[0])
+        if index_only:
+            return None
         with aws_errors("GetItem (claim)"):
             claim = self._client.get_item(
                 TableName=self._table, Key={"pk": {"S": prefix + key}}, ConsistentRead=True
@@ -240,6 +243,17 @@ class DynamoUsers:
             # Two "revoke all but mine" from two sessions must not both keep theirs.
             conditions.append("sessionGeneration = :oldGeneration")
             values[":oldGeneration"] = {"N": str(before.session_generation)}
+        if before.recovery_mails != after.recovery_mails:
+            # The silent per-account limit on recovery mails holds under concurrent requests: a
+            # count read stale is rebuilt on the stored user (UserChangedError).
+            for attr, seen in (
+                ("recoveryMails", before.recovery_mails),
+                ("recoveryMailsResetAt", before.recovery_mails_reset_at),
+            ):
+                # Users stored before the counter existed have no attribute: that reads as 0.
+                absent = f"attribute_not_exists({attr}) OR " if seen == 0 else ""
+                conditions.append(f"({absent}{attr} = :old_{attr})")
+                values[f":old_{attr}"] = _n(seen)
         update = _diff_update(before, after)
         if update is None:  # nothing differs (a changed key always changes an attribute)
             return []

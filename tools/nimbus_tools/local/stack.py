@@ -91,6 +91,8 @@ class LocalStack:
             # Verification links open the account console on this server, on whatever port it got,
             # at localhost: the console's one origin (passkeys work there, never on an IP address).
             params.setdefault("VerificationUrl", f"{console_url(self.server.port)}/verify?token={{token}}")
+        if "RecoveryUrl" in declared:
+            params.setdefault("RecoveryUrl", f"{console_url(self.server.port)}/recover?token={{token}}")
         if "WebAuthnRpId" in declared and "WebAuthnRpId" not in params:
             # Security keys work on pages of this server: browsers accept "localhost" as a relying
             # party over plain http, never an IP address, so the local origin is localhost:<port>.

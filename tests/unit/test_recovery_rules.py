@@ -1,0 +1,351 @@
+"""Account recovery rules (CONTRACT section 14) on the fakes: the request that answers the same for
+every name, the silent per-account limit, the single-use token bound to its user, address and
+password, the second-factor step, and the reset's one transaction."""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+import pyotp
+import pytest
+from argon2 import PasswordHasher
+
+from auth_api import recovery
+from auth_api import service as auth
+from auth_api.models import LoginBody, RecoverBody, RegisterBody, ResetPasswordBody
+from nimbus_core import challenges, otp, passwords
+from nimbus_core.auth import authenticate
+from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.ids import new_id
+from nimbus_core.models import SecondFactor, User
+from nimbus_core.tokens import parse_session_token
+from tests.fakes import FakeWorld, fake_world
+
+PASSWORD = "correct horse"
+NEW_PASSWORD = "a brand new password"
+IP = "198.51.100.7"
+BACKUP_CODE = otp.new_backup_codes()[0]
+LINK = re.compile(r"recover\?token=([A-Za-z0-9_.-]+)")
+
+
+@pytest.fixture(autouse=True)
+def _cheap_password_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
+    cheap = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+    monkeypatch.setattr(passwords, "_hasher", lambda: cheap)
+
+
+@pytest.fixture
+def world() -> FakeWorld:
+    return fake_world()
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+
+def _register(world: FakeWorld, name: str = "alice") -> str:
+    body = RegisterBody.model_validate(
+        {"username": name, "email": f"{name}@example.com", "password": PASSWORD}
+    )
+    return auth.register(world.deps, body, session_name="laptop", now=world.clock.now()).token
+
+
+def _user(world: FakeWorld, name: str = "alice") -> User:
+    user = world.deps.users.find_by_username(name)
+    assert user is not None
+    return user
+
+
+def _request(world: FakeWorld, name: str) -> None:
+    recovery.request_recovery(world.deps, RecoverBody.model_validate({"username": name}), world.clock.now())
+
+
+def _mailed_tokens(world: FakeWorld, to: str) -> list[str]:
+    return [
+        found.group(1)
+        for kind, email in world.db.outbox
+        if kind == "recover-password" and email.to == to and (found := LINK.search(email.text))
+    ]
+
+
+def _token(world: FakeWorld, name: str = "alice") -> str:
+    _request(world, name)
+    return _mailed_tokens(world, f"{name}@example.com")[-1]
+
+
+def _reset(world: FakeWorld, token: str, password: str = NEW_PASSWORD, answer: Any = None) -> None:
+    body = ResetPasswordBody.model_validate(
+        {"token": token, "newPassword": password, "confirmNewPassword": password, "2fa": answer}
+    )
+    recovery.reset_password(world.deps, body, source_ip=IP, now=world.clock.now())
+
+
+def _error(action: Any) -> NimbusError:
+    with pytest.raises(NimbusError) as raised:
+        action()
+    return raised.value
+
+
+def _logs_in(world: FakeWorld, name: str, password: str) -> bool:
+    body = LoginBody.model_validate({"username": name, "password": password})
+    try:
+        auth.login(world.deps, body, session_name="x", now=world.clock.now())
+    except NimbusError:
+        return False
+    return True
+
+
+def _with_totp(world: FakeWorld, name: str) -> str:
+    """Give ``name`` a TOTP factor and backup codes directly in the store; the seed."""
+    secret = pyotp.random_base32()
+    user = _user(world, name)
+    stamp = world.clock.iso()
+    factor = SecondFactor(
+        id=new_id(), type="totp", name="Phone", created_at=stamp, updated_at=stamp, secret=secret
+    )
+    code_hash = otp.backup_code_hash(BACKUP_CODE)
+    assert code_hash is not None
+    world.db.users[user.id] = user.changed(second_factors={factor.id: factor}, backup_codes={code_hash: True})
+    return secret
+
+
+def _challenged(world: FakeWorld, token: str) -> challenges.ChallengeRequiredError:
+    with pytest.raises(challenges.ChallengeRequiredError) as raised:
+        _reset(world, token)
+    challenges.store(world.deps, raised.value)  # as the guard does when it answers the 401
+    return raised.value
+
+
+def _totp_answer(world: FakeWorld, challenge_token: str, secret: str) -> dict[str, str]:
+    return {"token": challenge_token, "type": "totp", "code": pyotp.TOTP(secret).at(world.clock.now())}
+
+
+# --- the request -------------------------------------------------------------------------------------
+
+
+def test_a_request_mails_a_link_to_the_accounts_current_address_verified_or_not(world: FakeWorld) -> None:
+    _register(world)
+    _request(world, "ALICE")  # matched as login matches: case-insensitively
+    _request(world, "Alice@Example.com")  # or by address
+    (first, second) = _mailed_tokens(world, "alice@example.com")
+    assert first != second
+    mail = next(email for kind, email in world.db.outbox if kind == "recover-password")
+    assert "30 minutes" in mail.text
+    assert "30 minutes" in mail.html
+    assert _user(world).verified_at is None
+
+
+def test_every_name_costs_the_same_store_calls_existing_unknown_banned_or_limited(world: FakeWorld) -> None:
+    _register(world)
+    _register(world, "bob")
+    world.db.users[_user(world, "bob").id] = _user(world, "bob").changed(banned_at=world.clock.iso())
+    _register(world, "carol")
+    for _ in range(3):
+        _request(world, "carol")
+    calls = {}
+    for name in ("alice", "nobody", "bob", "carol", "nobody@example.com", "alice@example.com"):
+        world.db.calls.clear()
+        _request(world, name)
+        calls[name] = list(world.db.calls)
+    assert all(made == ["users.find", "commit"] for made in calls.values()), calls
+
+
+def test_a_banned_account_or_one_past_its_limit_is_mailed_nothing(world: FakeWorld) -> None:
+    _register(world)
+    for _ in range(5):
+        _request(world, "alice")
+    assert len(_mailed_tokens(world, "alice@example.com")) == 3
+    world.clock.advance(24 * 3600)  # the window is over
+    _request(world, "alice")
+    assert len(_mailed_tokens(world, "alice@example.com")) == 4
+    _register(world, "bob")
+    world.db.users[_user(world, "bob").id] = _user(world, "bob").changed(banned_at=world.clock.iso())
+    _request(world, "bob")
+    assert _mailed_tokens(world, "bob@example.com") == []
+
+
+def test_concurrent_requests_never_mail_more_than_the_limit(world: FakeWorld) -> None:
+    _register(world)
+    threads = [threading.Thread(target=_request, args=(world, "alice")) for _ in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(_mailed_tokens(world, "alice@example.com")) == 3
+
+
+def test_a_newer_request_supersedes_the_pending_token_and_only_one_is_stored(world: FakeWorld) -> None:
+    _register(world)
+    old = _token(world)
+    new = _token(world)
+    assert len(world.db.recovery) == 1
+    assert _error(lambda: _reset(world, old)).code is ErrorCode.INVALID_RECOVERY_TOKEN_ERROR
+    _reset(world, new)
+
+
+# --- the reset ---------------------------------------------------------------------------------------
+
+
+def test_a_reset_sets_the_password_revokes_every_session_clears_the_lock_verifies_and_notifies(
+    world: FakeWorld,
+) -> None:
+    session = _register(world)
+    user = _user(world)
+    world.db.users[user.id] = user.changed(
+        auth_failures=10, auth_failures_reset_at=int(world.clock.now()) + 900
+    )
+    token = _token(world)
+    _reset(world, token)
+    after = _user(world)
+    assert after.verified_at is not None
+    assert after.pending_verification is None
+    assert after.auth_failures == 0
+    assert after.pending_recovery is None
+    parsed = parse_session_token(session)
+    assert parsed is not None
+    assert authenticate(world.deps, parsed, world.clock.now()) is None  # every session revoked
+    assert _logs_in(world, "alice", NEW_PASSWORD)
+    assert not _logs_in(world, "alice", PASSWORD)
+    (notice,) = [email for kind, email in world.db.outbox if kind == "notice-password-changed"]
+    assert notice.to == "alice@example.com"
+    assert IP in notice.text
+    assert "http" not in notice.text
+    assert world.db.tokens == {}  # the pending verification link went with the verified address
+
+
+def test_a_token_is_single_use_and_expires_after_thirty_minutes(world: FakeWorld) -> None:
+    _register(world)
+    token = _token(world)
+    _reset(world, token)
+    assert _error(lambda: _reset(world, token)).code is ErrorCode.INVALID_RECOVERY_TOKEN_ERROR
+    late = _token(world)
+    world.clock.advance(30 * 60)
+    assert _error(lambda: _reset(world, late)).code is ErrorCode.INVALID_RECOVERY_TOKEN_ERROR
+
+
+@pytest.mark.parametrize("change", ["password", "email"])
+def test_a_token_dies_with_a_password_or_address_changed_after_it_was_sent(
+    world: FakeWorld, change: str
+) -> None:
+    _register(world)
+    token = _token(world)
+    user = _user(world)
+    changed = (
+        user.changed(password_hash=passwords.hash_password("changed elsewhere"))
+        if change == "password"
+        else user.changed(email="new@example.com")
+    )
+    world.db.users[user.id] = changed
+    assert _error(lambda: _reset(world, token)).code is ErrorCode.INVALID_RECOVERY_TOKEN_ERROR
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        lambda token, other: f"{other}.{token.partition('.')[2]}",  # another user's id, this secret
+        lambda token, other: f"{token.partition('.')[0]}.{'A' * 43}",  # this user, a guessed secret
+        lambda token, other: token + "x",
+        lambda token, other: "",
+        lambda token, other: "é" * 5000,
+    ],
+)
+def test_a_token_presented_for_another_account_or_forged_is_invalid(world: FakeWorld, forge: Any) -> None:
+    _register(world)
+    _register(world, "bob")
+    token = _token(world)
+    forged = forge(token, _user(world, "bob").id)
+    assert _error(lambda: _reset(world, forged)).code is ErrorCode.INVALID_RECOVERY_TOKEN_ERROR
+    _reset(world, token)  # the real one still works
+
+
+def test_a_banned_user_is_refused_with_banned(world: FakeWorld) -> None:
+    _register(world)
+    token = _token(world)
+    world.db.users[_user(world).id] = _user(world).changed(banned_at=world.clock.iso(), ban_reason="spam")
+    assert _error(lambda: _reset(world, token)).code is ErrorCode.BANNED_ERROR
+
+
+def test_parallel_resets_with_one_token_let_exactly_one_win(world: FakeWorld) -> None:
+    _register(world)
+    token = _token(world)
+    outcomes: list[str] = []
+
+    def attempt(n: int) -> None:
+        try:
+            _reset(world, token, password=f"{NEW_PASSWORD} {n}")
+            outcomes.append("ok")
+        except NimbusError as refused:
+            outcomes.append(refused.code.name)
+
+    threads = [threading.Thread(target=attempt, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["INVALID_RECOVERY_TOKEN_ERROR"] * 7 + ["ok"]
+    assert len([kind for kind, _ in world.db.outbox if kind == "notice-password-changed"]) == 1
+
+
+# --- the second factor -------------------------------------------------------------------------------
+
+
+def test_an_account_with_a_factor_is_challenged_and_a_wrong_answer_spends_nothing(world: FakeWorld) -> None:
+    _register(world)
+    secret = _with_totp(world, "alice")
+    token = _token(world)
+    required = _challenged(world, token)
+    assert required.extra["types"] == ["totp", "backup"]
+    wrong = {"token": required.extra["token"], "type": "totp", "code": "000000"}
+    assert _error(lambda: _reset(world, token, answer=wrong)).code is (
+        ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
+    )
+    assert _user(world).pending_recovery is not None  # the token survives a challenge and a wrong answer
+    _reset(world, token, answer=_totp_answer(world, required.extra["token"], secret))
+    assert _logs_in(world, "alice", NEW_PASSWORD) is False  # a factor: the login is challenged, not refused
+    assert passwords.verify_password(_user(world).password_hash, NEW_PASSWORD)
+
+
+def test_a_backup_code_answers_the_reset_challenge_once(world: FakeWorld) -> None:
+    _register(world)
+    _with_totp(world, "alice")
+    token = _token(world)
+    required = _challenged(world, token)
+    backup = {"token": required.extra["token"], "type": "backup", "code": BACKUP_CODE}
+    _reset(world, token, answer=backup)
+    assert _user(world).backup_codes == {}
+
+
+def test_a_challenge_is_answered_only_for_its_own_user_and_recovery_token(world: FakeWorld) -> None:
+    _register(world)
+    _register(world, "mallory")
+    secret = _with_totp(world, "alice")
+    mallory_secret = _with_totp(world, "mallory")
+    token = _token(world)
+    mallory_token = _token(world, "mallory")
+    mallory_challenge = _challenged(world, mallory_token).extra["token"]
+    # Mallory's own challenge, answered with her own code, does not open Alice's reset.
+    stolen = _totp_answer(world, mallory_challenge, mallory_secret)
+    assert _error(lambda: _reset(world, token, answer=stolen)).code is (
+        ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
+    )
+    # A challenge bound to one of Alice's recovery tokens does not serve a newer one.
+    required = _challenged(world, token).extra["token"]
+    newer = _token(world)
+    answer = _totp_answer(world, required, secret)
+    assert _error(lambda: _reset(world, newer, answer=answer)).code is (
+        ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
+    )
+    # Nor does a login challenge.
+    with pytest.raises(challenges.ChallengeRequiredError) as login:
+        auth.login(
+            world.deps,
+            LoginBody.model_validate({"username": "alice", "password": PASSWORD}),
+            session_name="x",
+            now=world.clock.now(),
+        )
+    challenges.store(world.deps, login.value)
+    login_answer = _totp_answer(world, login.value.extra["token"], secret)
+    assert _error(lambda: _reset(world, newer, answer=login_answer)).code is (
+        ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
+    )
