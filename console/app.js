@@ -1,7 +1,7 @@
 // The Nimbus account console: plain JavaScript, no build step, talking only to the API on the same
 // origin (the CSP allows nothing else). Views are <template>s in index.html; this script picks one
-// from location.pathname (/console/<view>), so every view has a real URL and the emailed link
-// /console/verify?token=... lands on the verification view.
+// from location.pathname (/console/<view>), so every view has a real URL and the emailed links
+// /console/verify?token=... and /console/recover?token=... land on their views.
 "use strict";
 
 (() => {
@@ -14,7 +14,7 @@
   // this origin's scripts. It never goes into a URL.
   const TOKEN_KEY = "nimbus.session";
 
-  // Scope bits of shared/nimbus_core/scopes.py (tests/tools/unit/test_console.py keeps them equal).
+  // Scope bits of shared/nimbus_core/scopes.py (tests/tools/unit/test_local_static.py keeps them equal).
   const SCOPES = {
     ALL: 1,
     UPLOAD_FILE: 2,
@@ -53,15 +53,17 @@
     clear: () => sessionStorage.removeItem(TOKEN_KEY),
   };
 
-  /** An error answer of the API: its CONTRACT code and message (and fields, when it names some). */
+  /** An error answer of the API: its CONTRACT code and message (and fields, when it names some);
+   * `retryAfter` is the seconds a 429 asks to wait, when it says. */
   class ApiError extends Error {
-    constructor(status, body) {
+    constructor(status, body, retryAfter = null) {
       const code = body && body.code ? body.code : `HTTP_${status}`;
       const message = body && body.message ? body.message : "Unexpected answer from the API";
       super(message);
       this.status = status;
       this.code = code;
       this.body = body || {};
+      this.retryAfter = retryAfter;
     }
 
     describe() {
@@ -94,14 +96,15 @@
     } catch {
       parsed = null;
     }
-    return { status: reply.status, ok: reply.ok, body: parsed };
+    const retryAfter = Number(reply.headers.get("Retry-After")) || null;
+    return { status: reply.status, ok: reply.ok, body: parsed, retryAfter };
   }
 
   /** A reply's body if it succeeded, else an ApiError. A dead session (revoked elsewhere, expired)
    * sends you to log in; that error is then already explained and not shown again. */
   function outcome(reply) {
     if (reply.ok) return reply.body;
-    const error = new ApiError(reply.status, reply.body);
+    const error = new ApiError(reply.status, reply.body, reply.retryAfter);
     if (error.code === "INVALID_SESSION_ERROR" && reply.status === 401 && token.get()) {
       token.clear();
       error.explained = true;
@@ -208,6 +211,13 @@
   function clearMessages() {
     $("#status").textContent = "";
     $("#error").textContent = "";
+  }
+
+  /** "in 12 minutes": how long a 429 asks to wait, in words. */
+  function waitFor(error) {
+    const minutes = Math.ceil((error.retryAfter || 0) / 60);
+    if (minutes > 1) return `in ${minutes} minutes`;
+    return minutes === 1 ? "in a minute" : "later";
   }
 
   const when = (iso) => (iso ? new Date(iso).toLocaleString() : "never");
@@ -425,6 +435,114 @@
       outcome.textContent = `Verification failed: ${error.describe()}`;
       outcome.classList.add("error");
     }
+  }
+
+  // The same words whatever the API knows of the name: the page must not tell who has an account.
+  const RECOVERY_SENT = "If an account matches, we have sent a link to its email address. It is valid for 30 minutes.";
+
+  async function forgotView() {
+    const form = $("#forgot-form");
+    const submit = $("button[type=submit]", form);
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      // Emptied first, so that asking again announces the message again, the same as the first time.
+      clearMessages();
+      const username = form.elements.username.value.trim();
+      if (!username) {
+        fail("Give your username or email address.");
+        form.elements.username.focus();
+        return;
+      }
+      submit.disabled = true;
+      try {
+        // Without the session token: a request from a logged-in session is refused (401).
+        await call("POST", "/users/recover", { username }, { auth: false });
+        say(RECOVERY_SENT);
+      } catch (error) {
+        if (error.status === 429) {
+          fail(`Too many recovery requests from your network: try again ${waitFor(error)}.`);
+        } else {
+          fail(error);
+        }
+      } finally {
+        submit.disabled = false;
+      }
+    });
+  }
+
+  async function recoverView() {
+    const form = $("#recover-form");
+    const submit = $("button[type=submit]", form);
+    const result = $("#recover-outcome");
+    const recoveryToken = new URLSearchParams(location.search).get("token");
+    // Drop the token from the address bar and history as soon as it is read: it is kept only here.
+    history.replaceState(null, "", `${BASE}/recover`);
+
+    /** Replace the form by the end of the story: a message and where to go next. */
+    const conclude = (kind, message, next) => {
+      form.hidden = true;
+      clearMessages();
+      result.className = `card ${kind}`;
+      const link = element("a", { href: `${BASE}${next.path}`, textContent: next.text });
+      link.dataset.nav = "";
+      result.replaceChildren(element("p", { textContent: message }), element("p", {}, link));
+      link.focus();
+    };
+    const deadLink = (message) =>
+      conclude("error", message, { path: "/forgot", text: "Ask for a new link" });
+
+    if (!recoveryToken) {
+      deadLink("This page needs the link from the recovery email: open that link again, or ask for a new one.");
+      return;
+    }
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const newPassword = form.elements.newPassword.value;
+      const confirmNewPassword = form.elements.confirmNewPassword.value;
+      if (newPassword.length < 8 || newPassword.length > 64) {
+        fail("The new password must have 8 to 64 characters.");
+        form.elements.newPassword.focus();
+        return;
+      }
+      if (newPassword !== confirmNewPassword) {
+        fail("The two passwords differ: type the same one twice.");
+        form.elements.confirmNewPassword.focus();
+        return;
+      }
+      const body = { token: recoveryToken, newPassword, confirmNewPassword };
+      const send = (extra) => request("PUT", "/users/recover", { ...body, ...extra }, { auth: false });
+      submit.disabled = true;
+      try {
+        let reply = await send({});
+        if (isChallenge(reply)) {
+          // The challenge is bound to this recovery token: the same body, with the answer added.
+          reply = await confirmIdentity({
+            heading: "Second factor",
+            purpose: "Your account is protected by a second factor: answer it to reset the password.",
+            challenge: reply.body,
+            send,
+          });
+          if (!reply) return say("Cancelled: your password is unchanged.");
+        }
+        outcome(reply);
+        form.reset();
+        conclude("ok", "Your password was reset. Every session was signed out.", {
+          path: "/login",
+          text: "Log in with the new password",
+        });
+      } catch (error) {
+        if (error.code === "INVALID_RECOVERY_TOKEN_ERROR") {
+          form.reset();
+          deadLink("This recovery link is invalid or expired. A link works once, for 30 minutes, and only the newest one sent.");
+        } else if (error.status === 429) {
+          fail(`Too many attempts from your network: try again ${waitFor(error)}.`);
+        } else {
+          fail(error);
+        }
+      } finally {
+        submit.disabled = false;
+      }
+    });
   }
 
   async function accountView() {
@@ -694,6 +812,9 @@
     login: { template: "view-login", title: "Log in", run: loginView, guest: true },
     register: { template: "view-register", title: "Create an account", run: registerView, guest: true },
     verify: { template: "view-verify", title: "Email verification", run: verifyView, open: true },
+    forgot: { template: "view-forgot", title: "Forgot your password", run: forgotView, guest: true },
+    // Open to a tab that is logged in as well: a guest view would redirect, and lose the token.
+    recover: { template: "view-recover", title: "Choose a new password", run: recoverView, open: true },
     account: { template: "view-account", title: "Your account", run: accountView },
     sessions: { template: "view-sessions", title: "Sessions", run: sessionsView },
     keys: { template: "view-keys", title: "API keys", run: keysView },

@@ -12,6 +12,7 @@ from nimbus_core.clock import iso
 from nimbus_core.deps import Deps
 from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
 from nimbus_core.models import User
+from nimbus_core.notices import Actor, Notice, mask_email, notice_op
 from nimbus_core.ports import WriteOp
 
 # How many times a write is rebuilt on a re-read user before giving up (a 500): each retry follows
@@ -72,18 +73,35 @@ def rename(
 
 
 def change_email(
-    deps: Deps, user: User, email: str, now: float, *, gone: ErrorCode = ErrorCode.INVALID_SESSION_ERROR
+    deps: Deps,
+    user: User,
+    email: str,
+    now: float,
+    *,
+    actor: Actor,
+    gone: ErrorCode = ErrorCode.INVALID_SESSION_ERROR,
 ) -> User:
     """Give ``user`` a new address: any other string than the stored one (another spelling of the
     same address included) starts unverified and a verification email goes to it; the claim
-    moves only when the address's key changes. ``gone`` as for :func:`rename`."""
+    moves only when the address's key changes. The security notice of the change made by
+    ``actor`` goes to the old address, in the same transaction. ``gone`` as for :func:`rename`."""
 
     def attempt(current: User) -> User:
         if email == current.email:
             return current
         after: User = current.changed(email=email, updated_at=iso(now), verified_at=None)
         after, ops = verification.issue(deps, after, now)
-        deps.tx.commit([*deps.users.change_ops(current, after), *ops])
+        # Built on the user as stored now: the old address is the one this commit replaces.
+        notice = notice_op(
+            deps,
+            current,
+            Notice.EMAIL_CHANGED,
+            actor=actor,
+            now=now,
+            details=[f"New address: {mask_email(email)}"],
+            to=current.email,
+        )
+        deps.tx.commit([*deps.users.change_ops(current, after), *ops, notice])
         return after
 
     return on_fresh_user(deps, user, attempt, gone=gone)

@@ -30,7 +30,11 @@ pytestmark = pytest.mark.e2e
 
 PASSWORD = "correct horse"
 VIEWPORT: ViewportSize = {"width": 1024, "height": 720}
+NEW_PASSWORD = "battery staple"
 LINK = re.compile(r"http://localhost:\d+/console/verify\?token=[A-Za-z0-9_.-]+")
+RECOVERY_LINK = re.compile(r"http://localhost:\d+/console/recover\?token=[A-Za-z0-9_.-]+")
+# What the forgot page says after every request, whether or not the name is an account's.
+RECOVERY_SENT = "If an account matches, we have sent a link to its email address. It is valid for 30 minutes."
 # A function's first request starts its worker (imports, argon2): allow for it on a busy machine.
 expect.set_options(timeout=20_000)
 
@@ -129,17 +133,20 @@ def _registered(client: Client) -> tuple[str, str]:
     return name, str(reply.body["token"])
 
 
-def _links_from_mail_list(local_api: LocalApiProcess, address: str, count: int) -> list[str]:
-    """The verification links mailed to ``address``, oldest first, once there are ``count``: polled
-    through the operator tool as a person would (the mail function sends within a second or two)."""
+def _links_from_mail_list(
+    local_api: LocalApiProcess, address: str, count: int, link: re.Pattern[str] = LINK
+) -> list[str]:
+    """The links (verification links unless ``link`` says otherwise) mailed to ``address``, oldest
+    first, once there are ``count``: polled through the operator tool as a person would (the mail
+    function sends within a second or two)."""
     deadline = time.monotonic() + 15
     while True:
         listed = run_cli(local_api, "mail", "list", "--to", address)
         assert listed.returncode == 0, listed.stderr
-        found = LINK.findall(listed.stdout)
+        found = link.findall(listed.stdout)
         if len(found) >= count:
             return list(found)
-        assert time.monotonic() < deadline, f"not {count} verification links for {address}: {listed.stdout}"
+        assert time.monotonic() < deadline, f"not {count} links {link.pattern} for {address}: {listed.stdout}"
         time.sleep(0.25)
 
 
@@ -166,6 +173,34 @@ def _api_login(client: Client, username: str, answer: dict[str, Any]) -> tuple[i
     assert first.body["code"] == "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR", first.body
     second = client.call("POST", "/login", {"2fa": {"token": first.body["token"], **answer}}, ip=new_ip())
     return second.status, second.body
+
+
+def _ask_for_recovery(console: Console, name: str) -> None:
+    """The forgot page, from the login page's link, asked for ``name``; its neutral answer shown."""
+    page = console.page
+    console.open("login")
+    page.get_by_role("link", name="Forgot password?").click()
+    console.expect_view("forgot")
+    page.get_by_label("Username or email").fill(name)
+    page.get_by_role("button", name="Send the link").click()
+    expect(page.locator("#status")).to_have_text(RECOVERY_SENT)
+
+
+def _choose_new_password(console: Console, link: str, password: str = NEW_PASSWORD) -> None:
+    """The mailed link opened, the new password typed twice and sent."""
+    page = console.page
+    page.goto(link)
+    console.expect_view("recover")
+    assert page.url == f"{console.url}/recover"  # the token is dropped from the address bar
+    page.get_by_label("New password", exact=True).fill(password)
+    page.get_by_label("Repeat the new password").fill(password)
+    page.get_by_role("button", name="Reset password").click()
+
+
+def _login_status(client: Client, username: str, password: str) -> tuple[int, str | None]:
+    """A password login through the API: its status and code (None for a session)."""
+    reply = client.login(username, password)
+    return reply.status, reply.body.get("code")
 
 
 # ------------------------------------------------------------------------------------------ tests
@@ -469,3 +504,134 @@ def test_the_console_fits_a_phone_screen(console: Console, client: Client) -> No
     overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert overflow <= 0, f"the page scrolls sideways by {overflow}px at phone width"
     console.screenshot("console-phone.png")
+
+
+def test_a_forgotten_password_is_reset_through_the_mailed_link_and_every_session_ends(
+    console: Console, client: Client, local_api: LocalApiProcess
+) -> None:
+    name, old_session = _registered(client)
+    address = f"{name}@example.com"
+    page = console.page
+    _ask_for_recovery(console, address)  # an address names the account as the username does
+    (link,) = _links_from_mail_list(local_api, address, 1, RECOVERY_LINK)
+
+    page.goto(link)
+    console.expect_view("recover")
+    assert page.url == f"{console.url}/recover"
+    kept = page.evaluate("JSON.stringify([sessionStorage, localStorage, location.href])")
+    assert link.partition("token=")[2] not in kept  # only in the page's script, until it is used
+    page.get_by_label("New password", exact=True).fill(NEW_PASSWORD)
+    page.get_by_label("Repeat the new password").fill("battery stapler")
+    page.get_by_role("button", name="Reset password").click()
+    expect(page.locator("#error")).to_have_text("The two passwords differ: type the same one twice.")
+    assert client.call("GET", "/users/me", token=old_session).status == 200  # nothing was sent
+    page.get_by_label("Repeat the new password").fill(NEW_PASSWORD)
+    page.get_by_role("button", name="Reset password").click()
+
+    outcome = page.locator("#recover-outcome")
+    expect(outcome).to_contain_text("Your password was reset. Every session was signed out.")
+    expect(page.locator("#recover-form")).to_be_hidden()
+    refused = client.call("GET", "/users/me", token=old_session)
+    assert (refused.status, refused.body["code"]) == (401, "INVALID_SESSION_ERROR")
+    assert _login_status(client, name, PASSWORD) == (401, "INVALID_PASSWORD_ERROR")
+
+    outcome.get_by_role("link", name="Log in with the new password").click()
+    console.expect_view("login")
+    console.log_in(name, PASSWORD)
+    expect(page.get_by_role("alert").first).to_have_text("Invalid Password (INVALID_PASSWORD_ERROR)")
+    console.log_in(name, NEW_PASSWORD)
+    console.expect_view("account")
+    assert client.call("GET", "/users/me", token=console.session_token()).body["username"] == name
+    assert _login_status(client, name, NEW_PASSWORD) == (201, None)
+
+
+def test_a_reset_of_an_account_with_totp_asks_for_the_code_and_a_wrong_one_keeps_the_link(
+    console: Console, client: Client, local_api: LocalApiProcess
+) -> None:
+    name, old_session = _registered(client)
+    totp, _ = _enrol_totp(client, old_session)
+    page = console.page
+    _ask_for_recovery(console, name)
+    (link,) = _links_from_mail_list(local_api, f"{name}@example.com", 1, RECOVERY_LINK)
+    _choose_new_password(console, link)
+
+    dialog = page.get_by_role("dialog")
+    expect(dialog.get_by_role("heading", name="Second factor")).to_be_visible()
+    expect(dialog.get_by_role("radio")).to_have_count(2)  # totp, and backup codes
+    accepted = {str(totp.at(time.time() + drift)) for drift in (-30, 0, 30, 60)}
+    wrong = next(code for code in ("000000", "111111", "222222") if code not in accepted)
+    console.answer_code("totp", wrong)
+    expect(dialog.get_by_role("alert")).to_contain_text("INVALID_SECOND_FACTOR_RESPONSE_ERROR")
+    # Nothing changed yet: the old password still gets as far as the second factor.
+    assert _login_status(client, name, PASSWORD) == (401, "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR")
+    assert client.call("GET", "/users/me", token=old_session).status == 200
+
+    console.answer_code("totp", _next_code(totp))  # the same link, still good after a wrong answer
+    expect(page.locator("#recover-outcome")).to_contain_text("Your password was reset.")
+    expect(dialog).to_be_hidden()
+    assert client.call("GET", "/users/me", token=old_session).status == 401
+    assert _login_status(client, name, PASSWORD) == (401, "INVALID_PASSWORD_ERROR")
+    assert _login_status(client, name, NEW_PASSWORD) == (401, "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR")
+
+
+def test_the_forgot_page_says_the_same_for_an_unknown_name_and_a_real_one_and_explains_the_limit(
+    console: Console, client: Client, local_api: LocalApiProcess
+) -> None:
+    name, _ = _registered(client)
+    page = console.page
+    console.open("forgot")
+    console.expect_view("forgot")
+    seen = []
+    for asked in (new_name("nobody"), name):
+        page.get_by_label("Username or email").fill(asked)
+        with page.expect_response(lambda r: r.url.endswith("/users/recover")) as answered:
+            page.get_by_role("button", name="Send the link").click()
+        expect(page.locator("#status")).to_have_text(RECOVERY_SENT)
+        expect(page.locator("#error")).to_be_empty()
+        reply = answered.value
+        seen.append((reply.status, reply.json(), page.locator("body").inner_text()))
+    assert seen[0] == seen[1]
+    assert seen[0][:2] == (
+        201,
+        {"code": "SEND_RECOVERY_EMAIL_SUCCESS", "message": "Recovery Email Successfully Sent"},
+    )
+    _links_from_mail_list(local_api, f"{name}@example.com", 1, RECOVERY_LINK)  # only the real one has mail
+
+    # The limit is the network's, whatever the name: past it, the page says so and when to come back.
+    for _ in range(3):
+        page.get_by_label("Username or email").fill(new_name("nobody"))
+        page.get_by_role("button", name="Send the link").click()
+        expect(page.locator("#status")).to_have_text(RECOVERY_SENT)
+    page.get_by_role("button", name="Send the link").click()
+    expect(page.locator("#error")).to_have_text(
+        re.compile(r"Too many recovery requests from your network: try again in \d+ minutes\.")
+    )
+    expect(page.locator("#status")).to_be_empty()
+
+
+def test_a_used_or_missing_recovery_link_says_it_cannot_work_and_leads_to_a_new_one(
+    console: Console, client: Client, local_api: LocalApiProcess
+) -> None:
+    name, _ = _registered(client)
+    assert client.call("POST", "/users/recover", {"username": name}, ip=new_ip()).status == 201
+    (link,) = _links_from_mail_list(local_api, f"{name}@example.com", 1, RECOVERY_LINK)
+    body = {
+        "token": link.partition("token=")[2],
+        "newPassword": NEW_PASSWORD,
+        "confirmNewPassword": NEW_PASSWORD,
+    }
+    assert client.call("PUT", "/users/recover", body, ip=new_ip()).status == 200
+    page = console.page
+
+    _choose_new_password(console, link, "a third password")
+    outcome = page.locator("#recover-outcome")
+    expect(outcome).to_contain_text("This recovery link is invalid or expired.")
+    expect(page.locator("#recover-form")).to_be_hidden()
+    assert _login_status(client, name, NEW_PASSWORD) == (201, None)  # the used link changed nothing
+    outcome.get_by_role("link", name="Ask for a new link").click()
+    console.expect_view("forgot")
+
+    console.open("recover")  # no token at all: nothing to send
+    console.expect_view("recover")
+    expect(outcome).to_contain_text("This page needs the link from the recovery email")
+    expect(page.locator("#recover-form")).to_be_hidden()

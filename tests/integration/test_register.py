@@ -155,6 +155,8 @@ def test_register_stores_the_user_with_lower_cased_keys_and_the_case_as_given(
         "authFailures": 0,
         "authFailuresResetAt": 0,
         "sessionGeneration": 0,
+        "recoveryMails": 0,
+        "recoveryMailsResetAt": 0,
         "pendingVerification": only_token_hash(stack),
         "createdAt": NOW_ISO,
         "updatedAt": NOW_ISO,

@@ -123,6 +123,8 @@ def test_the_walk_covers_every_endpoint_but_the_sessionless_ones() -> None:
         ("POST", "/register"),
         ("POST", "/login"),
         ("PUT", "/users/verify"),
+        ("POST", "/users/recover"),
+        ("PUT", "/users/recover"),
         ("GET", "/"),
         ("GET", "/openapi.json"),
     }

@@ -48,7 +48,9 @@ def put(api: Api, path: str, token: str, body: dict[str, Any], ip: str = "203.0.
 
 
 def links(stack: Stack, address: str) -> list[str]:
-    return [LINK.search(m["text"]).group(1) for m in stack.emails if m["to"] == [address]]  # type: ignore[union-attr]
+    """The verification links mailed to ``address``, oldest first (security notices carry none)."""
+    found = (LINK.search(m["text"]) for m in stack.emails if m["to"] == [address])
+    return [match.group(1) for match in found if match]
 
 
 def scoped_token(stack: Stack, user_token: str, flags: int) -> str:

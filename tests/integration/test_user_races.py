@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from nimbus_core import account_changes
+from nimbus_core import account_changes, notices
 from nimbus_core.adapters import clients, container
 from tests.integration.conftest import NOW, Api, Clock, Stack
 from tests.integration.test_second_factor_challenge import enrol_totp, totp_now
@@ -27,8 +27,9 @@ def commit_of_a_concurrent_request(user_id: str, field: str, value: str) -> Call
         deps = container.production_deps()
         user = deps.users.get(user_id)
         assert user is not None
-        change = account_changes.rename if field == "username" else account_changes.change_email
-        return change(deps, user, value, time.time())
+        if field == "username":
+            return account_changes.rename(deps, user, value, time.time())
+        return account_changes.change_email(deps, user, value, time.time(), actor=notices.STAFF)
 
     return commit
 

@@ -22,6 +22,7 @@ from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, RateLimi
 from nimbus_core.http.app import create_app
 from nimbus_core.identity import email_key, username_key
 from nimbus_core.models import User
+from nimbus_core.notices import Actor
 from nimbus_core.reverify import reverify
 from nimbus_core.scopes import Scope
 from nimbus_core.session_issuer import IssuedSession, new_session
@@ -32,6 +33,8 @@ PASSWORD = "correct horse"
 NEW_PASSWORD = "battery staple"
 DAY = 86400
 NOW = 1_800_000_000.25  # FakeClock starts here
+# Who the security notices of self-service changes name.
+ACTOR = Actor("user", "203.0.113.9", "Firefox 132 on Ubuntu")
 
 
 @pytest.fixture(autouse=True)
@@ -244,7 +247,7 @@ def test_change_email_starts_unverified_and_mails_a_link_to_the_new_address(worl
     caller = Caller(_verified(world), caller.session)
     world.clock.advance(60)
 
-    changed = accounts.change_email(world.deps, caller, "alice@new.example", world.clock.now())
+    changed = accounts.change_email(world.deps, caller, "alice@new.example", world.clock.now(), actor=ACTOR)
 
     assert changed.verified_at is None
     assert _user(world) == changed
@@ -260,7 +263,7 @@ def test_change_email_revokes_the_link_sent_to_the_old_address(world: FakeWorld)
     caller = _caller(world, _register(world).token)
     (old_link,) = _links(world, "alice@example.com")
 
-    accounts.change_email(world.deps, caller, "alice@new.example", world.clock.now())
+    accounts.change_email(world.deps, caller, "alice@new.example", world.clock.now(), actor=ACTOR)
 
     refused = _code(lambda: verification.verify(world.deps, old_link, world.clock.now()))
     assert refused is ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR
@@ -275,7 +278,7 @@ def test_another_spelling_of_the_address_starts_unverified_and_mails_it(
     caller = _caller(world, _register(world).token)
     verified = _verified(world)
 
-    changed = accounts.change_email(world.deps, Caller(verified, caller.session), spelling, NOW)
+    changed = accounts.change_email(world.deps, Caller(verified, caller.session), spelling, NOW, actor=ACTOR)
 
     assert changed.email == spelling
     assert changed.verified_at is None
@@ -286,7 +289,7 @@ def test_another_spelling_of_the_address_starts_unverified_and_mails_it(
 def test_a_pending_link_dies_with_a_change_to_another_spelling_of_the_address(world: FakeWorld) -> None:
     caller = _caller(world, _register(world).token)
     (link,) = _links(world, "alice@example.com")
-    accounts.change_email(world.deps, caller, "Alice@Example.com", world.clock.now())
+    accounts.change_email(world.deps, caller, "Alice@Example.com", world.clock.now(), actor=ACTOR)
 
     refused = _code(lambda: verification.verify(world.deps, link, world.clock.now()))
 
@@ -299,7 +302,9 @@ def test_the_identical_address_is_no_change(world: FakeWorld) -> None:
     verified = _verified(world)
     mails = len(world.db.outbox)
 
-    same = accounts.change_email(world.deps, Caller(verified, caller.session), verified.email, NOW)
+    same = accounts.change_email(
+        world.deps, Caller(verified, caller.session), verified.email, NOW, actor=ACTOR
+    )
 
     assert same == verified
     assert len(world.db.outbox) == mails
@@ -390,7 +395,7 @@ def test_change_password_keeps_the_current_session_and_revokes_the_others(world:
     others = [_login(world), _login(world)]
     caller = _caller(world, current.token)
 
-    accounts.change_password(world.deps, caller, NEW_PASSWORD, world.clock.now())
+    accounts.change_password(world.deps, caller, NEW_PASSWORD, world.clock.now(), actor=ACTOR)
 
     assert _caller(world, current.token).user.id == caller.user.id
     assert [_authenticate(world, o.token) for o in others] == [None, None]
@@ -401,9 +406,9 @@ def test_change_password_keeps_the_current_session_and_revokes_the_others(world:
 def test_change_password_from_a_revoked_session_changes_nothing(world: FakeWorld) -> None:
     first = _caller(world, _register(world).token)
     second = _caller(world, _login(world).token)
-    accounts.change_password(world.deps, first, NEW_PASSWORD, world.clock.now())
+    accounts.change_password(world.deps, first, NEW_PASSWORD, world.clock.now(), actor=ACTOR)
 
-    refused = _code(lambda: accounts.change_password(world.deps, second, "third password", NOW))
+    refused = _code(lambda: accounts.change_password(world.deps, second, "third password", NOW, actor=ACTOR))
 
     assert refused is ErrorCode.INVALID_PASSWORD_ERROR  # the hash it read is stale
     assert passwords.verify_password(_user(world).password_hash, NEW_PASSWORD)

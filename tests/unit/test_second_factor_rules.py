@@ -12,7 +12,7 @@ from argon2 import PasswordHasher
 from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody
 from factors_api import service as factors
-from nimbus_core import challenges, passwords
+from nimbus_core import challenges, notices, passwords
 from nimbus_core.auth import Caller, authenticate
 from nimbus_core.errors import ErrorCode, NimbusError, RateLimitedError
 from nimbus_core.ids import new_id
@@ -75,6 +75,7 @@ def _enrolled(world: FakeWorld) -> Enrolled:
         name="Phone",
         code=code,
         now=world.clock.now(),
+        actor=notices.STAFF,
     )
     assert codes is not None
     world.db.calls.clear()
@@ -217,7 +218,12 @@ def test_removing_the_last_factor_ends_the_challenges(world: FakeWorld) -> None:
     token = _enrolled(world).token
     user = _caller(world, token).user
 
-    assert factors.remove_factors(world.deps, user, [*user.second_factors, new_id()]) == 1
+    assert (
+        factors.remove_factors(
+            world.deps, user, [*user.second_factors, new_id()], actor=notices.STAFF, now=world.clock.now()
+        )
+        == 1
+    )
 
     after = _caller(world, token).user
     assert (after.second_factors, after.backup_codes) == ({}, {})

@@ -8,7 +8,7 @@ from argon2 import PasswordHasher
 
 from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody
-from nimbus_core import passwords
+from nimbus_core import notices, passwords
 from nimbus_core.auth import Caller, authenticate
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.http.guard import Request
@@ -204,6 +204,7 @@ def test_scoped_sessions_last_24_hours_or_10_years(world: FakeWorld, long_lived:
         permission_flags=int(Scope.ACCOUNT_READ),
         long_lived=long_lived,
         now=now,
+        actor=notices.STAFF,
     )
 
     assert issued.session.exp == int(now) + lifetime
@@ -227,6 +228,7 @@ def test_staff_scopes_are_refused_to_a_non_staff_user_before_anything_is_written
             permission_flags=int(Scope.STAFF_READ_SESSIONS | Scope.ALL),
             long_lived=False,
             now=world.clock.now(),
+            actor=notices.STAFF,
         )
     )
 

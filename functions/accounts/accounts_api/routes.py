@@ -77,7 +77,9 @@ def change_email(request: Request) -> Response:
 
     Errors: 400 INVALID_EMAIL_ERROR, 409 USER_EXISTS_ERROR.
     """
-    user = service.change_email(request.deps, request.require_caller(), request.body.email, request.now)
+    user = service.change_email(
+        request.deps, request.require_caller(), request.body.email, request.now, actor=request.actor()
+    )
     return json_response(200, user.to_public())
 
 
@@ -100,7 +102,7 @@ def change_password(request: Request) -> Response:
     Errors: 400 PASSWORDS_DO_NOT_MATCH_ERROR.
     """
     user = service.change_password(
-        request.deps, request.require_caller(), request.body.new_password, request.now
+        request.deps, request.require_caller(), request.body.new_password, request.now, actor=request.actor()
     )
     return json_response(200, user.to_public())
 

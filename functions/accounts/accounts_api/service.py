@@ -9,6 +9,7 @@ from nimbus_core.auth import Caller
 from nimbus_core.deps import Deps
 from nimbus_core.errors import DependencyError, ErrorCode, NimbusError
 from nimbus_core.models import Domain, User
+from nimbus_core.notices import Actor, Notice, notice_op
 from nimbus_core.session_issuer import revoke_all_but
 
 _log = Logger(child=True)
@@ -19,17 +20,20 @@ def change_username(deps: Deps, caller: Caller, username: str, now: float) -> Us
     return account_changes.rename(deps, caller.user, username, now)
 
 
-def change_email(deps: Deps, caller: Caller, email: str, now: float) -> User:
-    """Change the caller's address: it starts unverified and a verification email goes to it."""
-    return account_changes.change_email(deps, caller.user, email, now)
+def change_email(deps: Deps, caller: Caller, email: str, now: float, *, actor: Actor) -> User:
+    """Change the caller's address: it starts unverified and a verification email goes to it; the
+    old address is told of the change (``actor``: the caller's IP and session)."""
+    return account_changes.change_email(deps, caller.user, email, now, actor=actor)
 
 
-def change_password(deps: Deps, caller: Caller, new_password: str, now: float) -> User:
-    """Set a new password; the current session stays, every other session is revoked at once."""
+def change_password(deps: Deps, caller: Caller, new_password: str, now: float, *, actor: Actor) -> User:
+    """Set a new password; the current session stays, every other session is revoked at once, and
+    the security notice naming ``actor`` is queued in the same transaction."""
     user = caller.user
     changed = account_changes.new_password(user, new_password, now)
     after, ops = revoke_all_but(deps, changed, caller.session)
-    deps.tx.commit([*deps.users.change_ops(user, after), *ops])
+    notice = notice_op(deps, after, Notice.PASSWORD_CHANGED, actor=actor, now=now)
+    deps.tx.commit([*deps.users.change_ops(user, after), *ops, notice])
     return after
 
 

@@ -14,6 +14,7 @@ from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import Response, json_response, success_response
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.models import SecondFactor
+from nimbus_core.notices import STAFF
 from nimbus_core.scopes import Scope
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ def confirm_totp(request: Request) -> Response:
         name=body.name,
         code=body.code,
         now=request.now,
+        actor=request.actor(),
     )
     return _enrolled(factor, codes)
 
@@ -119,6 +121,7 @@ def confirm_webauthn(request: Request) -> Response:
         name=body.name,
         response=body.response,
         now=request.now,
+        actor=request.actor(),
     )
     return _enrolled(factor, codes)
 
@@ -140,9 +143,10 @@ def regenerate_backup_codes(request: Request) -> Response:
 
     Errors: 400 USER_REQUIRES_SECOND_FACTOR_ERROR.
     """
-    return json_response(
-        201, {"codes": service.regenerate_backup_codes(request.deps, request.require_caller())}
+    codes = service.regenerate_backup_codes(
+        request.deps, request.require_caller(), actor=request.actor(), now=request.now
     )
+    return json_response(201, {"codes": codes})
 
 
 @routes.endpoint(
@@ -191,7 +195,13 @@ def get_factor(request: Request) -> Response:
 )
 def delete_factor(request: Request) -> Response:
     """DELETE /users/me/2fa/:id: 200 DELETE_SECOND_FACTOR_SUCCESS. Errors: 404 INVALID_SECOND_FACTOR_ERROR."""
-    service.remove_factor(request.deps, request.require_caller().user, request.path["id"])
+    service.remove_factor(
+        request.deps,
+        request.require_caller().user,
+        request.path["id"],
+        actor=request.actor(),
+        now=request.now,
+    )
     return success_response(SuccessCode.DELETE_SECOND_FACTOR_SUCCESS)
 
 
@@ -209,7 +219,9 @@ def delete_factor(request: Request) -> Response:
 )
 def delete_factors(request: Request) -> Response:
     """DELETE /users/me/2fa: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
-    count = service.remove_factors(request.deps, request.require_caller().user, request.body.ids)
+    count = service.remove_factors(
+        request.deps, request.require_caller().user, request.body.ids, actor=request.actor(), now=request.now
+    )
     return success_response(SuccessCode.DELETE_SECOND_FACTORS_SUCCESS, count=count)
 
 
@@ -227,7 +239,9 @@ def delete_factors(request: Request) -> Response:
 def delete_all_factors(request: Request) -> Response:
     """DELETE /users/me/2fa/all: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
     user = request.require_caller().user
-    count = service.remove_factors(request.deps, user, list(user.second_factors))
+    count = service.remove_factors(
+        request.deps, user, list(user.second_factors), actor=request.actor(), now=request.now
+    )
     return success_response(SuccessCode.DELETE_SECOND_FACTORS_SUCCESS, count=count)
 
 
@@ -288,7 +302,7 @@ def delete_user_factor(request: Request) -> Response:
 
     Errors: 404 INVALID_SECOND_FACTOR_ERROR.
     """
-    service.remove_factor(request.deps, request.target(), request.path["id"])
+    service.remove_factor(request.deps, request.target(), request.path["id"], actor=STAFF, now=request.now)
     return success_response(SuccessCode.DELETE_SECOND_FACTOR_SUCCESS)
 
 
@@ -309,7 +323,9 @@ def delete_user_factor(request: Request) -> Response:
 )
 def delete_user_factors(request: Request) -> Response:
     """DELETE /users/:uid/2fa: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
-    count = service.remove_factors(request.deps, request.target(), request.body.ids)
+    count = service.remove_factors(
+        request.deps, request.target(), request.body.ids, actor=STAFF, now=request.now
+    )
     return success_response(SuccessCode.DELETE_SECOND_FACTORS_SUCCESS, count=count)
 
 
@@ -330,5 +346,7 @@ def delete_user_factors(request: Request) -> Response:
 def delete_all_user_factors(request: Request) -> Response:
     """DELETE /users/:uid/2fa/all: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
     user = request.target()
-    count = service.remove_factors(request.deps, user, list(user.second_factors))
+    count = service.remove_factors(
+        request.deps, user, list(user.second_factors), actor=STAFF, now=request.now
+    )
     return success_response(SuccessCode.DELETE_SECOND_FACTORS_SUCCESS, count=count)

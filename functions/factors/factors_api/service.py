@@ -20,6 +20,7 @@ from nimbus_core.auth import Caller
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.models import PendingFactor, SecondFactor, User
+from nimbus_core.notices import Actor, Notice, notice_op
 from nimbus_core.tokens import hash_secret
 
 _log = Logger(child=True)
@@ -56,10 +57,11 @@ def start_totp(deps: Deps, caller: Caller, now: float) -> dict[str, Any]:
 
 
 def confirm_totp(
-    deps: Deps, caller: Caller, *, token: str, name: str, code: str, now: float
+    deps: Deps, caller: Caller, *, token: str, name: str, code: str, now: float, actor: Actor
 ) -> tuple[SecondFactor, list[str] | None]:
     """Enrol the pending TOTP factor if ``code`` is right: the factor, and the first backup codes
-    (shown once) when the user had none. Wrong or stale token, or wrong code: 401."""
+    (shown once) when the user had none; the notice naming ``actor`` goes in the same write. Wrong
+    or stale token, or wrong code: 401."""
     pending = _pending(deps, caller, token, "totp", now)
     step = otp.totp_step(pending.secret or "", code, now)
     if pending.secret is None or step is None:
@@ -74,7 +76,7 @@ def confirm_totp(
         secret=pending.secret,
         last_step=step,
     )
-    return factor, _enrol(deps, caller.user, pending, factor)
+    return factor, _enrol(deps, caller.user, pending, factor, actor=actor, now=now)
 
 
 def start_webauthn(deps: Deps, caller: Caller, now: float) -> dict[str, Any]:
@@ -104,12 +106,19 @@ def start_webauthn(deps: Deps, caller: Caller, now: float) -> dict[str, Any]:
 
 
 def confirm_webauthn(
-    deps: Deps, caller: Caller, *, token: str, name: str, response: dict[str, Any], now: float
+    deps: Deps,
+    caller: Caller,
+    *,
+    token: str,
+    name: str,
+    response: dict[str, Any],
+    now: float,
+    actor: Actor,
 ) -> tuple[SecondFactor, list[str] | None]:
     """Enrol the security key that answered the pending creation options: the factor, and the first
-    backup codes when the user had none. A stale token, a refused attestation (py_webauthn: challenge,
-    origin, rp id, user presence and verification as configured, algorithm) or a key the user has
-    already: 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR."""
+    backup codes when the user had none (with the notice naming ``actor``). A stale token, a
+    refused attestation (py_webauthn: challenge, origin, rp id, user presence and verification as
+    configured, algorithm) or a key the user has already: 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR."""
     pending = _pending(deps, caller, token, "webauthn", now)
     if pending.webauthn_challenge is None:
         raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
@@ -136,7 +145,7 @@ def confirm_webauthn(
         public_key=passkeys.b64url(key.public_key),
         sign_count=key.sign_count,
     )
-    return factor, _enrol(deps, caller.user, pending, factor)
+    return factor, _enrol(deps, caller.user, pending, factor, actor=actor, now=now)
 
 
 def _pending(deps: Deps, caller: Caller, token: str, kind: str, now: float) -> PendingFactor:
@@ -153,28 +162,39 @@ def _pending(deps: Deps, caller: Caller, token: str, kind: str, now: float) -> P
     return pending
 
 
-def _enrol(deps: Deps, user: User, pending: PendingFactor, factor: SecondFactor) -> list[str] | None:
-    """Add ``factor`` and use the pending enrolment up, in one transaction; with the first set of
-    backup codes (returned, shown once) when the user has none."""
+def _enrol(
+    deps: Deps, user: User, pending: PendingFactor, factor: SecondFactor, *, actor: Actor, now: float
+) -> list[str] | None:
+    """Add ``factor``, use the pending enrolment up and queue the notice, in one transaction; with
+    the first set of backup codes (returned, shown once) when the user has none."""
     codes = None if user.backup_codes else otp.new_backup_codes()
     hashes = None if codes is None else [h for h in (otp.backup_code_hash(c) for c in codes) if h]
     deps.tx.commit(
         [
             deps.challenges.consume_pending_op(pending.hash),
             deps.users.add_factor_op(user, factor, max_factors=MAX_FACTORS, backup_codes=hashes),
+            notice_op(deps, user, Notice.FACTOR_ADDED, actor=actor, now=now, details=[_factor_line(factor)]),
         ]
     )
     return codes
 
 
-def regenerate_backup_codes(deps: Deps, caller: Caller) -> list[str]:
-    """A new set of backup codes (the old ones stop working); only for a user with a factor."""
+def _factor_line(factor: SecondFactor) -> str:
+    """A factor as a notice names it: its kind and the name its owner gave it."""
+    kind = "Authenticator app" if factor.type == "totp" else "Security key or passkey"
+    return f'{kind} "{factor.name}"'
+
+
+def regenerate_backup_codes(deps: Deps, caller: Caller, *, actor: Actor, now: float) -> list[str]:
+    """A new set of backup codes (the old ones stop working), with the notice naming ``actor`` in
+    the same write; only for a user with a factor."""
     user = caller.user
     if user.second_factor_count == 0:
         raise NimbusError(ErrorCode.USER_REQUIRES_SECOND_FACTOR_ERROR)
     codes = otp.new_backup_codes()
     hashes = [h for h in (otp.backup_code_hash(c) for c in codes) if h]
-    deps.tx.commit([deps.users.set_backup_codes_op(user, hashes)])
+    notice = notice_op(deps, user, Notice.BACKUP_CODES_REGENERATED, actor=actor, now=now)
+    deps.tx.commit([deps.users.set_backup_codes_op(user, hashes), notice])
     return codes
 
 
@@ -192,16 +212,21 @@ def get_factor(user: User, factor_id: str) -> SecondFactor:
     return factor
 
 
-def remove_factors(deps: Deps, user: User, factor_ids: Sequence[str]) -> int:
+def remove_factors(deps: Deps, user: User, factor_ids: Sequence[str], *, actor: Actor, now: float) -> int:
     """Remove the user's factors among ``factor_ids`` (unknown ones skipped); how many. Removing
-    the last factor removes the backup codes too."""
+    the last factor removes the backup codes too. One notice naming ``actor`` and every factor
+    removed goes in the same write."""
     known = [fid for fid in dict.fromkeys(factor_ids) if fid in user.second_factors]
     if known:
-        deps.tx.commit([deps.users.remove_factors_op(user, known)])
+        details = [_factor_line(user.second_factors[fid]) for fid in known]
+        if len(known) == user.second_factor_count and user.backup_codes:
+            details.append("Your backup codes, which only work with a second factor.")
+        notice = notice_op(deps, user, Notice.FACTOR_REMOVED, actor=actor, now=now, details=details)
+        deps.tx.commit([deps.users.remove_factors_op(user, known), notice])
     return len(known)
 
 
-def remove_factor(deps: Deps, user: User, factor_id: str) -> None:
-    """Remove one factor, or 404 INVALID_SECOND_FACTOR_ERROR."""
+def remove_factor(deps: Deps, user: User, factor_id: str, *, actor: Actor, now: float) -> None:
+    """Remove one factor (with its notice), or 404 INVALID_SECOND_FACTOR_ERROR."""
     get_factor(user, factor_id)
-    remove_factors(deps, user, [factor_id])
+    remove_factors(deps, user, [factor_id], actor=actor, now=now)

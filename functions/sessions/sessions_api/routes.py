@@ -173,6 +173,7 @@ def create_scoped_session(request: Request) -> Response:
         permission_flags=body.permission_flags,
         long_lived=body.long_lived,
         now=request.now,
+        actor=request.actor(),
     )
     return json_response(201, {**issued.session.to_public(), "token": issued.token})
 

@@ -17,6 +17,7 @@ from nimbus_core.auth import Caller
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.models import Session, User
+from nimbus_core.notices import Actor, Notice, notice_op, scope_names
 from nimbus_core.scopes import STAFF_BITS
 from nimbus_core.session_issuer import IssuedSession, new_session, revoke_all, revoke_all_but
 
@@ -141,10 +142,18 @@ def revoke_all_sessions(deps: Deps, owner: Owner, *, keep_current: bool, now: fl
 
 
 def create_scoped_session(
-    deps: Deps, caller: Caller, *, name: str, permission_flags: int, long_lived: bool, now: float
+    deps: Deps,
+    caller: Caller,
+    *,
+    name: str,
+    permission_flags: int,
+    long_lived: bool,
+    now: float,
+    actor: Actor,
 ) -> IssuedSession:
     """A scoped session of the caller: 24 hours, or 10 years when ``long_lived`` (deployment
-    settings). STAFF_* scopes need a staff user (403)."""
+    settings), with the notice naming it, its scopes and ``actor`` in the same write. STAFF_*
+    scopes need a staff user (403)."""
     user = caller.user
     if permission_flags & STAFF_BITS and not user.staff:
         raise NimbusError(ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR)
@@ -153,7 +162,13 @@ def create_scoped_session(
         settings.long_lived_session_days * 86400 if long_lived else settings.scoped_session_hours * 3600
     )
     issued = new_session(user, name=name, lifetime=lifetime, now=now, permission_flags=permission_flags)
-    deps.tx.commit([deps.sessions.put_op(issued.session)])
+    details = [
+        f'Name: "{name}"',
+        f"Scopes: {scope_names(permission_flags)}",
+        f"Expires: {clock.iso(issued.session.exp)}",
+    ]
+    notice = notice_op(deps, user, Notice.SCOPED_SESSION_CREATED, actor=actor, now=now, details=details)
+    deps.tx.commit([deps.sessions.put_op(issued.session), notice])
     return issued
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from nimbus_core import account_changes
+from nimbus_core import account_changes, notices
 from nimbus_core.errors import ErrorCode, NimbusError, SuccessCode
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Policy
@@ -108,7 +108,12 @@ def set_email(request: Request) -> Response:
     """
     return _user(
         account_changes.change_email(
-            request.deps, request.target(), request.body.email, request.now, gone=ErrorCode.INVALID_USER_ERROR
+            request.deps,
+            request.target(),
+            request.body.email,
+            request.now,
+            actor=notices.STAFF,
+            gone=ErrorCode.INVALID_USER_ERROR,
         )
     )
 

@@ -14,6 +14,7 @@ from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.mail_templates import ban_email
 from nimbus_core.models import User
+from nimbus_core.notices import STAFF, Notice, notice_op
 from nimbus_core.ports import WriteOp
 from nimbus_core.session_issuer import revoke_all
 
@@ -24,9 +25,10 @@ def list_users(deps: Deps, *, limit: int, offset: int) -> tuple[int, list[User]]
 
 
 def set_password(deps: Deps, user: User, password: str, now: float) -> User:
-    """Set ``user``'s password and revoke every session of theirs in the same write."""
+    """Set ``user``'s password and revoke every session of theirs in the same write, which also
+    queues the security notice (made by staff)."""
     after = revoke_all(account_changes.new_password(user, password, now))
-    _commit_change(deps, user, after)
+    _commit_change(deps, user, after, [notice_op(deps, after, Notice.PASSWORD_CHANGED, actor=STAFF, now=now)])
     return after
 
 
@@ -52,14 +54,16 @@ def clear_verified(deps: Deps, user: User, now: float) -> User:
 
 
 def set_staff(deps: Deps, user: User, staff: bool, now: float) -> User:
-    """Promote or demote. Promotion needs a second factor on the target (400
-    USER_REQUIRES_SECOND_FACTOR_ERROR): staff endpoints would refuse them anyway (CONTRACT 4)."""
+    """Promote or demote, telling the user in the same transaction (nothing is sent when nothing
+    changes). Promotion needs a second factor on the target (400 USER_REQUIRES_SECOND_FACTOR_ERROR):
+    staff endpoints would refuse them anyway (CONTRACT 4)."""
     if staff and user.second_factor_count == 0:
         raise NimbusError(ErrorCode.USER_REQUIRES_SECOND_FACTOR_ERROR)
     if user.staff == staff:
         return user
     after: User = user.changed(staff=staff, updated_at=iso(now))
-    _commit_change(deps, user, after)
+    notice = Notice.STAFF_GRANTED if staff else Notice.STAFF_REMOVED
+    _commit_change(deps, user, after, [notice_op(deps, after, notice, actor=STAFF, now=now)])
     return after
 
 

@@ -33,6 +33,7 @@ from nimbus_core.http.responses import Response, rate_limit_headers, response_fo
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.limiter import RateLimiter
 from nimbus_core.models import User
+from nimbus_core.notices import Actor
 from nimbus_core.ports import RuntimeConfig
 from nimbus_core.ratelimits import Per, RateLimit
 from nimbus_core.request_input import MAX_NAME, printable, read_query
@@ -126,6 +127,10 @@ class Request:
         if caller is None:  # pragma: no cover - the guard refused the request already
             raise NimbusError(ErrorCode.INVALID_SESSION_ERROR)
         return caller
+
+    def actor(self) -> Actor:
+        """The caller as a security notice names them: this request's IP address and session."""
+        return Actor.user(self.source_ip, self.require_caller().session)
 
 
 RouteFunction = Callable[[Request], Response]

@@ -164,7 +164,12 @@ def test_function_specs_merge_globals_with_the_function_and_list_routes() -> Non
     assert auth.environment["USERS_TABLE"] == "UsersTable"
     assert auth.environment["KILLSWITCH_PARAMETER"] == "/nimbus/qa/killswitches"
     assert auth.environment["SESSION_HOURS"] == "24"
-    assert [r.route_key for r in auth.routes] == ["POST /register", "POST /login"]
+    assert [r.route_key for r in auth.routes] == [
+        "POST /register",
+        "POST /login",
+        "POST /users/recover",
+        "PUT /users/recover",
+    ]
     admin = [r.route_key for r in specs["AdminFunction"].routes]
     assert (admin[0], admin[-1]) == ("GET /", "$default")
     assert specs["AdminFunction"].routes[-1].method == "ANY"
