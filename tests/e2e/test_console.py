@@ -558,6 +558,7 @@ def test_a_reset_of_an_account_with_totp_asks_for_the_code_and_a_wrong_one_keeps
     dialog = page.get_by_role("dialog")
     expect(dialog.get_by_role("heading", name="Second factor")).to_be_visible()
     expect(dialog.get_by_role("radio")).to_have_count(2)  # totp, and backup codes
+    console.screenshot("console-recover-challenge.png")
     accepted = {str(totp.at(time.time() + drift)) for drift in (-30, 0, 30, 60)}
     wrong = next(code for code in ("000000", "111111", "222222") if code not in accepted)
     console.answer_code("totp", wrong)
@@ -590,6 +591,7 @@ def test_the_forgot_page_says_the_same_for_an_unknown_name_and_a_real_one_and_ex
         expect(page.locator("#error")).to_be_empty()
         reply = answered.value
         seen.append((reply.status, reply.json(), page.locator("body").inner_text()))
+    console.screenshot("console-forgot.png")
     assert seen[0] == seen[1]
     assert seen[0][:2] == (
         201,

@@ -21,7 +21,6 @@ from nimbus_core import challenges, clock, metrics, passwords
 from nimbus_core.account_changes import FRESH_USER_ATTEMPTS
 from nimbus_core.deps import Deps
 from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
-from nimbus_core.identity import email_key
 from nimbus_core.mail_templates import recovery_email
 from nimbus_core.models import Challenge, RecoveryToken, User
 from nimbus_core.notices import Actor, Notice, notice_op
@@ -189,7 +188,8 @@ def _valid(presented: _Presented, token: RecoveryToken | None, user: User | None
         or not secret_matches(presented.secret, token.hash)
         or token.exp <= now
         or user.pending_recovery != token.hash  # superseded by a newer request
-        or email_key(token.email) != email_key(user.email)  # the address changed since
+        # The address changed since: any other string, as one that folds alike may be another mailbox.
+        or token.email != user.email
         or not secret_matches(user.password_hash, token.password_digest)  # the password changed since
     ):
         raise NimbusError(ErrorCode.INVALID_RECOVERY_TOKEN_ERROR)
