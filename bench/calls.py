@@ -294,12 +294,16 @@ class Harness:
         _expect(f"setup: challenge of {method} {path}", 401, reply)
         return reply
 
-    def verification_link(self, address: str) -> str:
-        """The token of the newest verification email queued for ``address`` (read from the outbox)."""
+    def verification_link(self, address: str, kind: str = "verify-email") -> str:
+        """The token of the newest email of ``kind`` (a verification email unless told otherwise)
+        queued for ``address`` (read from the outbox)."""
         items = self._dynamodb.scan(TableName=get_settings().outbox_table)["Items"]
-        mine = sorted((i for i in items if i["to"]["S"] == address), key=lambda i: i["createdAt"]["S"])
+        mine = sorted(
+            (i for i in items if i["to"]["S"] == address and i["kind"]["S"] == kind),
+            key=lambda i: i["createdAt"]["S"],
+        )
         if not mine:
-            raise ScenarioError(f"setup: no verification email for {address}")
+            raise ScenarioError(f"setup: no {kind} email for {address}")
         text: str = mine[-1]["text"]["S"]
         return text.split("token=", 1)[1].split(maxsplit=1)[0]
 
@@ -429,6 +433,8 @@ def _expect(what: str, status: int, reply: Reply) -> None:
 REGISTER_BUDGET = Budget("DynamoDB <= 2, SES 0", dynamodb=2, ses=0)
 # Each self-service change is authentication + limit + one transaction, and never SES.
 CHANGE_BUDGET = Budget("DynamoDB <= 3, SES 0", dynamodb=3, ses=0)
+# Recovery: the per-IP limit, one index Query (or BatchGetItem of token and user), one transaction.
+RECOVERY_BUDGET = Budget("DynamoDB <= 3, SES 0", dynamodb=3, ses=0)
 LOGIN_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)
 ME_BUDGET = Budget("auth 1 DynamoDB; total <= 1, SSM 0", dynamodb=1, ssm=0, total=1)
 # The sessions endpoints' success paths.
@@ -443,6 +449,35 @@ LISTED_USERS = 110  # stored for GET /users: two full pages of 50 and more
 USERS_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)
 # By design: runtime_config promises one GetParameters for both parameters.
 COLD_BUDGET = Budget("SSM <= 1 (by design)", ssm=1)
+
+
+def _recovery_scenarios(h: Harness) -> list[Scenario]:
+    """Asking for a recovery link, for an account and for a name that is none (the same calls: the
+    round trips tell nothing), and resetting with the mailed token."""
+
+    def recover(known: bool) -> Callable[[], Callable[[], Reply]]:
+        def prepare() -> Callable[[], Reply]:
+            name, ip = h.unique("rec"), h.fresh_ip()
+            if known:
+                h.register(name)
+            return lambda: h.api.call("POST", "/users/recover", {"username": name}, ip=ip)
+
+        return prepare
+
+    def reset() -> Callable[[], Reply]:
+        name = h.unique("rst")
+        h.register(name)
+        asked = h.api.call("POST", "/users/recover", {"username": name}, ip=h.fresh_ip())
+        _expect("setup: recover", 201, asked)
+        token = h.verification_link(f"{name}@example.com", kind="recover-password")
+        body = {"token": token, "newPassword": "another secret", "confirmNewPassword": "another secret"}
+        return lambda: h.api.call("PUT", "/users/recover", body, ip=h.fresh_ip())
+
+    return [
+        Scenario("POST /users/recover (an account)", 201, recover(known=True), RECOVERY_BUDGET),
+        Scenario("POST /users/recover (no account)", 201, recover(known=False), RECOVERY_BUDGET),
+        Scenario("PUT /users/recover", 200, reset, RECOVERY_BUDGET),
+    ]
 
 
 def scenarios(h: Harness) -> list[Scenario]:
@@ -594,6 +629,7 @@ def scenarios(h: Harness) -> list[Scenario]:
         ),
         Scenario("GET /users/me/verify (resend)", 201, lambda: _resend(h), CHANGE_BUDGET),
         Scenario("PUT /users/verify", 200, verify, Budget("DynamoDB <= 2, SES 0", dynamodb=2, ses=0)),
+        *_recovery_scenarios(h),
         Scenario("DELETE /users/me (3 other sessions)", 200, delete_me, Budget("SES 0", ses=0)),
         Scenario("GET /domains", 200, lambda: get("/domains", me_token), Budget("DynamoDB <= 2", dynamodb=2)),
         Scenario(
