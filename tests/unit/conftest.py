@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from pytest_socket import disable_socket, enable_socket
 
+from tests.fakes import FakeWorld
+
 
 @pytest.fixture(autouse=True)
 def _no_network() -> object:
@@ -30,3 +32,22 @@ def _settings(monkeypatch: pytest.MonkeyPatch) -> object:
     yield
     get_settings.cache_clear()
     metrics.reset()
+
+
+@pytest.fixture
+def cheap_password_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """argon2id with the smallest parameters: the rules are the same, the tests stay fast."""
+    from argon2 import PasswordHasher
+
+    from nimbus_core import passwords
+
+    cheap = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+    monkeypatch.setattr(passwords, "_hasher", lambda: cheap)
+
+
+@pytest.fixture
+def world() -> FakeWorld:
+    """A fresh world of in-memory fakes (every port of ``Deps``)."""
+    from tests.fakes import fake_world
+
+    return fake_world()

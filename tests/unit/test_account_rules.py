@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from argon2 import PasswordHasher
 
 from accounts_api import service as accounts
 from accounts_api.routes import routes as account_routes
@@ -27,7 +26,7 @@ from nimbus_core.reverify import reverify
 from nimbus_core.scopes import Scope
 from nimbus_core.session_issuer import IssuedSession, new_session
 from nimbus_core.tokens import parse_session_token
-from tests.fakes import FakeWorld, fake_world
+from tests.fakes import FakeWorld
 
 PASSWORD = "correct horse"
 NEW_PASSWORD = "battery staple"
@@ -37,16 +36,8 @@ NOW = 1_800_000_000.25  # FakeClock starts here
 ACTOR = Actor("user", "203.0.113.9", "Firefox 132 on Ubuntu")
 
 
-@pytest.fixture(autouse=True)
-def _cheap_password_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """argon2id with the smallest parameters: the rules are the same, the tests stay fast."""
-    cheap = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
-    monkeypatch.setattr(passwords, "_hasher", lambda: cheap)
-
-
-@pytest.fixture
-def world() -> FakeWorld:
-    return fake_world()
+# argon2id at its smallest parameters (tests/unit/conftest.py): the rules are the same, the tests fast.
+pytestmark = pytest.mark.usefixtures("cheap_password_hashing")
 
 
 # --- helpers ---------------------------------------------------------------------------------------

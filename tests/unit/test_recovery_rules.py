@@ -10,7 +10,6 @@ from typing import Any
 
 import pyotp
 import pytest
-from argon2 import PasswordHasher
 
 from auth_api import recovery
 from auth_api import service as auth
@@ -21,7 +20,7 @@ from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.ids import new_id
 from nimbus_core.models import SecondFactor, User
 from nimbus_core.tokens import parse_session_token
-from tests.fakes import FakeWorld, fake_world
+from tests.fakes import FakeWorld
 
 PASSWORD = "correct horse"
 NEW_PASSWORD = "a brand new password"
@@ -30,15 +29,8 @@ BACKUP_CODE = otp.new_backup_codes()[0]
 LINK = re.compile(r"recover\?token=([A-Za-z0-9_.-]+)")
 
 
-@pytest.fixture(autouse=True)
-def _cheap_password_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
-    cheap = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
-    monkeypatch.setattr(passwords, "_hasher", lambda: cheap)
-
-
-@pytest.fixture
-def world() -> FakeWorld:
-    return fake_world()
+# argon2id at its smallest parameters (tests/unit/conftest.py): the rules are the same, the tests fast.
+pytestmark = pytest.mark.usefixtures("cheap_password_hashing")
 
 
 # --- helpers ---------------------------------------------------------------------------------------

@@ -7,32 +7,24 @@ from dataclasses import dataclass
 
 import pyotp
 import pytest
-from argon2 import PasswordHasher
 
 from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody
 from factors_api import service as factors
-from nimbus_core import challenges, notices, passwords
+from nimbus_core import challenges, notices
 from nimbus_core.auth import Caller, authenticate
 from nimbus_core.errors import ErrorCode, NimbusError, RateLimitedError
 from nimbus_core.ids import new_id
 from nimbus_core.reverify import AnswerCarrier, reverify
 from nimbus_core.tokens import parse_session_token
-from tests.fakes import FakeWorld, fake_world
+from tests.fakes import FakeWorld
 
 PASSWORD = "correct horse"
 RENAME = "PUT /users/me/username"
 
 
-@pytest.fixture(autouse=True)
-def _cheap_password_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
-    cheap = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
-    monkeypatch.setattr(passwords, "_hasher", lambda: cheap)
-
-
-@pytest.fixture
-def world() -> FakeWorld:
-    return fake_world()
+# argon2id at its smallest parameters (tests/unit/conftest.py): the rules are the same, the tests fast.
+pytestmark = pytest.mark.usefixtures("cheap_password_hashing")
 
 
 def _caller(world: FakeWorld, token: str, challenge_token: str | None = None) -> Caller:

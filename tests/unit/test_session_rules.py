@@ -4,11 +4,10 @@ scoped-session lifetimes and staff scopes, and the store round trips each costs.
 from __future__ import annotations
 
 import pytest
-from argon2 import PasswordHasher
 
 from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody
-from nimbus_core import notices, passwords
+from nimbus_core import notices
 from nimbus_core.auth import Caller, authenticate
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.http.guard import Request
@@ -23,15 +22,8 @@ PASSWORD = "correct horse"
 DAY = 86400
 
 
-@pytest.fixture(autouse=True)
-def _cheap_password_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
-    cheap = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
-    monkeypatch.setattr(passwords, "_hasher", lambda: cheap)
-
-
-@pytest.fixture
-def world() -> FakeWorld:
-    return fake_world()
+# argon2id at its smallest parameters (tests/unit/conftest.py): the rules are the same, the tests fast.
+pytestmark = pytest.mark.usefixtures("cheap_password_hashing")
 
 
 def _user(world: FakeWorld, logins: int = 0, *, remember: bool = False) -> list[str]:

@@ -18,12 +18,7 @@ from nimbus_tools.local.inprocess import LambdaContextStub
 from sweep_api import handler
 from sweep_api.service import Sweeper, Swept, sweep_user
 from tests.contract.builders import a_session, a_user
-from tests.fakes import FakeDb, FakeSessions, FakeWorld, fake_world
-
-
-@pytest.fixture
-def world() -> FakeWorld:
-    return fake_world()
+from tests.fakes import FakeDb, FakeSessions, FakeWorld
 
 
 def stored_user(world: FakeWorld, user: User | None = None) -> User:
