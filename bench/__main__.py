@@ -1,7 +1,7 @@
 """``python -m bench``: AWS calls per request (warm functions), revoking every session of a user,
 the session sweeper on 5,000 stale sessions, banning a user with 1,000 sessions (and the sweep after),
 handler import times, the performance budgets (Nimbus against bare handlers, cold and warm, as
-ratios), keep-alive latency.
+ratios), what each SDK choice buys, keep-alive latency.
 
 The tables are reports, not tests: an OVER verdict is printed, never asserted (timings depend on
 the machine). A scenario that does not answer the scripted HTTP status stops the run instead,
@@ -97,6 +97,13 @@ def _budgets(template: Template, args: argparse.Namespace) -> tuple[str, Any]:
     return format_budgets(budgets), budgets_json(budgets)
 
 
+def _sdk(_template: Template, args: argparse.Namespace) -> tuple[str, Any]:
+    from bench.sdk_choices import format_sdk, measure_sdk, sdk_json
+
+    result = measure_sdk(args.runs)
+    return format_sdk(result, args.runs), sdk_json(result)
+
+
 def _keepalive(_template: Template, _args: argparse.Namespace) -> tuple[str, Any]:
     from bench.keepalive import format_keepalive, keepalive_json, measure_keepalive
 
@@ -119,6 +126,7 @@ BENCHMARKS: dict[str, tuple[str, Benchmark]] = {
         "Performance budgets: Nimbus against bare boto3 handlers making the same calls, in one run",
         _budgets,
     ),
+    "sdk": ("What each SDK choice buys: botocore's defaults against the functions' public options", _sdk),
     "keepalive": ("Keep-alive requests through the local API's HTTP server (no function work)", _keepalive),
 }
 

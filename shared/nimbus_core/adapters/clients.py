@@ -42,13 +42,15 @@ if TYPE_CHECKING:
     from types_boto3_sqs import SQSClient
     from types_boto3_ssm import SSMClient
 
+# Fixed: botocore otherwise rebuilds its structured User-Agent on every call.
+USER_AGENT = f"nimbus/{__version__} botocore/{botocore.__version__} Python/{platform.python_version()}"
 CONFIG = Config(
     connect_timeout=2,
     read_timeout=5,
     retries={"mode": "standard", "total_max_attempts": 3},
     tcp_keepalive=True,
     parameter_validation=False,
-    user_agent=f"nimbus/{__version__} botocore/{botocore.__version__} Python/{platform.python_version()}",
+    user_agent=USER_AGENT,
 )
 # SES is called only by the mail function, which retries with its own backoff and then dead-letters:
 # one SDK attempt per call keeps the total bounded and every attempt visible to that policy.

@@ -1,0 +1,178 @@
+"""What each of the functions' SDK choices buys (``python -m bench --only sdk``).
+
+The functions use botocore's client on its public surface only (``nimbus_core.adapters.clients``).
+Beside botocore's defaults, this measures each public choice alone and all of them together:
+
+- cold: a fresh interpreter importing the SDK, creating a DynamoDB client and making its first
+  ``BatchGetItem`` (the authentication read): boto3's client; botocore's session with its default
+  data loader; botocore with our trimmed service data (``aws_models/``); ours as the functions
+  create it (trimmed data plus the client options below);
+- warm: CPU per ``BatchGetItem`` on one client with botocore's default options, with a fixed
+  User-Agent, with parameter validation off, and with both (``clients.CONFIG``).
+
+AWS is answered by ``bench.aws_hook`` (a ``before-send`` hook): the SDK does all its work and
+only the network is left out. Times are CPU time; the figures are medians.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING, Any, cast
+
+from bench.table import render
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+
+USER_ID = "01JD0000000000000000000000"
+TABLE = "UsersTable"
+# The answer of the authentication read, the shape DynamoDB gives (one user, one session).
+CANNED = {
+    "dynamodb.BatchGetItem": {
+        "Responses": {TABLE: [{"pk": {"S": f"USER#{USER_ID}"}, "username": {"S": "alice"}}]},
+        "UnprocessedKeys": {},
+    }
+}
+REQUEST: dict[str, Any] = {
+    "RequestItems": {TABLE: {"Keys": [{"pk": {"S": f"USER#{USER_ID}"}}], "ConsistentRead": True}}
+}
+CHILD_ENV = {
+    "AWS_ACCESS_KEY_ID": "bench",
+    "AWS_SECRET_ACCESS_KEY": "bench",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+# Cold variants: the code a fresh interpreter runs, timed from before its first SDK import.
+COLD = {
+    "boto3.client": (
+        "import boto3\n"
+        "session = boto3.session.Session()\n"
+        "aws.install(session)\n"
+        "client = session.client('dynamodb')\n"
+    ),
+    "botocore, default data": (
+        "import botocore.session\n"
+        "session = botocore.session.get_session()\n"
+        "aws.install(session)\n"
+        "client = session.create_client('dynamodb')\n"
+    ),
+    "botocore, trimmed data": (
+        "from nimbus_core.adapters import clients\n"
+        "session = clients.session()\n"
+        "aws.install(session)\n"
+        "client = session.create_client('dynamodb')\n"
+    ),
+    "ours (trimmed data + options)": (
+        "from nimbus_core.adapters import clients\n"
+        "aws.install(clients.session())\n"
+        "client = clients.dynamodb()\n"
+    ),
+}
+_CHILD = """
+import json, time
+from bench.aws_hook import CannedAws
+aws = CannedAws({canned})
+started = time.process_time()
+{setup}
+client.batch_get_item(**{request})
+print("SDK_RESULT", (time.process_time() - started) * 1000)
+"""
+
+
+def _cold_once(setup: str) -> float:
+    code = _CHILD.format(canned=CANNED, setup=setup, request=REQUEST)
+    env = {**os.environ, **CHILD_ENV}
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_PROFILE"):
+        env.pop(name, None)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True, timeout=120
+    )
+    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("SDK_RESULT "))
+    return float(line.split()[1])
+
+
+def measure_cold(runs: int) -> dict[str, float]:
+    """Median CPU ms of import + client + first call per cold variant (round-robin, one warm-up)."""
+    for setup in COLD.values():
+        _cold_once(setup)  # the page cache and bytecode, equal for all
+    samples: dict[str, list[float]] = {name: [] for name in COLD}
+    for _ in range(runs):
+        for name, setup in COLD.items():
+            samples[name].append(_cold_once(setup))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def measure_warm(rounds: int = 31, batch: int = 200) -> dict[str, float]:
+    """Median CPU us per BatchGetItem for each set of client options, on one process's clients."""
+    from botocore.config import Config
+
+    from bench.aws_hook import CannedAws
+    from nimbus_core.adapters import clients
+
+    for name, value in CHILD_ENV.items():
+        os.environ.setdefault(name, value)
+    clients.reset()
+    session = clients.session()
+    CannedAws(CANNED).install(session)
+    # The retry policy of clients.CONFIG for all: only the options measured differ.
+    defaults = Config(retries={"mode": "standard", "total_max_attempts": 3})
+    options = {
+        "botocore defaults": defaults,
+        "fixed User-Agent": defaults.merge(Config(user_agent=clients.USER_AGENT)),
+        "parameter validation off": defaults.merge(Config(parameter_validation=False)),
+        "both (clients.CONFIG)": clients.CONFIG,
+    }
+    made = {
+        name: cast("DynamoDBClient", session.create_client("dynamodb", config=config))
+        for name, config in options.items()
+    }
+    for client in made.values():
+        for _ in range(50):
+            client.batch_get_item(**REQUEST)
+    samples: dict[str, list[float]] = {name: [] for name in made}
+    for index in range(rounds):
+        order = list(made.items())
+        for name, client in order if index % 2 == 0 else reversed(order):
+            started = time.process_time()
+            for _ in range(batch):
+                client.batch_get_item(**REQUEST)
+            samples[name].append((time.process_time() - started) * 1e6 / batch)
+    clients.reset()
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def measure_sdk(runs: int) -> dict[str, dict[str, float]]:
+    """Both measurements."""
+    return {"cold_ms": measure_cold(runs), "warm_us": measure_warm()}
+
+
+def format_sdk(result: dict[str, dict[str, float]], runs: int) -> str:
+    """The two tables."""
+    cold, warm = result["cold_ms"], result["warm_us"]
+    first_cold, first_warm = next(iter(cold.values())), next(iter(warm.values()))
+    cold_rows = [[name, f"{ms:.1f}", f"{ms / first_cold:.2f}x"] for name, ms in cold.items()]
+    warm_rows = [[name, f"{us:.0f}", f"{us / first_warm:.2f}x"] for name, us in warm.items()]
+    return "\n".join(
+        [
+            render(
+                ["Cold: import + client + first BatchGetItem", "CPU ms", "vs boto3"],
+                cold_rows,
+                frozenset({1, 2}),
+            ),
+            f"Medians of {runs} fresh interpreters per variant (round-robin, after one warm-up each).",
+            "",
+            render(["Warm: one BatchGetItem", "CPU us", "vs defaults"], warm_rows, frozenset({1, 2})),
+            "Medians of 31 batches of 200 calls per client, alternating their order.",
+        ]
+    )
+
+
+def sdk_json(result: dict[str, dict[str, float]]) -> Any:
+    """The figures as data."""
+    return json.loads(json.dumps(result))
