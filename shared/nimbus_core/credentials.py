@@ -6,7 +6,7 @@ from nimbus_core import metrics, passwords
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError, RateLimitedError
 from nimbus_core.models import User
-from nimbus_core.ports import CounterState
+from nimbus_core.ports import CounterState, WriteOp
 from nimbus_core.ratelimits import ACCOUNT_AUTH_FAILURES
 
 
@@ -37,3 +37,18 @@ def record_failure(deps: Deps, user: User, now: float) -> None:
     if state is not None and not state.allowed:  # None: the account was deleted meanwhile
         metrics.count(metrics.Event.RATE_LIMITED)
         raise RateLimitedError(retry_after=state.reset_in(now), account_lock=True)
+
+
+def rehash_ops(deps: Deps, user: User, password: str, now: float) -> list[WriteOp]:
+    """After ``password`` was proven: the write that replaces a stored hash made otherwise than the
+    current argon2id profile (an imported bcrypt hash, or older parameters), on condition that the
+    user still has that hash, is not banned and not locked. Commit it with the request's own write,
+    so each user pays for the old hash once."""
+    if not passwords.needs_rehash(user.password_hash):
+        return []
+    new_hash = passwords.hash_password(password)
+    return [
+        deps.users.credentials_unchanged_op(
+            user, new_password_hash=new_hash, now=now, failure_limit=ACCOUNT_AUTH_FAILURES.limit
+        )
+    ]

@@ -1,4 +1,9 @@
-"""Password hashing: argon2id with the OWASP profile (19 MiB, t=2, p=1), rehash on login when it changes."""
+"""Password hashing: argon2id with the OWASP profile (19 MiB, t=2, p=1), rehash on login when it changes.
+
+Accounts moved from an upstream Cumulonimbus deployment (CONTRACT section 15) arrive with bcrypt
+hashes (``$2b$15$...``). They verify with pyca's bcrypt, and count as needing a rehash, so the first
+login or reverification that proves the password replaces them with argon2id.
+"""
 
 from __future__ import annotations
 
@@ -22,8 +27,22 @@ def hash_password(password: str) -> str:
     return _hasher().hash(password)
 
 
+# The prefixes of the bcrypt hashes upstream's library wrote (and its relatives'): never argon2's "$argon2".
+_BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")
+# bcrypt reads at most 72 bytes of a password; upstream's library (node's bcrypt) cut longer ones there.
+_BCRYPT_MAX_BYTES = 72
+
+
+def is_bcrypt(stored_hash: str) -> bool:
+    """Whether ``stored_hash`` is an imported bcrypt hash (replaced at the next proven password)."""
+    return stored_hash.startswith(_BCRYPT_PREFIXES)
+
+
 def verify_password(stored_hash: str, password: str) -> bool:
-    """Whether ``password`` matches ``stored_hash``; argon2 compares in constant time."""
+    """Whether ``password`` matches ``stored_hash`` (argon2id, or an imported bcrypt hash); both
+    libraries compare in constant time."""
+    if is_bcrypt(stored_hash):
+        return _verify_bcrypt(stored_hash, password)
     from argon2.exceptions import InvalidHashError, VerificationError
 
     try:
@@ -32,6 +51,19 @@ def verify_password(stored_hash: str, password: str) -> bool:
         return False
 
 
+def _verify_bcrypt(stored_hash: str, password: str) -> bool:
+    # Imported only for an imported account: no other request pays for the module.
+    import bcrypt
+
+    try:
+        return bcrypt.checkpw(password.encode()[:_BCRYPT_MAX_BYTES], stored_hash.encode("ascii"))
+    except ValueError:  # a damaged hash (bad salt, non-ASCII): it proves nothing
+        return False
+
+
 def needs_rehash(stored_hash: str) -> bool:
-    """Whether the stored hash was made with other parameters than the current profile."""
+    """Whether the stored hash should be replaced by a new argon2id hash once the password is proven:
+    an imported bcrypt hash, or argon2 made with other parameters than the current profile."""
+    if is_bcrypt(stored_hash):
+        return True
     return _hasher().check_needs_rehash(stored_hash)

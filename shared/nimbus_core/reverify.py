@@ -26,7 +26,8 @@ def reverify(deps: Deps, caller: Caller, body: dict[str, Any], now: float, *, en
     upstream bypass), 401 INVALID_PASSWORD_ERROR when wrong, 429 while the account is locked.
 
     A right answer to a challenge passes with the writes that record it (challenge used up, the
-    factor's replay guard moved), to commit with the change: :class:`AnswerCarrier`.
+    factor's replay guard moved), and a right password with the rehash of a stored hash of another
+    profile (an imported bcrypt hash), to commit with the change: :class:`AnswerCarrier`.
     """
     if caller.session.scoped:
         return []
@@ -42,9 +43,14 @@ def reverify(deps: Deps, caller: Caller, body: dict[str, Any], now: float, *, en
     if not isinstance(password, str):
         raise NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=["password"])
     credentials.check_password(deps, user, password, now)
+    # An imported bcrypt hash (or argon2 of older parameters) is replaced by the request's own
+    # write: the change's transaction, or the challenge's when a second factor is asked next.
+    rehash = credentials.rehash_ops(deps, user, password, now)
     if user.second_factor_count > 0:
-        raise challenges.require(deps, user, binding, now)
-    return []
+        required = challenges.require(deps, user, binding, now)
+        required.writes.extend(rehash)
+        raise required
+    return rehash
 
 
 class AnswerCarrier:

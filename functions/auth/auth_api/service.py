@@ -83,7 +83,15 @@ def login(
     if user.banned_at is not None:
         raise NimbusError(ErrorCode.BANNED_ERROR)
     if body.two_factor is None and user.second_factor_count > 0:
-        raise challenges.require(deps, user, _LOGIN, now)
+        required = challenges.require(deps, user, _LOGIN, now)
+        if rehash is not None:
+            # The answer carries no password: the rehash is stored with the challenge, or never.
+            required.writes.append(
+                deps.users.credentials_unchanged_op(
+                    user, new_password_hash=rehash, now=now, failure_limit=ACCOUNT_AUTH_FAILURES.limit
+                )
+            )
+        raise required
     issued = new_session(
         user,
         name=session_name,

@@ -1,0 +1,130 @@
+"""Imported bcrypt hashes (CONTRACT section 15) through the handlers on moto: the password an
+account had upstream logs in and reverifies, and the first request that proves it replaces the
+bcrypt hash by argon2id in that request's own write (also when a second factor is asked next); a
+wrong password is refused and counted as any other."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import bcrypt
+import pytest
+
+from nimbus_core import passwords
+from nimbus_core.adapters.items import from_item
+from tests.integration.conftest import Api, Clock, Stack
+from tests.integration.test_second_factor_challenge import enrol_totp, totp_now
+
+PASSWORD = "correct horse"
+# The cost upstream used is 15 (seconds of CPU); the rules are the same at the smallest cost.
+COST = 4
+
+
+def _user(stack: Stack, user_id: str) -> dict[str, Any]:
+    item = stack.dynamodb.get_item(
+        TableName=stack.table("UsersTable"), Key={"pk": {"S": f"USER#{user_id}"}}, ConsistentRead=True
+    )["Item"]
+    return dict(from_item(item))
+
+
+def _imported(api: Api, stack: Stack, name: str = "alice", password: str = PASSWORD) -> tuple[str, str, str]:
+    """A user whose stored hash is the bcrypt one upstream made: (id, token, the bcrypt hash)."""
+    token = str(api.register(name, password="placeholder pass").body["token"])
+    user_id = token.split(".", maxsplit=1)[0]
+    legacy = bcrypt.hashpw(password.encode()[:72], bcrypt.gensalt(COST, prefix=b"2b")).decode()
+    stack.dynamodb.update_item(
+        TableName=stack.table("UsersTable"),
+        Key={"pk": {"S": f"USER#{user_id}"}},
+        UpdateExpression="SET passwordHash = :h",
+        ExpressionAttributeValues={":h": {"S": legacy}},
+    )
+    return user_id, token, legacy
+
+
+def test_a_bcrypt_password_logs_in_and_is_replaced_by_argon2_in_the_sessions_write(
+    api: Api, stack: Stack
+) -> None:
+    user_id, _, legacy = _imported(api, stack)
+
+    reply = api.login("alice", PASSWORD)
+
+    assert reply.status == 201, reply.body
+    stored = _user(stack, user_id)["passwordHash"]
+    assert stored.startswith("$argon2id$")
+    assert passwords.verify_password(stored, PASSWORD)
+    assert not passwords.needs_rehash(stored)
+    assert api.login("alice", PASSWORD, ip="203.0.113.6").status == 201
+    assert legacy != stored
+
+
+def test_a_wrong_password_against_a_bcrypt_hash_is_refused_counted_and_changes_nothing(
+    api: Api, stack: Stack
+) -> None:
+    user_id, _, legacy = _imported(api, stack)
+
+    reply = api.login("alice", "not the password")
+
+    assert (reply.status, reply.body["code"]) == (401, "INVALID_PASSWORD_ERROR")
+    user = _user(stack, user_id)
+    assert (user["passwordHash"], user["authFailures"]) == (legacy, 1)
+
+
+def test_upstreams_72_byte_cut_is_kept_for_long_passwords(api: Api, stack: Stack) -> None:
+    long_password = "é" * 40  # 80 bytes in UTF-8: upstream's bcrypt hashed the first 72
+    _imported(api, stack, password=long_password)
+
+    assert api.login("alice", long_password).status == 201
+    assert api.login("alice", "é" * 39, ip="203.0.113.9").body["code"] == "INVALID_PASSWORD_ERROR"
+
+
+def test_a_bcrypt_user_with_a_factor_has_the_hash_replaced_with_the_challenge(
+    api: Api, stack: Stack, frozen: Clock
+) -> None:
+    user_id, token, _ = _imported(api, stack)
+    secret = enrol_totp(stack, token)
+
+    challenged = api.login("alice", PASSWORD)
+
+    assert challenged.body["code"] == "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR"
+    assert _user(stack, user_id)["passwordHash"].startswith("$argon2id$")
+    frozen.now += 30
+    answer = {"token": challenged.body["token"], "type": "totp", "code": totp_now(secret, frozen.now)}
+    assert api.call("POST", "/login", {"2fa": answer}, ip="203.0.113.5").status == 201
+
+
+@pytest.mark.parametrize("factor", [False, True])
+def test_reverification_with_a_bcrypt_password_replaces_the_hash_in_the_changes_write(
+    api: Api, stack: Stack, frozen: Clock, factor: bool
+) -> None:
+    user_id, token, _ = _imported(api, stack)
+    body: dict[str, Any] = {"username": "alice_renamed", "password": PASSWORD}
+    if factor:
+        secret = enrol_totp(stack, token)
+        first = api.call("PUT", "/users/me/username", body, token=token)
+        assert first.body["code"] == "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR"
+        assert _user(stack, user_id)["passwordHash"].startswith("$argon2id$")  # with the challenge
+        frozen.now += 30
+        answer = {"token": first.body["token"], "type": "totp", "code": totp_now(secret, frozen.now)}
+        body = {"username": "alice_renamed", "2fa": answer}
+
+    reply = api.call("PUT", "/users/me/username", body, token=token)
+
+    assert reply.status == 200, reply.body
+    user = _user(stack, user_id)
+    assert user["username"] == "alice_renamed"
+    assert user["passwordHash"].startswith("$argon2id$")
+    assert passwords.verify_password(user["passwordHash"], PASSWORD)
+
+
+def test_a_damaged_bcrypt_hash_refuses_every_password_without_a_500(api: Api, stack: Stack) -> None:
+    user_id, _, _ = _imported(api, stack)
+    stack.dynamodb.update_item(
+        TableName=stack.table("UsersTable"),
+        Key={"pk": {"S": f"USER#{user_id}"}},
+        UpdateExpression="SET passwordHash = :h",
+        ExpressionAttributeValues={":h": {"S": "$2b$15$not-a-real-salt"}},
+    )
+
+    reply = api.login("alice", PASSWORD)
+
+    assert (reply.status, reply.body["code"]) == (401, "INVALID_PASSWORD_ERROR")
