@@ -212,8 +212,9 @@ def _verified_ops(
                     return [deps.users.use_totp_step_op(user, factor.id, step, clock.iso(now))]
         return None
     if answer.type == "backup" and answer.code is not None:
-        code_hash = otp.backup_code_hash(answer.code)
-        if code_hash is None or code_hash not in user.backup_codes:
+        # Ours, or a digest imported from upstream (kept until the user makes a new set).
+        code_hash = next((k for k in otp.backup_code_keys(answer.code) if k in user.backup_codes), None)
+        if code_hash is None:
             return None
         return [deps.users.use_backup_code_op(user, code_hash, clock.iso(now))]
     if answer.type == "webauthn" and answer.response is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 
 TOTP_DIGITS = 6
@@ -77,6 +78,28 @@ def backup_code_hash(code: str) -> str | None:
     if len(text) != _BACKUP_LENGTH or any(c not in _BACKUP_CHARS for c in text):
         return None
     return hashlib.sha256(f"backup:{text}".encode()).hexdigest()
+
+
+# Upstream Cumulonimbus's backup codes (CONTRACT section 15): 20 hex characters, stored as the
+# SHA-512 hex digest of the code. Imported digests are kept under this prefix beside ours until the
+# user makes a new set; each still works once.
+LEGACY_BACKUP_PREFIX = "sha512:"
+_LEGACY_BACKUP = re.compile(r"[0-9a-f]{20}")
+
+
+def legacy_backup_code_key(sha512_hex: str) -> str:
+    """The stored key of an imported upstream backup-code digest."""
+    return f"{LEGACY_BACKUP_PREFIX}{sha512_hex.lower()}"
+
+
+def backup_code_keys(code: str) -> list[str]:
+    """The stored keys ``code`` as typed may be: ours (:func:`backup_code_hash`), and an imported
+    upstream code's (20 hex characters, any case; spaces and dashes ignored). Empty when neither."""
+    keys = [key for key in (backup_code_hash(code),) if key is not None]
+    text = code.lower().replace("-", "").replace(" ", "")
+    if _LEGACY_BACKUP.fullmatch(text):
+        keys.append(legacy_backup_code_key(hashlib.sha512(text.encode()).hexdigest()))
+    return keys
 
 
 def _group(code: str) -> str:

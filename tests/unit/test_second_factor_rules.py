@@ -3,6 +3,8 @@ replay guards, enrolment and removal, and the round trips each costs."""
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from dataclasses import dataclass
 
 import pyotp
@@ -11,7 +13,7 @@ import pytest
 from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody
 from factors_api import service as factors
-from nimbus_core import challenges, notices
+from nimbus_core import challenges, notices, otp
 from nimbus_core.auth import Caller, authenticate
 from nimbus_core.errors import ErrorCode, NimbusError, RateLimitedError
 from nimbus_core.ids import new_id
@@ -257,3 +259,56 @@ def test_a_challenge_is_stored_alone_when_the_limits_window_moved_on(world: Fake
 
     assert world.db.counters["login#ip#192.0.2.2"] == (1, state.reset_at + 300)  # nothing given back there
     assert len(world.db.challenges) == 1
+
+
+# --- backup codes imported from upstream (CONTRACT section 15) ---------------------------------
+
+
+def _with_upstream_codes(world: FakeWorld, token: str) -> list[str]:
+    """Replace the user's codes by a set as upstream stored them: SHA-512 hex digests of 20-hex codes."""
+    codes = [secrets.token_hex(10) for _ in range(10)]
+    keys = [otp.legacy_backup_code_key(hashlib.sha512(c.encode()).hexdigest()) for c in codes]
+    world.deps.tx.commit([world.deps.users.set_backup_codes_op(_caller(world, token).user, keys)])
+    return codes
+
+
+def _backup(world: FakeWorld, token: str, code: str) -> None:
+    _answer(world, token, _challenge(world, token).body()["token"], code, kind="backup")
+
+
+def test_an_upstream_backup_code_answers_once_whatever_its_case_or_grouping(world: FakeWorld) -> None:
+    token = _enrolled(world).token
+    codes = _with_upstream_codes(world, token)
+
+    _backup(world, token, f"{codes[0][:10].upper()}-{codes[0][10:].upper()}")
+    again = _error(lambda: _backup(world, token, codes[0]))
+    _backup(world, token, codes[1])
+
+    assert again.code is ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
+    assert len(_caller(world, token).user.backup_codes) == 8
+
+
+def test_a_stored_digest_or_an_unknown_hex_code_is_no_answer(world: FakeWorld) -> None:
+    token = _enrolled(world).token
+    codes = _with_upstream_codes(world, token)
+    digest = hashlib.sha512(codes[0].encode()).hexdigest()
+
+    for typed in (digest, otp.legacy_backup_code_key(digest), secrets.token_hex(10), codes[0][:19]):
+        refused = _error(lambda t=typed: _backup(world, token, t))
+        assert refused.code is ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
+
+    assert len(_caller(world, token).user.backup_codes) == 10
+
+
+def test_a_new_set_of_codes_ends_the_upstream_ones(world: FakeWorld) -> None:
+    token = _enrolled(world).token
+    old = _with_upstream_codes(world, token)
+
+    new = factors.regenerate_backup_codes(
+        world.deps, _caller(world, token), actor=notices.STAFF, now=world.clock.now()
+    )
+
+    assert (
+        _error(lambda: _backup(world, token, old[0])).code is ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
+    )
+    _backup(world, token, new[0])
