@@ -172,7 +172,7 @@ class FakeUsers:
             self._claim(db.emails, email_key(user.email), user.id),
         ]
 
-    def change_ops(self, before: User, after: User) -> list[WriteOp]:
+    def change_ops(self, before: User, after: User, *, assume_unchanged: bool = False) -> list[WriteOp]:
         """Write the changed fields; swap claims whose keys changed."""
         db = self.db
         fields = {name for name in USER_FIELDS if getattr(before, name) != getattr(after, name)}
@@ -197,6 +197,11 @@ class FakeUsers:
             stale = (
                 ("password_hash" in fields and stored.password_hash != before.password_hash)
                 or ("session_generation" in fields and stored.session_generation != before.session_generation)
+                or ("pending_recovery" in fields and stored.pending_recovery != before.pending_recovery)
+                or (
+                    assume_unchanged
+                    and (stored.password_hash, stored.email) != (before.password_hash, before.email)
+                )
                 or (
                     "recovery_mails" in fields
                     and (stored.recovery_mails, stored.recovery_mails_reset_at)

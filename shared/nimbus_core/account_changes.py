@@ -89,7 +89,10 @@ def change_email(
     def attempt(current: User) -> User:
         if email == current.email:
             return current
-        after: User = current.changed(email=email, updated_at=iso(now), verified_at=None)
+        # Unverified, and any pending recovery link void: it was mailed to the old address.
+        after: User = current.changed(
+            email=email, updated_at=iso(now), verified_at=None, pending_recovery=None
+        )
         after, ops = verification.issue(deps, after, now)
         # Built on the user as stored now: the old address is the one this commit replaces.
         notice = notice_op(
@@ -125,8 +128,11 @@ def resend_verification(deps: Deps, user: User, now: float) -> None:
 
 
 def new_password(user: User, password: str, now: float) -> User:
-    """``user`` with ``password`` hashed (argon2id) in place of the old one (not stored yet)."""
-    changed: User = user.changed(password_hash=passwords.hash_password(password), updated_at=iso(now))
+    """``user`` with ``password`` hashed (argon2id) in place of the old one (not stored yet), and
+    no pending recovery link: the password it was to replace is gone (CONTRACT section 14)."""
+    changed: User = user.changed(
+        password_hash=passwords.hash_password(password), updated_at=iso(now), pending_recovery=None
+    )
     return changed
 
 

@@ -14,6 +14,7 @@ from nimbus_core.adapters import clients
 from nimbus_core.adapters.items import from_item
 from tests.integration.conftest import Api, Clock, Faults, Stack
 from tests.integration.test_mail import record_calls
+from tests.integration.test_user_races import before_next_transaction, commit_of_a_concurrent_request
 
 PASSWORD = "correct horse"
 NEW_PASSWORD = "a brand new password"
@@ -177,3 +178,70 @@ def test_a_fault_during_the_request_mails_nothing_and_answers_500(
     faults.fail("dynamodb", "TransactWriteItems", "InternalServerError", 500, times=1)
     assert _recover(api, "alice").status == 500
     assert not [m for m in map(from_item, stack.items("OutboxTable")) if m["kind"] == "recover-password"]
+
+
+# --- races with the account's other changes (a change lands inside the request's read-then-write) ---
+
+
+def _user_item(stack: Stack, name: str) -> dict[str, Any]:
+    return next(i for i in map(from_item, stack.items("UsersTable")) if i.get("username") == name)
+
+
+def test_a_reset_racing_an_address_change_is_refused_and_never_verifies_the_new_address(
+    api: Api, stack: Stack
+) -> None:
+    session = api.register("alice").body["token"]
+    assert _recover(api, "alice").status == 201
+    token = _mailed_token(stack, "alice@example.com")
+    user_id = _user_item(stack, "alice")["id"]
+
+    with before_next_transaction(commit_of_a_concurrent_request(user_id, "email", "mallory@evil.example")):
+        reset = _reset(api, token)
+
+    assert (reset.status, reset.body["code"]) == (400, "INVALID_RECOVERY_TOKEN_ERROR")
+    user = _user_item(stack, "alice")
+    assert user["email"] == "mallory@evil.example"
+    assert "verifiedAt" not in user  # nobody proved the new address
+    assert "pendingVerification" in user  # and its link still waits
+    assert api.call("GET", "/users/me", token=session).status == 200  # nothing was reset
+
+
+def test_a_token_stays_void_after_the_address_changes_away_and_back(api: Api, stack: Stack) -> None:
+    session = api.register("alice").body["token"]
+    assert _recover(api, "alice").status == 201
+    token = _mailed_token(stack, "alice@example.com")
+    for address in ("away@example.org", "alice@example.com"):
+        moved = api.call("PUT", "/users/me/email", {"email": address, "password": PASSWORD}, token=session)
+        assert moved.status == 200, moved.body
+
+    assert _reset(api, token).body["code"] == "INVALID_RECOVERY_TOKEN_ERROR"
+
+
+@pytest.mark.parametrize("field", ["password", "sessions"])
+def test_a_request_racing_a_password_change_or_a_revoke_all_still_answers_201_and_mails(
+    api: Api, stack: Stack, field: str
+) -> None:
+    session = api.register("alice").body["token"]
+
+    def concurrent() -> Any:
+        if field == "password":
+            body = {"password": PASSWORD, "newPassword": NEW_PASSWORD, "confirmNewPassword": NEW_PASSWORD}
+            return api.call("PUT", "/users/me/password", body, token=session, ip="198.51.100.90")
+        return api.call(
+            "DELETE", "/users/me/sessions/all?include-self=true", token=session, ip="198.51.100.90"
+        )
+
+    with before_next_transaction(concurrent) as done:
+        reply = _recover(api, "alice")
+
+    assert done[1].status == 200, done[1].body
+    assert (reply.status, reply.body["code"]) == (201, "SEND_RECOVERY_EMAIL_SUCCESS")
+    assert _reset(api, _mailed_token(stack, "alice@example.com")).status == 200
+
+
+def test_a_bad_token_is_named_first_whatever_the_second_factor_answer_holds(api: Api) -> None:
+    assert api.register("alice").status == 201
+    bad = "01M89919A7RV55ED9Z6RYKSG7X." + "a" * 43
+    for answer in ({"token": "x", "type": "totp", "code": "1"}, {"type": "nonsense"}, {}):
+        reply = _reset(api, bad, answer=answer)
+        assert (reply.status, reply.body["code"]) == (400, "INVALID_RECOVERY_TOKEN_ERROR"), answer

@@ -35,6 +35,8 @@ if TYPE_CHECKING:  # the validated bodies the routes pass
 _log = Logger(child=True)
 
 RESET_ENDPOINT = "PUT /users/recover"
+# What a user write built on a stale read answers (the adapter explains which field moved).
+_STALE_USER = frozenset({ErrorCode.INVALID_SESSION_ERROR, ErrorCode.INVALID_PASSWORD_ERROR})
 # No account has a longer login name (usernames <= 64, emails <= 254); DynamoDB refuses longer keys.
 _MAX_LOGIN_NAME = 320
 _MAX_TOKEN = 256
@@ -51,14 +53,14 @@ def request_recovery(deps: Deps, body: RecoverBody, now: float) -> None:
             ops += _mail_ops(deps, user, now)
         try:
             deps.tx.commit(ops)
-        except UserChangedError:
-            # A concurrent request (or change) moved the user on: count again on the stored user.
-            user = deps.users.get(user.id) if user is not None else None
-            continue
-        except NimbusError as refused:
-            if refused.code is not ErrorCode.INVALID_SESSION_ERROR:
+        except (UserChangedError, NimbusError) as refused:
+            # A concurrent request or change moved the user on after the read (another recovery
+            # request, a new password, revoked sessions, a deletion): whatever the stale write
+            # says, count again on the user as stored now (none: answered as for an unknown
+            # name). The answer stays the one 201.
+            if isinstance(refused, NimbusError) and refused.code not in _STALE_USER:
                 raise
-            user = None  # deleted meanwhile: the request is answered as for any unknown name
+            user = deps.users.get(user.id) if user is not None else None
             continue
         if len(ops) > 1:
             metrics.count(metrics.Event.RECOVERY_MAILED)
@@ -117,7 +119,8 @@ def _mail_ops(deps: Deps, user: User, now: float) -> list[WriteOp]:
         to=user.email, username=user.username, link=link, valid_minutes=settings.recovery_token_minutes
     )
     ops = [
-        *deps.users.change_ops(user, after),
+        # The link is bound to the password and address read: neither may move before it is stored.
+        *deps.users.change_ops(user, after, assume_unchanged=True),
         deps.tokens.put_recovery_op(token),
         deps.outbox.enqueue_op(email, now=now, kind="recover-password", user_id=user.id),
     ]
@@ -143,8 +146,9 @@ def reset_password(deps: Deps, body: ResetPasswordBody, *, source_ip: str, now: 
     if parsed is None:
         raise NimbusError(ErrorCode.INVALID_RECOVERY_TOKEN_ERROR)
     presented = _Presented(hash_secret(parsed.secret), parsed.secret, parsed.user_id)
-    answer = challenges.parse_answer(body.two_factor) if body.two_factor is not None else None
-    challenge_hash = hash_secret(answer.secret) if answer is not None else None
+    # The answer is only peeked at here (its challenge is read with the token); it is judged after
+    # the token, so a bad token is a bad token whatever ``2fa`` holds.
+    challenge_hash = challenges.answered_hash(body.two_factor)
     new_hash: str | None = None
     for _ in range(FRESH_USER_ATTEMPTS):
         token, user, challenge = deps.tokens.get_recovery(
@@ -156,8 +160,9 @@ def reset_password(deps: Deps, body: ResetPasswordBody, *, source_ip: str, now: 
         binding = challenges.Binding(endpoint=RESET_ENDPOINT, recovery=presented.token_hash)
         answer_ops: list[WriteOp] = []
         if user.second_factor_count > 0:
-            if answer is None:
+            if body.two_factor is None:
                 raise challenges.require(deps, user, binding, now)
+            answer = challenges.parse_answer(body.two_factor)
             read: tuple[Challenge | None, User] = (challenge, user)
             _, answer_ops = challenges.answer(deps, answer, binding, now, expected_user=user.id, read=read)
         # Hashed once, and only for a token that was good: argon2 is the costly part of a reset.

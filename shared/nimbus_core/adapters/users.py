@@ -217,10 +217,14 @@ class DynamoUsers:
             request["ExclusiveStartKey"] = result["LastEvaluatedKey"]
         return ids
 
-    def change_ops(self, before: User, after: User) -> list[WriteOp]:
-        """Replace ``before`` by ``after``, swapping the claims whose keys changed (one transaction)."""
+    def change_ops(self, before: User, after: User, *, assume_unchanged: bool = False) -> list[WriteOp]:
+        """Replace ``before`` by ``after``, swapping the claims whose keys changed (one transaction);
+        with ``assume_unchanged``, only while the stored hash and address are still ``before``'s."""
         conditions = ["attribute_exists(pk)"]
         values: dict[str, Any] = {}
+        if assume_unchanged:
+            conditions += ["passwordHash = :readHash", "email = :readEmail"]
+            values |= {":readHash": {"S": before.password_hash}, ":readEmail": {"S": before.email}}
         ops: list[WriteOp] = []
         if username_key(before.username) != username_key(after.username):
             conditions.append("usernameKey = :oldUsername")
@@ -254,6 +258,14 @@ class DynamoUsers:
                 absent = f"attribute_not_exists({attr}) OR " if seen == 0 else ""
                 conditions.append(f"({absent}{attr} = :old_{attr})")
                 values[f":old_{attr}"] = _n(seen)
+        if before.pending_recovery != after.pending_recovery:
+            # A recovery link is issued, superseded or spent on the link the change read: a reset
+            # racing an address change (which voids the link) cannot land on the new address.
+            if before.pending_recovery is None:
+                conditions.append("attribute_not_exists(pendingRecovery)")
+            else:
+                conditions.append("pendingRecovery = :oldRecovery")
+                values[":oldRecovery"] = {"S": before.pending_recovery}
         update = _diff_update(before, after)
         if update is None:  # nothing differs (a changed key always changes an attribute)
             return []
