@@ -73,7 +73,7 @@ validate: $(SAM) deps-layer-check
 
 # Rules on fakes, contracts and handlers on moto run in parallel (moto provisioned once per
 # worker); the end-to-end tests share one local API, so they run in one process.
-PARALLEL_TESTS := tests/unit tests/contract tests/integration tests/tools
+PARALLEL_TESTS := tests/unit tests/contract tests/integration tests/tools tests/migration
 pytest: $(VENV)/.synced $(NODE_MODULES) chromium
 	$(VENV)/bin/pytest -n auto -q $(wildcard $(PARALLEL_TESTS))
 	$(VENV)/bin/pytest -q tests/e2e

@@ -11,6 +11,7 @@ from nimbus_core.deps import Deps
 from nimbus_core.errors import DependencyError
 from nimbus_core.models import Challenge, Session, User, iso_to_epoch
 from nimbus_core.tokens import SessionToken, secret_matches
+from nimbus_core.upstream_tokens import UPSTREAM_SECRET_HASH
 
 # A child of the function's Powertools logger: JSON lines, the operator's log level.
 _log = Logger(child=True)
@@ -60,7 +61,11 @@ def authenticate(
         session, user, target = deps.sessions.get_with_users(token.user_id, token.session_id, target_id)
     if session is None or user is None:
         return None
-    if not secret_matches(token.secret, session.secret_hash):
+    if token.upstream:
+        # A verified upstream token names only a session imported from upstream.
+        if session.secret_hash != UPSTREAM_SECRET_HASH:
+            return None
+    elif not secret_matches(token.secret, session.secret_hash):
         return None
     if session.exp <= now or user.banned_at is not None or session.generation != user.session_generation:
         return None

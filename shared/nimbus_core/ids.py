@@ -8,6 +8,7 @@ dependency and import time for eight lines.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 import threading
@@ -15,6 +16,8 @@ import time
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _ID = re.compile(f"[{_CROCKFORD}]{{26}}")
+# Accounts moved from an upstream deployment keep their ids (CONTRACT section 15): decimal strings.
+_UPSTREAM_ID = re.compile(r"[0-9]{1,20}")
 
 
 class _Monotonic:
@@ -40,11 +43,23 @@ def new_id() -> str:
         if value <= _state.last:
             value = _state.last + 1 + secrets.randbits(16)
         _state.last = value
+    return _encode(value)
+
+
+def _encode(value: int) -> str:
     chars = []
     for _ in range(26):
         chars.append(_CROCKFORD[value & 31])
         value >>= 5
     return "".join(reversed(chars))
+
+
+def upstream_session_id(user_id: str, iat: int) -> str:
+    """The id an upstream session (its token's ``iat``, of user ``user_id``) is imported under: an
+    id of :func:`new_id`'s shape, ordered by ``iat`` among the others, its other 80 bits a digest of
+    both, so the same session always gets the same id (the token names it; the import is idempotent)."""
+    digest = hashlib.sha256(f"upstream-session:{user_id}:{iat}".encode()).digest()
+    return _encode((iat * 1000) << 80 | int.from_bytes(digest[:10]))
 
 
 def reseed() -> None:
@@ -54,10 +69,11 @@ def reseed() -> None:
 
 
 def is_id(value: str) -> bool:
-    """Whether ``value`` has the shape of an id made by :func:`new_id`."""
+    """Whether ``value`` has the shape of an id made by :func:`new_id`, or of an upstream account's
+    id kept by an import (decimal digits)."""
     # One precompiled match: every request checks two or three ids (its token, a path parameter),
     # and a per-character generator cost several times more.
-    return _ID.fullmatch(value) is not None
+    return _ID.fullmatch(value) is not None or _UPSTREAM_ID.fullmatch(value) is not None
 
 
 def new_secret() -> str:

@@ -98,6 +98,9 @@ class Settings:
     webauthn_user_verification: UserVerification = field(
         default="preferred", metadata=_env("WEBAUTHN_USER_VERIFICATION", _user_verification)
     )
+    # The X.509 certificate (PEM) of the key an upstream deployment signed its session tokens with:
+    # with it, those tokens keep authenticating their imported sessions; without it, none does.
+    upstream_jwt_certificate: str = field(default="", metadata=_env("UPSTREAM_JWT_CERTIFICATE"))
     metrics_namespace: str = field(default="Nimbus", metadata=_env("POWERTOOLS_METRICS_NAMESPACE"))
     # How long a function trusts its copy of the kill switches and log level (CONTRACT: at most 10 s).
     config_cache_seconds: int = field(default=10, metadata=_env("CONFIG_CACHE_SECONDS", _whole(0, 10)))

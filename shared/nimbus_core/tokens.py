@@ -24,6 +24,9 @@ class SessionToken:
     user_id: str
     session_id: str
     secret: str
+    # An upstream deployment's signed token (CONTRACT section 15): no secret, its signature checked
+    # already; it may only name a session imported from upstream.
+    upstream: bool = False
 
     def __str__(self) -> str:
         return f"{self.user_id}.{self.session_id}.{self.secret}"

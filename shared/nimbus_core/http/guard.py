@@ -40,6 +40,7 @@ from nimbus_core.request_input import MAX_NAME, printable, read_query
 from nimbus_core.reverify import AnswerCarrier, reverify
 from nimbus_core.scopes import grants
 from nimbus_core.tokens import SessionToken, parse_session_token
+from nimbus_core.upstream_tokens import parse_upstream_token
 
 
 @dataclass(slots=True)
@@ -158,12 +159,13 @@ def guard(
     def guarded(event: HttpEvent, path: dict[str, str], deps: Deps, config: RuntimeConfig | None) -> Response:
         _check_literal_siblings(reserved, path)
         headers = event.headers()
+        now = deps.clock.now()
         request = Request(
             deps=deps,
             source_ip=event.source_ip,
             headers=headers,
-            now=deps.clock.now(),
-            token=parse_session_token(headers.get("authorization")),
+            now=now,
+            token=_session_token(headers.get("authorization"), deps, now),
             target_id=_target_id(policy, path),
             scoped_self=policy.scoped_self,
             endpoint=endpoint,
@@ -260,6 +262,11 @@ def _challenge_stored(request: Request, proceed: Callable[[], Response]) -> Resp
     except ChallengeRequiredError as required:
         challenges.store(request.deps, required)
         raise
+
+
+def _session_token(authorization: str | None, deps: Deps, now: float) -> SessionToken | None:
+    """The session the header names: a Nimbus token, or one an upstream deployment signed."""
+    return parse_session_token(authorization) or parse_upstream_token(authorization, deps.settings, now)
 
 
 def _check_literal_siblings(reserved: Mapping[str, frozenset[str]], path: dict[str, str]) -> None:

@@ -1,0 +1,1 @@
+"""Tests of moving an upstream Cumulonimbus deployment's PostgreSQL data into Nimbus."""
