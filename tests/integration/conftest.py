@@ -44,6 +44,9 @@ from nimbus_tools.openapi import endpoint_errors, response_model
 from nimbus_tools.template import Template, load_template, stream_subscriptions
 from tests.integration.stream_feed import Handler, Invocation, StreamFeed
 
+# A real PostgreSQL holding an upstream deployment, for the import's tests (started only when used).
+from tests.migration.conftest import postgres, upstream  # noqa: F401
+
 REGION = "us-east-1"
 PARAMS = {
     "VerificationUrl": "https://files.test/verify?token={token}",

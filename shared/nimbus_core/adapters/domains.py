@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from nimbus_core.adapters.errors import aws_errors, error_code
-from nimbus_core.adapters.items import read_record
+from nimbus_core.adapters.items import read_record, record_item
 from nimbus_core.adapters.transactions import TransactOp
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.models import Domain
@@ -49,6 +49,21 @@ class DynamoDomains:
             start = page.get("LastEvaluatedKey")
             if not start:
                 return domains
+
+    def create(self, domain: Domain) -> bool:
+        """Offer ``domain`` as given unless it is offered already (then it is left as it is);
+        True if it was new. For imports: running one again changes nothing."""
+        item = record_item(domain, pk=PARTITION)
+        with aws_errors("PutItem (domain)"):
+            try:
+                self._client.put_item(
+                    TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+                )
+            except ClientError as error:
+                if error_code(error) == "ConditionalCheckFailedException":
+                    return False
+                raise
+        return True
 
     def get(self, name: str) -> Domain | None:
         """One domain, or None."""

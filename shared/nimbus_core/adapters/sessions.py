@@ -119,6 +119,21 @@ class DynamoSessions:
             read_record(Challenge, challenges[0]) if challenges else None,
         )
 
+    def import_session(self, session: Session) -> bool:
+        """Store a session imported from upstream unless it is stored already; True if it was new."""
+        with aws_errors("PutItem (imported session)"):
+            try:
+                self._client.put_item(
+                    TableName=self._table,
+                    Item=session_item(session),
+                    ConditionExpression="attribute_not_exists(sessionId)",
+                )
+            except ClientError as error:
+                if error_code(error) == "ConditionalCheckFailedException":
+                    return False
+                raise
+        return True
+
     def put_op(self, session: Session) -> WriteOp:
         """Store a new session (ids never repeat, so an existing one is a bug, not a user error)."""
         return TransactOp(

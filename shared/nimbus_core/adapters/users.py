@@ -158,6 +158,63 @@ class DynamoUsers:
             self._count_op(user, +1),
         ]
 
+    # ------------------------------------------------------------------ accounts imported from upstream
+
+    def import_ops(self, user: User) -> list[WriteOp]:
+        """Create an account imported from upstream, as :meth:`create_ops` creates one, marked
+        ``importedFrom`` and ``importPending`` until :meth:`finish_import` (its sessions written)."""
+        item = {**user_item(user), "importedFrom": {"S": "upstream"}, "importPending": {"BOOL": True}}
+        put = TransactOp(
+            {"Put": {"TableName": self._table, "Item": item, "ConditionExpression": _NOT_EXISTS}}
+        )
+        return [
+            put,
+            self._claim_op(_username_claim(user), user),
+            self._claim_op(_email_claim(user), user),
+            self._count_op(user, +1),
+        ]
+
+    def import_states(self, user_ids: Sequence[str]) -> dict[str, str]:
+        """How each stored user among ``user_ids`` (at most 100) stands: ``"pending"`` (imported,
+        its sessions not all written), ``"done"`` (imported) or ``"native"`` (never imported)."""
+        keys = [user_key(u) for u in dict.fromkeys(user_ids)]
+        if not keys:
+            return {}
+        request = {
+            "Keys": keys,
+            "ConsistentRead": True,
+            "ProjectionExpression": "pk, importedFrom, importPending",
+        }
+        found = batch_get(self._client, {self._table: request})
+        states: dict[str, str] = {}
+        for item in found.get(self._table, []):
+            user_id = item["pk"]["S"].removeprefix("USER#")
+            if "importedFrom" not in item:
+                states[user_id] = "native"
+            else:
+                states[user_id] = "pending" if "importPending" in item else "done"
+        return states
+
+    def claim_holders(self, user: User) -> dict[str, str | None]:
+        """Who holds ``user``'s username and address under Nimbus's rules (None: free)."""
+        claims = {"username": _username_claim(user), "email": _email_claim(user)}
+        found = batch_get(
+            self._client,
+            {self._table: {"Keys": [{"pk": {"S": pk}} for pk in claims.values()], "ConsistentRead": True}},
+        )
+        holders = {item["pk"]["S"]: item["userId"]["S"] for item in found.get(self._table, [])}
+        return {name: holders.get(pk) for name, pk in claims.items()}
+
+    def finish_import(self, user_id: str) -> None:
+        """Mark an imported account's sessions as all written (a later import leaves it alone)."""
+        with aws_errors("UpdateItem (import done)"):
+            self._client.update_item(
+                TableName=self._table,
+                Key=user_key(user_id),
+                UpdateExpression="REMOVE importPending",
+                ConditionExpression="attribute_exists(pk)",
+            )
+
     def _count_op(self, user: User, delta: int) -> TransactOp:
         # In the transaction that creates or deletes the user: the count moves exactly when a user
         # appears or disappears, whatever runs concurrently (ADD needs no read).

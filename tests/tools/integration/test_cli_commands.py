@@ -16,6 +16,7 @@ from nimbus_core.adapters.users import DynamoUsers
 from nimbus_tools.cli.main import main
 from nimbus_tools.template import load_template, resources_of_type
 from tests.integration.conftest import fresh_aws
+from tests.migration.upstream import Upstream
 from tests.samples import sample_user
 
 REGION = "eu-west-1"
@@ -310,3 +311,40 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
         main(argv)
     assert exit_info.value.code == 2
     assert "usage:" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------- import
+
+
+def test_import_reads_an_upstream_database_and_reports_what_it_did_then_nothing_the_second_time(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str], upstream: Upstream
+) -> None:
+    upstream.add_domain("files.example", subdomains=False)
+    upstream.add_user("alice")
+    upstream.add_user("ALICE")  # collides with alice under Nimbus's rules: both are listed
+
+    code, out, err = _run(capsys, *STACK, "import", upstream.url, "--dry-run")
+    assert (code, err.count("Traceback")) == (0, 0)
+    assert "would import       0" in out
+    assert "(dry run: nothing was written)" in out
+    assert deployed.domains() == {}
+
+    upstream.add_user("bob")
+    code, out, _ = _run(capsys, *STACK, "import", upstream.url, "--json")
+    report = json.loads(out)
+    assert code == 0
+    assert (report["imported"]["users"], report["imported"]["domains"], len(report["skipped"])) == (1, 1, 2)
+    assert all("collides" in s["reason"] for s in report["skipped"])
+    assert deployed.domains()["files.example"]["subdomains"] == {"BOOL": False}
+
+    code, out, _ = _run(capsys, *STACK, "import", upstream.url, "--json")
+    assert (json.loads(out)["imported"].get("users", 0), json.loads(out)["unchanged"]["users"]) == (0, 1)
+
+
+def test_import_refuses_a_url_that_is_not_postgresql_and_an_unreachable_database(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _run(capsys, *STACK, "import", "mysql://x/y")
+    assert (code, "postgresql://" in err) == (2, True)
+    code, _, err = _run(capsys, *STACK, "import", "postgresql://nobody@127.0.0.1:1/none")
+    assert (code, "cannot read the upstream database" in err, "Traceback" in err) == (1, True, False)

@@ -1,4 +1,5 @@
-"""``nimbus``: the operator tool (staff, kill switches, log level, domains, captured and failed mail).
+"""``nimbus``: the operator tool (staff, kill switches, log level, domains, captured and failed mail,
+importing an upstream deployment).
 
 Works on the running local API by default (its serve.json), or on a deployed stack with
 ``--stack NAME [--region R]``.
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from nimbus_tools.cli import commands, mailqueue
+from nimbus_tools.cli import commands, importing, mailqueue
 from nimbus_tools.cli.errors import EXIT_USAGE, CliError
 from nimbus_tools.cli.target import Target, local_target, stack_target
 
@@ -88,6 +89,14 @@ def build_parser() -> argparse.ArgumentParser:
     retry = leaf(mail, "retry", "re-send failed mail from its outbox item and remove it from the queue")
     retry.add_argument("ids", nargs="*", metavar="ID", help="IDs shown by `nimbus mail failed`")
     retry.add_argument("--all", action="store_true", dest="every", help="every failed message")
+    imports = leaf(groups, "import", "import an upstream Cumulonimbus deployment's PostgreSQL database")
+    imports.add_argument(
+        "url", metavar="POSTGRES_URL", help="postgresql://user[:password]@host[:port]/dbname"
+    )
+    imports.add_argument("--dry-run", action="store_true", help="read and check everything, write nothing")
+    imports.add_argument("--page-size", type=int, default=500, help="accounts read per page (default 500)")
+    imports.add_argument("--workers", type=int, default=8, help="accounts written at once (default 8)")
+    imports.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
 
@@ -120,6 +129,15 @@ def run(args: argparse.Namespace, target: commands.TargetFactory) -> str:
         )
     if args.group == "mail":
         return _mail(args, target)
+    if args.group == "import":
+        return importing.import_command(
+            args.url,
+            target,
+            dry_run=args.dry_run,
+            page_size=args.page_size,
+            workers=args.workers,
+            as_json=args.json,
+        )
     raise CliError(
         f"unknown command {args.group}", EXIT_USAGE
     )  # pragma: no cover - argparse refuses it first

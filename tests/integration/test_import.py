@@ -1,0 +1,239 @@
+"""``nimbus import`` (CONTRACT section 15): a real PostgreSQL database holding an upstream deployment,
+made with the real algorithms (tests/migration), imported into the stack on moto; then the old
+password, second factors, backup codes and session tokens used through the API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyotp
+import pytest
+
+from nimbus_core import passwords
+from nimbus_core.adapters import clients, container
+from nimbus_core.adapters.domains import DynamoDomains
+from nimbus_core.adapters.items import from_item
+from nimbus_core.adapters.sessions import DynamoSessions
+from nimbus_core.adapters.transactions import DynamoTransactor
+from nimbus_core.adapters.users import DynamoUsers
+from nimbus_core.errors import DependencyError
+from nimbus_core.settings import get_settings
+from nimbus_tools.migrate.importer import Report, Stores, run_import
+from nimbus_tools.migrate.source import UpstreamSource
+from tests.integration.conftest import PARAMS, Api, Stack
+from tests.migration.upstream import Upstream, UpstreamSigner
+
+PASSWORD = "correct horse"
+
+
+@pytest.fixture
+def signer(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[UpstreamSigner]:
+    """Upstream's token key, its certificate given to the deployment (the same rp id as upstream)."""
+    key = UpstreamSigner(rp_id=PARAMS["WebAuthnRpId"])
+    monkeypatch.setenv("UPSTREAM_JWT_CERTIFICATE", key.certificate_pem)
+    get_settings.cache_clear()
+    container.reset()
+    yield key
+    get_settings.cache_clear()
+    container.reset()
+
+
+class _StopsAfter(DynamoSessions):
+    """The sessions table, failing after ``writes`` imported sessions: a run cut off part way."""
+
+    def __init__(self, writes: int, *args: Any) -> None:
+        super().__init__(*args)
+        self.left = writes
+
+    def import_session(self, session: Any) -> bool:
+        if self.left == 0:
+            raise DependencyError("PutItem (imported session) failed: the machine went away")
+        self.left -= 1
+        return super().import_session(session)
+
+
+def _import(stack: Stack, source: Upstream, *, stop_after: int | None = None, **options: Any) -> Report:
+    client = stack.dynamodb  # the operator tool's client: boto3 with every operation's model
+    tables = (stack.table("SessionsTable"), stack.table("UsersTable"), stack.table("TokensTable"))
+    stores = Stores(
+        users=DynamoUsers(client, stack.table("UsersTable")),
+        sessions=DynamoSessions(client, *tables)
+        if stop_after is None
+        else _StopsAfter(stop_after, client, *tables),
+        domains=DynamoDomains(client, stack.table("DomainsTable")),
+        transactor=DynamoTransactor(client),
+    )
+    with UpstreamSource(source.url) as reader:
+        return run_import(reader, stores, **options)
+
+
+def _items(stack: Stack) -> list[str]:
+    """Every item of the tables an import writes, as text, in a stable order."""
+    tables = ("UsersTable", "SessionsTable", "DomainsTable")
+    return sorted(str(sorted(from_item(i).items())) for t in tables for i in stack.items(t))
+
+
+def _user(stack: Stack, user_id: str) -> dict[str, Any]:
+    return next(i for i in map(from_item, stack.items("UsersTable")) if i.get("id") == user_id)
+
+
+def test_an_account_logs_in_with_its_upstream_password_which_is_then_argon2(
+    api: Api,
+    stack: Stack,
+    upstream: Upstream,
+) -> None:
+    upstream.add_domain("example.com")
+    alice = upstream.add_user("Alice", staff=True, subdomain="alice")
+
+    report = _import(stack, upstream)
+
+    assert (report.imported["users"], report.imported["domains"], report.skipped) == (1, 1, [])
+    stored = _user(stack, alice.id)
+    assert (stored["username"], stored["email"], stored["staff"], stored["subdomain"]) == (
+        "Alice", alice.email, True, "alice"
+    )  # fmt: skip
+    assert stored["passwordHash"] == alice.hash
+    assert api.login("alice", PASSWORD).status == 201
+    assert passwords.verify_password(_user(stack, alice.id)["passwordHash"], PASSWORD)
+    assert _user(stack, alice.id)["passwordHash"].startswith("$argon2id$")
+    assert api.login("alice", "wrong password", ip="203.0.113.9").body["code"] == "INVALID_PASSWORD_ERROR"
+
+
+def test_old_session_tokens_keep_their_scopes_and_a_revoked_one_stays_revoked_after_a_second_run(
+    api: Api,
+    stack: Stack,
+    upstream: Upstream,
+    signer: UpstreamSigner,
+) -> None:
+    bob = upstream.add_user("bob")
+    normal, _ = upstream.add_session(bob, signer)
+    scoped, _ = upstream.add_session(bob, signer, permission_flags=4)  # ACCOUNT_READ only
+    _import(stack, upstream)
+
+    me = api.call("GET", "/users/me", token=normal)
+    assert (me.status, me.body["id"]) == (200, bob.id)
+    assert api.call("GET", "/users/me", token=scoped).status == 200
+    assert api.call("GET", "/users/me/sessions", token=scoped).status == 403
+    assert api.call("GET", "/users/me/sessions", token=normal).body["count"] == 2
+    assert api.call("DELETE", "/users/me/sessions/me", token=normal).status == 200
+
+    again = _import(stack, upstream)
+
+    assert (again.imported["users"], again.unchanged["users"], again.imported["sessions"]) == (0, 1, 0)
+    assert api.call("GET", "/users/me", token=normal).status == 401
+    assert api.call("GET", "/users/me", token=scoped).status == 200
+
+
+def test_totp_and_upstream_backup_codes_answer_the_login_challenge(
+    api: Api,
+    stack: Stack,
+    upstream: Upstream,
+) -> None:
+    carol = upstream.add_user("carol")
+    _, secret = upstream.add_totp(carol)
+    codes = upstream.add_backup_codes(carol)
+    _import(stack, upstream)
+
+    first = api.login("carol", PASSWORD)
+    assert (first.body["code"], first.body["types"]) == (
+        "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR",
+        ["totp", "backup"],
+    )
+    answer = {"token": first.body["token"], "type": "totp", "code": pyotp.TOTP(secret).now()}
+    assert api.call("POST", "/login", {"2fa": answer}, ip="203.0.113.20").status == 201
+
+    second = api.login("carol", PASSWORD, ip="203.0.113.21")
+    backup = {"token": second.body["token"], "type": "backup", "code": codes[0]}
+    assert api.call("POST", "/login", {"2fa": backup}, ip="203.0.113.22").status == 201
+    third = api.login("carol", PASSWORD, ip="203.0.113.23")
+    replay = {"token": third.body["token"], "type": "backup", "code": codes[0]}
+    assert api.call("POST", "/login", {"2fa": replay}, ip="203.0.113.24").status == 401
+
+
+def test_a_second_run_changes_nothing(
+    api: Api, stack: Stack, upstream: Upstream, signer: UpstreamSigner
+) -> None:
+    upstream.add_domain("example.com")
+    for name in ("dave", "erin", "frank"):
+        user = upstream.add_user(name)
+        upstream.add_totp(user)
+        upstream.add_session(user, signer)
+    first = _import(stack, upstream)
+    before = _items(stack)
+
+    second = _import(stack, upstream)
+
+    assert (first.imported["users"], first.imported["sessions"], first.imported["factors"]) == (3, 3, 3)
+    assert (second.imported["users"], second.unchanged["users"], second.unchanged["sessions"]) == (0, 3, 3)
+    assert second.unchanged["domains"] == 1
+    assert _items(stack) == before
+
+
+def test_an_interrupted_run_resumes_where_it_stopped(
+    api: Api, stack: Stack, upstream: Upstream, signer: UpstreamSigner
+) -> None:
+    tokens = []
+    for n in range(6):
+        user = upstream.add_user(f"user{n}")
+        tokens.append(upstream.add_session(user, signer)[0])
+    with pytest.raises(DependencyError):
+        _import(stack, upstream, workers=1, page_size=1, stop_after=2)
+    pending = [i for i in map(from_item, stack.items("UsersTable")) if "importPending" in i]
+    assert len(pending) == 1  # created, but its session was cut off: marked, to be finished
+    assert len(_user_ids(stack)) == 3  # the three after it were never reached
+
+    resumed = _import(stack, upstream)
+
+    assert resumed.skipped == []
+    assert resumed.imported["users"] + resumed.unchanged["users"] == 6
+    assert all(api.call("GET", "/users/me", token=t).status == 200 for t in tokens)
+    count = DynamoUsers(clients.dynamodb(), stack.table("UsersTable")).newest_page(limit=0, offset=0)[0]
+    assert count == 6  # each account counted once
+    assert not any("importPending" in i for i in map(from_item, stack.items("UsersTable")))
+
+
+def test_collisions_and_broken_rows_are_skipped_and_listed_never_guessed(
+    api: Api,
+    stack: Stack,
+    upstream: Upstream,
+) -> None:
+    assert api.register("nimbususer", email="taken@example.com").status == 201
+    twins = [upstream.add_user("Twin"), upstream.add_user("twin")]
+    shared = [
+        upstream.add_user("one", email="same@example.com"),
+        upstream.add_user("two", email="SAME@example.com"),
+    ]
+    native_name = upstream.add_user("NimbusUser", email="fresh@example.com")
+    native_address = upstream.add_user("fresh", email="Taken@Example.com")
+    bad_name = upstream.add_user("has space")
+    fine = upstream.add_user("fine")
+    upstream.connection.execute('UPDATE "Users" SET password = %s WHERE id = %s', ("plain text", fine.id))
+    kept = upstream.add_user("kept")
+
+    dry = _import(stack, upstream, dry_run=True)
+    assert _user_ids(stack) == {_only_user(stack)}  # nothing written
+    report = _import(stack, upstream)
+
+    reasons = {s["id"]: s["reason"] for s in report.skipped}
+    assert {s["id"] for s in dry.skipped} == set(reasons)
+    assert set(reasons) == {u.id for u in (*twins, *shared, native_name, native_address, bad_name, fine)}
+    assert all("collides" in reasons[u.id] for u in (*twins, *shared))
+    assert "username is taken" in reasons[native_name.id]
+    assert "email is taken" in reasons[native_address.id]
+    assert "breaks the rule" in reasons[bad_name.id]
+    assert "not a bcrypt hash" in reasons[fine.id]
+    assert report.imported["users"] == 1
+    assert api.login("kept", PASSWORD).status == 201
+    assert kept.id in _user_ids(stack)
+
+
+def _user_ids(stack: Stack) -> set[str]:
+    return {
+        str(i["id"]) for i in map(from_item, stack.items("UsersTable")) if str(i["pk"]).startswith("USER#")
+    }
+
+
+def _only_user(stack: Stack) -> str:
+    (user_id,) = _user_ids(stack)
+    return user_id

@@ -1,0 +1,73 @@
+"""``nimbus import POSTGRES_URL``: an upstream Cumulonimbus deployment's accounts into this stack."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from botocore.config import Config
+
+from nimbus_core.adapters.domains import DynamoDomains
+from nimbus_core.adapters.sessions import DynamoSessions
+from nimbus_core.adapters.transactions import DynamoTransactor
+from nimbus_core.adapters.users import DynamoUsers
+from nimbus_tools.cli.errors import EXIT_USAGE, CliError
+from nimbus_tools.migrate.importer import Report, Stores, run_import
+from nimbus_tools.migrate.source import UpstreamSource
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from nimbus_tools.cli.commands import TargetFactory
+
+# Throttling is expected at import rates: botocore's adaptive mode backs off and paces the client.
+_RETRIES = Config(retries={"mode": "adaptive", "max_attempts": 10}, max_pool_connections=32)
+
+
+def import_command(
+    url: str, target: TargetFactory, *, dry_run: bool, page_size: int, workers: int, as_json: bool
+) -> str:
+    """Run the import and answer its report (a progress bar on stderr meanwhile)."""
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise CliError("give the upstream database as postgresql://user@host:port/dbname", EXIT_USAGE)
+    if not 1 <= page_size <= 5000 or not 1 <= workers <= 64:
+        raise CliError("--page-size is 1..5000 and --workers 1..64", EXIT_USAGE)
+    stack = target()
+    client = stack.session.client("dynamodb", endpoint_url=stack.endpoint_url, config=_RETRIES)
+    stores = Stores(
+        users=DynamoUsers(client, stack.table("UsersTable")),
+        sessions=DynamoSessions(
+            client, stack.table("SessionsTable"), stack.table("UsersTable"), stack.table("TokensTable")
+        ),
+        domains=DynamoDomains(client, stack.table("DomainsTable")),
+        transactor=DynamoTransactor(client),
+    )
+    import psycopg
+
+    try:
+        source = UpstreamSource(url)
+    except psycopg.Error as error:
+        raise CliError(f"cannot read the upstream database: {error}") from error
+    with source:
+        report = _with_progress(
+            lambda progress: run_import(
+                source, stores, dry_run=dry_run, page_size=page_size, workers=workers, on_progress=progress
+            )
+        )
+    return json.dumps(report.as_json(), indent=2) if as_json else report.render()
+
+
+def _with_progress(work: Callable[[Callable[[int, int], None]], Report]) -> Report:
+    """``work`` with a progress bar (accounts done of all, rate, ETA) on stderr."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("accounts"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(file=sys.stderr), transient=True) as progress:
+        task = progress.add_task("import", total=None)
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        return work(advance)

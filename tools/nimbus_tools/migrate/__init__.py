@@ -1,0 +1,1 @@
+"""Moving from an upstream Cumulonimbus deployment: `nimbus import` (CONTRACT section 15)."""

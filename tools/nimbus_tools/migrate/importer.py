@@ -1,0 +1,235 @@
+"""``nimbus import``: an upstream Cumulonimbus database into a Nimbus stack (CONTRACT section 15).
+
+Idempotent and resumable without a checkpoint file: each account is created in one transaction
+(the user with its factors and backup codes, both claims, the user count) marked ``importPending``;
+its live sessions follow (each put only if absent), then the mark is removed. A second run finds
+every account done and changes nothing; a run that stopped part way picks up the pending accounts'
+sessions and the accounts not yet created. Sessions of a finished account are never written again,
+so one revoked in Nimbus since stays revoked.
+
+Nothing is guessed: accounts whose username or address collide under Nimbus's rules (with each
+other in the source, or with an account Nimbus has), or that break its rules, are skipped and
+listed. The source is only read, in pages; the writes of a page run in parallel, and botocore's
+adaptive retries back off when DynamoDB throttles.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from nimbus_core.adapters.domains import DynamoDomains
+from nimbus_core.adapters.sessions import DynamoSessions
+from nimbus_core.adapters.transactions import DynamoTransactor
+from nimbus_core.adapters.users import DynamoUsers
+from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.identity import email_key, username_key
+from nimbus_core.models import User
+from nimbus_tools.migrate import records
+from nimbus_tools.migrate.source import UpstreamAccount, UpstreamSource
+
+BATCH_READ = 100  # keys per BatchGetItem
+
+
+@dataclass
+class Report:
+    """What a run did (or, with ``dry_run``, would do)."""
+
+    dry_run: bool
+    source: dict[str, int] = field(default_factory=dict)
+    imported: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    unchanged: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def render(self) -> str:
+        """The final report, as printed."""
+        verb = "would import" if self.dry_run else "imported"
+        lines = [
+            f"Source: {', '.join(f'{n} {k}' for k, n in self.source.items())} (unexpired sessions only)",
+            *(
+                f"{kind:<9} {verb} {self.imported.get(kind, 0):>7}   already there {old:>7}"
+                for kind in ("domains", "users", "factors", "sessions")
+                for old in (self.unchanged.get(kind, 0),)
+            ),
+            f"skipped   {len(self.skipped):>7} account(s)" + (":" if self.skipped else ""),
+            *(f"  {s['id']} {s['username']}: {s['reason']}" for s in self.skipped),
+            f"in {self.seconds:.1f} s" + ("  (dry run: nothing was written)" if self.dry_run else ""),
+        ]
+        return "\n".join(lines)
+
+    def as_json(self) -> dict[str, Any]:
+        """The report as data."""
+        return {
+            "dryRun": self.dry_run,
+            "source": self.source,
+            "imported": dict(self.imported),
+            "unchanged": dict(self.unchanged),
+            "skipped": self.skipped,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass(frozen=True)
+class Stores:
+    """The Nimbus stack's tables, through the functions' own adapters."""
+
+    users: DynamoUsers
+    sessions: DynamoSessions
+    domains: DynamoDomains
+    transactor: DynamoTransactor
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    users: str  # "imported", "unchanged" or "skipped"
+    factors: int = 0
+    sessions_new: int = 0
+    sessions_old: int = 0
+    reason: str = ""
+
+
+def run_import(
+    source: UpstreamSource,
+    stores: Stores,
+    *,
+    dry_run: bool = False,
+    page_size: int = 500,
+    workers: int = 8,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> Report:
+    """Import every domain and account of ``source``; ``on_progress(done, total)`` after each page."""
+    started = time.monotonic()
+    report = Report(dry_run=dry_run, source=source.counts())
+    _import_domains(source, stores, report)
+    collisions = source_collisions(source.names())
+    now = time.time()
+    done = 0
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for page in source.pages(page_size):
+            states: dict[str, str] = {}
+            for start in range(0, len(page), BATCH_READ):
+                states |= stores.users.import_states([row.id for row in page[start : start + BATCH_READ]])
+            outcomes = pool.map(
+                partial(_account, collisions=collisions, stores=stores, dry_run=dry_run, now=now),
+                page,
+                [states.get(row.id) for row in page],
+            )
+            for row, outcome in zip(page, outcomes, strict=True):
+                _tally(report, row, outcome)
+            done += len(page)
+            if on_progress is not None:
+                on_progress(done, report.source["users"])
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def source_collisions(names: Iterable[tuple[str, str, str]]) -> dict[str, str]:
+    """The accounts of the source that collide with another of the source under Nimbus's rules
+    (usernames case-insensitively, addresses IDNA-normalised and casefolded): id -> why. Every
+    party is skipped: which one is the real owner is the operator's call, not ours."""
+    by_name: dict[str, list[str]] = defaultdict(list)
+    by_address: dict[str, list[str]] = defaultdict(list)
+    for user_id, username, email in names:
+        by_name[username_key(username)].append(user_id)
+        try:
+            by_address[email_key(email)].append(user_id)
+        except ValueError:
+            continue  # an address that is not one is refused on its own
+    found: dict[str, str] = {}
+    for kind, groups in (("username", by_name), ("address", by_address)):
+        for ids in groups.values():
+            if len(ids) > 1:
+                for user_id in ids:
+                    others = ", ".join(i for i in ids if i != user_id)
+                    found.setdefault(user_id, f"its {kind} collides with account(s) {others} of the source")
+    return found
+
+
+def _import_domains(source: UpstreamSource, stores: Stores, report: Report) -> None:
+    for row in source.domains():
+        domain = records.domain(row)
+        new = stores.domains.get(domain.id) is None if report.dry_run else stores.domains.create(domain)
+        (report.imported if new else report.unchanged)["domains"] += 1
+
+
+def _account(
+    row: UpstreamAccount,
+    state: str | None,
+    *,
+    collisions: dict[str, str],
+    stores: Stores,
+    dry_run: bool,
+    now: float,
+) -> _Outcome:
+    """Import one account (``state``: how Nimbus holds it already, if at all)."""
+    planned = _plan(row, state, collisions, now=now)
+    if isinstance(planned, _Outcome):
+        return planned
+    user = planned.user
+    if dry_run:
+        taken = _taken(stores, user) if state is None else ""
+        if taken:
+            return _Outcome("skipped", reason=taken)
+        return _Outcome("imported", factors=len(user.second_factors), sessions_new=len(planned.sessions))
+    if state is None:
+        try:
+            stores.transactor.commit(stores.users.import_ops(user))
+        except NimbusError as refused:
+            taken = _taken(stores, user) if refused.code is ErrorCode.USER_EXISTS_ERROR else ""
+            if not taken:
+                raise  # not a claim: the user item exists (another run imports it right now) or AWS failed
+            return _Outcome("skipped", reason=taken)
+    new = sum(stores.sessions.import_session(session) for session in planned.sessions)
+    stores.users.finish_import(user.id)
+    return _Outcome(
+        "imported" if state is None else "unchanged",
+        factors=len(user.second_factors) if state is None else 0,
+        sessions_new=new,
+        sessions_old=len(planned.sessions) - new,
+    )
+
+
+def _plan(
+    row: UpstreamAccount, state: str | None, collisions: dict[str, str], *, now: float
+) -> records.Account | _Outcome:
+    """The account to write, or the outcome decided without writing (skipped, or done before)."""
+    if row.id in collisions:
+        return _Outcome("skipped", reason=collisions[row.id])
+    try:
+        account = records.account(row, now=now)
+    except records.RefusedError as refused:
+        return _Outcome("skipped", reason=str(refused))
+    if state == "native":
+        return _Outcome("skipped", reason="an account Nimbus did not import has this id")
+    if state == "done":
+        return _Outcome("unchanged", sessions_old=len(account.sessions))
+    return account
+
+
+def _taken(stores: Stores, user: User) -> str:
+    """Why ``user``'s claims cannot be had ("" when both are free or already its own)."""
+    holders = stores.users.claim_holders(user)
+    taken = [
+        f"its {kind} is taken by account {holder}"
+        for kind, holder in holders.items()
+        if holder not in (None, user.id)
+    ]
+    return "; ".join(taken)
+
+
+def _tally(report: Report, row: UpstreamAccount, outcome: _Outcome) -> None:
+    if outcome.users == "skipped":
+        report.skipped.append({"id": row.id, "username": row.username, "reason": outcome.reason})
+        return
+    (report.imported if outcome.users == "imported" else report.unchanged)["users"] += 1
+    report.imported["factors"] += outcome.factors
+    if outcome.users == "unchanged":
+        report.unchanged["factors"] += len(row.factors)
+    report.imported["sessions"] += outcome.sessions_new
+    report.unchanged["sessions"] += outcome.sessions_old
