@@ -1,7 +1,7 @@
 """``python -m bench``: AWS calls per request (warm functions), revoking every session of a user,
 the session sweeper on 5,000 stale sessions, banning a user with 1,000 sessions (and the sweep after),
 handler import times, the performance budgets (Nimbus against bare handlers, cold and warm, as
-ratios), what each SDK choice buys, keep-alive latency.
+ratios), what each SDK choice buys, the pace of ``nimbus import``, keep-alive latency.
 
 The tables are reports, not tests: an OVER verdict is printed, never asserted (timings depend on
 the machine). A scenario that does not answer the scripted HTTP status stops the run instead,
@@ -104,6 +104,13 @@ def _sdk(_template: Template, args: argparse.Namespace) -> tuple[str, Any]:
     return format_sdk(result, args.runs), sdk_json(result)
 
 
+def _import(template: Template, _args: argparse.Namespace) -> tuple[str, Any]:
+    from bench.import_rate import format_import, import_json, measure_import
+
+    result = measure_import(template)
+    return format_import(result), import_json(result)
+
+
 def _keepalive(_template: Template, _args: argparse.Namespace) -> tuple[str, Any]:
     from bench.keepalive import format_keepalive, keepalive_json, measure_keepalive
 
@@ -127,6 +134,7 @@ BENCHMARKS: dict[str, tuple[str, Benchmark]] = {
         _budgets,
     ),
     "sdk": ("What each SDK choice buys: botocore's defaults against the functions' public options", _sdk),
+    "import": ("nimbus import: an upstream PostgreSQL database of 10,000 users into the stack", _import),
     "keepalive": ("Keep-alive requests through the local API's HTTP server (no function work)", _keepalive),
 }
 

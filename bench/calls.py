@@ -897,7 +897,7 @@ def _staff_scenarios(h: Harness) -> list[Scenario]:
     switch = KillSwitch.FILE_CREATE  # guards no Nimbus endpoint: enabling it disturbs nothing
     domain = {"domain": get_settings().default_domain, "subdomain": "staffset"}
     return [
-        # One page of users within 3 round trips (auth, ListIndex Query, BatchGetItem).
+        # One page of users within 3 round trips (auth, CreatedIndex Query, BatchGetItem).
         Scenario(
             "GET /users (page of 50)", 200, staffed("GET", listing("/users"), reverify=False), USERS_BUDGET
         ),

@@ -30,6 +30,7 @@ from nimbus_core.models import (
     Session,
     User,
     VerificationToken,
+    iso_to_epoch,
 )
 from nimbus_core.ports import CounterState, CounterWindowMovedError, RuntimeConfig, WriteOp
 from nimbus_core.settings import Settings
@@ -237,10 +238,12 @@ class FakeUsers:
             return [self.db.users[u] for u in dict.fromkeys(user_ids) if u in self.db.users]
 
     def newest_page(self, *, limit: int, offset: int) -> tuple[int, list[User]]:
-        """The number of users and one page, newest (greatest id) first."""
+        """The number of users and one page, newest (creation time, then id) first."""
         with self.db.lock:
             self.db.calls += ["users.list_index", "users.get_page"]  # a Query and a BatchGetItem
-            newest = sorted(self.db.users.values(), key=lambda u: u.id, reverse=True)
+            newest = sorted(
+                self.db.users.values(), key=lambda u: (iso_to_epoch(u.created_at), u.id), reverse=True
+            )
             return len(newest), newest[offset : offset + limit] if limit > 0 else []
 
     def delete_ops(self, user: User) -> list[WriteOp]:

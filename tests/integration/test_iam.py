@@ -592,7 +592,7 @@ def list_users(w: World) -> None:
     listed = expect(w.api.call("GET", "/users?limit=2&offset=1", token=staff), 200)
     stored = [i for i in w.stack.items("UsersTable") if i["pk"]["S"].startswith("USER#")]
     assert listed["count"] == len(stored)  # the count shards, read with the page's users
-    assert len(listed["items"]) == 2  # ListIndex
+    assert len(listed["items"]) == 2  # CreatedIndex
     assert expect(w.api.call("GET", "/users?limit=0", token=staff), 200)["items"] == []  # count only
 
 

@@ -5,6 +5,7 @@ password, second factors, backup codes and session tokens used through the API."
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pyotp
@@ -21,8 +22,9 @@ from nimbus_core.errors import DependencyError
 from nimbus_core.settings import get_settings
 from nimbus_tools.migrate.importer import Report, Stores, run_import
 from nimbus_tools.migrate.source import UpstreamSource
-from tests.integration.conftest import PARAMS, Api, Stack
+from tests.integration.conftest import ORIGIN, PARAMS, Api, Stack
 from tests.migration.upstream import Upstream, UpstreamSigner
+from tests.passkey_authenticator import SoftwareAuthenticator
 
 PASSWORD = "correct horse"
 
@@ -65,7 +67,8 @@ def _import(stack: Stack, source: Upstream, *, stop_after: int | None = None, **
         transactor=DynamoTransactor(client),
     )
     with UpstreamSource(source.url) as reader:
-        return run_import(reader, stores, **options)
+        # One writer: moto in process is not safe for concurrent transactions (DynamoDB is).
+        return run_import(reader, stores, **{"workers": 1, **options})
 
 
 def _items(stack: Stack) -> list[str]:
@@ -237,3 +240,43 @@ def _user_ids(stack: Stack) -> set[str]:
 def _only_user(stack: Stack) -> str:
     (user_id,) = _user_ids(stack)
     return user_id
+
+
+def test_imported_accounts_list_by_creation_time_among_the_others_and_are_counted(
+    api: Api, stack: Stack, upstream: Upstream
+) -> None:
+    assert api.register("native").status == 201  # created now
+    older = upstream.add_user("older", created_at=datetime(2021, 5, 1, tzinfo=UTC))
+    newer = upstream.add_user("newer", created_at=datetime(2024, 5, 1, tzinfo=UTC))
+    _import(stack, upstream)
+
+    count, page = DynamoUsers(stack.dynamodb, stack.table("UsersTable")).newest_page(limit=50, offset=0)
+
+    assert count == 3
+    assert [u.username for u in page] == ["native", "newer", "older"]
+    assert (page[1].id, page[2].id) == (newer.id, older.id)
+
+
+def test_an_upstream_security_key_answers_the_login_challenge_and_its_counter_is_kept(
+    api: Api, stack: Stack, upstream: Upstream
+) -> None:
+    dora = upstream.add_user("dora")
+    factor_id, key = upstream.add_webauthn(dora, authenticator=SoftwareAuthenticator(sign_count=41))
+    key.rp_id = PARAMS["WebAuthnRpId"]  # registered upstream under the rp id Nimbus now shares
+    _import(stack, upstream)
+
+    first = api.login("dora", PASSWORD)
+    assert first.body["types"] == ["webauthn"]
+    response = key.get(first.body["challenge"], origin=ORIGIN)
+    answered = api.call(
+        "POST", "/login", {"2fa": {"token": first.body["token"], "type": "webauthn", "response": response}}
+    )
+
+    assert answered.status == 201, answered.body
+    assert _user(stack, dora.id)["secondFactors"][factor_id]["signCount"] > 41
+    replayed = api.login("dora", PASSWORD, ip="203.0.113.40")
+    stale = key.get(replayed.body["challenge"], origin=ORIGIN, sign_count=41)  # a cloned key's count
+    refused = api.call(
+        "POST", "/login", {"2fa": {"token": replayed.body["token"], "type": "webauthn", "response": stale}}
+    )
+    assert refused.body["code"] == "INVALID_SECOND_FACTOR_RESPONSE_ERROR"

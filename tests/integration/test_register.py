@@ -148,6 +148,7 @@ def test_register_stores_the_user_with_lower_cased_keys_and_the_case_as_given(
         "email": "Alice.W@example.com",
         "emailKey": "alice.w@example.com",
         "listPartition": "USERS",
+        "listOrder": f"{1_800_000_000_250:015d}#{user_id}",  # created at NOW, in ms
         "staff": False,
         "domain": "nimbus.test",
         "secondFactors": {},

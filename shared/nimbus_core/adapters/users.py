@@ -13,7 +13,7 @@ from nimbus_core.adapters.items import read_record, record_item, stored_values, 
 from nimbus_core.adapters.transactions import Explain, TransactOp, fails_with
 from nimbus_core.errors import ErrorCode, NimbusError, UserChangedError
 from nimbus_core.identity import email_key, username_key
-from nimbus_core.models import SecondFactor, User
+from nimbus_core.models import SecondFactor, User, iso_to_epoch
 from nimbus_core.ports import CounterState, WriteOp
 
 if TYPE_CHECKING:
@@ -21,9 +21,10 @@ if TYPE_CHECKING:
 
 _NOT_EXISTS = "attribute_not_exists(pk)"
 USER_KEY_PREFIX = "USER#"  # the key of a user item; claims are USERNAME#... and EMAIL#...
-# GET /users: every user item carries LIST_PARTITION in ``listPartition``, so ListIndex (keys only,
-# sorted by id, which is time-ordered) lists the newest first with one Query and no Scan.
-LIST_INDEX = "ListIndex"
+# GET /users: every user item carries LIST_PARTITION in ``listPartition`` and its creation time in
+# ``listOrder``, so CreatedIndex (keys only) lists the newest first with one Query and no Scan, the
+# accounts imported from upstream (whose ids are not time-ordered) among the others.
+LIST_INDEX = "CreatedIndex"
 LIST_PARTITION = "USERS"
 # The number of users is kept exact by the transactions that create and delete them, spread over
 # COUNT_SHARDS counter items (USERCOUNT#<n>, n from the user id) so that no single item takes every
@@ -56,7 +57,13 @@ def user_item(user: User) -> dict[str, Any]:
         usernameKey=username_key(user.username),
         emailKey=email_key(user.email),
         listPartition=LIST_PARTITION,
+        listOrder=list_order(user),
     )
+
+
+def list_order(user: User) -> str:
+    """Where ``user`` sorts in the list: creation time (milliseconds, fixed width), then id."""
+    return f"{round(iso_to_epoch(user.created_at) * 1000):015d}#{user.id}"
 
 
 def count_key(shard: int) -> dict[str, Any]:
@@ -239,7 +246,7 @@ class DynamoUsers:
         return [read_record(User, item) for item in found.get(self._table, [])]
 
     def newest_page(self, *, limit: int, offset: int) -> tuple[int, list[User]]:
-        """How many users there are, and one page of them, newest first: one Query of ListIndex
+        """How many users there are, and one page of them, newest first: one Query of CreatedIndex
         (keys only; a further page per MB, about 10,000 keys) and one BatchGetItem for the page's
         users and the count's shards together."""
         ids = self._newest_ids(limit + offset)[offset:] if limit > 0 else []
@@ -266,9 +273,9 @@ class DynamoUsers:
             "ScanIndexForward": False,
         }
         while len(ids) < wanted:
-            with aws_errors("Query (ListIndex)"):
+            with aws_errors("Query (CreatedIndex)"):
                 result = self._client.query(**request, Limit=wanted - len(ids))
-            ids += [item["id"]["S"] for item in result.get("Items", [])]
+            ids += [item["pk"]["S"].removeprefix(USER_KEY_PREFIX) for item in result.get("Items", [])]
             if "LastEvaluatedKey" not in result:
                 break
             request["ExclusiveStartKey"] = result["LastEvaluatedKey"]

@@ -33,8 +33,8 @@ def test_every_table_is_created_with_its_keys_and_indexes(session: boto3.Session
     users = dynamodb.describe_table(TableName="UsersTable")["Table"]
     assert users["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
     assert sorted(i["IndexName"] for i in users.get("GlobalSecondaryIndexes", [])) == [
+        "CreatedIndex",
         "EmailIndex",
-        "ListIndex",
         "UsernameIndex",
     ]
     assert users["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"

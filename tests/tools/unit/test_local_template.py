@@ -119,7 +119,7 @@ def test_table_definitions_give_create_table_kwargs_and_ttl() -> None:
     assert users["BillingMode"] == "PAY_PER_REQUEST"
     assert users["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
     assert [i["IndexName"] for i in users["GlobalSecondaryIndexes"]] == [
-        "ListIndex",
+        "CreatedIndex",
         "UsernameIndex",
         "EmailIndex",
     ]

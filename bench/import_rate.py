@@ -1,0 +1,153 @@
+"""``nimbus import``'s pace (``python -m bench --only import``), and a bcrypt user's first login.
+
+A throwaway PostgreSQL (Debian's, started as the tests start it) is filled with an upstream
+database of 10,000 users, each with one live session and every other one with a TOTP factor. Two
+measures of the same import (pages of 500):
+
+- through the real SDK with AWS answered in process (``bench.aws_hook``: every write succeeds at
+  once) and the tool's 8 writers: what the tool itself (PostgreSQL reads, mapping, botocore's
+  serialising and signing) can drive; against DynamoDB, add its latency per call, spread over the
+  writers;
+- into moto (``mock_aws``, provisioned from template.yaml, as ``make serve``'s emulator is) for a
+  smaller share, with one writer (moto in process is not safe for concurrent transactions): moto
+  copies every table on each TransactWriteItems, so its pace falls as the tables fill, and 10,000
+  users would take hours there. It shows the writes are real and a second run changes nothing.
+
+The first login of an imported user pays bcrypt at upstream's cost 15 once, then the argon2id hash
+that replaces it: both timed here on this machine's CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from moto import mock_aws
+
+from bench.aws_hook import CannedAws
+from bench.calls import FAKE_AWS, REGION, _environment
+from nimbus_core import passwords
+from nimbus_core.adapters.domains import DynamoDomains
+from nimbus_core.adapters.sessions import DynamoSessions
+from nimbus_core.adapters.transactions import DynamoTransactor
+from nimbus_core.adapters.users import DynamoUsers
+from nimbus_tools.local.provision import provision
+from nimbus_tools.migrate.importer import Report, Stores, run_import
+from nimbus_tools.migrate.source import UpstreamSource
+from nimbus_tools.template import Template
+from tests.migration.postgres import PostgresServer
+from tests.migration.upstream import Upstream, bcrypt_hash
+
+USERS = int(os.environ.get("NIMBUS_BENCH_IMPORT_USERS", "10000"))
+MOTO_USERS = int(os.environ.get("NIMBUS_BENCH_IMPORT_MOTO_USERS", "200"))
+# What DynamoDB answers each write of the import, for the in-process measure (nothing exists yet).
+_CANNED: dict[str, Any] = {
+    "dynamodb.BatchGetItem": {"Responses": {}, "UnprocessedKeys": {}},
+    "dynamodb.TransactWriteItems": {},
+    "dynamodb.PutItem": {},
+    "dynamodb.UpdateItem": {},
+}
+# One live session per user, a TOTP factor for every other user (ids: upstream's decimal ones).
+_CONFIG = Config(max_pool_connections=32)
+_SESSIONS = """
+INSERT INTO "Sessions" (id, "user", exp, name, "createdAt", "updatedAt")
+SELECT '1700000000', id, now() + interval '7 days', 'Firefox on Linux', now(), now() FROM "Users"
+"""
+_FACTORS = """
+INSERT INTO "SecondFactors" (id, "user", type, name, secret, "createdAt", "updatedAt")
+SELECT id || '7', id, 'totp', 'Phone', 'JBSWY3DPEHPK3PXP', now(), now()
+FROM "Users" WHERE right(id, 1)::int % 2 = 0
+"""
+
+
+def measure_import(template: Template) -> dict[str, Any]:
+    """Fill the upstream databases, import them both ways, and time a first bcrypt login."""
+    with PostgresServer() as postgres:
+        _fill(postgres, "bench_import", USERS)
+        _fill(postgres, "bench_moto", MOTO_USERS)
+        with _environment(FAKE_AWS):
+            session = boto3.Session(region_name=REGION)
+            CannedAws(_CANNED).install(session)
+            canned = _stores(session.client("dynamodb", config=_CONFIG), template_tables(template))
+            with UpstreamSource(postgres.url("bench_import")) as reader:
+                sdk = run_import(reader, canned)
+        with _environment(FAKE_AWS), mock_aws():
+            session = boto3.Session(region_name=REGION)
+            stores = _stores(session.client("dynamodb"), provision(session, template).tables)
+            with UpstreamSource(postgres.url("bench_moto")) as reader:
+                moto = run_import(reader, stores, workers=1)
+            with UpstreamSource(postgres.url("bench_moto")) as reader:
+                again = run_import(reader, stores, workers=1)
+    return {"sdk": sdk, "moto": moto, "again": again, **_first_login()}
+
+
+def _fill(postgres: PostgresServer, name: str, users: int) -> None:
+    source = Upstream.connect(postgres.create_database(name))
+    source.create_schema()
+    source.add_domain("example.com")
+    source.bulk_users(users)
+    source.connection.execute(_SESSIONS)
+    source.connection.execute(_FACTORS)
+    source.close()
+
+
+def _stores(client: Any, tables: dict[str, str]) -> Stores:
+    return Stores(
+        users=DynamoUsers(client, tables["UsersTable"]),
+        sessions=DynamoSessions(client, tables["SessionsTable"], tables["UsersTable"], tables["TokensTable"]),
+        domains=DynamoDomains(client, tables["DomainsTable"]),
+        transactor=DynamoTransactor(client),
+    )
+
+
+def template_tables(template: Template) -> dict[str, str]:
+    """The tables' names as the stack gives them (their logical ids, as the emulator names them)."""
+    return {name: name for name in ("UsersTable", "SessionsTable", "TokensTable", "DomainsTable")}
+
+
+def _first_login() -> dict[str, float]:
+    legacy = bcrypt_hash("correct horse", 15)
+    started = time.process_time()
+    assert passwords.verify_password(legacy, "correct horse")
+    bcrypt_ms = (time.process_time() - started) * 1000
+    started = time.process_time()
+    passwords.hash_password("correct horse")
+    argon2_ms = (time.process_time() - started) * 1000
+    return {"bcrypt15_ms": bcrypt_ms, "argon2_ms": argon2_ms}
+
+
+def format_import(result: dict[str, Any]) -> str:
+    """The figures, as printed."""
+    lines = []
+    for key, label in (
+        ("sdk", "SDK, AWS answered in process, 8 writers"),
+        ("moto", "moto in process, 1 writer"),
+    ):
+        report: Report = result[key]
+        users, sessions, factors = (report.imported.get(k, 0) for k in ("users", "sessions", "factors"))
+        seconds = report.seconds
+        lines += [
+            f"{label}: {users:,} users, {sessions:,} sessions, {factors:,} factors in {seconds:.1f} s",
+            f"  {users / seconds:,.0f} users/s, {sessions / seconds:,.0f} sessions/s,"
+            f" {factors / seconds:,.0f} factors/s",
+        ]
+    again: Report = result["again"]
+    lines += [
+        f"moto, a second run: {again.unchanged.get('users', 0):,} users already there, "
+        f"{again.imported.get('users', 0)} imported, in {again.seconds:.1f} s",
+        f"First login of an imported user: bcrypt cost 15 {result['bcrypt15_ms']:,.0f} ms CPU, "
+        f"then the argon2id rehash {result['argon2_ms']:,.0f} ms CPU (once per user)",
+    ]
+    return "\n".join(lines)
+
+
+def import_json(result: dict[str, Any]) -> dict[str, Any]:
+    """The figures as data."""
+    return {
+        **{key: result[key].as_json() for key in ("sdk", "moto", "again")},
+        "bcrypt15_ms": result["bcrypt15_ms"],
+        "argon2_ms": result["argon2_ms"],
+    }
