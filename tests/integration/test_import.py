@@ -48,10 +48,18 @@ class _StopsAfter(DynamoSessions):
         super().__init__(*args)
         self.left = writes
 
+    def _spend(self, count: int) -> None:
+        if self.left < count:
+            raise DependencyError("BatchWriteItem (imported sessions) failed: the machine went away")
+        self.left -= count
+
+    def import_new_sessions(self, sessions: Any) -> None:
+        listed = list(sessions)
+        self._spend(len(listed))
+        super().import_new_sessions(listed)
+
     def import_session(self, session: Any) -> bool:
-        if self.left == 0:
-            raise DependencyError("PutItem (imported session) failed: the machine went away")
-        self.left -= 1
+        self._spend(1)
         return super().import_session(session)
 
 

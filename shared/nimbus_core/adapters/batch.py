@@ -36,7 +36,15 @@ def batch_delete(client: DynamoDBClient, table: str, keys: Iterable[dict[str, An
     """Delete ``keys`` in batches of 25 (idempotent: deleting a missing item is not an error)."""
     # A batch may not name one key twice (DynamoDB refuses it), and deleting twice changes nothing.
     unique = {json.dumps(key, sort_keys=True): key for key in keys}
-    pending = [{"DeleteRequest": {"Key": key}} for key in unique.values()]
+    _batch_write(client, table, [{"DeleteRequest": {"Key": key}} for key in unique.values()])
+
+
+def batch_put(client: DynamoDBClient, table: str, items: Iterable[dict[str, Any]]) -> None:
+    """Put ``items`` in batches of 25, unconditionally: only for items that cannot exist yet."""
+    _batch_write(client, table, [{"PutRequest": {"Item": item}} for item in items])
+
+
+def _batch_write(client: DynamoDBClient, table: str, pending: list[dict[str, Any]]) -> None:
     for start in range(0, len(pending), WRITE_BATCH):
         request: dict[str, Any] = {table: pending[start : start + WRITE_BATCH]}
         for attempt in range(_ATTEMPTS):

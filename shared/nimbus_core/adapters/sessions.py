@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from nimbus_core.adapters.batch import batch_delete, batch_get
+from nimbus_core.adapters.batch import batch_delete, batch_get, batch_put
 from nimbus_core.adapters.challenges import challenge_key
 from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import read_record, record_item
@@ -118,6 +118,12 @@ class DynamoSessions:
             users.get(other_user_id) if other_user_id is not None else None,
             read_record(Challenge, challenges[0]) if challenges else None,
         )
+
+    def import_new_sessions(self, sessions: Iterable[Session]) -> None:
+        """Store the sessions of an account imported from upstream this moment, in batches of 25:
+        the account was just created, so none of them can exist yet (its sessions' ids come from
+        the account's id)."""
+        batch_put(self._client, self._table, [session_item(s) for s in sessions])
 
     def import_session(self, session: Session) -> bool:
         """Store a session imported from upstream unless it is stored already; True if it was new."""

@@ -2,7 +2,8 @@
 
 Idempotent and resumable without a checkpoint file: each account is created in one transaction
 (the user with its factors and backup codes, both claims, the user count) marked ``importPending``;
-its live sessions follow (each put only if absent), then the mark is removed. A second run finds
+its live sessions follow (in batches of 25; when a stopped run is resumed, each only if absent),
+then the mark is removed. A second run finds
 every account done and changes nothing; a run that stopped part way picks up the pending accounts'
 sessions and the accounts not yet created. Sessions of a finished account are never written again,
 so one revoked in Nimbus since stays revoked.
@@ -185,7 +186,13 @@ def _account(
             if not taken:
                 raise  # not a claim: the user item exists (another run imports it right now) or AWS failed
             return _Outcome("skipped", reason=taken)
-    new = sum(stores.sessions.import_session(session) for session in planned.sessions)
+    if state is None:
+        # Created just now by this transaction: its sessions cannot exist yet, so they go in batches.
+        stores.sessions.import_new_sessions(planned.sessions)
+        new = len(planned.sessions)
+    else:
+        # A run stopped while writing them: each is put only if it is not there already.
+        new = sum(stores.sessions.import_session(session) for session in planned.sessions)
     stores.users.finish_import(user.id)
     return _Outcome(
         "imported" if state is None else "unchanged",
