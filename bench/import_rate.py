@@ -48,6 +48,7 @@ _CANNED: dict[str, Any] = {
     "dynamodb.BatchGetItem": {"Responses": {}, "UnprocessedKeys": {}},
     "dynamodb.TransactWriteItems": {},
     "dynamodb.PutItem": {},
+    "dynamodb.BatchWriteItem": {"UnprocessedItems": {}},
     "dynamodb.UpdateItem": {},
 }
 # One live session per user, a TOTP factor for every other user (ids: upstream's decimal ones).
