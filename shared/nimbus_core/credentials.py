@@ -44,7 +44,7 @@ def rehash_ops(deps: Deps, user: User, password: str, now: float) -> list[WriteO
     current argon2id profile (an imported bcrypt hash, or older parameters), on condition that the
     user still has that hash, is not banned and not locked. Commit it with the request's own write,
     so each user pays for the old hash once."""
-    if not passwords.needs_rehash(user.password_hash):
+    if not passwords.should_rehash(user.password_hash, password):
         return []
     new_hash = passwords.hash_password(password)
     return [

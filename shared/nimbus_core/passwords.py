@@ -61,6 +61,15 @@ def _verify_bcrypt(stored_hash: str, password: str) -> bool:
         return False
 
 
+def should_rehash(stored_hash: str, password: str) -> bool:
+    """Whether the stored hash should be replaced now that ``password`` was proven against it.
+    Not for a bcrypt hash proven by a password longer than bcrypt reads: only its first 72 bytes
+    were checked, and the rest of what was typed (a typo, say) must not become the password."""
+    if is_bcrypt(stored_hash) and len(password.encode()) > _BCRYPT_MAX_BYTES:
+        return False
+    return needs_rehash(stored_hash)
+
+
 def needs_rehash(stored_hash: str) -> bool:
     """Whether the stored hash should be replaced by a new argon2id hash once the password is proven:
     an imported bcrypt hash, or argon2 made with other parameters than the current profile."""

@@ -19,6 +19,8 @@ from nimbus_core.errors import ErrorCode, NimbusError, UserChangedError
 from nimbus_core.ports import Transactor, WriteOp
 from nimbus_core.tokens import hash_secret
 
+_SETS_OWN_PASSWORD = frozenset({"PUT /users/me/password"})
+
 
 def reverify(deps: Deps, caller: Caller, body: dict[str, Any], now: float, *, endpoint: str) -> list[WriteOp]:
     """Pass, or raise the contract's error: 400 MISSING_FIELDS_ERROR ["password"] when the password
@@ -45,7 +47,9 @@ def reverify(deps: Deps, caller: Caller, body: dict[str, Any], now: float, *, en
     credentials.check_password(deps, user, password, now)
     # An imported bcrypt hash (or argon2 of older parameters) is replaced by the request's own
     # write: the change's transaction, or the challenge's when a second factor is asked next.
-    rehash = credentials.rehash_ops(deps, user, password, now)
+    # Not where the route itself sets the caller's password: its write replaces the hash anyway,
+    # and two writes of the hash in one request would make the second one's condition fail.
+    rehash = [] if endpoint in _SETS_OWN_PASSWORD else credentials.rehash_ops(deps, user, password, now)
     if user.second_factor_count > 0:
         required = challenges.require(deps, user, binding, now)
         required.writes.extend(rehash)

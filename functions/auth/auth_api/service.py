@@ -78,7 +78,7 @@ def login(
         user = found
         password = body.password or ""
         credentials.check_password(deps, user, password, now)
-        if passwords.needs_rehash(user.password_hash):
+        if passwords.should_rehash(user.password_hash, password):
             rehash = passwords.hash_password(password)
     if user.banned_at is not None:
         raise NimbusError(ErrorCode.BANNED_ERROR)
