@@ -23,7 +23,7 @@ from nimbus_core.settings import get_settings
 from nimbus_tools.migrate.importer import Report, Stores, run_import
 from nimbus_tools.migrate.source import UpstreamSource
 from tests.integration.conftest import ORIGIN, PARAMS, Api, Stack
-from tests.migration.upstream import Upstream, UpstreamSigner
+from tests.migration.upstream import Upstream, UpstreamSigner, bcrypt_hash
 from tests.passkey_authenticator import SoftwareAuthenticator
 
 PASSWORD = "correct horse"
@@ -176,7 +176,7 @@ def test_a_second_run_changes_nothing(
     second = _import(stack, upstream)
 
     assert (first.imported["users"], first.imported["sessions"], first.imported["factors"]) == (3, 3, 3)
-    assert (second.imported["users"], second.unchanged["users"], second.unchanged["sessions"]) == (0, 3, 3)
+    assert (second.imported["users"], second.unchanged["users"], second.imported["sessions"]) == (0, 3, 0)
     assert second.unchanged["domains"] == 1
     assert _items(stack) == before
 
@@ -288,3 +288,38 @@ def test_an_upstream_security_key_answers_the_login_challenge_and_its_counter_is
         "POST", "/login", {"2fa": {"token": replayed.body["token"], "type": "webauthn", "response": stale}}
     )
     assert refused.body["code"] == "INVALID_SECOND_FACTOR_RESPONSE_ERROR"
+
+
+def test_an_account_deleted_in_nimbus_is_never_imported_again(
+    api: Api, stack: Stack, upstream: Upstream, signer: UpstreamSigner
+) -> None:
+    gone = upstream.add_user("gone")
+    token, _ = upstream.add_session(gone, signer)
+    _import(stack, upstream)
+    assert api.call("DELETE", "/users/me", {"password": PASSWORD}, token=token).status == 200
+
+    again = _import(stack, upstream)
+
+    assert again.imported.get("users", 0) == 0
+    assert [s["reason"] for s in again.skipped] == [
+        "deleted in Nimbus since it was imported: not brought back"
+    ]
+    assert api.call("GET", "/users/me", token=token).status == 401
+    assert api.login("gone", PASSWORD).body["code"] == "INVALID_USER_ERROR"
+
+
+def test_an_account_changed_upstream_after_its_import_is_listed_and_left_as_imported(
+    api: Api, stack: Stack, upstream: Upstream
+) -> None:
+    moved = upstream.add_user("moved")
+    _import(stack, upstream)
+    upstream.connection.execute(
+        'UPDATE "Users" SET password = %s, "updatedAt" = now() + interval \'1 second\' WHERE id = %s',
+        (bcrypt_hash("changed upstream", 4), moved.id),
+    )
+
+    again = _import(stack, upstream)
+
+    assert again.changed == [{"id": moved.id, "username": "moved"}]
+    assert "changed upstream since their import" in again.render()
+    assert api.login("moved", PASSWORD).status == 201  # the import never overwrites an account

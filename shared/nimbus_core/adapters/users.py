@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nimbus_core.adapters.batch import batch_get
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 
 _NOT_EXISTS = "attribute_not_exists(pk)"
 USER_KEY_PREFIX = "USER#"  # the key of a user item; claims are USERNAME#... and EMAIL#...
+# An account imported from upstream leaves IMPORTED#<id> behind, which its deletion keeps.
+IMPORTED_KEY_PREFIX = "IMPORTED#"
 # GET /users: every user item carries LIST_PARTITION in ``listPartition`` and its creation time in
 # ``listOrder``, so CreatedIndex (keys only) lists the newest first with one Query and no Scan, the
 # accounts imported from upstream (whose ids are not time-ordered) among the others.
@@ -37,6 +40,14 @@ COUNT_KEY_PREFIX = "USERCOUNT#"
 def user_key(user_id: str) -> dict[str, Any]:
     """The primary key of a user item."""
     return {"pk": {"S": f"USER#{user_id}"}}
+
+
+@dataclass(frozen=True, slots=True)
+class ImportState:
+    """How Nimbus holds an upstream account: ``kind`` is pending, done, deleted or native."""
+
+    kind: str
+    upstream_updated_at: str | None = None
 
 
 def user_id_from_key(keys: Mapping[str, Any]) -> str | None:
@@ -167,39 +178,63 @@ class DynamoUsers:
 
     # ------------------------------------------------------------------ accounts imported from upstream
 
-    def import_ops(self, user: User) -> list[WriteOp]:
+    def import_ops(self, user: User, *, upstream_updated_at: str) -> list[WriteOp]:
         """Create an account imported from upstream, as :meth:`create_ops` creates one, marked
-        ``importedFrom`` and ``importPending`` until :meth:`finish_import` (its sessions written)."""
-        item = {**user_item(user), "importedFrom": {"S": "upstream"}, "importPending": {"BOOL": True}}
+        ``importPending`` until :meth:`finish_import` (its sessions written), with the upstream row's
+        ``updatedAt`` (to tell a later run it changed), and an ``IMPORTED#<id>`` item that outlives
+        the account: an account deleted in Nimbus is never imported again."""
+        item = {
+            **user_item(user),
+            "importedFrom": {"S": "upstream"},
+            "importPending": {"BOOL": True},
+            "upstreamUpdatedAt": {"S": upstream_updated_at},
+        }
         put = TransactOp(
             {"Put": {"TableName": self._table, "Item": item, "ConditionExpression": _NOT_EXISTS}}
         )
+        mark = to_item({"pk": f"{IMPORTED_KEY_PREFIX}{user.id}", "importedAt": user.updated_at})
         return [
             put,
+            TransactOp({"Put": {"TableName": self._table, "Item": mark, "ConditionExpression": _NOT_EXISTS}}),
             self._claim_op(_username_claim(user), user),
             self._claim_op(_email_claim(user), user),
             self._count_op(user, +1),
         ]
 
-    def import_states(self, user_ids: Sequence[str]) -> dict[str, str]:
-        """How each stored user among ``user_ids`` (at most 100) stands: ``"pending"`` (imported,
-        its sessions not all written), ``"done"`` (imported) or ``"native"`` (never imported)."""
-        keys = [user_key(u) for u in dict.fromkeys(user_ids)]
-        if not keys:
+    def import_states(self, user_ids: Sequence[str]) -> dict[str, ImportState]:
+        """How Nimbus holds each of ``user_ids`` (at most 50) that it has or had: imported and
+        ``"pending"`` (its sessions not all written) or ``"done"``, ``"deleted"`` since its import,
+        or ``"native"`` (never imported); with the upstream ``updatedAt`` it was imported at."""
+        wanted = list(dict.fromkeys(user_ids))
+        if not wanted:
             return {}
+        keys = [user_key(u) for u in wanted] + [{"pk": {"S": f"{IMPORTED_KEY_PREFIX}{u}"}} for u in wanted]
         request = {
             "Keys": keys,
             "ConsistentRead": True,
-            "ProjectionExpression": "pk, importedFrom, importPending",
+            "ProjectionExpression": "pk, importedFrom, importPending, upstreamUpdatedAt",
         }
         found = batch_get(self._client, {self._table: request})
-        states: dict[str, str] = {}
+        users: dict[str, dict[str, Any]] = {}
+        marked: set[str] = set()
         for item in found.get(self._table, []):
-            user_id = item["pk"]["S"].removeprefix("USER#")
-            if "importedFrom" not in item:
-                states[user_id] = "native"
+            pk = item["pk"]["S"]
+            if pk.startswith(IMPORTED_KEY_PREFIX):
+                marked.add(pk.removeprefix(IMPORTED_KEY_PREFIX))
             else:
-                states[user_id] = "pending" if "importPending" in item else "done"
+                users[pk.removeprefix(USER_KEY_PREFIX)] = item
+        states: dict[str, ImportState] = {}
+        for user_id in wanted:
+            stored = users.get(user_id)
+            if stored is None:
+                if user_id in marked:
+                    states[user_id] = ImportState("deleted")
+                continue
+            if "importedFrom" not in stored:
+                states[user_id] = ImportState("native")
+                continue
+            kind = "pending" if "importPending" in stored else "done"
+            states[user_id] = ImportState(kind, stored.get("upstreamUpdatedAt", {}).get("S"))
         return states
 
     def claim_holders(self, user: User) -> dict[str, str | None]:

@@ -349,3 +349,16 @@ def test_import_refuses_a_url_that_is_not_postgresql_and_an_unreachable_database
     assert (code, "postgresql://" in err) == (2, True)
     code, _, err = _run(capsys, *STACK, "import", "postgresql://nobody@127.0.0.1:1/none")
     assert (code, "cannot read the upstream database" in err, "Traceback" in err) == (1, True, False)
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql://reader:Hunter2 pw@127.0.0.1:1/db", "postgresql://reader:%zzpass@h/db"]
+)
+def test_import_never_repeats_a_password_from_a_url_it_cannot_use(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str], url: str
+) -> None:
+    code, _, err = _run(capsys, *STACK, "import", url)
+    assert code == 1
+    assert "cannot read the upstream database" in err
+    assert "Hunter2" not in err
+    assert "zzpass" not in err

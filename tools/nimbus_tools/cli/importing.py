@@ -47,8 +47,15 @@ def import_command(
 
     try:
         source = UpstreamSource(url)
-    except psycopg.Error as error:
-        raise CliError(f"cannot read the upstream database: {error}") from error
+    except psycopg.OperationalError as error:
+        # The server's or libpq's answer (refused, unknown host, authentication failed): no secret.
+        raise CliError(f"cannot read the upstream database: {error}".strip()) from None
+    except psycopg.Error:
+        # Anything else is about the URL itself, whose text may hold the password: not repeated.
+        raise CliError(
+            "cannot read the upstream database: the URL could not be used (check its form; give the"
+            " password in PGPASSWORD or ~/.pgpass rather than in the URL)"
+        ) from None
     with source:
         report = _with_progress(
             lambda progress: run_import(

@@ -27,14 +27,14 @@ from typing import Any
 from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_core.adapters.sessions import DynamoSessions
 from nimbus_core.adapters.transactions import DynamoTransactor
-from nimbus_core.adapters.users import DynamoUsers
+from nimbus_core.adapters.users import DynamoUsers, ImportState
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.identity import email_key, username_key
 from nimbus_core.models import User
 from nimbus_tools.migrate import records
 from nimbus_tools.migrate.source import UpstreamAccount, UpstreamSource
 
-BATCH_READ = 100  # keys per BatchGetItem
+BATCH_READ = 50  # accounts per BatchGetItem (two keys each: the user and its import mark)
 
 
 @dataclass
@@ -46,6 +46,8 @@ class Report:
     imported: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     unchanged: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     skipped: list[dict[str, str]] = field(default_factory=list)
+    # Accounts imported earlier whose upstream row changed since: never overwritten, only listed.
+    changed: list[dict[str, str]] = field(default_factory=list)
     seconds: float = 0.0
 
     def render(self) -> str:
@@ -60,6 +62,12 @@ class Report:
             ),
             f"skipped   {len(self.skipped):>7} account(s)" + (":" if self.skipped else ""),
             *(f"  {s['id']} {s['username']}: {s['reason']}" for s in self.skipped),
+            *(
+                [f"changed upstream since their import, left as imported: {len(self.changed)}"]
+                + [f"  {c['id']} {c['username']}" for c in self.changed]
+                if self.changed
+                else []
+            ),
             f"in {self.seconds:.1f} s" + ("  (dry run: nothing was written)" if self.dry_run else ""),
         ]
         return "\n".join(lines)
@@ -72,6 +80,7 @@ class Report:
             "imported": dict(self.imported),
             "unchanged": dict(self.unchanged),
             "skipped": self.skipped,
+            "changedUpstream": self.changed,
             "seconds": round(self.seconds, 3),
         }
 
@@ -93,6 +102,7 @@ class _Outcome:
     sessions_new: int = 0
     sessions_old: int = 0
     reason: str = ""
+    changed_upstream: bool = False
 
 
 def run_import(
@@ -113,7 +123,7 @@ def run_import(
     done = 0
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for page in source.pages(page_size):
-            states: dict[str, str] = {}
+            states: dict[str, ImportState] = {}
             for start in range(0, len(page), BATCH_READ):
                 states |= stores.users.import_states([row.id for row in page[start : start + BATCH_READ]])
             outcomes = pool.map(
@@ -161,15 +171,16 @@ def _import_domains(source: UpstreamSource, stores: Stores, report: Report) -> N
 
 def _account(
     row: UpstreamAccount,
-    state: str | None,
+    held: ImportState | None,
     *,
     collisions: dict[str, str],
     stores: Stores,
     dry_run: bool,
     now: float,
 ) -> _Outcome:
-    """Import one account (``state``: how Nimbus holds it already, if at all)."""
-    planned = _plan(row, state, collisions, now=now)
+    """Import one account (``held``: how Nimbus holds it already, if at all)."""
+    planned = _plan(row, held, collisions, now=now)
+    state = held.kind if held is not None else None
     if isinstance(planned, _Outcome):
         return planned
     user = planned.user
@@ -180,7 +191,9 @@ def _account(
         return _Outcome("imported", factors=len(user.second_factors), sessions_new=len(planned.sessions))
     if state is None:
         try:
-            stores.transactor.commit(stores.users.import_ops(user))
+            stores.transactor.commit(
+                stores.users.import_ops(user, upstream_updated_at=records.stamp(row.updated_at))
+            )
         except NimbusError as refused:
             taken = _taken(stores, user) if refused.code is ErrorCode.USER_EXISTS_ERROR else ""
             if not taken:
@@ -203,9 +216,10 @@ def _account(
 
 
 def _plan(
-    row: UpstreamAccount, state: str | None, collisions: dict[str, str], *, now: float
+    row: UpstreamAccount, held: ImportState | None, collisions: dict[str, str], *, now: float
 ) -> records.Account | _Outcome:
     """The account to write, or the outcome decided without writing (skipped, or done before)."""
+    state = held.kind if held is not None else None
     if row.id in collisions:
         return _Outcome("skipped", reason=collisions[row.id])
     try:
@@ -214,8 +228,12 @@ def _plan(
         return _Outcome("skipped", reason=str(refused))
     if state == "native":
         return _Outcome("skipped", reason="an account Nimbus did not import has this id")
-    if state == "done":
-        return _Outcome("unchanged", sessions_old=len(account.sessions))
+    if state == "deleted":
+        return _Outcome("skipped", reason="deleted in Nimbus since it was imported: not brought back")
+    if held is not None and state == "done":
+        # Left as it is: a later run never overwrites an imported account (nor revives its sessions).
+        changed = held.upstream_updated_at not in (None, records.stamp(row.updated_at))
+        return _Outcome("unchanged", changed_upstream=changed)
     return account
 
 
@@ -236,7 +254,7 @@ def _tally(report: Report, row: UpstreamAccount, outcome: _Outcome) -> None:
         return
     (report.imported if outcome.users == "imported" else report.unchanged)["users"] += 1
     report.imported["factors"] += outcome.factors
-    if outcome.users == "unchanged":
-        report.unchanged["factors"] += len(row.factors)
+    if outcome.changed_upstream:
+        report.changed.append({"id": row.id, "username": row.username})
     report.imported["sessions"] += outcome.sessions_new
     report.unchanged["sessions"] += outcome.sessions_old
