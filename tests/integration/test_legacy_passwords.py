@@ -14,6 +14,7 @@ from nimbus_core import passwords
 from nimbus_core.adapters.items import from_item
 from tests.integration.conftest import Api, Clock, Stack
 from tests.integration.test_second_factor_challenge import enrol_totp, totp_now
+from tests.integration.test_user_races import before_next_transaction
 
 PASSWORD = "correct horse"
 # The cost upstream used is 15 (seconds of CPU); the rules are the same at the smallest cost.
@@ -150,4 +151,20 @@ def test_a_password_longer_than_bcrypt_reads_proves_it_but_never_replaces_it(api
     assert typo.status == 201
     assert _user(stack, user_id)["passwordHash"] == legacy  # the typo did not become the password
     assert api.login("alice", "a" * 72, ip="203.0.113.30").status == 201
+    assert _user(stack, user_id)["passwordHash"].startswith("$argon2id$")
+
+
+def test_two_first_logins_at_once_both_succeed_though_one_rehashed_under_the_other(
+    api: Api, stack: Stack
+) -> None:
+    user_id, _, _ = _imported(api, stack)
+
+    def other_login() -> Any:
+        return api.login("alice", PASSWORD, ip="203.0.113.60")
+
+    with before_next_transaction(other_login) as done:
+        reply = api.login("alice", PASSWORD, ip="203.0.113.61")
+
+    assert done[1].status == 201, done[1].body  # the other login rehashed first
+    assert reply.status == 201, reply.body
     assert _user(stack, user_id)["passwordHash"].startswith("$argon2id$")

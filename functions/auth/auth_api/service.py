@@ -112,10 +112,37 @@ def login(
     try:
         deps.tx.commit([deps.sessions.put_op(issued.session), *guard_ops])
     except NimbusError:
-        _explain_refused_login(deps, user.id, now)
-        raise
+        fresh = _rehashed_meanwhile(deps, user, body.password or "") if rehash is not None else None
+        if fresh is None:
+            _explain_refused_login(deps, user.id, now)
+            raise
+        # A concurrent login of this user replaced the hash this one read (its first login since an
+        # import, say): the password proves the new hash too, so the session rides on that one.
+        guard = deps.users.credentials_unchanged_op(
+            fresh, new_password_hash=None, now=now, failure_limit=ACCOUNT_AUTH_FAILURES.limit
+        )
+        try:
+            deps.tx.commit([deps.sessions.put_op(issued.session), guard])
+        except NimbusError:
+            _explain_refused_login(deps, user.id, now)
+            raise
     metrics.count(metrics.Event.LOGIN_SUCCEEDED)
     return issued
+
+
+def _rehashed_meanwhile(deps: Deps, read: User, password: str) -> User | None:
+    """The user as stored, when all that changed since ``read`` is the hash, which ``password``
+    proves as well; else None (the refusal is explained as usual)."""
+    fresh = deps.users.get(read.id)
+    if (
+        fresh is None
+        or fresh.banned_at is not None
+        or fresh.session_generation != read.session_generation
+        or fresh.password_hash == read.password_hash
+        or not passwords.verify_password(fresh.password_hash, password)
+    ):
+        return None
+    return fresh
 
 
 def _find_user(deps: Deps, login_name: str) -> User | None:
