@@ -89,9 +89,12 @@ def test_only_live_sessions_with_known_scopes_are_kept_under_the_id_their_token_
         _session(id="not-an-iat"),
     ]
 
-    kept = account(_row(sessions=sessions), now=NOW.timestamp()).sessions
+    moved = account(_row(sessions=sessions), now=NOW.timestamp())
+    kept = moved.sessions
 
     assert [s.id for s in kept] == [upstream_session_id("7531328677439602700", 1764000000)]
+    assert set(moved.dropped) == {"1764000002", "not-an-iat"}  # listed; the expired one simply ended
+    assert "not scopes Nimbus knows" in moved.dropped["1764000002"]
     assert (kept[0].secret_hash, kept[0].permission_flags, kept[0].name) == (
         UPSTREAM_SECRET_HASH,
         4,

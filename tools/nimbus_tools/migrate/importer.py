@@ -48,6 +48,8 @@ class Report:
     skipped: list[dict[str, str]] = field(default_factory=list)
     # Accounts imported earlier whose upstream row changed since: never overwritten, only listed.
     changed: list[dict[str, str]] = field(default_factory=list)
+    # Live upstream sessions that cannot be kept (an id that is no iat, unknown scopes), with why.
+    dropped_sessions: list[dict[str, str]] = field(default_factory=list)
     seconds: float = 0.0
 
     def render(self) -> str:
@@ -62,6 +64,12 @@ class Report:
             ),
             f"skipped   {len(self.skipped):>7} account(s)" + (":" if self.skipped else ""),
             *(f"  {s['id']} {s['username']}: {s['reason']}" for s in self.skipped),
+            *(
+                [f"sessions not imported: {len(self.dropped_sessions)}"]
+                + [f"  {d['user']} session {d['id']}: {d['reason']}" for d in self.dropped_sessions]
+                if self.dropped_sessions
+                else []
+            ),
             *(
                 [f"changed upstream since their import, left as imported: {len(self.changed)}"]
                 + [f"  {c['id']} {c['username']}" for c in self.changed]
@@ -81,6 +89,7 @@ class Report:
             "unchanged": dict(self.unchanged),
             "skipped": self.skipped,
             "changedUpstream": self.changed,
+            "droppedSessions": self.dropped_sessions,
             "seconds": round(self.seconds, 3),
         }
 
@@ -103,6 +112,7 @@ class _Outcome:
     sessions_old: int = 0
     reason: str = ""
     changed_upstream: bool = False
+    dropped: dict[str, str] = field(default_factory=dict)
 
 
 def run_import(
@@ -188,7 +198,12 @@ def _account(
         taken = _taken(stores, user) if state is None else ""
         if taken:
             return _Outcome("skipped", reason=taken)
-        return _Outcome("imported", factors=len(user.second_factors), sessions_new=len(planned.sessions))
+        return _Outcome(
+            "imported",
+            factors=len(user.second_factors),
+            sessions_new=len(planned.sessions),
+            dropped=planned.dropped,
+        )
     if state is None:
         try:
             stores.transactor.commit(
@@ -212,6 +227,7 @@ def _account(
         factors=len(user.second_factors) if state is None else 0,
         sessions_new=new,
         sessions_old=len(planned.sessions) - new,
+        dropped=planned.dropped,
     )
 
 
@@ -256,5 +272,8 @@ def _tally(report: Report, row: UpstreamAccount, outcome: _Outcome) -> None:
     report.imported["factors"] += outcome.factors
     if outcome.changed_upstream:
         report.changed.append({"id": row.id, "username": row.username})
+    report.dropped_sessions += [
+        {"user": row.id, "id": session_id, "reason": why} for session_id, why in outcome.dropped.items()
+    ]
     report.imported["sessions"] += outcome.sessions_new
     report.unchanged["sessions"] += outcome.sessions_old

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from nimbus_core import passwords
@@ -36,10 +36,11 @@ class RefusedError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Account:
-    """One upstream account as Nimbus stores it."""
+    """One upstream account as Nimbus stores it, and the sessions of it that cannot be kept (why)."""
 
     user: User
     sessions: list[Session]
+    dropped: dict[str, str] = field(default_factory=dict)  # upstream session id -> why
 
 
 def stamp(moment: datetime) -> str:
@@ -80,8 +81,15 @@ def account(row: UpstreamAccount, *, now: float) -> Account:
         # Backup codes without a factor answer nothing (CONTRACT section 9): not carried over.
         backup_codes=codes if factors else {},
     )
-    sessions = [s for s in (_session(row.id, s, now) for s in row.sessions) if s is not None]
-    return Account(user, sessions)
+    sessions: list[Session] = []
+    dropped: dict[str, str] = {}
+    for upstream_session in row.sessions:
+        kept = _session(row.id, upstream_session, now)
+        if isinstance(kept, Session):
+            sessions.append(kept)
+        elif kept:
+            dropped[upstream_session.id] = kept
+    return Account(user, sessions, dropped)
 
 
 def domain(row: UpstreamDomain) -> Domain:
@@ -134,15 +142,17 @@ def _factor(row: UpstreamFactor) -> SecondFactor:
     raise RefusedError(f"second factor {row.id} has an unknown type {row.type!r}")
 
 
-def _session(user_id: str, row: UpstreamSession, now: float) -> Session | None:
-    """The session a live upstream row becomes; None when it can no longer authenticate or its
-    row cannot name a token (its id must be the token's ``iat``)."""
+def _session(user_id: str, row: UpstreamSession, now: float) -> Session | str:
+    """The session a live upstream row becomes, or why it cannot be kept ("" when it has simply
+    expired since it was read)."""
     exp = int(row.exp.timestamp())
-    if exp <= now or not row.id.isdecimal() or len(row.id) > 12:
-        return None
+    if exp <= now:
+        return ""
+    if not row.id.isdecimal() or len(row.id) > 12:
+        return "its id is not a token's iat"
     flags = row.permission_flags
     if flags is not None and not 1 <= flags <= ALL_BITS:
-        return None  # scopes Nimbus does not know: never widened or guessed
+        return f"permissionFlags {flags} are not scopes Nimbus knows (never widened or guessed)"
     created = stamp(row.created_at)
     return Session(
         user_id=user_id,
