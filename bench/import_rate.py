@@ -30,10 +30,6 @@ from moto import mock_aws
 from bench.aws_hook import CannedAws
 from bench.calls import FAKE_AWS, REGION, _environment
 from nimbus_core import passwords
-from nimbus_core.adapters.domains import DynamoDomains
-from nimbus_core.adapters.sessions import DynamoSessions
-from nimbus_core.adapters.transactions import DynamoTransactor
-from nimbus_core.adapters.users import DynamoUsers
 from nimbus_tools.local.provision import provision
 from nimbus_tools.migrate.importer import Report, Stores, run_import
 from nimbus_tools.migrate.source import UpstreamSource
@@ -72,12 +68,12 @@ def measure_import(template: Template) -> dict[str, Any]:
         with _environment(FAKE_AWS):
             session = boto3.Session(region_name=REGION)
             CannedAws(_CANNED).install(session)
-            canned = _stores(session.client("dynamodb", config=_CONFIG), template_tables(template))
+            canned = Stores.on(session.client("dynamodb", config=_CONFIG), template_tables(template))
             with UpstreamSource(postgres.url("bench_import")) as reader:
                 sdk = run_import(reader, canned)
         with _environment(FAKE_AWS), mock_aws():
             session = boto3.Session(region_name=REGION)
-            stores = _stores(session.client("dynamodb"), provision(session, template).tables)
+            stores = Stores.on(session.client("dynamodb"), provision(session, template).tables)
             with UpstreamSource(postgres.url("bench_moto")) as reader:
                 moto = run_import(reader, stores, workers=1)
             with UpstreamSource(postgres.url("bench_moto")) as reader:
@@ -93,15 +89,6 @@ def _fill(postgres: PostgresServer, name: str, users: int) -> None:
     source.connection.execute(_SESSIONS)
     source.connection.execute(_FACTORS)
     source.close()
-
-
-def _stores(client: Any, tables: dict[str, str]) -> Stores:
-    return Stores(
-        users=DynamoUsers(client, tables["UsersTable"]),
-        sessions=DynamoSessions(client, tables["SessionsTable"], tables["UsersTable"], tables["TokensTable"]),
-        domains=DynamoDomains(client, tables["DomainsTable"]),
-        transactor=DynamoTransactor(client),
-    )
 
 
 def template_tables(template: Template) -> dict[str, str]:

@@ -5,6 +5,7 @@ password, second factors, backup codes and session tokens used through the API."
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,10 +14,8 @@ import pytest
 
 from nimbus_core import passwords
 from nimbus_core.adapters import clients, container
-from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_core.adapters.items import from_item
 from nimbus_core.adapters.sessions import DynamoSessions
-from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
 from nimbus_core.errors import DependencyError
 from nimbus_core.settings import get_settings
@@ -65,15 +64,10 @@ class _StopsAfter(DynamoSessions):
 
 def _import(stack: Stack, source: Upstream, *, stop_after: int | None = None, **options: Any) -> Report:
     client = stack.dynamodb  # the operator tool's client: boto3 with every operation's model
-    tables = (stack.table("SessionsTable"), stack.table("UsersTable"), stack.table("TokensTable"))
-    stores = Stores(
-        users=DynamoUsers(client, stack.table("UsersTable")),
-        sessions=DynamoSessions(client, *tables)
-        if stop_after is None
-        else _StopsAfter(stop_after, client, *tables),
-        domains=DynamoDomains(client, stack.table("DomainsTable")),
-        transactor=DynamoTransactor(client),
-    )
+    stores = Stores.on(client, stack.provisioned.tables)
+    if stop_after is not None:
+        tables = (stack.table("SessionsTable"), stack.table("UsersTable"), stack.table("TokensTable"))
+        stores = replace(stores, sessions=_StopsAfter(stop_after, client, *tables))
     with UpstreamSource(source.url) as reader:
         # One writer: moto in process is not safe for concurrent transactions (DynamoDB is).
         return run_import(reader, stores, **{"workers": 1, **options})

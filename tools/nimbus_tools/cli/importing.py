@@ -8,10 +8,6 @@ from typing import TYPE_CHECKING
 
 from botocore.config import Config
 
-from nimbus_core.adapters.domains import DynamoDomains
-from nimbus_core.adapters.sessions import DynamoSessions
-from nimbus_core.adapters.transactions import DynamoTransactor
-from nimbus_core.adapters.users import DynamoUsers
 from nimbus_tools.cli.errors import EXIT_USAGE, CliError
 from nimbus_tools.migrate.importer import Report, Stores, run_import
 from nimbus_tools.migrate.source import UpstreamSource
@@ -21,6 +17,7 @@ if TYPE_CHECKING:
 
     from nimbus_tools.cli.commands import TargetFactory
 
+_TABLES = ("UsersTable", "SessionsTable", "TokensTable", "DomainsTable")
 # Throttling is expected at import rates: botocore's adaptive mode backs off and paces the client.
 _RETRIES = Config(retries={"mode": "adaptive", "max_attempts": 10}, max_pool_connections=32)
 
@@ -35,14 +32,7 @@ def import_command(
         raise CliError("--page-size is 1..5000 and --workers 1..64", EXIT_USAGE)
     stack = target()
     client = stack.session.client("dynamodb", endpoint_url=stack.endpoint_url, config=_RETRIES)
-    stores = Stores(
-        users=DynamoUsers(client, stack.table("UsersTable")),
-        sessions=DynamoSessions(
-            client, stack.table("SessionsTable"), stack.table("UsersTable"), stack.table("TokensTable")
-        ),
-        domains=DynamoDomains(client, stack.table("DomainsTable")),
-        transactor=DynamoTransactor(client),
-    )
+    stores = Stores.on(client, {name: stack.table(name) for name in _TABLES})
     import psycopg
 
     try:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -102,6 +102,17 @@ class Stores:
     sessions: DynamoSessions
     domains: DynamoDomains
     transactor: DynamoTransactor
+
+    @classmethod
+    def on(cls, client: Any, tables: Mapping[str, str]) -> Stores:
+        """The stores of a stack whose tables are named ``tables`` (logical id -> name)."""
+        users = tables["UsersTable"]
+        return cls(
+            users=DynamoUsers(client, users),
+            sessions=DynamoSessions(client, tables["SessionsTable"], users, tables["TokensTable"]),
+            domains=DynamoDomains(client, tables["DomainsTable"]),
+            transactor=DynamoTransactor(client),
+        )
 
 
 @dataclass(frozen=True)
