@@ -30,8 +30,13 @@ def _stack_template() -> str:
     resources = {
         **resources_of_type(template, "AWS::DynamoDB::Table"),
         **resources_of_type(template, "AWS::SSM::Parameter"),
+        **resources_of_type(template, "AWS::SQS::Queue"),
     }
-    outputs = {key: value for key, value in template["Outputs"].items() if key.endswith("Name")}
+    outputs = {
+        key: value
+        for key, value in template["Outputs"].items()
+        if key.endswith(("Name", "DeadLetterQueueUrl"))
+    }
     body = {
         "Parameters": {"Stage": template["Parameters"]["Stage"]},
         "Resources": resources,
@@ -362,3 +367,25 @@ def test_import_never_repeats_a_password_from_a_url_it_cannot_use(
     assert "cannot read the upstream database" in err
     assert "Hunter2" not in err
     assert "zzpass" not in err
+
+
+# ---------------------------------------------------------------------------------------------- status
+
+
+def test_status_shows_dead_letters_waiting_the_switches_on_and_the_log_level(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _run(capsys, *STACK, "status")
+    assert code == 0
+    assert "  MailDeadLetterQueue: 0 message(s) waiting" in out
+    assert "  SweepDeadLetterQueue: 0 message(s) waiting" in out
+    assert "  kill switches on: none" in out
+    assert "log level: INFO" in out
+
+    sqs = boto3.client("sqs", region_name=REGION)
+    sqs.send_message(QueueUrl=deployed.outputs["MailDeadLetterQueueUrl"], MessageBody="{}")
+    assert _run(capsys, *STACK, "killswitch", "enable", "ACCOUNT_LOGIN")[0] == 0
+    code, out, _ = _run(capsys, *STACK, "status")
+
+    assert "! MailDeadLetterQueue: 1 message(s) waiting  (nimbus mail failed)" in out
+    assert "! kill switches on: ACCOUNT_LOGIN (4)" in out

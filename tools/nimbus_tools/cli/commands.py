@@ -92,3 +92,13 @@ def mail(to: str | None, as_json: bool, target: TargetFactory) -> str:
     if as_json:
         return json.dumps(messages, indent=2)
     return render.mail_list(messages)
+
+
+def status(target: TargetFactory) -> str:
+    """``status``: what the deployed alarms watch, read directly: messages waiting in each
+    dead-letter queue, the kill switches that are on, and the log level."""
+    resolved = target()
+    waiting = store.waiting_messages(resolved)
+    enabled = store.enabled_killswitches(resolved)
+    level = store.read_parameter(resolved, "LogLevelParameter")
+    return render.status(resolved.description, waiting, enabled, level)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     retry = leaf(mail, "retry", "re-send failed mail from its outbox item and remove it from the queue")
     retry.add_argument("ids", nargs="*", metavar="ID", help="IDs shown by `nimbus mail failed`")
     retry.add_argument("--all", action="store_true", dest="every", help="every failed message")
+    leaf(groups, "status", "dead letters waiting, kill switches on, and the log level")
     imports = leaf(groups, "import", "import an upstream Cumulonimbus deployment's PostgreSQL database")
     imports.add_argument(
         "url", metavar="POSTGRES_URL", help="postgresql://user[:password]@host[:port]/dbname"
@@ -117,30 +119,28 @@ def _target_factory(parser: argparse.ArgumentParser, args: argparse.Namespace) -
 
 def run(args: argparse.Namespace, target: commands.TargetFactory) -> str:
     """Dispatch parsed arguments to their command; returns the text to print."""
-    if args.group == "staff":
-        return commands.staff(args.action, args.username, target)
-    if args.group == "killswitch":
-        return commands.killswitch(args.action, getattr(args, "name", None), target)
-    if args.group == "loglevel":
-        return commands.loglevel(args.action, getattr(args, "level", None), target)
-    if args.group == "domain":
-        return commands.domain(
+    commands_by_group: dict[str, Callable[[], str]] = {
+        "staff": lambda: commands.staff(args.action, args.username, target),
+        "killswitch": lambda: commands.killswitch(args.action, getattr(args, "name", None), target),
+        "loglevel": lambda: commands.loglevel(args.action, getattr(args, "level", None), target),
+        "domain": lambda: commands.domain(
             args.action, getattr(args, "name", None), getattr(args, "subdomains", False), target
-        )
-    if args.group == "mail":
-        return _mail(args, target)
-    if args.group == "import":
-        return importing.import_command(
+        ),
+        "mail": lambda: _mail(args, target),
+        "status": lambda: commands.status(target),
+        "import": lambda: importing.import_command(
             args.url,
             target,
             dry_run=args.dry_run,
             page_size=args.page_size,
             workers=args.workers,
             as_json=args.json,
-        )
-    raise CliError(
-        f"unknown command {args.group}", EXIT_USAGE
-    )  # pragma: no cover - argparse refuses it first
+        ),
+    }
+    command = commands_by_group.get(args.group)
+    if command is None:  # pragma: no cover - argparse refuses it first
+        raise CliError(f"unknown command {args.group}", EXIT_USAGE)
+    return command()
 
 
 def _mail(args: argparse.Namespace, target: commands.TargetFactory) -> str:

@@ -64,3 +64,16 @@ def mail_list(messages: Sequence[dict[str, Any]]) -> str:
             )
         )
     return ("\n\n" + "-" * 72 + "\n\n").join(blocks)
+
+
+def status(description: str, waiting: dict[str, int], enabled: frozenset[KillSwitch], level: str) -> str:
+    """The stack's state at a glance; a line starting with ``!`` is one to act on."""
+    lines = [f"stack: {description}"]
+    for queue, count in waiting.items():
+        mark = "!" if count else " "
+        hint = "  (nimbus mail failed)" if count and queue == "MailDeadLetterQueue" else ""
+        lines.append(f"{mark} {queue}: {count} message(s) waiting{hint}")
+    switches = ", ".join(f"{s.name} ({s.value})" for s in KillSwitch if s in enabled)
+    lines.append(f"{'!' if enabled else ' '} kill switches on: {switches or 'none'}")
+    lines.append(f"  log level: {level}")
+    return "\n".join(lines)

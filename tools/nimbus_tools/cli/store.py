@@ -70,3 +70,14 @@ def upsert_domain(target: Target, domain: str, allows_subdomains: bool) -> bool:
 def delete_domain(target: Target, domain: str) -> bool:
     """Stop offering ``domain``; False if it was not offered."""
     return _domains(target).delete(domain)
+
+
+def waiting_messages(target: Target) -> dict[str, int]:
+    """How many messages wait in each dead-letter queue of the stack (logical id -> count)."""
+    counts: dict[str, int] = {}
+    for logical_id, url in sorted(target.queues.items()):
+        attributes = target.sqs().get_queue_attributes(
+            QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"]
+        )["Attributes"]
+        counts[logical_id] = int(attributes.get("ApproximateNumberOfMessages", "0"))
+    return counts

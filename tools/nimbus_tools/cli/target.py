@@ -32,7 +32,10 @@ TABLE_OUTPUTS = {
     "DomainsTableName": "DomainsTable",
     "OutboxTableName": "OutboxTable",
 }
-QUEUE_OUTPUTS = {"MailDeadLetterQueueUrl": "MailDeadLetterQueue"}
+QUEUE_OUTPUTS = {
+    "MailDeadLetterQueueUrl": "MailDeadLetterQueue",
+    "SweepDeadLetterQueueUrl": "SweepDeadLetterQueue",
+}
 PARAMETER_OUTPUTS = {
     "KillSwitchParameterName": "KillSwitchParameter",
     "LogLevelParameterName": "LogLevelParameter",
