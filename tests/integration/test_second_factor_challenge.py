@@ -305,3 +305,25 @@ def test_scoped_sessions_are_never_asked_for_a_second_factor(api: Api, stack: St
     reply = rename(api, key, {"username": "s" + new_id()[-6:].lower()})
 
     assert reply.status == 200, reply.body
+
+
+def test_a_login_answer_that_loses_a_race_for_its_code_hears_the_code_was_used_not_the_password(
+    api: Api, stack: Stack, frozen: Clock
+) -> None:
+    from tests.integration.test_user_races import before_next_transaction
+
+    username, token = new_user(api)
+    codes = otp.new_backup_codes()
+    enrol_totp(stack, token, backup=codes)
+    first = api.login(username, PASSWORD, ip="203.0.113.70").body["token"]
+    second = api.login(username, PASSWORD, ip="203.0.113.71").body["token"]
+
+    def rival() -> Any:
+        body = {"2fa": {"token": second, "type": "backup", "code": codes[0]}}
+        return api.call("POST", "/login", body, ip="203.0.113.72")
+
+    with before_next_transaction(rival) as done:
+        lost = api.call("POST", "/login", {"2fa": {"token": first, "type": "backup", "code": codes[0]}})
+
+    assert done[1].status == 201, done[1].body
+    assert (lost.status, lost.body["code"]) == (401, "INVALID_SECOND_FACTOR_RESPONSE_ERROR")

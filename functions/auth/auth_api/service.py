@@ -111,10 +111,12 @@ def login(
     ]
     try:
         deps.tx.commit([deps.sessions.put_op(issued.session), *guard_ops])
-    except NimbusError:
+    except NimbusError as refused:
         fresh = _rehashed_meanwhile(deps, user, body.password or "") if rehash is not None else None
         if fresh is None:
-            _explain_refused_login(deps, user.id, now)
+            # An answered challenge's own writes say what they refused (a code or challenge used
+            # up by a concurrent answer): no password was checked here, so never "Invalid Password".
+            _explain_refused_login(deps, user.id, now, otherwise=refused if answer_ops else None)
             raise
         # A concurrent login of this user replaced the hash this one read (its first login since an
         # import, say): the password proves the new hash too, so the session rides on that one.
@@ -159,12 +161,15 @@ def _find_user(deps: Deps, login_name: str) -> User | None:
     return deps.users.find_by_email(email)
 
 
-def _explain_refused_login(deps: Deps, user_id: str, now: float) -> None:
-    """The session write was refused because the user changed meanwhile: say why, from fresh data."""
+def _explain_refused_login(
+    deps: Deps, user_id: str, now: float, *, otherwise: NimbusError | None = None
+) -> None:
+    """The session write was refused because the user changed meanwhile: say why, from fresh data
+    (``otherwise``, when given, is the answer if the user is neither gone, locked nor banned)."""
     fresh = deps.users.get(user_id)
     if fresh is None:
         raise NimbusError(ErrorCode.INVALID_USER_ERROR)
     credentials.refuse_if_locked(fresh, now)
     if fresh.banned_at is not None:
         raise NimbusError(ErrorCode.BANNED_ERROR)
-    raise NimbusError(ErrorCode.INVALID_PASSWORD_ERROR)
+    raise otherwise or NimbusError(ErrorCode.INVALID_PASSWORD_ERROR)
