@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
+
 from tests.e2e.conftest import Client, Reply, new_ip, new_name
+from tests.invariants import users_table_violations
+
+
+@pytest.fixture(autouse=True)
+def _users_table_invariants(dynamodb: Any) -> Iterator[None]:
+    """After every race here, the users table is whole (tests/invariants.py)."""
+    yield
+    assert users_table_violations(dynamodb) == []
 
 
 def _parallel(count: int, call: Any) -> list[Reply]:

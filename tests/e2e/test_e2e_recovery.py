@@ -6,16 +6,27 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
+
 from nimbus_core.adapters.items import from_item
 from tests.e2e.conftest import Client, Reply, new_ip, new_name
+from tests.invariants import users_table_violations
 
 PASSWORD = "correct horse"
 LINK = re.compile(r"recover\?token=([A-Za-z0-9_.-]+)")
 # Headers that differ between any two answers, whatever they answer.
 PER_REPLY = {"date", "x-amzn-requestid", "apigw-requestid", "content-length"}
+
+
+@pytest.fixture(autouse=True)
+def _users_table_invariants(dynamodb: Any) -> Iterator[None]:
+    """After every race here, the users table is whole (tests/invariants.py)."""
+    yield
+    assert users_table_violations(dynamodb) == []
 
 
 def _parallel(count: int, call: Any) -> list[Reply]:

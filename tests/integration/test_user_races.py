@@ -9,12 +9,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
+
 from nimbus_core import account_changes, notices
 from nimbus_core.adapters import clients, container
 from tests.integration.conftest import NOW, Api, Clock, Stack
 from tests.integration.test_second_factor_challenge import enrol_totp, totp_now
 from tests.integration.test_self_service import PASSWORD, code, links, new_user, put
 from tests.integration.test_staff_accounts import Staff, staff  # noqa: F401 (the fixture)
+from tests.invariants import users_table_violations
 
 LONG_S_SAM = "\u017fam@example.com"  # LATIN SMALL LETTER LONG S: casefolds to "sam@example.com"
 
@@ -228,3 +231,30 @@ def test_staff_renaming_a_user_deleted_meanwhile_get_invalid_user(api: Api, staf
         )
 
     assert (renamed.status, code(renamed)) == (404, "INVALID_USER_ERROR")
+
+
+@pytest.fixture(autouse=True)
+def _users_table_invariants(stack: Stack) -> Iterator[None]:
+    """After every race here, the users table is whole (tests/invariants.py)."""
+    yield
+    assert users_table_violations(stack.dynamodb, stack.table("UsersTable")) == []
+
+
+def test_the_invariant_checker_names_an_orphan_claim_a_lost_claim_and_a_wrong_count(
+    api: Api, stack: Stack
+) -> None:
+    _, token = new_user(api)
+    user_id = _me(api, token)["id"]
+    table = stack.table("UsersTable")
+    stack.dynamodb.put_item(TableName=table, Item={"pk": {"S": "USERNAME#ghost"}, "userId": {"S": "nobody"}})
+    stack.dynamodb.delete_item(
+        TableName=table, Key={"pk": {"S": f"EMAIL#{_me(api, token)['email'].lower()}"}}
+    )
+    stack.dynamodb.put_item(TableName=table, Item={"pk": {"S": "USERCOUNT#15"}, "users": {"N": "5"}})
+
+    found = users_table_violations(stack.dynamodb, table)
+
+    assert "USERNAME#ghost names user nobody, who does not exist" in found
+    assert any(f"user {user_id} does not hold its email claim" in f for f in found)
+    assert any(f.startswith("the user count says") for f in found)
+    stack.truncate()  # leave the table whole for the fixture's own check
