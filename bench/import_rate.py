@@ -48,6 +48,8 @@ _CANNED: dict[str, Any] = {
     "dynamodb.UpdateItem": {},
 }
 # One live session per user, a TOTP factor for every other user (ids: upstream's decimal ones).
+# AWS is answered in process there: any names do; these are the emulator's (the logical ids).
+_CANNED_TABLES = {name: name for name in ("UsersTable", "SessionsTable", "TokensTable", "DomainsTable")}
 _CONFIG = Config(max_pool_connections=32)
 _SESSIONS = """
 INSERT INTO "Sessions" (id, "user", exp, name, "createdAt", "updatedAt")
@@ -68,7 +70,7 @@ def measure_import(template: Template) -> dict[str, Any]:
         with _environment(FAKE_AWS):
             session = boto3.Session(region_name=REGION)
             CannedAws(_CANNED).install(session)
-            canned = Stores.on(session.client("dynamodb", config=_CONFIG), template_tables(template))
+            canned = Stores.on(session.client("dynamodb", config=_CONFIG), _CANNED_TABLES)
             with UpstreamSource(postgres.url("bench_import")) as reader:
                 sdk = run_import(reader, canned)
         with _environment(FAKE_AWS), mock_aws():
@@ -89,11 +91,6 @@ def _fill(postgres: PostgresServer, name: str, users: int) -> None:
     source.connection.execute(_SESSIONS)
     source.connection.execute(_FACTORS)
     source.close()
-
-
-def template_tables(template: Template) -> dict[str, str]:
-    """The tables' names as the stack gives them (their logical ids, as the emulator names them)."""
-    return {name: name for name in ("UsersTable", "SessionsTable", "TokensTable", "DomainsTable")}
 
 
 def _first_login() -> dict[str, float]:

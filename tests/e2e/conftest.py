@@ -14,7 +14,8 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import boto3
 import pytest
 
 from nimbus_tools.local.launcher import LocalApiProcess, start_local_api
+from tests.invariants import users_table_violations
 
 pytestmark = pytest.mark.e2e
 
@@ -130,3 +132,16 @@ def run_cli(local_api: LocalApiProcess, *args: str) -> subprocess.CompletedProce
     state = Path(local_api.state_dir) / "serve.json"
     command = [sys.executable, "-m", "nimbus_tools.cli.main", "--state", str(state), *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
+def parallel(count: int, call: Callable[[int], Reply]) -> list[Reply]:
+    """``call(0)`` .. ``call(count - 1)`` at once, each on its own thread: the replies, in order."""
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(call, range(count)))
+
+
+@pytest.fixture
+def users_table_whole(dynamodb: Any) -> Iterator[None]:
+    """After the test, the users table is whole (tests/invariants.py): for the race suites."""
+    yield
+    assert users_table_violations(dynamodb) == []

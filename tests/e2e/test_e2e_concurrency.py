@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Client, Reply, new_ip, new_name
-from tests.invariants import users_table_violations
+from tests.e2e.conftest import Client, Reply, new_ip, new_name, parallel
 
-
-@pytest.fixture(autouse=True)
-def _users_table_invariants(dynamodb: Any) -> Iterator[None]:
-    """After every race here, the users table is whole (tests/invariants.py)."""
-    yield
-    assert users_table_violations(dynamodb) == []
-
-
-def _parallel(count: int, call: Any) -> list[Reply]:
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        return list(pool.map(call, range(count)))
+# After every race here, the users table is whole (tests/invariants.py).
+pytestmark = pytest.mark.usefixtures("users_table_whole")
 
 
 def test_concurrent_registrations_of_one_username_in_any_case_create_exactly_one_user(
@@ -36,7 +24,7 @@ def test_concurrent_registrations_of_one_username_in_any_case_create_exactly_one
         body = {"username": username, "email": f"{username}.{i}@example.com", "password": "correct horse"}
         return client.call("POST", "/register", body, ip=new_ip())
 
-    replies = _parallel(20, register)
+    replies = parallel(20, register)
     assert Counter(r.status for r in replies) == {201: 1, 409: 19}, [(r.status, r.body) for r in replies]
     assert {r.body["code"] for r in replies if r.status == 409} == {"USER_EXISTS_ERROR"}
     claim = dynamodb.get_item(
@@ -57,7 +45,7 @@ def test_concurrent_logins_from_one_ip_let_exactly_four_counted_requests_through
     name = new_name()
     assert client.register(name).status == 201
     ip = new_ip()
-    replies = _parallel(12, lambda _: client.login(name, "wrong password", ip=ip))
+    replies = parallel(12, lambda _: client.login(name, "wrong password", ip=ip))
     assert Counter(r.status for r in replies) == {401: 4, 429: 8}
     for reply in replies:
         assert reply.headers["RateLimit-Limit"] == "4"
@@ -74,7 +62,7 @@ def test_unknown_user_answers_are_not_counted_even_concurrently(client: Client) 
     name = new_name()
     assert client.register(name).status == 201
     ip = new_ip()
-    unknown = _parallel(10, lambda i: client.login(f"nobody_{i}_{name}", ip=ip))
+    unknown = parallel(10, lambda i: client.login(f"nobody_{i}_{name}", ip=ip))
     assert {r.status for r in unknown} == {404}
     counted = [client.login(name, "wrong password", ip=ip) for _ in range(3)]
     assert [r.status for r in counted] == [401, 401, 401]
@@ -100,7 +88,7 @@ def test_twenty_users_renaming_to_one_name_in_any_case_give_exactly_one_200(clie
         body = {"username": variants[i % len(variants)], "password": "correct horse"}
         return client.call("PUT", "/users/me/username", body, token=tokens[i], ip=new_ip())
 
-    replies = _parallel(20, rename)
+    replies = parallel(20, rename)
     assert Counter(r.status for r in replies) == {200: 1, 409: 19}, [(r.status, r.body) for r in replies]
     winner = next(r for r in replies if r.status == 200).body["username"]
     assert client.login(wanted.lower()).status == 201
@@ -116,5 +104,5 @@ def test_twenty_users_taking_one_address_in_folded_case_give_exactly_one_200(cli
         body = {"email": variants[i % len(variants)], "password": "correct horse"}
         return client.call("PUT", "/users/me/email", body, token=tokens[i], ip=new_ip())
 
-    replies = _parallel(20, change)
+    replies = parallel(20, change)
     assert Counter(r.status for r in replies) == {200: 1, 409: 19}, [(r.status, r.body) for r in replies]

@@ -7,31 +7,20 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyotp
 import pytest
 
 from nimbus_core.adapters.items import from_item
-from tests.e2e.conftest import Client, Reply, new_ip, new_name
-from tests.invariants import users_table_violations
+from tests.e2e.conftest import Client, Reply, new_ip, new_name, parallel
 
 PASSWORD = "correct horse"
 WAYS = 30
 
 
-@pytest.fixture(autouse=True)
-def _users_table_invariants(dynamodb: Any) -> Iterator[None]:
-    """After every race here, the users table is whole (tests/invariants.py)."""
-    yield
-    assert users_table_violations(dynamodb) == []
-
-
-def _parallel(count: int, call: Any) -> list[Reply]:
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        return list(pool.map(call, range(count)))
+# After every race here, the users table is whole (tests/invariants.py).
+pytestmark = pytest.mark.usefixtures("users_table_whole")
 
 
 def _with_totp(client: Client) -> tuple[str, str, pyotp.TOTP, list[str]]:
@@ -79,7 +68,7 @@ def test_one_totp_code_answers_one_of_thirty_racing_challenges(client: Client) -
     challenges = _challenges(client, name, WAYS)
     code = totp.at(time.time() + 30)  # the next step: the current one was used up by the confirmation
 
-    replies = _parallel(WAYS, lambda i: _answer(client, challenges[i], "totp", code))
+    replies = parallel(WAYS, lambda i: _answer(client, challenges[i], "totp", code))
 
     _exactly_one_session(replies)
 
@@ -88,7 +77,7 @@ def test_one_backup_code_answers_one_of_thirty_racing_challenges(client: Client)
     name, _, _, codes = _with_totp(client)
     challenges = _challenges(client, name, WAYS)
 
-    replies = _parallel(WAYS, lambda i: _answer(client, challenges[i], "backup", codes[0]))
+    replies = parallel(WAYS, lambda i: _answer(client, challenges[i], "backup", codes[0]))
 
     _exactly_one_session(replies)
 
@@ -98,7 +87,7 @@ def test_one_challenge_token_opens_one_session_whatever_thirty_right_answers_rac
     (challenge,) = _challenges(client, name, 1)
 
     # Thirty different right answers (ten backup codes, three times each) to the same challenge.
-    replies = _parallel(WAYS, lambda i: _answer(client, challenge, "backup", codes[i % len(codes)]))
+    replies = parallel(WAYS, lambda i: _answer(client, challenge, "backup", codes[i % len(codes)]))
 
     _exactly_one_session(replies)
 
@@ -113,7 +102,7 @@ def test_an_emailed_verification_token_verifies_once_at_thirty_way(client: Clien
     assert found is not None
     token = found.group(1)
 
-    replies = _parallel(WAYS, lambda _: client.call("PUT", "/users/verify", {"token": token}, ip=new_ip()))
+    replies = parallel(WAYS, lambda _: client.call("PUT", "/users/verify", {"token": token}, ip=new_ip()))
 
     outcomes = Counter((r.status, r.body.get("code")) for r in replies)
     assert outcomes == {
@@ -127,7 +116,7 @@ def test_thirty_api_key_creations_from_one_address_let_exactly_four_through(clie
     ip = new_ip()
     body = {"name": "uploader", "permissionFlags": 2, "password": PASSWORD}
 
-    replies = _parallel(WAYS, lambda _: client.call("POST", "/users/me/sessions", body, token=session, ip=ip))
+    replies = parallel(WAYS, lambda _: client.call("POST", "/users/me/sessions", body, token=session, ip=ip))
 
     assert Counter(r.status for r in replies) == {201: 4, 429: WAYS - 4}, [
         (r.status, r.body) for r in replies

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
 from nimbus_core.adapters.items import from_item
-from tests.e2e.conftest import Client, Reply, new_ip, new_name
-from tests.invariants import users_table_violations
+from tests.e2e.conftest import Client, Reply, new_ip, new_name, parallel
 
 PASSWORD = "correct horse"
 LINK = re.compile(r"recover\?token=([A-Za-z0-9_.-]+)")
@@ -22,16 +19,8 @@ LINK = re.compile(r"recover\?token=([A-Za-z0-9_.-]+)")
 PER_REPLY = {"date", "x-amzn-requestid", "apigw-requestid", "content-length"}
 
 
-@pytest.fixture(autouse=True)
-def _users_table_invariants(dynamodb: Any) -> Iterator[None]:
-    """After every race here, the users table is whole (tests/invariants.py)."""
-    yield
-    assert users_table_violations(dynamodb) == []
-
-
-def _parallel(count: int, call: Any) -> list[Reply]:
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        return list(pool.map(call, range(count)))
+# After every race here, the users table is whole (tests/invariants.py).
+pytestmark = pytest.mark.usefixtures("users_table_whole")
 
 
 def _recover(client: Client, name: str, ip: str | None = None) -> Reply:
@@ -90,7 +79,7 @@ def test_thirty_concurrent_requests_for_one_account_mail_exactly_three_and_all_a
     name = new_name()
     assert client.register(name).status == 201
 
-    replies = _parallel(30, lambda _: _recover(client, name))
+    replies = parallel(30, lambda _: _recover(client, name))
 
     assert Counter(r.status for r in replies) == {201: 30}, [(r.status, r.body) for r in replies]
     assert len(_tokens(dynamodb, f"{name}@example.com")) == 3  # the silent per-account limit
@@ -103,7 +92,7 @@ def test_thirty_concurrent_resets_with_one_token_let_exactly_one_win(client: Cli
     (token,) = _tokens(dynamodb, f"{name}@example.com")
     passwords = [f"new password {i:02d}" for i in range(30)]
 
-    replies = _parallel(30, lambda i: _reset(client, token, passwords[i]))
+    replies = parallel(30, lambda i: _reset(client, token, passwords[i]))
 
     outcomes = Counter((r.status, r.body["code"]) for r in replies)
     assert outcomes == {(200, "RESET_PASSWORD_SUCCESS"): 1, (400, "INVALID_RECOVERY_TOKEN_ERROR"): 29}, (

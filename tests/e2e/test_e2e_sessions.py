@@ -4,17 +4,10 @@ rules under concurrent requests (process-isolated workers, like Lambda)."""
 from __future__ import annotations
 
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
-from tests.e2e.conftest import Client, Reply, new_ip, new_name
+from tests.e2e.conftest import Client, new_ip, new_name, parallel
 
 PASSWORD = "correct horse"
-
-
-def _parallel(count: int, call: Any) -> list[Reply]:
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        return list(pool.map(call, range(count)))
 
 
 def _user(client: Client, logins: int = 0) -> tuple[str, list[str]]:
@@ -61,7 +54,7 @@ def test_concurrent_revoke_all_from_two_sessions_never_keeps_both(client: Client
     _, tokens = _user(client, logins=3)
     a, b = tokens[0], tokens[1]
 
-    replies = _parallel(2, lambda i: client.call("DELETE", "/users/me/sessions/all", token=(a, b)[i]))
+    replies = parallel(2, lambda i: client.call("DELETE", "/users/me/sessions/all", token=(a, b)[i]))
 
     alive = [t for t in tokens if client.call("GET", "/users/me", token=t).status == 200]
     assert len(alive) == 1, [(r.status, r.body) for r in replies]
@@ -74,7 +67,7 @@ def test_concurrent_scoped_session_creation_is_limited_per_ip(client: Client) ->
     ip = new_ip()
     body = {"name": "key", "permissionFlags": 4, "password": PASSWORD}
 
-    replies = _parallel(10, lambda _: client.call("POST", "/users/me/sessions", body, token=token, ip=ip))
+    replies = parallel(10, lambda _: client.call("POST", "/users/me/sessions", body, token=token, ip=ip))
 
     assert Counter(r.status for r in replies) == {201: 4, 429: 6}
     listed = client.call("GET", "/users/me/sessions", token=token).body
@@ -87,7 +80,7 @@ def test_concurrent_bulk_deletes_all_succeed_and_leave_only_the_caller(client: C
     _, tokens = _user(client, logins=6)
     ids = [t.split(".")[1] for t in tokens[1:]]
 
-    replies = _parallel(
+    replies = parallel(
         4, lambda _: client.call("DELETE", "/users/me/sessions", {"ids": ids}, token=tokens[0])
     )
 
