@@ -41,7 +41,7 @@ from nimbus_core import passwords
 from nimbus_core.adapters.sessions import session_item, session_key
 from nimbus_core.adapters.users import user_item, user_key
 from nimbus_core.ids import new_id
-from nimbus_core.killswitches import serialize_enabled
+from nimbus_core.killswitches import OFF, parameter_names
 from nimbus_core.ratelimits import LOGIN
 from nimbus_core.session_issuer import new_session
 from nimbus_tools.local.events import HttpRequest, build_event
@@ -157,10 +157,8 @@ def _event(specs: Sequence[FunctionSpec], method: str, path: str, headers: dict[
 
 
 def _ssm_answer(environment: Mapping[str, str]) -> dict[str, Any]:
-    values = {
-        environment["KILLSWITCH_PARAMETER"]: serialize_enabled(frozenset()),
-        environment["LOG_LEVEL_PARAMETER"]: "INFO",
-    }
+    values = dict.fromkeys(parameter_names(environment["KILLSWITCH_PATH"]).values(), OFF)
+    values[environment["LOG_LEVEL_PARAMETER"]] = "INFO"
     return {
         "Parameters": [
             {"Name": name, "Type": "String", "Value": value, "Version": 1, "DataType": "text"}

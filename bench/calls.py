@@ -34,7 +34,7 @@ from nimbus_core.adapters.items import stored_values, to_item
 from nimbus_core.adapters.users import COUNT_KEY_PREFIX, user_item
 from nimbus_core.auth import USED_AT_REFRESH_SECONDS
 from nimbus_core.ids import new_id
-from nimbus_core.killswitches import KillSwitch, serialize_enabled
+from nimbus_core.killswitches import KillSwitch, parameter_names, stored_value
 from nimbus_core.models import SecondFactor
 from nimbus_core.otp import new_totp_secret
 from nimbus_core.settings import get_settings
@@ -339,12 +339,10 @@ class Harness:
     def set_killswitches(self, enabled: Sequence[KillSwitch]) -> None:
         """Store the enabled kill switches directly in SSM (the bench refetches the runtime
         configuration right before each measured request)."""
-        self._ssm.put_parameter(
-            Name=get_settings().killswitch_parameter,
-            Value=serialize_enabled(frozenset(enabled)),
-            Type="String",
-            Overwrite=True,
-        )
+        for switch, name in parameter_names(get_settings().killswitch_path).items():
+            self._ssm.put_parameter(
+                Name=name, Value=stored_value(switch in enabled), Type="String", Overwrite=True
+            )
 
     def set_used_at(self, token: str, age_seconds: float) -> None:
         """Write the session's usedAt as ``age_seconds`` ago (what a request that long ago left)."""
@@ -447,7 +445,7 @@ CHALLENGE_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)
 LISTED_USERS = 110  # stored for GET /users: two full pages of 50 and more
 # A page of GET /users (the staff caller's authentication included).
 USERS_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)
-# By design: runtime_config promises one GetParameters for both parameters.
+# By design: runtime_config reads the nine switches and the log level in one GetParameters.
 COLD_BUDGET = Budget("SSM <= 1 (by design)", ssm=1)
 
 

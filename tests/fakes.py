@@ -859,7 +859,7 @@ SETTINGS = Settings.from_environment(
         "TOKENS_TABLE": "tokens",
         "DOMAINS_TABLE": "domains",
         "OUTBOX_TABLE": "outbox",
-        "KILLSWITCH_PARAMETER": "/nimbus/test/killswitches",
+        "KILLSWITCH_PATH": "/nimbus/test/killswitches",
         "LOG_LEVEL_PARAMETER": "/nimbus/test/loglevel",
         "SENDER_EMAIL": "no-reply@nimbus.test",
         "VERIFICATION_URL": "https://files.test/verify?token={token}",

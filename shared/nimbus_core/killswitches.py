@@ -1,9 +1,18 @@
-"""The kill switches of the seed specification: names, numbers, and the stored form."""
+"""The kill switches of the seed specification: names, numbers, and how they are stored.
+
+Each switch is its own SSM parameter, ``<path>/<NAME>`` holding ``on`` or ``off`` (CONTRACT 11):
+a change writes only the switches it changes, so two staff flipping different switches at the
+same moment never lose either change, which one shared parameter could not promise (SSM has no
+conditional write).
+"""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from enum import IntEnum
+
+ON = "on"
+OFF = "off"
 
 
 class KillSwitch(IntEnum):
@@ -20,23 +29,26 @@ class KillSwitch(IntEnum):
     GLOBAL = 8
 
 
-def parse_enabled(raw: str | None) -> frozenset[KillSwitch]:
-    """Read the SSM parameter value (a JSON array of switch names) into the set of enabled switches.
+def parameter_names(path: str) -> dict[KillSwitch, str]:
+    """Each switch's SSM parameter name under the stage's ``path`` (``/nimbus/dev/killswitches``)."""
+    base = path.rstrip("/")
+    return {switch: f"{base}/{switch.name}" for switch in KillSwitch}
 
-    Unknown names are ignored rather than failing every request: a typo by an operator must not
-    take the API down. The operator tool refuses unknown names before writing.
+
+def is_on(value: str | None) -> bool:
+    """Whether a stored value turns its switch on: ``on`` in any case, surrounding blanks ignored.
+
+    Anything else reads as off rather than failing every request: a typo by an operator must not
+    take the API down. The API and the operator tool write only ``on`` and ``off``.
     """
-    if not raw:
-        return frozenset()
-    try:
-        names = json.loads(raw)
-    except ValueError:
-        return frozenset()
-    if not isinstance(names, list):
-        return frozenset()
-    return frozenset(KillSwitch[n] for n in names if isinstance(n, str) and n in KillSwitch.__members__)
+    return value is not None and value.strip().lower() == ON
 
 
-def serialize_enabled(enabled: frozenset[KillSwitch] | set[KillSwitch]) -> str:
-    """The stored form of a set of enabled switches: a JSON array of names in number order."""
-    return json.dumps([s.name for s in sorted(enabled)])
+def stored_value(enabled: bool) -> str:
+    """The value a switch's parameter holds for ``enabled``."""
+    return ON if enabled else OFF
+
+
+def enabled_in(values: Mapping[str, str], names: Mapping[KillSwitch, str]) -> frozenset[KillSwitch]:
+    """The switches that are on, given parameter values by name and each switch's name."""
+    return frozenset(switch for switch, name in names.items() if is_on(values.get(name)))

@@ -72,7 +72,7 @@ class Settings:
     outbox_table: str = field(metadata=_env("OUTBOX_TABLE"))
     # Only the mail function is given its dead-letter queue; the other functions never send to it.
     mail_dead_letter_queue_url: str = field(default="", metadata=_env("MAIL_DEAD_LETTER_QUEUE_URL"))
-    killswitch_parameter: str = field(metadata=_env("KILLSWITCH_PARAMETER"))
+    killswitch_path: str = field(metadata=_env("KILLSWITCH_PATH"))  # one parameter per switch below it
     log_level_parameter: str = field(metadata=_env("LOG_LEVEL_PARAMETER"))
     sender_email: str = field(metadata=_env("SENDER_EMAIL"))
     verification_url: str = field(metadata=_env("VERIFICATION_URL"))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pyotp
 import pytest
 
 from nimbus_tools.local.launcher import LocalApiProcess, start_local_api
@@ -138,6 +139,21 @@ def parallel(count: int, call: Callable[[int], Reply]) -> list[Reply]:
     """``call(0)`` .. ``call(count - 1)`` at once, each on its own thread: the replies, in order."""
     with ThreadPoolExecutor(max_workers=count) as pool:
         return list(pool.map(call, range(count)))
+
+
+def with_totp(client: Client) -> tuple[str, str, pyotp.TOTP, list[str]]:
+    """A new user with a TOTP factor: (name, session, authenticator, backup codes); the code of the
+    current step is used up by the confirmation."""
+    name = new_name()
+    session = client.register(name).body["token"]
+    setup = client.call(
+        "POST", "/users/me/2fa/totp", {"password": "correct horse"}, token=session, ip=new_ip()
+    ).body
+    totp = pyotp.TOTP(setup["secret"])
+    confirm = {"token": setup["token"], "name": "Phone", "code": totp.now()}
+    enrolled = client.call("POST", "/users/me/2fa/totp/confirm", confirm, token=session, ip=new_ip())
+    assert enrolled.status == 201, enrolled.body
+    return name, session, totp, list(enrolled.body["codes"])
 
 
 @pytest.fixture

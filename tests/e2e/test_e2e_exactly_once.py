@@ -9,11 +9,10 @@ import time
 from collections import Counter
 from typing import Any
 
-import pyotp
 import pytest
 
 from nimbus_core.adapters.items import from_item
-from tests.e2e.conftest import Client, Reply, new_ip, new_name, parallel
+from tests.e2e.conftest import Client, Reply, new_ip, new_name, parallel, with_totp
 
 PASSWORD = "correct horse"
 WAYS = 30
@@ -21,19 +20,6 @@ WAYS = 30
 
 # After every race here, the users table is whole (tests/invariants.py).
 pytestmark = pytest.mark.usefixtures("users_table_whole")
-
-
-def _with_totp(client: Client) -> tuple[str, str, pyotp.TOTP, list[str]]:
-    """A user with a TOTP factor: (name, session, authenticator, backup codes); the code of the
-    current step is used up by the confirmation."""
-    name = new_name()
-    session = client.register(name).body["token"]
-    setup = client.call("POST", "/users/me/2fa/totp", {"password": PASSWORD}, token=session, ip=new_ip()).body
-    totp = pyotp.TOTP(setup["secret"])
-    confirm = {"token": setup["token"], "name": "Phone", "code": totp.now()}
-    enrolled = client.call("POST", "/users/me/2fa/totp/confirm", confirm, token=session, ip=new_ip())
-    assert enrolled.status == 201, enrolled.body
-    return name, session, totp, list(enrolled.body["codes"])
 
 
 def _challenges(client: Client, name: str, count: int) -> list[str]:
@@ -64,7 +50,7 @@ def _answer(client: Client, challenge: str, kind: str, code: str) -> Reply:
 
 
 def test_one_totp_code_answers_one_of_thirty_racing_challenges(client: Client) -> None:
-    name, _, totp, _ = _with_totp(client)
+    name, _, totp, _ = with_totp(client)
     challenges = _challenges(client, name, WAYS)
     code = totp.at(time.time() + 30)  # the next step: the current one was used up by the confirmation
 
@@ -74,7 +60,7 @@ def test_one_totp_code_answers_one_of_thirty_racing_challenges(client: Client) -
 
 
 def test_one_backup_code_answers_one_of_thirty_racing_challenges(client: Client) -> None:
-    name, _, _, codes = _with_totp(client)
+    name, _, _, codes = with_totp(client)
     challenges = _challenges(client, name, WAYS)
 
     replies = parallel(WAYS, lambda i: _answer(client, challenges[i], "backup", codes[0]))
@@ -83,7 +69,7 @@ def test_one_backup_code_answers_one_of_thirty_racing_challenges(client: Client)
 
 
 def test_one_challenge_token_opens_one_session_whatever_thirty_right_answers_race(client: Client) -> None:
-    name, _, _, codes = _with_totp(client)
+    name, _, _, codes = with_totp(client)
     (challenge,) = _challenges(client, name, 1)
 
     # Thirty different right answers (ten backup codes, three times each) to the same challenge.

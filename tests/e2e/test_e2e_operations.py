@@ -7,7 +7,9 @@ from typing import Any
 
 from nimbus_tools.local.control import clear_faults, inject_fault
 from nimbus_tools.local.launcher import LocalApiProcess
-from tests.e2e.conftest import Client, new_ip, new_name, run_cli
+from tests.e2e.conftest import Client, Reply, new_ip, new_name, parallel, run_cli, with_totp
+
+PASSWORD = "correct horse"
 
 CACHE_AGE = 10  # seconds a function may keep its copy of the kill switches (CONTRACT section 11)
 
@@ -100,3 +102,75 @@ def test_database_failure_answers_500_and_writes_nothing(
         TableName="UsersTable", Key={"pk": {"S": f"USERNAME#{name.lower()}"}}, ConsistentRead=True
     )
     assert client.register(name, ip=ip).status == 201
+
+
+# ---------------------------------------------------------------- two staff, different switches
+
+
+def _staff_with_backup_codes(client: Client, local_api: LocalApiProcess) -> tuple[str, list[str]]:
+    """A staff member with a second factor: (session, backup codes to answer challenges with)."""
+    name, session, _, codes = with_totp(client)
+    promoted = run_cli(local_api, "staff", "promote", name)
+    assert promoted.returncode == 0, promoted.stderr
+    return session, codes
+
+
+def _challenged(client: Client, method: str, path: str, session: str) -> str:
+    """The challenge token of a kill-switch change asked with the password."""
+    first = client.call(method, path, {"password": PASSWORD}, token=session, ip=new_ip())
+    assert first.body.get("code") == "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR", first.body
+    return str(first.body["token"])
+
+
+def _states(client: Client, session: str) -> dict[str, bool]:
+    listed = client.call("GET", "/killswitches", token=session)
+    assert listed.status == 200, listed.body
+    return {item["name"]: item["state"] for item in listed.body["items"]}
+
+
+# FILE_CREATE, FILE_MODIFY, FILE_DELETE guard no Nimbus endpoint: flipping them disturbs no other test.
+FILE_SWITCHES = {5: "FILE_CREATE", 6: "FILE_MODIFY", 7: "FILE_DELETE"}
+
+
+def _race(client: Client, method: str, changes: list[tuple[str, int, str]]) -> list[Reply]:
+    """Each ``(session, switch number, backup code)`` change asked with the password, then all the
+    answers sent at the same instant, so the writes race."""
+    tokens = [
+        _challenged(client, method, f"/killswitches/{switch}", session) for session, switch, _ in changes
+    ]
+
+    def answer(i: int) -> Reply:
+        session, switch, code = changes[i]
+        body = {"2fa": {"token": tokens[i], "type": "backup", "code": code}}
+        return client.call(method, f"/killswitches/{switch}", body, token=session, ip=new_ip())
+
+    return parallel(len(changes), answer)
+
+
+def test_two_staff_changing_different_switches_at_once_never_lose_a_change(
+    client: Client, local_api: LocalApiProcess
+) -> None:
+    (first, first_codes), (second, second_codes) = (
+        _staff_with_backup_codes(client, local_api) for _ in range(2)
+    )
+    try:
+        for number, (mine, theirs) in enumerate([(5, 6), (6, 7), (7, 5), (5, 7)]):
+            for method, expected in (
+                ("PUT", {FILE_SWITCHES[mine], FILE_SWITCHES[theirs]}),
+                ("DELETE", set()),
+            ):
+                code = number * 2 + (method == "DELETE")
+                changes = [(first, mine, first_codes[code]), (second, theirs, second_codes[code])]
+
+                replies = _race(client, method, changes)
+
+                assert [r.status for r in replies] == [200, 200], [r.body for r in replies]
+                assert {name for name, on in _states(client, first).items() if on} == expected, (
+                    number,
+                    method,
+                )
+                listed = run_cli(local_api, "killswitch", "list").stdout  # the operator tool agrees
+                assert {line.split()[0] for line in listed.splitlines() if line.endswith(" on")} == expected
+    finally:
+        for name in FILE_SWITCHES.values():
+            run_cli(local_api, "killswitch", "disable", name)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 import importlib
 import io
-import json
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,6 +35,7 @@ from moto.dynamodb.models import dynamodb_backends
 from nimbus_core import metrics, passwords
 from nimbus_core.adapters import clients, container, runtime_config
 from nimbus_core.http.policy import Endpoint
+from nimbus_core.killswitches import KillSwitch, enabled_in, parameter_names, stored_value
 from nimbus_core.settings import get_settings
 from nimbus_tools.local.faults import Fault, FaultRegistry, botocore_hook
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub, Reply
@@ -148,14 +149,27 @@ class Stack:
         """Every item of a table (tests only; the service never scans)."""
         return list(self.dynamodb.scan(TableName=self.table(logical_id))["Items"])
 
+    @property
+    def switch_parameters(self) -> dict[KillSwitch, str]:
+        """Each kill switch's SSM parameter, as the functions read them."""
+        return parameter_names(os.environ["KILLSWITCH_PATH"])
+
+    def write_switches(self, *names: str) -> None:
+        """Turn exactly ``names`` on (every switch's parameter written) WITHOUT dropping the
+        functions' cached copy: what an operator does."""
+        for switch, name in self.switch_parameters.items():
+            value = stored_value(switch.name in names)
+            self.ssm.put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
+
+    def enabled_switches(self) -> set[str]:
+        """The names of the switches stored as on."""
+        names = self.switch_parameters
+        found = self.ssm.get_parameters(Names=list(names.values()))["Parameters"]
+        return {s.name for s in enabled_in({p["Name"]: p["Value"] for p in found}, names)}
+
     def set_switches(self, *names: str) -> None:
-        """Write the kill-switch parameter and drop the functions' cached copy."""
-        self.ssm.put_parameter(
-            Name=self.provisioned.parameters["KillSwitchParameter"],
-            Value=json.dumps(list(names)),
-            Type="String",
-            Overwrite=True,
-        )
+        """Turn exactly ``names`` on and drop the functions' cached copy."""
+        self.write_switches(*names)
         container.reset()
 
     def truncate(self) -> None:
@@ -254,12 +268,7 @@ def stack(_provisioned: Stack) -> Iterator[Stack]:
     events.register("before-parameter-build.sesv2.SendEmail", _remember_email)
     events.register("after-call.sesv2.SendEmail", _recorder(_provisioned.sent))
     yield _provisioned
-    if (
-        _provisioned.ssm.get_parameter(Name=_provisioned.provisioned.parameters["KillSwitchParameter"])[
-            "Parameter"
-        ]["Value"]
-        != "[]"
-    ):
+    if _provisioned.enabled_switches():
         _provisioned.set_switches()
     get_settings.cache_clear()
     container.reset()

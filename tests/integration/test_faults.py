@@ -176,13 +176,8 @@ def call(api: Api, route: str, token: str | None = None) -> Reply:
 
 
 def write_switches(stack: Stack, *names: str) -> None:
-    """Write the SSM parameter without touching the functions' cached copy."""
-    stack.ssm.put_parameter(
-        Name=stack.provisioned.parameters["KillSwitchParameter"],
-        Value=json.dumps(list(names)),
-        Type="String",
-        Overwrite=True,
-    )
+    """Write the switches' parameters without touching the functions' cached copy."""
+    stack.write_switches(*names)
 
 
 @pytest.mark.parametrize("error", SSM_ERRORS)

@@ -725,7 +725,7 @@ def delete_users(w: World) -> None:
 
 
 def _switches(w: World) -> set[str]:
-    return set(json.loads(_parameter(w, "KillSwitchParameter")))
+    return w.stack.enabled_switches()
 
 
 def list_killswitches(w: World) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from nimbus_core.adapters import container
+from nimbus_core.killswitches import KillSwitch
 from nimbus_core.settings import get_settings
 from tests.integration.conftest import Api, Stack
 
@@ -34,11 +34,9 @@ def all_but(*names: str) -> list[str]:
     return [name for name in SWITCHES if name not in names]
 
 
-def write_switches(stack: Stack, value: str) -> None:
-    """Write the SSM parameter WITHOUT dropping the functions' cached copy (what an operator does)."""
-    stack.ssm.put_parameter(
-        Name=stack.provisioned.parameters["KillSwitchParameter"], Value=value, Type="String", Overwrite=True
-    )
+def write_switches(stack: Stack, *names: str) -> None:
+    """Turn exactly ``names`` on WITHOUT dropping the functions' cached copy (what an operator does)."""
+    stack.write_switches(*names)
 
 
 def make_staff(stack: Stack, token: str) -> None:
@@ -273,16 +271,38 @@ def test_unknown_switch_names_are_ignored_and_known_ones_still_apply(
     assert me.status == 200, me.body
 
 
-@pytest.mark.parametrize("value", ["not json", '{"GLOBAL": true}', '"GLOBAL"', "[8]", "null"])
-def test_a_malformed_switch_parameter_never_answers_500(
+@pytest.mark.parametrize("value", ["yes", "1", "true", "on!", "null", '["GLOBAL"]'])
+def test_a_malformed_switch_value_reads_as_off_and_never_answers_500(
     api: Api, stack: Stack, token: str, value: str
 ) -> None:
-    write_switches(stack, value)
+    name = stack.switch_parameters[KillSwitch.GLOBAL]
+    stack.ssm.put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
     container.reset()
 
     me = api.call("GET", "/users/me", token=token)
 
     assert me.status == 200, me.body
+
+
+@pytest.mark.parametrize("value", ["on", "ON", " On\n"])
+def test_on_in_any_case_turns_a_switch_on(api: Api, stack: Stack, token: str, value: str) -> None:
+    name = stack.switch_parameters[KillSwitch.GLOBAL]
+    stack.ssm.put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
+    container.reset()
+
+    me = api.call("GET", "/users/me", token=token)
+
+    assert (me.status, me.body) == (503, unavailable(8))
+
+
+def test_a_deleted_switch_parameter_fails_closed_with_500_not_open(api: Api, stack: Stack) -> None:
+    stack.ssm.delete_parameter(Name=stack.switch_parameters[KillSwitch.ACCOUNT_LOGIN])
+    container.reset()
+
+    reply = api.call("GET", "/")
+    stack.write_switches()  # put it back for the tests that follow
+
+    assert reply.status == 500, reply.body
 
 
 # ---------------------------------------------------------------- the cache
@@ -292,7 +312,7 @@ def test_a_switch_flipped_in_ssm_is_not_seen_while_the_cached_copy_is_fresh(
     api: Api, stack: Stack, parameter_clock: Callable[[float], None]
 ) -> None:
     assert api.call("GET", "/").status == 200  # the function reads and caches the switches
-    write_switches(stack, json.dumps(["GLOBAL"]))
+    write_switches(stack, "GLOBAL")
 
     assert api.call("GET", "/").status == 200
     parameter_clock(9)
@@ -306,7 +326,7 @@ def test_a_switch_flipped_in_ssm_is_seen_once_the_cache_age_has_passed(
 ) -> None:
     assert get_settings().config_cache_seconds == 10
     assert api.call("GET", "/").status == 200
-    write_switches(stack, json.dumps(["GLOBAL"]))
+    write_switches(stack, "GLOBAL")
 
     parameter_clock(11)
     reply = api.call("GET", "/")
@@ -323,9 +343,9 @@ def test_without_a_cache_a_switch_flipped_in_ssm_is_seen_at_once(
     container.reset()
     assert api.call("GET", "/").status == 200
 
-    write_switches(stack, json.dumps(["GLOBAL"]))
+    write_switches(stack, "GLOBAL")
     closed = api.call("GET", "/")
-    write_switches(stack, json.dumps([]))
+    write_switches(stack)
     reopened = api.call("GET", "/")
 
     assert (closed.status, closed.body) == (503, unavailable(8))

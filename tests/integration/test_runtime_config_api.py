@@ -4,7 +4,7 @@ their scope, reverified changes that land in SSM and reach every function within
 from __future__ import annotations
 
 import io
-import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +37,7 @@ def another_container(stack: Stack) -> SsmRuntimeConfig:
     """The runtime configuration as a second, already warm container of another function reads it."""
     config = SsmRuntimeConfig(
         clients.ssm(),
-        killswitch_parameter=stack.provisioned.parameters["KillSwitchParameter"],
+        killswitch_path=os.environ["KILLSWITCH_PATH"],
         log_level_parameter=stack.provisioned.parameters["LogLevelParameter"],
         max_age=10,
     )
@@ -71,7 +71,7 @@ def test_enabling_a_switch_reverifies_lands_in_ssm_and_answers_the_full_list(
     assert enabled.status == 200, enabled.body
     assert enabled.body["count"] == 9
     assert [n for n, on in states(enabled).items() if on] == ["ACCOUNT_CREATE"]
-    assert json.loads(stored(stack, "KillSwitchParameter")) == ["ACCOUNT_CREATE"]
+    assert stack.enabled_switches() == {"ACCOUNT_CREATE"}
     # This container applies it at once ...
     refused = api.register(username=f"late{fresh_ip().replace('.', '')}", ip=fresh_ip())
     assert (refused.status, refused.body.get("feature")) == (503, 0)
@@ -89,21 +89,64 @@ def test_disabling_one_keeps_the_others_and_disabling_all_clears_them(stack: Sta
 
     assert [n for n, on in states(one).items() if on] == ["ACCOUNT_CREATE", "ACCOUNT_LOGIN"]
     assert not any(states(everything).values())
-    assert json.loads(stored(stack, "KillSwitchParameter")) == []
+    assert stack.enabled_switches() == set()
 
 
 def test_a_change_starts_from_the_stored_switches_not_a_stale_cache(stack: Stack, staff: Staff) -> None:
     staff.call("GET", "/killswitches")  # this container caches "none enabled"
-    stack.ssm.put_parameter(  # an operator enables one, without telling the cache
-        Name=stack.provisioned.parameters["KillSwitchParameter"],
-        Value='["ACCOUNT_LOGIN"]',
-        Type="String",
-        Overwrite=True,
-    )
+    stack.write_switches("ACCOUNT_LOGIN")  # an operator enables one, without telling the cache
 
     enabled = staff.reverified("PUT", "/killswitches/3")
 
     assert [n for n, on in states(enabled).items() if on] == ["ACCOUNT_EMAIL_VERIFY", "ACCOUNT_LOGIN"]
+
+
+def test_two_changes_of_different_switches_interleaved_keep_both(stack: Stack) -> None:
+    first, second = another_container(stack), another_container(stack)
+
+    def enable_create_after_the_other_lands(stored: frozenset[KillSwitch]) -> frozenset[KillSwitch]:
+        # Between this change's read and its write, another container enables another switch: with
+        # one shared parameter, this write would put back the state it read and lose that change.
+        second.write_killswitches(lambda now: now | {KillSwitch.ACCOUNT_LOGIN})
+        return stored | {KillSwitch.ACCOUNT_CREATE}
+
+    first.write_killswitches(enable_create_after_the_other_lands)
+
+    assert stack.enabled_switches() == {"ACCOUNT_CREATE", "ACCOUNT_LOGIN"}
+
+
+def test_disabling_all_interleaved_with_an_enable_leaves_the_late_enable_on(stack: Stack) -> None:
+    stack.set_switches("GLOBAL")
+    first, second = another_container(stack), another_container(stack)
+
+    def clear_while_another_enables(_stored: frozenset[KillSwitch]) -> frozenset[KillSwitch]:
+        second.write_killswitches(lambda now: now | {KillSwitch.FILE_CREATE})
+        return frozenset()
+
+    after = first.write_killswitches(clear_while_another_enables)
+
+    # "Disable all" writes only the switches it saw on; the enable that landed after its read stays.
+    assert stack.enabled_switches() == {"FILE_CREATE"}
+    assert after.enabled_switches == {KillSwitch.FILE_CREATE}
+
+
+def test_a_change_writes_only_the_switches_it_changes(stack: Stack, staff: Staff) -> None:
+    stack.set_switches("ACCOUNT_LOGIN", "GLOBAL")
+    puts: list[str] = []
+
+    def watch(params: dict[str, Any], **_: Any) -> None:
+        puts.append(params["Name"].rsplit("/", 1)[1])
+
+    events = clients.ssm().meta.events  # the functions' own client
+    events.register("provide-client-params.ssm.PutParameter", watch)
+    try:
+        staff.reverified("PUT", "/killswitches/5")
+        staff.reverified("PUT", "/killswitches/5")  # already on: no write
+        staff.reverified("DELETE", "/killswitches")
+    finally:
+        events.unregister("provide-client-params.ssm.PutParameter", watch)
+
+    assert puts == ["FILE_CREATE", "ACCOUNT_LOGIN", "FILE_CREATE", "GLOBAL"]
 
 
 @pytest.mark.parametrize("switch", ["9", "-1", "x", "ACCOUNT_CREATE", "1.0", "٣"])

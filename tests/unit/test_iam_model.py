@@ -89,7 +89,7 @@ def test_template_statements_resolve_to_local_arns() -> None:
         "MailFunction",
         "SweepFunction",
     }
-    config = parameter_arn("/nimbus/dev/killswitches")
+    config = parameter_arn("/nimbus/dev/killswitches/GLOBAL")
     for logical_id, found in statements.items():
         assert allows(found, IamRequest("ssm:GetParameters", config)), logical_id
 

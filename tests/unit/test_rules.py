@@ -6,7 +6,7 @@ import pytest
 
 from nimbus_core import passwords
 from nimbus_core.errors import ErrorCode, NimbusError
-from nimbus_core.killswitches import KillSwitch, parse_enabled, serialize_enabled
+from nimbus_core.killswitches import KillSwitch, enabled_in, is_on, parameter_names, stored_value
 from nimbus_core.loglevels import normalize
 from nimbus_core.scopes import ALL_BITS, STAFF_BITS, Scope, grants
 from nimbus_core.useragent import device_name
@@ -29,12 +29,16 @@ def test_scope_table_covers_every_seed_bit() -> None:
     assert Scope.ACCOUNT_READ not in STAFF_BITS
 
 
-def test_kill_switch_parameter_round_trips_and_ignores_junk() -> None:
-    enabled = {KillSwitch.GLOBAL, KillSwitch.ACCOUNT_CREATE}
-    assert parse_enabled(serialize_enabled(enabled)) == enabled
-    assert serialize_enabled(enabled) == '["ACCOUNT_CREATE", "GLOBAL"]'
-    for junk in ("", None, "not json", "{}", '["NOPE", 3]'):
-        assert parse_enabled(junk) == frozenset()
+def test_each_kill_switch_has_its_own_parameter_and_reads_on_or_off() -> None:
+    names = parameter_names("/nimbus/dev/killswitches/")
+    values = {names[KillSwitch.GLOBAL]: stored_value(True), names[KillSwitch.ACCOUNT_CREATE]: " ON\n"}
+    values |= {names[KillSwitch.FILE_CREATE]: stored_value(False), names[KillSwitch.FILE_DELETE]: "yes"}
+
+    assert names[KillSwitch.ACCOUNT_EMAIL_VERIFY] == "/nimbus/dev/killswitches/ACCOUNT_EMAIL_VERIFY"
+    assert len(set(names.values())) == 9
+    assert enabled_in(values, names) == {KillSwitch.GLOBAL, KillSwitch.ACCOUNT_CREATE}
+    for junk in ("", None, "off", "true", "1", '["GLOBAL"]', "o n"):
+        assert not is_on(junk)
 
 
 @pytest.mark.parametrize(("given", "expected"), [("debug", "DEBUG"), (" Warn ", "WARN"), ("NONE", "NONE")])

@@ -29,7 +29,7 @@ def production_deps() -> Deps:
         clock=SystemClock(),
         config=SsmRuntimeConfig(
             clients.ssm(),
-            killswitch_parameter=settings.killswitch_parameter,
+            killswitch_path=settings.killswitch_path,
             log_level_parameter=settings.log_level_parameter,
             max_age=settings.config_cache_seconds,
         ),

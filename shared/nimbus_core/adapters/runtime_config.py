@@ -1,6 +1,7 @@
 """Operator-controlled runtime configuration from SSM Parameter Store: kill switches and log level.
 
-Both parameters are fetched together (one GetParameters call) and kept for at most ``max_age``
+The nine switch parameters and the log level (ten names, GetParameters' limit) are fetched together
+in one call and kept for at most ``max_age``
 seconds (10 s by contract), so a flipped switch takes effect within that time and a warm function
 makes no SSM call per request. If SSM fails, the last value read is kept: a parameter store outage
 must not take the API down, and a function that never read the config fails closed.
@@ -20,7 +21,7 @@ from aws_lambda_powertools import Logger
 
 from nimbus_core.adapters.errors import aws_errors
 from nimbus_core.errors import DependencyError
-from nimbus_core.killswitches import KillSwitch, parse_enabled, serialize_enabled
+from nimbus_core.killswitches import KillSwitch, enabled_in, parameter_names, stored_value
 from nimbus_core.loglevels import DEFAULT_LEVEL, normalize
 from nimbus_core.ports import RuntimeConfig
 
@@ -32,16 +33,19 @@ _log = Logger(child=True)
 
 
 class SsmRuntimeConfig:
-    """The :class:`nimbus_core.ports.RuntimeConfigSource` on two SSM parameters."""
+    """The :class:`nimbus_core.ports.RuntimeConfigSource` on SSM: one parameter per kill switch
+    under ``killswitch_path``, and the log level."""
 
     def __init__(
-        self, client: SSMClient, *, killswitch_parameter: str, log_level_parameter: str, max_age: int
+        self, client: SSMClient, *, killswitch_path: str, log_level_parameter: str, max_age: int
     ) -> None:
         self._client = client
-        self._names = (killswitch_parameter, log_level_parameter)
+        self._switches = parameter_names(killswitch_path)
+        self._log_level = log_level_parameter
+        self._names = (*self._switches.values(), log_level_parameter)
         self._max_age = max_age
         self._last_good: RuntimeConfig | None = None
-        self._last_raw: tuple[str, str] | None = None  # the values _last_good was parsed from
+        self._last_raw: dict[str, str] | None = None  # the values _last_good was parsed from
         self._fresh_until = 0.0  # monotonic time until which _last_good is served without a read
 
     def current(self) -> RuntimeConfig:
@@ -50,7 +54,7 @@ class SsmRuntimeConfig:
         if self._last_good is not None and now < self._fresh_until:
             return self._last_good
         try:
-            raw = self._read()
+            raw = self._read(self._names)
         except Exception as exc:
             if self._last_good is None:
                 raise DependencyError("runtime configuration unavailable") from exc
@@ -60,45 +64,43 @@ class SsmRuntimeConfig:
         if self._last_good is not None and raw == self._last_raw:
             return self._last_good  # unchanged since the last read: parsed once
         config = RuntimeConfig(
-            enabled_switches=parse_enabled(raw[0]), log_level=normalize(raw[1]) or DEFAULT_LEVEL
+            enabled_switches=enabled_in(raw, self._switches),
+            log_level=normalize(raw[self._log_level]) or DEFAULT_LEVEL,
         )
         self._last_good, self._last_raw = config, raw
         return config
 
-    def _read(self) -> tuple[str, str]:
-        """Both values, in one GetParameters call; a missing parameter is a failure (failing open,
-        as "no switch enabled", would let a broken deployment ignore its kill switches)."""
+    def _read(self, names: tuple[str, ...]) -> dict[str, str]:
+        """The values of ``names`` (at most ten), in one GetParameters call; a missing parameter is
+        a failure (failing open, as "switch off", would let a broken deployment ignore its kill
+        switches)."""
         with aws_errors("GetParameters (runtime configuration)"):
-            found = self._client.get_parameters(Names=list(self._names))["Parameters"]
+            found = self._client.get_parameters(Names=list(names))["Parameters"]
         values = {p["Name"]: p.get("Value", "") for p in found}
-        missing = [name for name in self._names if name not in values]
+        missing = [name for name in names if name not in values]
         if missing:
             raise DependencyError(f"SSM returned no value for {', '.join(missing)}")
-        killswitches, log_level = self._names
-        return values[killswitches], values[log_level]
+        return values
 
     def write_killswitches(
         self, change: Callable[[frozenset[KillSwitch]], frozenset[KillSwitch]]
     ) -> RuntimeConfig:
-        """Read the switches afresh (GetParameters, never the cache: another container may have
-        changed them seconds ago), apply ``change`` and write the result if it differs.
+        """Read the switches afresh (never the cache: another container may have changed them
+        seconds ago), apply ``change`` and write each switch whose state it changes, and only those.
 
-        SSM has no conditional write, so two staff changing different switches in the same
-        instant can still lose one change (last writer wins); each answer shows the state after
-        its own write, and the operator tool reads it back.
+        A switch's parameter is written by no change that leaves it alone, so staff changing
+        different switches at once never undo each other; two changes of the same switch end in
+        the last one, as they would if they had come one after the other.
         """
-        name = self._names[0]
-        with aws_errors("GetParameters (kill switches)"):
-            found = self._client.get_parameters(Names=[name])["Parameters"]
-        stored = parse_enabled(found[0].get("Value") if found else None)
+        stored = enabled_in(self._read(tuple(self._switches.values())), self._switches)
         wanted = change(stored)
-        if wanted != stored:
-            self._put(name, serialize_enabled(wanted))
+        for switch in sorted(stored ^ wanted):
+            self._put(self._switches[switch], stored_value(switch in wanted))
         return self._refreshed()
 
     def write_log_level(self, name: str) -> RuntimeConfig:
         """Store the log level ``name``."""
-        self._put(self._names[1], name)
+        self._put(self._log_level, name)
         return self._refreshed()
 
     def _put(self, name: str, value: str) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
+from nimbus_core.killswitches import KillSwitch
 from nimbus_tools.cli.main import main
 from nimbus_tools.template import load_template, resources_of_type
 from tests.integration.conftest import fresh_aws
@@ -35,7 +36,7 @@ def _stack_template() -> str:
     outputs = {
         key: value
         for key, value in template["Outputs"].items()
-        if key.endswith(("Name", "DeadLetterQueueUrl"))
+        if key.endswith(("Name", "DeadLetterQueueUrl", "Path"))
     }
     body = {
         "Parameters": {"Stage": template["Parameters"]["Stage"]},
@@ -67,6 +68,15 @@ class Deployed:
 
     def parameter(self, output: str) -> str:
         return self.ssm.get_parameter(Name=self.outputs[output])["Parameter"]["Value"]
+
+    def switches_on(self) -> set[str]:
+        """The kill switches stored as on, read from each switch's own parameter."""
+        path = self.outputs["KillSwitchPath"]
+        return {
+            s.name
+            for s in KillSwitch
+            if self.ssm.get_parameter(Name=f"{path}/{s.name}")["Parameter"]["Value"] == "on"
+        }
 
     def domains(self) -> dict[str, dict[str, Any]]:
         items = self.dynamodb.scan(TableName=self.outputs["DomainsTableName"])["Items"]
@@ -146,10 +156,7 @@ def test_killswitch_list_shows_every_switch_with_number_and_state(
     deployed: Deployed, capsys: pytest.CaptureFixture[str]
 ) -> None:
     deployed.ssm.put_parameter(
-        Name=deployed.outputs["KillSwitchParameterName"],
-        Value='["ACCOUNT_LOGIN"]',
-        Type="String",
-        Overwrite=True,
+        Name=f"{deployed.outputs['KillSwitchPath']}/ACCOUNT_LOGIN", Value="on", Type="String", Overwrite=True
     )
     code, out, _ = _run(capsys, *STACK, "killswitch", "list")
     assert code == 0
@@ -165,12 +172,12 @@ def test_killswitch_enable_and_disable_by_name_or_number(
 ) -> None:
     assert _run(capsys, *STACK, "killswitch", "enable", "account_login")[0] == 0
     assert _run(capsys, *STACK, "killswitch", "enable", "0")[0] == 0
-    assert deployed.parameter("KillSwitchParameterName") == '["ACCOUNT_CREATE", "ACCOUNT_LOGIN"]'
+    assert deployed.switches_on() == {"ACCOUNT_CREATE", "ACCOUNT_LOGIN"}
     code, out, _ = _run(capsys, *STACK, "killswitch", "enable", "ACCOUNT_CREATE")
     assert code == 0
     assert "was already on" in out
     assert _run(capsys, *STACK, "killswitch", "disable", "Account_Create")[0] == 0
-    assert deployed.parameter("KillSwitchParameterName") == '["ACCOUNT_LOGIN"]'
+    assert deployed.switches_on() == {"ACCOUNT_LOGIN"}
 
 
 def test_unknown_killswitch_exits_2_listing_the_valid_ones(capsys: pytest.CaptureFixture[str]) -> None:

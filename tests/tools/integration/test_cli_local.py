@@ -83,9 +83,10 @@ def test_killswitch_and_loglevel_change_the_local_parameters(
     monkeypatch.setenv("AWS_PROFILE", "nimbus-no-such-profile")  # ignored for the local emulator
     ssm = _session().client("ssm", endpoint_url=api.aws_endpoint_url)
     assert _nimbus(api, capsys, "killswitch", "enable", "GLOBAL")[0] == 0
-    assert ssm.get_parameter(Name="/fixture/fixture/killswitches")["Parameter"]["Value"] == '["GLOBAL"]'
+    assert ssm.get_parameter(Name="/fixture/fixture/killswitches/GLOBAL")["Parameter"]["Value"] == "on"
+    assert ssm.get_parameter(Name="/fixture/fixture/killswitches/FILE_CREATE")["Parameter"]["Value"] == "off"
     assert _nimbus(api, capsys, "killswitch", "disable", "8")[0] == 0
-    assert ssm.get_parameter(Name="/fixture/fixture/killswitches")["Parameter"]["Value"] == "[]"
+    assert ssm.get_parameter(Name="/fixture/fixture/killswitches/GLOBAL")["Parameter"]["Value"] == "off"
     assert _nimbus(api, capsys, "loglevel", "set", "warn")[0] == 0
     assert _nimbus(api, capsys, "loglevel", "get")[1] == "WARN\n"
 

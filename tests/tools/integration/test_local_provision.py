@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import boto3
 import pytest
 
+from nimbus_core.killswitches import KillSwitch
 from nimbus_tools.local.provision import provision
 from nimbus_tools.template import load_template
 from tests.integration.conftest import fresh_aws
@@ -56,11 +57,15 @@ def test_ttl_is_enabled_exactly_where_the_template_says(session: boto3.Session) 
 def test_ssm_parameters_hold_their_template_values_under_the_stage_path(session: boto3.Session) -> None:
     stack = provision(session, TEMPLATE, {"Stage": "qa"})
     assert stack.parameters == {
-        "KillSwitchParameter": "/nimbus/qa/killswitches",
+        **{
+            f"KillSwitch{s.name.title().replace('_', '')}": f"/nimbus/qa/killswitches/{s.name}"
+            for s in KillSwitch
+        },
         "LogLevelParameter": "/nimbus/qa/loglevel",
     }
     ssm = session.client("ssm")
-    assert ssm.get_parameter(Name="/nimbus/qa/killswitches")["Parameter"]["Value"] == "[]"
+    for switch in KillSwitch:
+        assert ssm.get_parameter(Name=f"/nimbus/qa/killswitches/{switch.name}")["Parameter"]["Value"] == "off"
     assert ssm.get_parameter(Name="/nimbus/qa/loglevel")["Parameter"]["Value"] == "INFO"
 
 

@@ -68,7 +68,8 @@ def test_serve_json_describes_the_running_stack(api: LocalApiProcess) -> None:
     assert state["aws_endpoint_url"].startswith("http://127.0.0.1:")
     assert (state["region"], state["stage"]) == ("us-east-1", "fixture")
     assert state["tables"]["ItemsTable"] == "ItemsTable"
-    assert state["parameters"]["KillSwitchParameter"] == "/fixture/fixture/killswitches"
+    assert state["parameters"]["KillSwitchGlobal"] == "/fixture/fixture/killswitches/GLOBAL"
+    assert state["killswitch_path"] == "/fixture/fixture/killswitches"  # what the functions read
     assert state["pid"] == api.process.pid
     assert any(
         line.startswith(f"Nimbus local API on {state['api_url']} (AWS emulator on ") for line in api.stdout

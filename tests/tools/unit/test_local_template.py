@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from nimbus_core.killswitches import KillSwitch, parameter_names
 from nimbus_tools.template import (
     TemplateError,
     function_specs,
@@ -51,13 +52,13 @@ def test_parameter_overrides_are_checked_like_cloudformation_checks_them() -> No
 
 def test_ssm_parameter_names_are_resolved_from_sub_with_the_stage() -> None:
     assert ssm_parameters(TEMPLATE, {"Stage": "prod"}) == {
-        "/nimbus/prod/killswitches": "[]",
+        **{f"/nimbus/prod/killswitches/{s.name}": "off" for s in KillSwitch},
         "/nimbus/prod/loglevel": "INFO",
     }
-    assert ssm_parameter_names(TEMPLATE) == {
-        "KillSwitchParameter": "/nimbus/dev/killswitches",
-        "LogLevelParameter": "/nimbus/dev/loglevel",
-    }
+    assert ssm_parameter_names(TEMPLATE)["LogLevelParameter"] == "/nimbus/dev/loglevel"
+    # One parameter per switch, named as the functions derive them from KILLSWITCH_PATH.
+    switch_names = {v for k, v in ssm_parameter_names(TEMPLATE).items() if k.startswith("KillSwitch")}
+    assert switch_names == set(parameter_names("/nimbus/dev/killswitches").values())
 
 
 def test_refs_resolve_to_local_names_and_getatt_arn_to_a_fake_arn() -> None:
@@ -162,7 +163,7 @@ def test_function_specs_merge_globals_with_the_function_and_list_routes() -> Non
     assert (auth.memory_size, auth.timeout) == (1024, 10)  # own MemorySize, Globals Timeout
     assert auth.environment["STAGE"] == "qa"
     assert auth.environment["USERS_TABLE"] == "UsersTable"
-    assert auth.environment["KILLSWITCH_PARAMETER"] == "/nimbus/qa/killswitches"
+    assert auth.environment["KILLSWITCH_PATH"] == "/nimbus/qa/killswitches"
     assert auth.environment["SESSION_HOURS"] == "24"
     assert [r.route_key for r in auth.routes] == [
         "POST /register",

@@ -40,12 +40,11 @@ def killswitch(action: str, name: str | None, target: TargetFactory) -> str:
         return render.killswitch_table(store.enabled_killswitches(target()))
     switch = parse_killswitch(name or "")
     resolved = target()
-    enabled = store.enabled_killswitches(resolved)
     on = action == "enable"
-    wanted = enabled | {switch} if on else enabled - {switch}
-    if wanted != enabled:
-        store.write_killswitches(resolved, frozenset(wanted))
-    return render.killswitch_change(switch, on, changed=wanted != enabled)
+    changed = (switch in store.enabled_killswitches(resolved)) != on
+    if changed:
+        store.set_killswitch(resolved, switch, on)
+    return render.killswitch_change(switch, on, changed=changed)
 
 
 def loglevel(action: str, level: str | None, target: TargetFactory) -> str:

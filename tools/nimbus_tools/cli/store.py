@@ -7,8 +7,9 @@ from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
 from nimbus_core.errors import NimbusError
-from nimbus_core.killswitches import KillSwitch, parse_enabled, serialize_enabled
+from nimbus_core.killswitches import KillSwitch, enabled_in, stored_value
 from nimbus_core.models import Domain, User
+from nimbus_tools.cli.errors import CliError
 from nimbus_tools.cli.target import Target
 
 
@@ -48,13 +49,20 @@ def write_parameter(target: Target, logical_id: str, value: str) -> None:
 
 
 def enabled_killswitches(target: Target) -> frozenset[KillSwitch]:
-    """The kill switches currently on."""
-    return parse_enabled(read_parameter(target, "KillSwitchParameter"))
+    """The kill switches currently on (one GetParameters call, as the functions read them)."""
+    names = target.killswitch_parameters()
+    found = target.ssm().get_parameters(Names=list(names.values()))["Parameters"]
+    values = {p["Name"]: p.get("Value", "") for p in found}
+    missing = sorted(name for name in names.values() if name not in values)
+    if missing:
+        raise CliError(f"{target.description} has no parameter {', '.join(missing)}")
+    return enabled_in(values, names)
 
 
-def write_killswitches(target: Target, enabled: frozenset[KillSwitch]) -> None:
-    """Store the set of enabled kill switches."""
-    write_parameter(target, "KillSwitchParameter", serialize_enabled(enabled))
+def set_killswitch(target: Target, switch: KillSwitch, on: bool) -> None:
+    """Turn one kill switch on or off, writing its own parameter only (CONTRACT 11)."""
+    name = target.killswitch_parameters()[switch]
+    target.ssm().put_parameter(Name=name, Value=stored_value(on), Type="String", Overwrite=True)
 
 
 def list_domains(target: Target) -> list[Domain]:

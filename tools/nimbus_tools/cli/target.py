@@ -10,6 +10,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
 
+from nimbus_core.killswitches import KillSwitch, parameter_names
 from nimbus_tools.cli.errors import CliError
 from nimbus_tools.local.session import emulator_session
 from nimbus_tools.local.state import read_state, state_path
@@ -36,10 +37,8 @@ QUEUE_OUTPUTS = {
     "MailDeadLetterQueueUrl": "MailDeadLetterQueue",
     "SweepDeadLetterQueueUrl": "SweepDeadLetterQueue",
 }
-PARAMETER_OUTPUTS = {
-    "KillSwitchParameterName": "KillSwitchParameter",
-    "LogLevelParameterName": "LogLevelParameter",
-}
+PARAMETER_OUTPUTS = {"LogLevelParameterName": "LogLevelParameter"}
+KILLSWITCH_PATH_OUTPUT = "KillSwitchPath"
 
 
 @dataclass(frozen=True)
@@ -53,6 +52,7 @@ class Target:
     endpoint_url: str | None = None  # the local emulator; None for real AWS
     queues: dict[str, str] = field(default_factory=dict)  # logical id -> queue URL
     sender_email: str | None = None  # the address system emails are sent from
+    killswitch_path: str | None = None  # the kill switches' parameters are <path>/<NAME>
 
     @property
     def is_local(self) -> bool:
@@ -66,10 +66,16 @@ class Target:
         return self.tables[logical_id]
 
     def parameter(self, logical_id: str) -> str:
-        """The name of an SSM parameter (``"KillSwitchParameter"`` -> ``/nimbus/dev/killswitches``)."""
+        """The name of an SSM parameter (``"LogLevelParameter"`` -> ``/nimbus/dev/loglevel``)."""
         if logical_id not in self.parameters:
             raise CliError(f"{self.description} has no {logical_id}")
         return self.parameters[logical_id]
+
+    def killswitch_parameters(self) -> dict[KillSwitch, str]:
+        """Each kill switch's SSM parameter name, as the functions of this stack read them."""
+        if not self.killswitch_path:
+            raise CliError(f"{self.description} has no kill switch path")
+        return parameter_names(self.killswitch_path)
 
     def dynamodb(self) -> DynamoDBClient:
         """A DynamoDB client for this stack."""
@@ -130,6 +136,7 @@ def local_target(state_file: Path | None = None) -> Target:
         endpoint_url=state["aws_endpoint_url"],
         queues=dict(state.get("queues", {})),
         sender_email=state.get("sender_email") or None,
+        killswitch_path=state.get("killswitch_path") or None,
     )
 
 
@@ -157,4 +164,5 @@ def stack_target(stack_name: str, region: str | None = None) -> Target:
         parameters={lid: outputs[key] for key, lid in PARAMETER_OUTPUTS.items() if key in outputs},
         queues={lid: outputs[key] for key, lid in QUEUE_OUTPUTS.items() if key in outputs},
         sender_email=outputs.get("SenderEmail"),
+        killswitch_path=outputs.get(KILLSWITCH_PATH_OUTPUT),
     )

@@ -142,6 +142,11 @@ class LocalStack:
             "parameters": provisioned.parameters,
             "queues": provisioned.queues,
             "sender_email": values.get("SenderEmail", ""),
+            # The path the functions themselves read, so `nimbus killswitch` and the API agree.
+            "killswitch_path": next(
+                (s.environment["KILLSWITCH_PATH"] for s in self.specs if "KILLSWITCH_PATH" in s.environment),
+                "",
+            ),
             "pid": os.getpid(),
         }
         write_state(self.state_file, self.state)

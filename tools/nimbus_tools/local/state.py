@@ -22,6 +22,7 @@ class ServeState(TypedDict):
     parameters: dict[str, str]
     queues: NotRequired[dict[str, str]]  # logical id -> queue URL
     sender_email: NotRequired[str]
+    killswitch_path: NotRequired[str]  # the kill switches' parameters are <path>/<NAME>
     pid: int
 
 
