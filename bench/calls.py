@@ -283,6 +283,12 @@ class Harness:
         )
         return key
 
+    def factor_ids(self, token: str) -> list[str]:
+        """The ids of the token's user's second factors (uncounted)."""
+        listed = self.api.call("GET", "/users/me/2fa", token=token)
+        _expect("setup: list factors", 200, listed)
+        return [item["id"] for item in listed.body["items"]]
+
     @property
     def origin(self) -> str:
         """The page a security key answers from: the deployment's first WebAuthn origin."""
@@ -631,6 +637,13 @@ def scenarios(h: Harness) -> list[Scenario]:
         Scenario("DELETE /users/me (3 other sessions)", 200, delete_me, Budget("SES 0", ses=0)),
         Scenario("GET /domains", 200, lambda: get("/domains", me_token), Budget("DynamoDB <= 2", dynamodb=2)),
         Scenario(
+            "GET /domains/:id",
+            200,
+            lambda: get(f"/domains/{get_settings().default_domain}", me_token),
+            Budget("DynamoDB <= 2", dynamodb=2),
+        ),
+        Scenario("GET /openapi.json", 200, lambda: get("/openapi.json")),
+        Scenario(
             "GET /users/me/sessions (4 live)",
             200,
             own_sessions("GET", "/users/me/sessions"),
@@ -717,27 +730,32 @@ def _second_factor_scenarios(h: Harness) -> list[Scenario]:
             key = h.add_key(token) if step == "key" else None
             caller = None if path == "/login" else token
             sent = body() | ({"username": name} if path == "/login" else {})
+            # "{other}" in the path or body: the id of the user's factor.
+            factor = h.factor_ids(token)[0] if "{other}" in path or "{other}" in str(sent) else ""
+            target, sent = path.format(other=factor), _fill(sent, factor)
             ip = h.fresh_ip()
             if step == "ask":
-                return lambda: h.api.call(method, path, sent | {"password": PASSWORD}, token=caller, ip=ip)
-            first = h.challenge(method, path, sent, caller, ip)
+                return lambda: h.api.call(method, target, sent | {"password": PASSWORD}, token=caller, ip=ip)
+            first = h.challenge(method, target, sent, caller, ip)
             if key is not None:
                 answer = {"type": "webauthn", "response": key.get(first.body["challenge"], origin=h.origin)}
             else:
                 answer = {"type": "totp", "code": pyotp.TOTP(secret).now()}
             two_fa = {"token": first.body["token"], **answer}
-            return lambda: h.api.call(method, path, sent | {"2fa": two_fa}, token=caller, ip=ip)
+            return lambda: h.api.call(method, target, sent | {"2fa": two_fa}, token=caller, ip=ip)
 
         return prepare
 
     def factors(method: str, path: str, *, enrolled: bool = True) -> Callable[[], Callable[[], Reply]]:
-        """A fresh user (with a TOTP factor unless told otherwise) calling a factor endpoint."""
+        """A fresh user (with a TOTP factor unless told otherwise) calling a factor endpoint
+        ("{other}" in the path: that factor's id)."""
 
         def prepare() -> Callable[[], Reply]:
             token = h.register(h.unique("fac"))
             if enrolled:
                 h.add_totp(token)
-            return lambda: h.api.call(method, path, {"password": PASSWORD}, token=token, ip=h.fresh_ip())
+            target = path.format(other=h.factor_ids(token)[0]) if "{other}" in path else path
+            return lambda: h.api.call(method, target, {"password": PASSWORD}, token=token, ip=h.fresh_ip())
 
         return prepare
 
@@ -793,6 +811,16 @@ def _second_factor_scenarios(h: Harness) -> list[Scenario]:
         ),
         Scenario("POST /users/me/2fa/webauthn/confirm", 201, confirm("webauthn"), CHANGE_BUDGET),
         Scenario("GET /users/me/2fa", 200, factors("GET", "/users/me/2fa"), SESSION_ME_BUDGET),
+        Scenario("GET /users/me/2fa/:id", 200, factors("GET", "/users/me/2fa/{other}"), SESSION_ME_BUDGET),
+        *(
+            Scenario(f"{method} {shown}, TOTP answer", status, second_factor(method, path, body, step="totp"))
+            for method, shown, path, body, status in (
+                ("POST", "/users/me/2fa/backup", "/users/me/2fa/backup", dict, 201),
+                ("DELETE", "/users/me/2fa/:id", "/users/me/2fa/{other}", dict, 200),
+                ("DELETE", "/users/me/2fa (1 id)", "/users/me/2fa", lambda: {"ids": ["{other}"]}, 200),
+                ("DELETE", "/users/me/2fa/all", "/users/me/2fa/all", dict, 200),
+            )
+        ),
     ]
 
 
@@ -854,7 +882,12 @@ def _staff_scenarios(h: Harness) -> list[Scenario]:
                 h.set_user(token, verifiedAt=stamp)
             if setup.get("banned"):
                 h.set_user(token, bannedAt=stamp, banReason="Spam")
-            return f"/users/{token.split('.')[0]}{suffix}", body() if callable(body) else body
+            sent = body() if callable(body) else body
+            if "{other}" in suffix or "{other}" in str(sent):  # the id of the target's factor
+                factor = h.factor_ids(token)[0]
+                suffix_now, sent = suffix.format(other=factor), None if sent is None else _fill(sent, factor)
+                return f"/users/{token.split('.')[0]}{suffix_now}", sent
+            return f"/users/{token.split('.')[0]}{suffix}", sent
 
         return request
 
@@ -906,6 +939,27 @@ def _staff_scenarios(h: Harness) -> list[Scenario]:
             USERS_BUDGET,
         ),
         Scenario("GET /users/:id", 200, staffed("GET", target(), reverify=False)),
+        Scenario(
+            "GET /users/:uid/2fa (staff)", 200, staffed("GET", target("/2fa", totp=True), reverify=False)
+        ),
+        Scenario(
+            "GET /users/:uid/2fa/:id (staff)",
+            200,
+            staffed("GET", target("/2fa/{other}", totp=True), reverify=False),
+        ),
+        Scenario(
+            "DELETE /users/:uid/2fa/:id, TOTP answer",
+            200,
+            staffed("DELETE", target("/2fa/{other}", totp=True)),
+        ),
+        Scenario(
+            "DELETE /users/:uid/2fa (1 id), TOTP answer",
+            200,
+            staffed("DELETE", target("/2fa", {"ids": ["{other}"]}, totp=True)),
+        ),
+        Scenario(
+            "DELETE /users/:uid/2fa/all, TOTP answer", 200, staffed("DELETE", target("/2fa/all", totp=True))
+        ),
         Scenario(
             "PUT /users/:id/username, TOTP answer",
             200,

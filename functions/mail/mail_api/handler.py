@@ -18,6 +18,7 @@ from nimbus_core import snapstart
 from nimbus_core.adapters import clients
 from nimbus_core.adapters.container import production_deps
 from nimbus_core.adapters.dead_letters import SqsDeadLetterQueue
+from nimbus_core.adapters.items import from_item
 from nimbus_core.adapters.mail import SesMailer
 from nimbus_core.adapters.outbox import message_from_image
 from nimbus_core.loglevels import apply_log_level
@@ -49,7 +50,15 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
         if raw.get("eventName") != "INSERT" or not image:
             logger.warning("ignoring a stream record that is not a new outbox item")
             return
-        service.deliver(message_from_image(image))
+        try:
+            message = message_from_image(image)
+        except (KeyError, ValueError, TypeError) as error:
+            # No retry can read it: dead-letter it now, so the stream does not deliver it (and
+            # every record after it in the batch) again and again.
+            keys = from_item((raw.get("dynamodb") or {}).get("Keys") or {})
+            service.dead_letter_unreadable(str(keys.get("id", "")), error)
+            return
+        service.deliver(message)
 
     return process_batch(event, context, record_handler)
 

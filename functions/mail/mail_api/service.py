@@ -41,6 +41,7 @@ PERMANENT_ERRORS = frozenset(
     }
 )
 MAX_ERROR_TEXT = 500
+UNREADABLE = "unreadable"  # the kind of a dead letter whose outbox item was not a message
 
 
 class Mailer(Protocol):
@@ -134,30 +135,47 @@ class MailService:
             metrics.count(metrics.Event.MAIL_SENT)
             return Delivery(message.id, sent=True, attempts=attempts, ses_message_id=ses_id)
 
-    def _give_up(self, message: OutboxMessage, error: Exception, attempts: int) -> Delivery:
+    def dead_letter_unreadable(self, outbox_id: str, error: Exception) -> Delivery:
+        """Dead-letter an outbox item that is not a message (a field missing or of the wrong type):
+        no attempt can send it. Raises only if the dead-letter queue cannot take it."""
         letter = DeadLetter(
-            outbox_id=message.id,
-            to=message.email.to,
-            kind=message.kind,
+            outbox_id=outbox_id,
+            to="",
+            kind=UNREADABLE,
             error=describe(error),
-            attempts=attempts,
+            attempts=0,
             failed_at=clock.iso(self._now()),
         )
+        return self._dead_letter(letter)
+
+    def _give_up(self, message: OutboxMessage, error: Exception, attempts: int) -> Delivery:
+        return self._dead_letter(
+            DeadLetter(
+                outbox_id=message.id,
+                to=message.email.to,
+                kind=message.kind,
+                error=describe(error),
+                attempts=attempts,
+                failed_at=clock.iso(self._now()),
+            )
+        )
+
+    def _dead_letter(self, letter: DeadLetter) -> Delivery:
         try:
             self.dead_letters.send(letter)
         except Exception:
             _log.error(
                 "could not dead-letter an outbox message; the stream will deliver it again",
-                extra={"outbox_id": message.id, "kind": message.kind},
+                extra={"outbox_id": letter.outbox_id, "kind": letter.kind},
                 exc_info=True,
             )
             raise
         _log.error(
             "outbox message dead-lettered",
-            extra={"outbox_id": message.id, "kind": message.kind, "attempts": attempts},
+            extra={"outbox_id": letter.outbox_id, "kind": letter.kind, "attempts": letter.attempts},
         )
         metrics.count(metrics.Event.MAIL_DEAD_LETTERED)
-        return Delivery(message.id, sent=False, attempts=attempts)
+        return Delivery(letter.outbox_id, sent=False, attempts=letter.attempts)
 
 
 def error_code(error: Exception) -> str:

@@ -1,0 +1,362 @@
+"""Every AWS call of every endpoint scenario, failed in turn.
+
+The scenarios are the ones ``make bench`` counts round trips with (bench/calls.py: one or more per
+registered endpoint, each a setup and the one request measured); a test below keeps them covering
+every endpoint the functions register. For each scenario, a clean run records the request's AWS calls
+in order; then, for each call and each way it can fail, the setup is made again, that one call
+fails, and:
+
+- the answer is the scenario's own (the failure was absorbed) or a clean, documented error: a 500
+  ``INTERNAL_SERVER_ERROR`` for a dependency failure, or, where a write's condition failed as if a
+  concurrent request had changed the item, a documented 4xx of the endpoint (the integration API
+  checks every error body against the endpoint's OpenAPI errors);
+- the tables are whole (tests/invariants.py): no half-written change;
+- a retry of the same request, with AWS well again, converges to the scenario's own answer. A
+  request that carried a second-factor answer may instead hear that the answer is spent (401
+  INVALID_SECOND_FACTOR_RESPONSE_ERROR): an answer is recorded before a write no transaction can
+  carry it into (SSM, the later batches of a multi-user deletion) and is never accepted twice
+  (CONTRACT 13). There, converging means what the person does next: asking again with the
+  password and answering the new challenge with the next code, which must then succeed.
+
+The ways to fail: throttling after the SDK's retries, a 500 from the service, a timeout (the SDK
+raising, as a read timeout does once its retries are spent), and for a conditional write, its
+condition failing (ConditionalCheckFailed; for TransactWriteItems, each conditioned item's in turn).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import boto3
+import pyotp
+import pytest
+from botocore.awsrequest import HeadersDict
+from botocore.exceptions import ReadTimeoutError
+from botocore.model import OperationModel
+from botocore.parsers import create_parser
+
+from bench.calls import PASSWORD, Harness, Leftovers, Scenario, scenarios
+from nimbus_core import clock
+from nimbus_core.adapters import clients, container
+from nimbus_core.adapters.items import from_item
+from nimbus_core.adapters.users import COUNT_KEY_PREFIX
+from nimbus_tools.local.faults import SdkAnswer
+from nimbus_tools.local.inprocess import Reply
+from nimbus_tools.template import function_specs, load_template
+from tests.integration.conftest import PARAMS, REGION, Api, Stack
+from tests.invariants import users_table_violations
+
+SHARDS = 12  # the scenarios are split so that pytest-xdist spreads them over its workers
+
+# (service, code, HTTP status) of the service-side failures, per botocore service name.
+THROTTLED = {
+    "dynamodb": ("ProvisionedThroughputExceededException", 400),
+    "ssm": ("ThrottlingException", 400),
+    "sesv2": ("TooManyRequestsException", 429),
+}
+BROKEN = {"dynamodb": ("InternalServerError", 500), "ssm": ("InternalServerError", 500)}
+BROKEN["sesv2"] = ("InternalServerErrorException", 500)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """How the ``index``-th AWS call of the request fails."""
+
+    index: int
+    kind: str  # "throttled", "broken", "timeout" or "condition"
+    item: int | None = None  # for a TransactWriteItems condition: the item whose condition fails
+
+    def describe(self, calls: list[tuple[str, str, dict[str, Any]]]) -> str:
+        service, operation, _ = calls[self.index]
+        where = f" (item {self.item})" if self.item is not None else ""
+        return f"call {self.index + 1} {service}.{operation}{where}: {self.kind}"
+
+
+def failures_of(calls: list[tuple[str, str, dict[str, Any]]]) -> list[Failure]:
+    """Every way each recorded call can fail."""
+    planned: list[Failure] = []
+    for index, (_service, operation, params) in enumerate(calls):
+        planned += [Failure(index, "throttled"), Failure(index, "broken"), Failure(index, "timeout")]
+        if operation == "TransactWriteItems":
+            for item, entry in enumerate(params.get("TransactItems", [])):
+                (action,) = entry.values()
+                if "ConditionExpression" in action:
+                    planned.append(Failure(index, "condition", item))
+        elif "ConditionExpression" in params:
+            planned.append(Failure(index, "condition"))
+    return planned
+
+
+@dataclass
+class CallWatch:
+    """Records the functions' AWS calls, and fails one of them when armed."""
+
+    api: Api
+    calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    failure: Failure | None = None
+    failed: bool = False
+    _hooked: list[Any] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def hook(self) -> None:
+        """Watch the clients the functions use now (a container reset builds new ones)."""
+        for client in (clients.dynamodb(), clients.ssm(), clients.sesv2()):
+            if not any(client is hooked for hooked in self._hooked):
+                client.meta.events.register_first("before-call", self._before_call)
+                self._hooked.append(client)
+
+    def unhook(self) -> None:
+        """Take the watch off every client."""
+        while self._hooked:
+            self._hooked.pop().meta.events.unregister("before-call", self._before_call)
+
+    def start(self, failure: Failure | None) -> None:
+        """Forget the calls seen; fail as ``failure`` says (None: let every call through)."""
+        self.hook()
+        self.calls, self.failure, self.failed = [], failure, False
+
+    def _before_call(self, model: OperationModel, params: dict[str, Any], **_: Any) -> Any:
+        service = model.service_model.service_name
+        with self._lock:
+            index = len(self.calls)
+            self.calls.append((service, model.name, params))
+        if self.failure is None or self.failure.index != index:
+            return None
+        self.failed = True
+        if self.failure.kind == "timeout":
+            raise ReadTimeoutError(endpoint_url=f"https://{service}.{REGION}.amazonaws.com/")
+        return _error_answer(model, service, self.failure, params)
+
+
+def _error_answer(model: OperationModel, service: str, failure: Failure, params: dict[str, Any]) -> Any:
+    """The HTTP error AWS would send, parsed by botocore's own parser (as the emulator's faults)."""
+    body: dict[str, Any] = {"message": "injected fault"}
+    if failure.kind == "condition" and failure.item is not None:
+        code, status = "TransactionCanceledException", 400
+        reasons = [{"Code": "None"} for _ in params["TransactItems"]]
+        reasons[failure.item] = {
+            "Code": "ConditionalCheckFailed",
+            "Message": "The conditional request failed",
+        }
+        body["CancellationReasons"] = reasons
+    elif failure.kind == "condition":
+        code, status = "ConditionalCheckFailedException", 400
+    else:
+        code, status = (THROTTLED if failure.kind == "throttled" else BROKEN)[service]
+    protocol = model.service_model.protocol
+    if protocol == "json":
+        body["__type"] = code
+        version = "1.0" if service == "dynamodb" else "1.1"
+        headers = HeadersDict({"Content-Type": f"application/x-amz-json-{version}"})
+    else:
+        headers = HeadersDict({"Content-Type": "application/json", "x-amzn-ErrorType": code})
+    raw = json.dumps(body).encode()
+    response = {"status_code": status, "headers": headers, "body": raw}
+    parsed: dict[str, Any] = create_parser(protocol).parse(response, cast(Any, model.output_shape))
+    return SdkAnswer(status, headers, raw), parsed
+
+
+# ---------------------------------------------------------------------------------------------- the run
+
+
+def _is_clean_500(reply: Reply) -> bool:
+    return (
+        reply.status == 500
+        and isinstance(reply.body, dict)
+        and reply.body.get("code") == "INTERNAL_SERVER_ERROR"
+    )
+
+
+def _acceptable_first(scenario: Scenario, failure: Failure, reply: Reply) -> bool:
+    if reply.status == scenario.expected_status or _is_clean_500(reply):
+        return True
+    # A failed condition is a concurrent writer: the endpoint's own (documented) refusal is right.
+    return failure.kind == "condition" and 400 <= reply.status < 500
+
+
+class WatchedApi(Api):
+    """The integration API, remembering the last request (to ask again as a person would)."""
+
+    last: tuple[str, str, Any, dict[str, Any]] | None = None
+
+    def call(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Reply:
+        self.last = (method, path, body, kwargs)
+        return super().call(method, path, body, **kwargs)
+
+
+def _spent_answer(reply: Reply, sent: Any) -> bool:
+    return (
+        reply.status == 401
+        and isinstance(sent, dict)
+        and "2fa" in sent
+        and reply.body.get("code") == "INVALID_SECOND_FACTOR_RESPONSE_ERROR"
+    )
+
+
+def _ask_again(api: WatchedApi, stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Reply:
+    """The last request sent again with the password, its challenge answered with the next TOTP
+    code of the caller's factor (the clock moved one step on: each code is accepted once)."""
+    assert api.last is not None
+    method, path, body, kwargs = api.last
+    asked = {k: v for k, v in body.items() if k != "2fa"} | {"password": PASSWORD}
+    first = api.call(method, path, asked, **kwargs)
+    if first.body.get("code") != "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR":
+        return first
+    user_id = str(kwargs["token"]).partition(".")[0]
+    key = {"pk": {"S": f"USER#{user_id}"}}
+    stored = from_item(stack.dynamodb.get_item(TableName=stack.table("UsersTable"), Key=key)["Item"])
+    [seed] = [f["secret"] for f in stored["secondFactors"].values() if f.get("type") == "totp"]
+    later = clock.now() + 30
+    answer = {"token": first.body["token"], "type": "totp", "code": pyotp.TOTP(seed).at(later)}
+    with monkeypatch.context() as moved:
+        moved.setattr(clock, "now", lambda: later)
+        return api.call(method, path, {**body, "2fa": answer}, **kwargs)
+
+
+def _run_one(
+    scenario: Scenario,
+    failure: Failure,
+    watch: CallWatch,
+    stack: Stack,
+    described: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> list[str]:
+    send = scenario.prepare()
+    container.production_deps().config.current()  # the runtime configuration read, as when warm
+    watch.start(failure)
+    try:
+        first = send()
+    finally:
+        failed = watch.failed
+        watch.start(None)
+    problems: list[str] = []
+    if not failed:
+        problems.append(f"{described}: the request made fewer calls than its clean run")
+    if not _acceptable_first(scenario, failure, first):
+        problems.append(f"{described}: answered {first.status} {first.body}")
+    broken = users_table_violations(stack.dynamodb, stack.table("UsersTable"))
+    problems += [f"{described}: after the failure, {v}" for v in broken]
+    if first.status != scenario.expected_status and not problems:
+        api = cast(WatchedApi, watch.api)
+        sent = api.last[2] if api.last else None
+        again = send()
+        if _spent_answer(again, sent):
+            again = _ask_again(api, stack, monkeypatch)
+        if again.status != scenario.expected_status:
+            problems.append(
+                f"{described}: answered {first.status}, and a retry {again.status} {again.body}, "
+                f"not {scenario.expected_status}"
+            )
+    return problems
+
+
+class Baseline(Leftovers):
+    """Puts the tables back as they were once the scenarios were planned, the user count included
+    (bench's Leftovers keeps the count's shards, which the invariant checker would then find off)."""
+
+    def __init__(self, stack: Stack) -> None:
+        super().__init__(stack.dynamodb)
+        self._dynamodb, self._table = stack.dynamodb, stack.table("UsersTable")
+        self._counts = self._count_items()
+
+    def _count_items(self) -> dict[str, dict[str, Any]]:
+        pages = self._dynamodb.get_paginator("scan").paginate(
+            TableName=self._table,
+            FilterExpression="begins_with(pk, :count)",
+            ExpressionAttributeValues={":count": {"S": COUNT_KEY_PREFIX}},
+            ConsistentRead=True,
+        )
+        return {item["pk"]["S"]: item for page in pages for item in page["Items"]}
+
+    def discard(self) -> None:
+        """Delete what was stored since, and write the count's shards back."""
+        super().discard()
+        for key, item in self._count_items().items():
+            if key not in self._counts:
+                self._dynamodb.delete_item(TableName=self._table, Key={"pk": item["pk"]})
+        for item in self._counts.values():
+            self._dynamodb.put_item(TableName=self._table, Item=item)
+
+
+@pytest.fixture
+def harness(stack: Stack) -> Iterator[tuple[Harness, CallWatch]]:
+    api = WatchedApi(stack.template, PARAMS)
+    watch = CallWatch(api)
+    yield Harness(api, boto3.Session(region_name=REGION)), watch
+    watch.unhook()
+
+
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_every_aws_call_of_every_scenario_failed_in_turn_leaves_a_clean_answer_and_whole_tables(
+    stack: Stack, harness: tuple[Harness, CallWatch], shard: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h, watch = harness
+    planned = scenarios(h)
+    leftovers = Baseline(stack)
+    problems: list[str] = []
+    for scenario in planned[shard::SHARDS]:
+        send = scenario.prepare()
+        container.production_deps().config.current()
+        watch.start(None)
+        clean = send()
+        calls = list(watch.calls)
+        assert clean.status == scenario.expected_status, (scenario.name, clean.body)
+        leftovers.discard()
+        for failure in failures_of(calls):
+            described = f"{scenario.name}, {failure.describe(calls)}"
+            problems += _run_one(scenario, failure, watch, stack, described, monkeypatch)
+        leftovers.discard()  # per scenario: moto's transactions slow down as its tables grow
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_matrix_fails_every_call_kind_it_claims() -> None:
+    """The failure plan covers each call three ways, and each conditioned write's condition."""
+    calls: list[tuple[str, str, dict[str, Any]]] = [
+        ("dynamodb", "BatchGetItem", {}),
+        ("dynamodb", "UpdateItem", {"ConditionExpression": "attribute_exists(pk)"}),
+        (
+            "dynamodb",
+            "TransactWriteItems",
+            {
+                "TransactItems": [
+                    {"Put": {"ConditionExpression": "x"}},
+                    {"Put": {}},
+                    {"Update": {"ConditionExpression": "y"}},
+                ]
+            },
+        ),
+    ]
+    kinds = [(f.index, f.kind, f.item) for f in failures_of(calls)]
+    assert kinds == [
+        (0, "throttled", None), (0, "broken", None), (0, "timeout", None),
+        (1, "throttled", None), (1, "broken", None), (1, "timeout", None), (1, "condition", None),
+        (2, "throttled", None), (2, "broken", None), (2, "timeout", None),
+        (2, "condition", 0), (2, "condition", 2),
+    ]  # fmt: skip
+
+
+def _shape(method: str, path: str) -> tuple[str, str]:
+    """``("GET", "/users/*/2fa/*")`` for ``/users/<uid>/2fa/<id>`` or ``/users/:uid/2fa/:id``."""
+    path = path.split("?", 1)[0].rstrip(",")
+    return method, re.sub(r"<[^>]+>|:[a-z]+", "*", path)
+
+
+def test_every_registered_endpoint_is_driven_by_at_least_one_scenario(
+    stack: Stack, harness: tuple[Harness, CallWatch]
+) -> None:
+    h, _ = harness
+    driven = {_shape(*scenario.name.split(" ")[:2]) for scenario in scenarios(h)}
+    registered = {
+        _shape(endpoint.method, endpoint.path)
+        for spec in function_specs(load_template())
+        if spec.routes
+        for endpoint in importlib.import_module(spec.handler_module).app.endpoints
+    }
+
+    assert registered - driven == set()
