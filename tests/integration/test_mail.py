@@ -13,6 +13,9 @@ import pytest
 from nimbus_core.adapters import clients
 from nimbus_core.adapters.dead_letters import dead_letter_from_body
 from nimbus_core.adapters.items import from_item
+from nimbus_core.adapters.outbox import DynamoOutbox, OutboxMessage
+from nimbus_core.adapters.transactions import DynamoTransactor
+from nimbus_core.mail_templates import Email
 from tests.integration.conftest import NOW, REGION, Api, Clock, Faults, Stack
 
 LINK = re.compile(r"https://files\.test/verify\?token=[A-Za-z0-9]+\.([A-Za-z0-9_-]+)")
@@ -177,3 +180,48 @@ def test_mail_after_a_refused_registration_is_still_delivered(api: Api, stack: S
     assert api.register("bob", ip="192.0.2.3").status == 201
 
     assert [e["to"] for e in stack.emails] == [["alice@example.com"], ["bob@example.com"]]
+
+
+# ---------------------------------------------------------------- the outbox as the mail ledger
+
+
+def _ledger(stack: Stack) -> tuple[DynamoOutbox, OutboxMessage]:
+    outbox = DynamoOutbox(stack.dynamodb, stack.table("OutboxTable"))
+    email = Email(to="ledger@example.com", subject="s", text="t", html="<p>h</p>")
+    message = outbox.new_message(email, now=NOW, kind="verify-email", user_id="01LEDGERUSER00000000000000")
+    DynamoTransactor(stack.dynamodb).commit([outbox.put_op(message)])
+    return outbox, message
+
+
+def test_a_claimed_message_is_busy_until_its_claim_lapses_then_claimable_again(stack: Stack) -> None:
+    outbox, message = _ledger(stack)
+
+    first = outbox.claim(message.id, now=NOW, until=NOW + 90)
+    during = outbox.claim(message.id, now=NOW + 89, until=NOW + 179)
+    after = outbox.claim(message.id, now=NOW + 91, until=NOW + 181)
+
+    assert (first, during, after) == ("claimed", "busy", "claimed")
+
+
+def test_a_settled_message_is_never_claimed_again_and_a_released_one_is_at_once(stack: Stack) -> None:
+    outbox, message = _ledger(stack)
+    assert outbox.claim(message.id, now=NOW, until=NOW + 90) == "claimed"
+    outbox.release(message.id)
+    assert outbox.claim(message.id, now=NOW + 1, until=NOW + 91) == "claimed"
+
+    outbox.settle(message.id, "sentAt", now=NOW + 2)
+
+    assert outbox.claim(message.id, now=NOW + 1000, until=NOW + 1090) == "settled"
+    stored = from_item(stack.items("OutboxTable")[0])
+    assert "sendingUntil" not in stored
+    assert stored["sentAt"]
+
+
+def test_a_message_deleted_with_its_user_is_gone_and_settling_it_writes_nothing(stack: Stack) -> None:
+    outbox, message = _ledger(stack)
+    assert outbox.discard_for("01LEDGERUSER00000000000000") == 1
+
+    assert outbox.claim(message.id, now=NOW, until=NOW + 90) == "gone"
+    outbox.settle(message.id, "deadLetteredAt", now=NOW)
+    outbox.release(message.id)
+    assert stack.items("OutboxTable") == []

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from mail_api import handler
-from mail_api.service import MailService, RetryPolicy
+from mail_api.service import MailService, MessageBusy, RetryPolicy
 from nimbus_core.adapters.dead_letters import DeadLetter, dead_letter_from_body
 from nimbus_core.adapters.items import to_item
-from nimbus_core.adapters.outbox import OutboxMessage, message_to_values
+from nimbus_core.adapters.outbox import Claim, OutboxMessage, Settlement, message_to_values
 from nimbus_core.mail_templates import verification_email
 from nimbus_tools.local.inprocess import LambdaContextStub
 
@@ -30,6 +30,9 @@ MESSAGE = OutboxMessage(
     created_at="2027-01-15T08:00:00.250Z",
     expires_at=1_800_604_800,
 )
+
+
+UNTIL = 90.0  # when the invocation ends: the claim's end
 
 
 class SesError(Exception):
@@ -52,6 +55,35 @@ class FakeMailer:
         return f"ses-{self.calls}"
 
 
+class FakeLedger:
+    """The outbox as a ledger in memory: what was claimed, until when, and what was settled."""
+
+    def __init__(self, gone: frozenset[str] = frozenset(), broken: bool = False) -> None:
+        self.gone = gone
+        self.broken = broken
+        self.claims: dict[str, float] = {}
+        self.settled: dict[str, str] = {}
+
+    def claim(self, message_id: str, *, now: float, until: float) -> Claim:
+        if message_id in self.gone:
+            return "gone"
+        if message_id in self.settled:
+            return "settled"
+        if self.claims.get(message_id, -1.0) >= now:
+            return "busy"
+        self.claims[message_id] = until
+        return "claimed"
+
+    def release(self, message_id: str) -> None:
+        self.claims.pop(message_id, None)
+
+    def settle(self, message_id: str, outcome: Settlement, *, now: float) -> None:
+        if self.broken:
+            raise SesError("InternalServerError")
+        self.settled[message_id] = outcome
+        self.claims.pop(message_id, None)
+
+
 class FakeDeadLetters:
     def __init__(self, broken: bool = False, broken_for: frozenset[str] = frozenset()) -> None:
         self.broken = broken
@@ -65,9 +97,17 @@ class FakeDeadLetters:
         return "sqs-1"
 
 
-def service(mailer: FakeMailer, dead: FakeDeadLetters, sleeps: list[float]) -> MailService:
+def service(
+    mailer: FakeMailer, dead: FakeDeadLetters, sleeps: list[float], ledger: FakeLedger | None = None
+) -> MailService:
     return MailService(
-        mailer, dead, policy=RetryPolicy(), sleep=sleeps.append, jitter=lambda: 1.0, now=lambda: 0
+        mailer,
+        dead,
+        ledger or FakeLedger(),
+        policy=RetryPolicy(),
+        sleep=sleeps.append,
+        jitter=lambda: 1.0,
+        now=lambda: 0,
     )
 
 
@@ -75,7 +115,7 @@ def test_a_message_that_fails_twice_is_sent_on_the_third_attempt_after_growing_b
     mailer = FakeMailer([SesError("Throttling"), SesError("InternalFailure")])
     dead, sleeps = FakeDeadLetters(), list[float]()
 
-    delivery = service(mailer, dead, sleeps).deliver(MESSAGE)
+    delivery = service(mailer, dead, sleeps).deliver(MESSAGE, until=UNTIL)
 
     assert (delivery.sent, delivery.attempts, delivery.ses_message_id) == (True, 3, "ses-3")
     assert sleeps == [0.2, 0.4]  # base 0.2 s, doubled; jitter pinned at its maximum
@@ -95,7 +135,7 @@ def test_a_message_that_fails_every_attempt_is_dead_lettered_without_its_body_or
     mailer = FakeMailer([SesError("InternalFailure")] * 3)
     dead, sleeps = FakeDeadLetters(), list[float]()
 
-    delivery = service(mailer, dead, sleeps).deliver(MESSAGE)
+    delivery = service(mailer, dead, sleeps).deliver(MESSAGE, until=UNTIL)
 
     assert (delivery.sent, delivery.attempts) == (False, 3)
     assert mailer.calls == 3
@@ -114,7 +154,7 @@ def test_a_dead_letter_never_carries_the_email_text_html_or_link() -> None:
     mailer = FakeMailer([SesError("InternalFailure")] * 3)
     dead = FakeDeadLetters()
 
-    service(mailer, dead, []).deliver(MESSAGE)
+    service(mailer, dead, []).deliver(MESSAGE, until=UNTIL)
 
     body = json.loads(dead.letters[0].to_body())
     assert set(body) == {"type", "outboxId", "to", "kind", "error", "attempts", "failedAt"}
@@ -125,7 +165,7 @@ def test_a_dead_letter_never_carries_the_email_text_html_or_link() -> None:
 def test_a_permanent_ses_error_is_dead_lettered_at_once() -> None:
     mailer, dead, sleeps = FakeMailer([SesError("MessageRejected")]), FakeDeadLetters(), list[float]()
 
-    delivery = service(mailer, dead, sleeps).deliver(MESSAGE)
+    delivery = service(mailer, dead, sleeps).deliver(MESSAGE, until=UNTIL)
 
     assert (delivery.sent, delivery.attempts, mailer.calls, sleeps) == (False, 1, 1, [])
     assert [letter.error.split(":")[0] for letter in dead.letters] == ["MessageRejected"]
@@ -134,10 +174,12 @@ def test_a_permanent_ses_error_is_dead_lettered_at_once() -> None:
 def test_when_the_dead_letter_queue_fails_the_message_raises_so_the_stream_retries_it() -> None:
     mailer, dead = FakeMailer([SesError("InternalFailure")] * 3), FakeDeadLetters(broken=True)
 
+    ledger = FakeLedger()
     with pytest.raises(SesError):
-        service(mailer, dead, []).deliver(MESSAGE)
+        service(mailer, dead, [], ledger).deliver(MESSAGE, until=UNTIL)
 
     assert mailer.calls == 3
+    assert ledger.claims == {}  # released: the retry can claim it at once
 
 
 def stream_record(message: OutboxMessage, sequence: str) -> dict[str, Any]:
@@ -156,7 +198,9 @@ def run_handler(
 ) -> Any:
     monkeypatch.setattr(handler, "_apply_log_level", lambda: None)
     monkeypatch.setattr(
-        handler, "_service", lambda: MailService(mailer, dead, sleep=lambda _s: None, jitter=lambda: 0.0)
+        handler,
+        "_service",
+        lambda: MailService(mailer, dead, FakeLedger(), sleep=lambda _s: None, jitter=lambda: 0.0),
     )
     return handler.lambda_handler({"Records": records}, LambdaContextStub("MailFunction"))  # type: ignore[arg-type]
 
@@ -188,3 +232,63 @@ def test_the_handler_reports_no_failure_when_every_message_was_sent_or_dead_lett
     assert answer == {"batchItemFailures": []}
     assert mailer.calls == 2
     assert len(dead.letters) == 1
+
+
+def test_a_message_sent_is_settled_and_a_second_delivery_skips_it() -> None:
+    mailer, dead, ledger = FakeMailer([]), FakeDeadLetters(), FakeLedger()
+
+    first = service(mailer, dead, [], ledger).deliver(MESSAGE, until=UNTIL)
+    again = service(mailer, dead, [], ledger).deliver(MESSAGE, until=UNTIL)
+
+    assert (first.sent, again.sent, again.skipped, mailer.calls) == (True, False, "settled", 1)
+    assert ledger.settled == {MESSAGE.id: "sentAt"}
+
+
+def test_a_message_dead_lettered_is_settled_and_not_dead_lettered_twice() -> None:
+    mailer, dead, ledger = FakeMailer([SesError("MessageRejected")]), FakeDeadLetters(), FakeLedger()
+
+    service(mailer, dead, [], ledger).deliver(MESSAGE, until=UNTIL)
+    again = service(mailer, dead, [], ledger).deliver(MESSAGE, until=UNTIL)
+
+    assert (len(dead.letters), again.skipped, ledger.settled) == (
+        1,
+        "settled",
+        {MESSAGE.id: "deadLetteredAt"},
+    )
+
+
+def test_a_message_deleted_from_the_outbox_is_not_sent() -> None:
+    mailer = FakeMailer([])
+
+    delivery = service(mailer, FakeDeadLetters(), [], FakeLedger(gone=frozenset({MESSAGE.id}))).deliver(
+        MESSAGE, until=UNTIL
+    )
+
+    assert (delivery.skipped, mailer.calls) == ("gone", 0)
+
+
+def test_a_message_another_invocation_holds_raises_so_its_record_is_retried_later() -> None:
+    mailer, ledger = FakeMailer([]), FakeLedger()
+    ledger.claims[MESSAGE.id] = 50.0  # claimed by an invocation that runs until t=50 (now is 0)
+
+    with pytest.raises(MessageBusy):
+        service(mailer, FakeDeadLetters(), [], ledger).deliver(MESSAGE, until=UNTIL)
+
+    assert mailer.calls == 0
+
+
+def test_a_claim_of_an_invocation_that_died_lapses_and_the_message_is_sent() -> None:
+    mailer, ledger = FakeMailer([]), FakeLedger()
+    ledger.claims[MESSAGE.id] = -1.0  # its invocation ended before now
+
+    delivery = service(mailer, FakeDeadLetters(), [], ledger).deliver(MESSAGE, until=UNTIL)
+
+    assert (delivery.sent, mailer.calls) == (True, 1)
+
+
+def test_a_settle_that_fails_after_the_send_does_not_fail_the_record() -> None:
+    mailer, ledger = FakeMailer([]), FakeLedger(broken=True)
+
+    delivery = service(mailer, FakeDeadLetters(), [], ledger).deliver(MESSAGE, until=UNTIL)
+
+    assert (delivery.sent, mailer.calls) == (True, 1)

@@ -14,13 +14,13 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from mail_api.service import MailService
-from nimbus_core import snapstart
+from nimbus_core import clock, snapstart
 from nimbus_core.adapters import clients
 from nimbus_core.adapters.container import production_deps
 from nimbus_core.adapters.dead_letters import SqsDeadLetterQueue
 from nimbus_core.adapters.items import from_item
 from nimbus_core.adapters.mail import SesMailer
-from nimbus_core.adapters.outbox import message_from_image
+from nimbus_core.adapters.outbox import DynamoOutbox, message_from_image
 from nimbus_core.loglevels import apply_log_level
 from nimbus_core.settings import get_settings
 from nimbus_core.stream_batch import process_batch
@@ -35,6 +35,7 @@ def _service() -> MailService:
     return MailService(
         SesMailer(clients.sesv2(), settings.sender_email),
         SqsDeadLetterQueue(clients.sqs(), settings.mail_dead_letter_queue_url),
+        DynamoOutbox(clients.dynamodb(), settings.outbox_table),
     )
 
 
@@ -43,6 +44,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     """Deliver every outbox message of a DynamoDB stream batch; report the ones to retry."""
     _apply_log_level()
     service = _service()
+    # A claim lasts until this invocation has certainly ended.
+    until = clock.now() + context.get_remaining_time_in_millis() / 1000
 
     def record_handler(record: DynamoDBRecord) -> None:
         raw: dict[str, Any] = record.raw_event
@@ -56,9 +59,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
             # No retry can read it: dead-letter it now, so the stream does not deliver it (and
             # every record after it in the batch) again and again.
             keys = from_item((raw.get("dynamodb") or {}).get("Keys") or {})
-            service.dead_letter_unreadable(str(keys.get("id", "")), error)
+            service.dead_letter_unreadable(str(keys.get("id", "")), error, until=until)
             return
-        service.deliver(message)
+        service.deliver(message, until=until)
 
     return process_batch(event, context, record_handler)
 

@@ -7,9 +7,12 @@ token) and counts as handled, so one bad address cannot hold up the stream. Only
 dead-letter queue itself refuses the message does :meth:`MailService.deliver` raise, which the
 handler reports as a batch item failure so the stream delivers that record again.
 
-Stream delivery is at least once: a record can arrive twice (a retried batch, a replay by the
-operator), so a recipient can get the same verification email twice. That is harmless: both carry
-the same one-time link, and using it once verifies the address.
+Stream delivery is at least once: a record can arrive twice (the records after a failed one when
+the stream retries, a replayed batch). So each message is claimed in the outbox before it is sent
+and settled after (:class:`Ledger`): a message already sent or dead-lettered, or deleted (its user
+is gone), is skipped, and one held by an invocation still running makes its record retry later.
+The one duplicate left is an invocation that dies between SES accepting a message and the settle
+write: SES has no idempotency key, and its claim ends with the invocation.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from aws_lambda_powertools import Logger
 
 from nimbus_core import clock, metrics
 from nimbus_core.adapters.dead_letters import DeadLetter
-from nimbus_core.adapters.outbox import OutboxMessage
+from nimbus_core.adapters.outbox import Claim, OutboxMessage, Settlement
 from nimbus_core.mail_templates import Email
 
 # A child of the function's Powertools logger. Never log an email's body, link or token.
@@ -50,6 +53,26 @@ class Mailer(Protocol):
     def send(self, email: Email) -> str:
         """Send ``email`` or raise."""
         ...
+
+
+class Ledger(Protocol):
+    """Which messages were sent (``DynamoOutbox``: the outbox item itself)."""
+
+    def claim(self, message_id: str, *, now: float, until: float) -> Claim:
+        """Take the message for sending until ``until``, or say why not."""
+        ...
+
+    def settle(self, message_id: str, outcome: Settlement, *, now: float) -> None:
+        """Record that the message was sent or dead-lettered."""
+        ...
+
+    def release(self, message_id: str) -> None:
+        """Give up the claim: the record will be retried."""
+        ...
+
+
+class MessageBusy(Exception):  # noqa: N818 - a state, not a failure of this code
+    """Another invocation holds the message's claim: the record is retried later."""
 
 
 class DeadLetterSink(Protocol):
@@ -78,9 +101,10 @@ class Delivery:
     """What happened to one message."""
 
     outbox_id: str
-    sent: bool  # False: written to the dead-letter queue
+    sent: bool  # False: written to the dead-letter queue, or skipped
     attempts: int
     ses_message_id: str | None = None
+    skipped: Claim | None = None  # "settled" or "gone": not sent by this delivery
 
 
 class MailService:
@@ -90,6 +114,7 @@ class MailService:
         self,
         mailer: Mailer,
         dead_letters: DeadLetterSink,
+        ledger: Ledger,
         *,
         policy: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -98,16 +123,25 @@ class MailService:
     ) -> None:
         self.mailer = mailer
         self.dead_letters = dead_letters
+        self.ledger = ledger
         self.policy = policy or RetryPolicy()
         self._sleep = sleep
         self._jitter = jitter
         self._now = now
 
-    def deliver(self, message: OutboxMessage) -> Delivery:
-        """Send ``message``, retrying; dead-letter it if every attempt fails.
+    def deliver(self, message: OutboxMessage, *, until: float) -> Delivery:
+        """Send ``message``, retrying; dead-letter it if every attempt fails. ``until``: when this
+        invocation ends at the latest (the claim lasts that long).
 
-        Raises only if the dead-letter queue cannot take the message (the record must be retried).
+        Raises if the message cannot be claimed now (the store failed, or another invocation holds
+        it) or the dead-letter queue cannot take it: the record must be retried.
         """
+        claim = self.ledger.claim(message.id, now=self._now(), until=until)
+        if claim == "busy":
+            raise MessageBusy(message.id)
+        if claim != "claimed":
+            _log.info("outbox message skipped", extra={"outbox_id": message.id, "found": claim})
+            return Delivery(message.id, sent=False, attempts=0, skipped=claim)
         attempts = 0
         while True:
             attempts += 1
@@ -133,11 +167,17 @@ class MailService:
                 extra={"outbox_id": message.id, "kind": message.kind, "attempts": attempts},
             )
             metrics.count(metrics.Event.MAIL_SENT)
+            self._settle(message.id, "sentAt")
             return Delivery(message.id, sent=True, attempts=attempts, ses_message_id=ses_id)
 
-    def dead_letter_unreadable(self, outbox_id: str, error: Exception) -> Delivery:
+    def dead_letter_unreadable(self, outbox_id: str, error: Exception, *, until: float) -> Delivery:
         """Dead-letter an outbox item that is not a message (a field missing or of the wrong type):
-        no attempt can send it. Raises only if the dead-letter queue cannot take it."""
+        no attempt can send it. Raises as :meth:`deliver` does."""
+        claim = self.ledger.claim(outbox_id, now=self._now(), until=until) if outbox_id else "claimed"
+        if claim == "busy":
+            raise MessageBusy(outbox_id)
+        if claim != "claimed":
+            return Delivery(outbox_id, sent=False, attempts=0, skipped=claim)
         letter = DeadLetter(
             outbox_id=outbox_id,
             to="",
@@ -169,13 +209,32 @@ class MailService:
                 extra={"outbox_id": letter.outbox_id, "kind": letter.kind},
                 exc_info=True,
             )
+            if letter.outbox_id:
+                self._release(letter.outbox_id)
             raise
         _log.error(
             "outbox message dead-lettered",
             extra={"outbox_id": letter.outbox_id, "kind": letter.kind, "attempts": letter.attempts},
         )
         metrics.count(metrics.Event.MAIL_DEAD_LETTERED)
+        if letter.outbox_id:
+            self._settle(letter.outbox_id, "deadLetteredAt")
         return Delivery(letter.outbox_id, sent=False, attempts=letter.attempts)
+
+    def _release(self, outbox_id: str) -> None:
+        # If this fails too, the claim lapses when the invocation ends; the retry waits for that.
+        try:
+            self.ledger.release(outbox_id)
+        except Exception:
+            _log.warning("could not release an outbox message's claim", extra={"outbox_id": outbox_id})
+
+    def _settle(self, outbox_id: str, outcome: Settlement) -> None:
+        # Never raised: the message went out (or to the dead letters), and a retried record would
+        # send it again. Its claim then lapses, and only a replay of the record could repeat it.
+        try:
+            self.ledger.settle(outbox_id, outcome, now=self._now())
+        except Exception:
+            _log.error("could not settle an outbox message", extra={"outbox_id": outbox_id}, exc_info=True)
 
 
 def error_code(error: Exception) -> str:

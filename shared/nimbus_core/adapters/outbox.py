@@ -8,25 +8,38 @@ stream (NEW_IMAGE, INSERT events only) feeds the mail function, which reads each
 
 The item holds the rendered email, so it carries the one secret the email must carry (e.g. a
 verification link) and nothing else.
+
+Stream delivery is at least once (a retried batch re-delivers the records after a failed one; an
+operator can replay a batch), so the item is also the mail function's ledger: it is claimed before
+sending (``sendingUntil``, a lease that ends with the invocation) and settled after
+(``sentAt`` or ``deadLetteredAt``); a record whose item is settled, or gone (its user deleted), is
+not sent again. These updates produce MODIFY records, which the mail function's filter drops.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
+
+from botocore.exceptions import BotoCoreError, ClientError
 
 from nimbus_core import clock, ids
 from nimbus_core.adapters.batch import batch_delete
-from nimbus_core.adapters.errors import aws_errors
+from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import from_item, to_item
 from nimbus_core.adapters.transactions import TransactOp
+from nimbus_core.errors import DependencyError
 from nimbus_core.mail_templates import Email
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
 
 OUTBOX_TTL_SECONDS = 7 * 24 * 3600
+# What a claim found: the item is now this sender's to send; already sent or dead-lettered; deleted
+# (its user is gone, or its TTL passed); or claimed by an invocation still running.
+Claim = Literal["claimed", "settled", "gone", "busy"]
+Settlement = Literal["sentAt", "deadLetteredAt"]
 USER_INDEX = "UserIndex"  # userId -> message ids (keys only): a deleted user's mail is found and removed
 
 
@@ -137,6 +150,67 @@ class DynamoOutbox:
                 }
             }
         )
+
+    def claim(self, message_id: str, *, now: float, until: float) -> Claim:
+        """Take the message for sending until ``until`` (epoch seconds), if it is still stored,
+        not settled, and not held by an unexpired claim: one conditional UpdateItem."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={"id": {"S": message_id}},
+                UpdateExpression="SET sendingUntil = :until",
+                ConditionExpression=(
+                    "attribute_exists(id) AND attribute_not_exists(sentAt) "
+                    "AND attribute_not_exists(deadLetteredAt) "
+                    "AND (attribute_not_exists(sendingUntil) OR sendingUntil < :now)"
+                ),
+                ExpressionAttributeValues={":until": {"N": str(int(until))}, ":now": {"N": str(int(now))}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise DependencyError(f"UpdateItem (outbox claim) failed: {exc}") from exc
+            found = exc.response.get("Item")
+            item = found if isinstance(found, dict) else {}
+            if not item:
+                return "gone"
+            return "settled" if "sentAt" in item or "deadLetteredAt" in item else "busy"
+        except BotoCoreError as exc:
+            raise DependencyError(f"UpdateItem (outbox claim) failed: {exc}") from exc
+        return "claimed"
+
+    def release(self, message_id: str) -> None:
+        """Give up the claim (this delivery failed and its record will be retried)."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={"id": {"S": message_id}},
+                UpdateExpression="REMOVE sendingUntil",
+                ConditionExpression="attribute_exists(id)",
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise DependencyError(f"UpdateItem (outbox release) failed: {exc}") from exc
+        except BotoCoreError as exc:
+            raise DependencyError(f"UpdateItem (outbox release) failed: {exc}") from exc
+
+    def settle(self, message_id: str, outcome: Settlement, *, now: float) -> None:
+        """Record that the message was sent or dead-lettered (it stays until its TTL, settled); a
+        message deleted meanwhile (its user is gone) is left gone."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={"id": {"S": message_id}},
+                UpdateExpression="SET #outcome = :now REMOVE sendingUntil",
+                ConditionExpression="attribute_exists(id)",
+                ExpressionAttributeNames={"#outcome": outcome},
+                ExpressionAttributeValues={":now": {"S": clock.iso(now)}},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise DependencyError(f"UpdateItem (outbox settle) failed: {exc}") from exc
+        except BotoCoreError as exc:
+            raise DependencyError(f"UpdateItem (outbox settle) failed: {exc}") from exc
 
     def get(self, message_id: str) -> OutboxMessage | None:
         """The message with ``message_id`` (strongly consistent), or None if it is gone."""
