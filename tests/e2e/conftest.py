@@ -25,7 +25,7 @@ import pyotp
 import pytest
 
 from nimbus_tools.local.launcher import LocalApiProcess, start_local_api
-from tests.invariants import users_table_violations
+from tests.invariants import stack_violations, users_table_violations
 
 pytestmark = pytest.mark.e2e
 
@@ -161,3 +161,12 @@ def users_table_whole(dynamodb: Any) -> Iterator[None]:
     """After the test, the users table is whole (tests/invariants.py): for the race suites."""
     yield
     assert users_table_violations(dynamodb) == []
+
+
+@pytest.fixture
+def stack_whole(dynamodb: Any, local_api: LocalApiProcess) -> Iterator[None]:
+    """After the test, every table of the stack is whole (tests/invariants.py: the users table, and
+    sessions, tokens and outbox against it): for the race suites. The local API's stack is shared
+    by the session's tests, so this judges what every test before left too."""
+    yield
+    assert stack_violations(dynamodb, local_api.state["tables"]) == []

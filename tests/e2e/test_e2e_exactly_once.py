@@ -19,7 +19,7 @@ WAYS = 30
 
 
 # After every race here, the users table is whole (tests/invariants.py).
-pytestmark = pytest.mark.usefixtures("users_table_whole")
+pytestmark = pytest.mark.usefixtures("stack_whole")
 
 
 def _challenges(client: Client, name: str, count: int) -> list[str]:

@@ -20,7 +20,7 @@ PER_REPLY = {"date", "x-amzn-requestid", "apigw-requestid", "content-length"}
 
 
 # After every race here, the users table is whole (tests/invariants.py).
-pytestmark = pytest.mark.usefixtures("users_table_whole")
+pytestmark = pytest.mark.usefixtures("stack_whole")
 
 
 def _recover(client: Client, name: str, ip: str | None = None) -> Reply:
