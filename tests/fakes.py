@@ -173,7 +173,9 @@ class FakeUsers:
             self._claim(db.emails, email_key(user.email), user.id),
         ]
 
-    def change_ops(self, before: User, after: User, *, assume_unchanged: bool = False) -> list[WriteOp]:
+    def change_ops(
+        self, before: User, after: User, *, assume_unchanged: bool = False, rebuilt_when_stale: bool = False
+    ) -> list[WriteOp]:
         """Write the changed fields; swap claims whose keys changed."""
         db = self.db
         fields = {name for name in USER_FIELDS if getattr(before, name) != getattr(after, name)}
@@ -200,6 +202,10 @@ class FakeUsers:
                 or ("session_generation" in fields and stored.session_generation != before.session_generation)
                 or ("pending_recovery" in fields and stored.pending_recovery != before.pending_recovery)
                 or (
+                    "pending_verification" in fields
+                    and stored.pending_verification != before.pending_verification
+                )
+                or (
                     assume_unchanged
                     and (stored.password_hash, stored.email) != (before.password_hash, before.email)
                 )
@@ -219,6 +225,8 @@ class FakeUsers:
             )
             if not stale:
                 return None
+            if rebuilt_when_stale:
+                return UserChangedError()
             if stored.password_hash != before.password_hash:
                 return NimbusError(ErrorCode.INVALID_PASSWORD_ERROR)
             if stored.session_generation != before.session_generation:

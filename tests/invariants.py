@@ -45,12 +45,11 @@ RECOVERY_SECONDS = int(_DEFAULTS["recovery_token_minutes"]) * 60
 # Items of the tokens table by key prefix (adapters/tokens.py, adapters/challenges.py).
 _VERIFY, _RECOVER, _CHALLENGE, _ENROL = "VERIFY#", "RECOVER#", "CHALLENGE#", "ENROL#"
 # Kinds that may outlive their user. Deleting a user (account_changes.deletion_ops) removes the user
-# item and, in the same transaction, the user's pending verification token, and nothing else of the
-# tokens table; the others stay until their TTL, and none of them can act without their user:
+# item and, in the same transaction, the user's pending verification and recovery tokens; the others
+# stay until their TTL, and none of them can act without their user:
 # - RECOVER#: a reset reads the token with its user and refuses it when the user is gone (or is not
-#   pointing at it: a password or address change drops the pointer and leaves the record, too);
-#   30 minutes. (CONTRACT section 8 counts "pending tokens" among what a deletion removes; the code
-#   removes the verification one only. This checker holds the code to what it does.)
+#   pointing at it: a password or address change drops the pointer and leaves the record, which a
+#   later deletion then leaves too); 30 minutes.
 # - CHALLENGE#: answering reads the challenge with its user (login) or with the caller's session,
 #   which died with the user; 5 minutes.
 # - ENROL#: a factor setup is confirmed only by the session that began it, which died with the user.

@@ -118,13 +118,21 @@ def change_domain(deps: Deps, user: User, domain: str, subdomain: str | None, no
     return after
 
 
-def resend_verification(deps: Deps, user: User, now: float) -> None:
+def resend_verification(
+    deps: Deps, user: User, now: float, *, gone: ErrorCode = ErrorCode.INVALID_SESSION_ERROR
+) -> None:
     """Send a new verification email (the previous link stops working); 400
-    EMAIL_ALREADY_VERIFIED_ERROR when there is nothing to verify."""
-    if user.verified_at is not None:
-        raise NimbusError(ErrorCode.EMAIL_ALREADY_VERIFIED_ERROR)
-    after, ops = verification.issue(deps, user, now)
-    deps.tx.commit([*deps.users.change_ops(user, after), *ops])
+    EMAIL_ALREADY_VERIFIED_ERROR when there is nothing to verify. Built on the user as stored when
+    it commits: an address change that lands first gets its link replaced by one to the new
+    address, never by one bound to the old. ``gone`` as for :func:`rename`."""
+
+    def attempt(current: User) -> None:
+        if current.verified_at is not None:
+            raise NimbusError(ErrorCode.EMAIL_ALREADY_VERIFIED_ERROR)
+        after, ops = verification.issue(deps, current, now)
+        deps.tx.commit([*deps.users.change_ops(current, after), *ops])
+
+    on_fresh_user(deps, user, attempt, gone=gone)
 
 
 def new_password(user: User, password: str, now: float) -> User:
@@ -152,4 +160,6 @@ def deletion_ops(deps: Deps, user: User) -> list[WriteOp]:
     ops = deps.users.delete_ops(user)
     if user.pending_verification:
         ops.append(deps.tokens.delete_op(user.pending_verification))
+    if user.pending_recovery:
+        ops.append(deps.tokens.delete_recovery_op(user.pending_recovery))
     return ops

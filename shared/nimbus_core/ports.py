@@ -116,14 +116,19 @@ class UserStore(Protocol):
         """Create ``user`` with its claims and count it; a taken claim is USER_EXISTS_ERROR."""
         ...
 
-    def change_ops(self, before: User, after: User, *, assume_unchanged: bool = False) -> list[WriteOp]:
+    def change_ops(
+        self, before: User, after: User, *, assume_unchanged: bool = False, rebuilt_when_stale: bool = False
+    ) -> list[WriteOp]:
         """Replace ``before`` by ``after`` (same id), swapping the username/email claims that changed.
 
         Conditions guard exactly what the change relies on: the user still exists
         (INVALID_SESSION_ERROR), still has ``before``'s username/email key when that changes
         (USER_EXISTS_ERROR, as is a new claim already taken) and ``before``'s password hash when that
-        changes (INVALID_PASSWORD_ERROR). With ``assume_unchanged`` the stored password hash and
-        address must also still be ``before``'s (what a recovery link is bound to).
+        changes (INVALID_PASSWORD_ERROR), ``before``'s pending verification and recovery links when
+        those change. With ``assume_unchanged`` the stored password hash and address must also still
+        be ``before``'s (what a recovery link is bound to). Those answers fit the user's own request;
+        with ``rebuilt_when_stale`` (staff acting on another account) any such failure on a user
+        still stored is a UserChangedError, for the change to be built again on the stored user.
         """
         ...
 

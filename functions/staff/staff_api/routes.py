@@ -180,7 +180,9 @@ def clear_verified(request: Request) -> Response:
 )
 def resend_verification(request: Request) -> Response:
     """GET /users/:id/verify: 201 SEND_VERIFICATION_EMAIL_SUCCESS; 400 EMAIL_ALREADY_VERIFIED_ERROR."""
-    account_changes.resend_verification(request.deps, request.target(), request.now)
+    account_changes.resend_verification(
+        request.deps, request.target(), request.now, gone=ErrorCode.INVALID_USER_ERROR
+    )
     return success_response(SuccessCode.SEND_VERIFICATION_EMAIL_SUCCESS)
 
 

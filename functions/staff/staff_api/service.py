@@ -8,6 +8,8 @@ session items are deleted afterwards by SweepFunction from the users stream).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from nimbus_core import account_changes, ids
 from nimbus_core.clock import iso
 from nimbus_core.deps import Deps
@@ -18,6 +20,8 @@ from nimbus_core.notices import STAFF, Notice, notice_op
 from nimbus_core.ports import WriteOp
 from nimbus_core.session_issuer import revoke_all
 
+Built = tuple[User, list[WriteOp]]  # the user after a change, and the writes that go with it
+
 
 def list_users(deps: Deps, *, limit: int, offset: int) -> tuple[int, list[User]]:
     """Every user, newest first: the exact total and one page (no Scan: see UserStore.newest_page)."""
@@ -27,69 +31,86 @@ def list_users(deps: Deps, *, limit: int, offset: int) -> tuple[int, list[User]]
 def set_password(deps: Deps, user: User, password: str, now: float) -> User:
     """Set ``user``'s password and revoke every session of theirs in the same write, which also
     queues the security notice (made by staff)."""
-    after = revoke_all(account_changes.new_password(user, password, now))
-    _commit_change(deps, user, after, [notice_op(deps, after, Notice.PASSWORD_CHANGED, actor=STAFF, now=now)])
-    return after
+    hashed = account_changes.new_password(user, password, now).password_hash  # hashed once
+
+    def build(current: User) -> Built:
+        after = revoke_all(current.changed(password_hash=hashed, updated_at=iso(now), pending_recovery=None))
+        return after, [notice_op(deps, after, Notice.PASSWORD_CHANGED, actor=STAFF, now=now)]
+
+    return _change(deps, user, build)
 
 
 def set_verified(deps: Deps, user: User, now: float) -> User:
     """Mark the address verified (400 EMAIL_ALREADY_VERIFIED_ERROR if it is); the pending link
     stops working."""
-    if user.verified_at is not None:
-        raise NimbusError(ErrorCode.EMAIL_ALREADY_VERIFIED_ERROR)
-    stamp = iso(now)
-    after: User = user.changed(verified_at=stamp, updated_at=stamp, pending_verification=None)
-    ops = [deps.tokens.delete_op(user.pending_verification)] if user.pending_verification else []
-    _commit_change(deps, user, after, ops)
-    return after
+
+    def build(current: User) -> Built:
+        if current.verified_at is not None:
+            raise NimbusError(ErrorCode.EMAIL_ALREADY_VERIFIED_ERROR)
+        stamp = iso(now)
+        after: User = current.changed(verified_at=stamp, updated_at=stamp, pending_verification=None)
+        pending = current.pending_verification
+        return after, [deps.tokens.delete_op(pending)] if pending else []
+
+    return _change(deps, user, build)
 
 
 def clear_verified(deps: Deps, user: User, now: float) -> User:
     """Remove the verified mark (400 EMAIL_NOT_VERIFIED_ERROR if there is none)."""
-    if user.verified_at is None:
-        raise NimbusError(ErrorCode.EMAIL_NOT_VERIFIED_ERROR)
-    after: User = user.changed(verified_at=None, updated_at=iso(now))
-    _commit_change(deps, user, after)
-    return after
+
+    def build(current: User) -> Built:
+        if current.verified_at is None:
+            raise NimbusError(ErrorCode.EMAIL_NOT_VERIFIED_ERROR)
+        return current.changed(verified_at=None, updated_at=iso(now)), []
+
+    return _change(deps, user, build)
 
 
 def set_staff(deps: Deps, user: User, staff: bool, now: float) -> User:
     """Promote or demote, telling the user in the same transaction (nothing is sent when nothing
     changes). Promotion needs a second factor on the target (400 USER_REQUIRES_SECOND_FACTOR_ERROR):
     staff endpoints would refuse them anyway (CONTRACT 4)."""
-    if staff and user.second_factor_count == 0:
-        raise NimbusError(ErrorCode.USER_REQUIRES_SECOND_FACTOR_ERROR)
-    if user.staff == staff:
-        return user
-    after: User = user.changed(staff=staff, updated_at=iso(now))
-    notice = Notice.STAFF_GRANTED if staff else Notice.STAFF_REMOVED
-    _commit_change(deps, user, after, [notice_op(deps, after, notice, actor=STAFF, now=now)])
-    return after
+
+    def build(current: User) -> Built | None:
+        if staff and current.second_factor_count == 0:
+            raise NimbusError(ErrorCode.USER_REQUIRES_SECOND_FACTOR_ERROR)
+        if current.staff == staff:
+            return None
+        after: User = current.changed(staff=staff, updated_at=iso(now))
+        notice = Notice.STAFF_GRANTED if staff else Notice.STAFF_REMOVED
+        return after, [notice_op(deps, after, notice, actor=STAFF, now=now)]
+
+    return _change(deps, user, build)
 
 
 def ban(deps: Deps, user: User, reason: str, now: float) -> User:
     """Ban ``user``: ``bannedAt`` (kept when already banned) and ``banReason``, every session revoked,
     and a ban notice queued, all in one transaction. Banning again with the same reason changes
     nothing; with another reason, it is stored and mailed again."""
-    if user.banned_at is not None and user.ban_reason == reason:
-        return user
-    stamp = iso(now)
-    after: User = revoke_all(
-        user.changed(banned_at=user.banned_at or stamp, ban_reason=reason, updated_at=stamp)
-    )
-    # Not a verification email: the ACCOUNT_EMAIL_VERIFY switch does not hold it (the seed).
-    notice = ban_email(to=user.email, username=user.username, reason=reason)
-    _commit_change(deps, user, after, [deps.outbox.enqueue_op(notice, now=now, kind="ban", user_id=user.id)])
-    return after
+
+    def build(current: User) -> Built | None:
+        if current.banned_at is not None and current.ban_reason == reason:
+            return None
+        stamp = iso(now)
+        after: User = revoke_all(
+            current.changed(banned_at=current.banned_at or stamp, ban_reason=reason, updated_at=stamp)
+        )
+        # Not a verification email: the ACCOUNT_EMAIL_VERIFY switch does not hold it (the seed).
+        notice = ban_email(to=current.email, username=current.username, reason=reason)
+        return after, [deps.outbox.enqueue_op(notice, now=now, kind="ban", user_id=current.id)]
+
+    return _change(deps, user, build)
 
 
 def unban(deps: Deps, user: User, now: float) -> User:
     """Lift a ban (a user who is not banned is answered as they are)."""
-    if user.banned_at is None:
-        return user
-    after: User = user.changed(banned_at=None, ban_reason=None, updated_at=iso(now))
-    _commit_change(deps, user, after)
-    return after
+
+    def build(current: User) -> Built | None:
+        if current.banned_at is None:
+            return None
+        return current.changed(banned_at=None, ban_reason=None, updated_at=iso(now)), []
+
+    return _change(deps, user, build)
 
 
 def delete_user(deps: Deps, user: User) -> bool:
@@ -114,5 +135,18 @@ def delete_users(deps: Deps, user_ids: list[str]) -> int:
     return sum(delete_user(deps, user) for user in deps.users.get_many(wellformed))
 
 
-def _commit_change(deps: Deps, before: User, after: User, ops: list[WriteOp] | None = None) -> None:
-    deps.tx.commit([*deps.users.change_ops(before, after), *(ops or [])])
+def _change(deps: Deps, user: User, build: Callable[[User], Built | None]) -> User:
+    """Commit ``build(user)`` (the user after the change and the writes that go with it; None: no
+    change), built again on the stored user whenever a concurrent write to the same user (theirs or
+    another staff member's) landed after the read, so no staff change is lost to a race or answered
+    with an error meant for the user's own request. A user deleted meanwhile is 404 INVALID_USER_ERROR."""
+
+    def attempt(current: User) -> User:
+        built = build(current)
+        if built is None:
+            return current
+        after, ops = built
+        deps.tx.commit([*deps.users.change_ops(current, after, rebuilt_when_stale=True), *ops])
+        return after
+
+    return account_changes.on_fresh_user(deps, user, attempt, gone=ErrorCode.INVALID_USER_ERROR)

@@ -316,9 +316,12 @@ class DynamoUsers:
             request["ExclusiveStartKey"] = result["LastEvaluatedKey"]
         return ids
 
-    def change_ops(self, before: User, after: User, *, assume_unchanged: bool = False) -> list[WriteOp]:
+    def change_ops(
+        self, before: User, after: User, *, assume_unchanged: bool = False, rebuilt_when_stale: bool = False
+    ) -> list[WriteOp]:
         """Replace ``before`` by ``after``, swapping the claims whose keys changed (one transaction);
-        with ``assume_unchanged``, only while the stored hash and address are still ``before``'s."""
+        with ``assume_unchanged``, only while the stored hash and address are still ``before``'s;
+        with ``rebuilt_when_stale``, any stale read is a UserChangedError (see the port)."""
         conditions = ["attribute_exists(pk)"]
         values: dict[str, Any] = {}
         if assume_unchanged:
@@ -357,14 +360,15 @@ class DynamoUsers:
                 absent = f"attribute_not_exists({attr}) OR " if seen == 0 else ""
                 conditions.append(f"({absent}{attr} = :old_{attr})")
                 values[f":old_{attr}"] = _n(seen)
-        if before.pending_recovery != after.pending_recovery:
-            # A recovery link is issued, superseded or spent on the link the change read: a reset
-            # racing an address change (which voids the link) cannot land on the new address.
-            if before.pending_recovery is None:
-                conditions.append("attribute_not_exists(pendingRecovery)")
-            else:
-                conditions.append("pendingRecovery = :oldRecovery")
-                values[":oldRecovery"] = {"S": before.pending_recovery}
+        # A verification link is issued or spent on the link (and so the address) the change read:
+        # a resend racing an address change cannot bind its link to the old address. A recovery
+        # link likewise: a reset racing an address change (which voids it) cannot land on the new.
+        for link, read, written in (
+            ("pendingVerification", before.pending_verification, after.pending_verification),
+            ("pendingRecovery", before.pending_recovery, after.pending_recovery),
+        ):
+            if read != written:
+                conditions.append(_unchanged(link, read, values))
         update = _diff_update(before, after)
         if update is None:  # nothing differs (a changed key always changes an attribute)
             return []
@@ -378,7 +382,8 @@ class DynamoUsers:
         }
         if values or set_values:  # DynamoDB refuses an empty map (a change made only of REMOVEs)
             body["ExpressionAttributeValues"] = {**values, **set_values}
-        return [TransactOp({"Update": body}, lambda old: _explain_stale(old, before)), *ops]
+        explain = _gone_or_changed if rebuilt_when_stale else (lambda old: _explain_stale(old, before))
+        return [TransactOp({"Update": body}, explain), *ops]
 
     # ------------------------------------------------------------------ second factors (in the user item)
 
@@ -637,6 +642,14 @@ def _n(value: int) -> dict[str, str]:
 def _gone_or(code: ErrorCode) -> Explain:
     """The user was deleted meanwhile (INVALID_SESSION_ERROR), or else ``code``."""
     return lambda old: NimbusError(ErrorCode.INVALID_SESSION_ERROR if old is None else code)
+
+
+def _unchanged(attr: str, seen: str | None, values: dict[str, Any]) -> str:
+    """The condition that ``attr`` is still ``seen`` (None: still absent), its value put in ``values``."""
+    if seen is None:
+        return f"attribute_not_exists({attr})"
+    values[f":old_{attr}"] = {"S": seen}
+    return f"{attr} = :old_{attr}"
 
 
 def _gone_or_changed(old: dict[str, Any] | None) -> Exception:

@@ -85,6 +85,9 @@ def account(row: UpstreamAccount, *, now: float) -> Account:
     dropped: dict[str, str] = {}
     for upstream_session in row.sessions:
         kept = _session(row.id, upstream_session, now)
+        if isinstance(kept, Session) and user.banned_at:
+            # A banned user has no sessions (CONTRACT 3): kept, they would work again after an unban.
+            kept = "the account is banned"
         if isinstance(kept, Session):
             sessions.append(kept)
         elif kept:
