@@ -26,6 +26,7 @@ from nimbus_core.reverify import reverify
 from nimbus_core.scopes import Scope
 from nimbus_core.session_issuer import IssuedSession, new_session
 from nimbus_core.tokens import parse_session_token
+from staff_api import service as staff
 from tests.fakes import FakeWorld
 
 PASSWORD = "correct horse"
@@ -637,3 +638,49 @@ def test_login_and_verify_are_one_read_and_one_commit(world: FakeWorld) -> None:
     verification.verify(world.deps, link, world.clock.now())
 
     assert world.db.calls == ["users.find", "commit", "tokens.get_with_user", "commit"]
+
+
+# --- staff changes built on a stale read ------------------------------------------------------------
+
+
+def test_a_staff_ban_read_before_the_users_password_change_still_lands_on_the_stored_user(
+    world: FakeWorld,
+) -> None:
+    caller = _authenticate(world, _register(world).token)
+    assert caller is not None
+    read_by_staff = caller.user  # the ban's target read, before the change below commits
+    accounts.change_password(world.deps, caller, NEW_PASSWORD, world.clock.now(), actor=ACTOR)
+
+    banned = staff.ban(world.deps, read_by_staff, "Spam", world.clock.now())
+
+    stored = world.deps.users.get(read_by_staff.id)
+    assert stored is not None
+    assert (stored.banned_at, stored.ban_reason) == (banned.banned_at, "Spam")
+    assert stored.password_hash != read_by_staff.password_hash  # the user's change kept too
+    assert stored.session_generation == read_by_staff.session_generation + 2  # both revocations
+
+
+def test_two_staff_bans_read_at_once_with_different_reasons_both_land_the_last_one_kept(
+    world: FakeWorld,
+) -> None:
+    caller = _authenticate(world, _register(world).token)
+    assert caller is not None
+
+    staff.ban(world.deps, caller.user, "Spam", world.clock.now())
+    staff.ban(world.deps, caller.user, "Abuse", world.clock.now())  # read before the first landed
+
+    stored = world.deps.users.get(caller.user.id)
+    assert stored is not None
+    assert stored.ban_reason == "Abuse"
+    assert [kind for kind, _ in world.db.outbox].count("ban") == 2
+
+
+def test_a_staff_change_on_a_user_deleted_since_its_read_is_404_invalid_user(world: FakeWorld) -> None:
+    caller = _authenticate(world, _register(world).token)
+    assert caller is not None
+    accounts.delete_account(world.deps, caller)
+
+    assert _code(lambda: staff.ban(world.deps, caller.user, "Spam", NOW)) is ErrorCode.INVALID_USER_ERROR
+    assert _code(lambda: staff.unban(world.deps, caller.user.changed(banned_at="x"), NOW)) is (
+        ErrorCode.INVALID_USER_ERROR
+    )
