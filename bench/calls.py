@@ -325,6 +325,17 @@ class Harness:
             ExpressionAttributeValues={f":v{n}": {"S": value} for n, value in enumerate(values.values())},
         )
 
+    def ban(self, token: str, stamp: str) -> None:
+        """Ban the token's user directly, their sessions revoked (the session generation raised)
+        as a ban leaves them: a banned user has no sessions."""
+        self.set_user(token, bannedAt=stamp, banReason="Spam")
+        self._dynamodb.update_item(
+            TableName=get_settings().users_table,
+            Key={"pk": {"S": f"USER#{token.split('.', maxsplit=1)[0]}"}},
+            UpdateExpression="SET sessionGeneration = if_not_exists(sessionGeneration, :zero) + :one",
+            ExpressionAttributeValues={":zero": {"N": "0"}, ":one": {"N": "1"}},
+        )
+
     def seed_users(self, count: int) -> None:
         """Store ``count`` user items straight to the table, in batches: what GET /users lists.
         Only the user items (no claims, not in the user count): they never log in."""
@@ -881,7 +892,7 @@ def _staff_scenarios(h: Harness) -> list[Scenario]:
             if setup.get("verified"):
                 h.set_user(token, verifiedAt=stamp)
             if setup.get("banned"):
-                h.set_user(token, bannedAt=stamp, banReason="Spam")
+                h.ban(token, stamp)
             sent = body() if callable(body) else body
             if "{other}" in suffix or "{other}" in str(sent):  # the id of the target's factor
                 factor = h.factor_ids(token)[0]

@@ -50,7 +50,7 @@ from nimbus_tools.local.faults import SdkAnswer
 from nimbus_tools.local.inprocess import Reply
 from nimbus_tools.template import function_specs, load_template
 from tests.integration.conftest import PARAMS, REGION, Api, Stack
-from tests.invariants import users_table_violations
+from tests.invariants import stack_violations
 
 SHARDS = 12  # the scenarios are split so that pytest-xdist spreads them over its workers
 
@@ -240,7 +240,7 @@ def _run_one(
         problems.append(f"{described}: the request made fewer calls than its clean run")
     if not _acceptable_first(scenario, failure, first):
         problems.append(f"{described}: answered {first.status} {first.body}")
-    broken = users_table_violations(stack.dynamodb, stack.table("UsersTable"))
+    broken = stack_violations(stack.dynamodb, stack.provisioned.tables)
     problems += [f"{described}: after the failure, {v}" for v in broken]
     if first.status != scenario.expected_status and not problems:
         api = cast(WatchedApi, watch.api)
