@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from nimbus_core import clock
 from nimbus_core.deps import Deps
-from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
 from nimbus_core.identity import email_key
 from nimbus_core.mail_templates import verification_email
 from nimbus_core.models import User, VerificationToken
 from nimbus_core.ports import WriteOp
 from nimbus_core.tokens import hash_secret, new_user_token, parse_user_token, secret_matches
+
+# Verifications judged again after a concurrent change of the user before giving up (a 500).
+_ATTEMPTS = 4
 
 
 def issue(deps: Deps, user: User, now: float) -> tuple[User, list[WriteOp]]:
@@ -42,14 +45,26 @@ def issue(deps: Deps, user: User, now: float) -> tuple[User, list[WriteOp]]:
 
 def verify(deps: Deps, raw_token: str, now: float) -> User:
     """Mark the address verified for a valid token: single use, bound to its user and address,
-    unexpired. Unknown, used, expired or outdated tokens are INVALID_VERIFICATION_TOKEN_ERROR."""
-    invalid = NimbusError(ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR)
+    unexpired. Unknown, used, expired or outdated tokens are INVALID_VERIFICATION_TOKEN_ERROR.
+
+    The write holds only while the user's pending link is still this token; when a concurrent
+    change of the user lands first (a resend, an address change), the token and user are read
+    again and judged afresh, so the race is answered as either serial order would be."""
     parsed = parse_user_token(raw_token)
     if parsed is None:
-        raise invalid
-    secret = parsed.secret
+        raise NimbusError(ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR)
+    for _ in range(_ATTEMPTS):
+        try:
+            return _verify_once(deps, parsed.secret, parsed.user_id, now)
+        except UserChangedError:
+            continue  # judged again on the token and user as stored now
+    raise DependencyError(f"user {parsed.user_id} kept changing under {_ATTEMPTS} verifications")
+
+
+def _verify_once(deps: Deps, secret: str, user_id: str, now: float) -> User:
+    invalid = NimbusError(ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR)
     token_hash = hash_secret(secret)
-    token, user = deps.tokens.get_with_user(token_hash, parsed.user_id)
+    token, user = deps.tokens.get_with_user(token_hash, user_id)
     if token is None or user is None or token.user_id != user.id or token.exp <= now:
         raise invalid
     if not secret_matches(secret, token.hash) or user.pending_verification != token_hash:
@@ -60,5 +75,15 @@ def verify(deps: Deps, raw_token: str, now: float) -> User:
         raise NimbusError(ErrorCode.BANNED_ERROR)
     stamp = clock.iso(now)
     verified: User = user.changed(verified_at=stamp, updated_at=stamp, pending_verification=None)
-    deps.tx.commit([*deps.users.change_ops(user, verified), deps.tokens.consume_op(token_hash)])
+    try:
+        deps.tx.commit(
+            [
+                *deps.users.change_ops(user, verified, rebuilt_when_stale=True),
+                deps.tokens.consume_op(token_hash),
+            ]
+        )
+    except NimbusError as refused:
+        if refused.code is ErrorCode.INVALID_SESSION_ERROR:  # the user was deleted meanwhile
+            raise invalid from None
+        raise
     return verified

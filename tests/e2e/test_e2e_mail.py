@@ -87,3 +87,45 @@ def test_mail_retry_refuses_an_unknown_id_and_a_bare_call(local_api: LocalApiPro
     assert unknown.returncode == 1
     assert "not in the dead-letter queue" in unknown.stderr
     assert bare.returncode == 2
+
+
+def test_an_outbox_item_that_is_no_message_is_dead_lettered_once_and_retry_names_it_without_failing_the_rest(
+    client: Client, local_api: LocalApiProcess, dynamodb: Any, aws: Any
+) -> None:
+    poison = f"01POISON{int(time.time() * 1000) % 10**18:018d}"
+    tables = local_api.state["tables"]
+    dynamodb.put_item(  # no "to", no text: nothing the mail function could ever send
+        TableName=tables["OutboxTable"], Item={"id": {"S": poison}, "kind": {"S": "verify-email"}}
+    )
+    [letter] = poll(
+        lambda: [m for m in cli_json(local_api, "mail", "failed") if m.get("outboxId") == poison], 10
+    )
+    assert letter["kind"] == "unreadable"
+    name = new_name()
+    inject_fault(local_api.aws_endpoint_url, "ses", "SendEmail", status=400, code="MessageRejected")
+    try:
+        assert client.register(name).status == 201
+        [failed] = poll(lambda: failed_to(local_api, f"{name}@example.com"), bound=10)
+    finally:
+        clear_faults(local_api.aws_endpoint_url)
+
+    retried = run_cli(local_api, "mail", "retry", letter["id"], failed["id"])
+
+    assert retried.returncode == 1  # one could not be sent, and says why; no traceback
+    assert f"outbox item {poison} is not a message" in retried.stderr
+    assert "Traceback" not in retried.stderr
+    assert len(mail_to(local_api, f"{name}@example.com")) == 1  # sent once, by the retry
+    assert failed_to(local_api, f"{name}@example.com") == []  # sent: removed from the queue
+    # The poison letter stays for an operator to read; this test takes it out for the tests after.
+    sqs = aws.client("sqs", endpoint_url=local_api.aws_endpoint_url)
+    url = local_api.state["queues"]["MailDeadLetterQueue"]
+    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
+        for message in messages:
+            if poison in message["Body"]:
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+            else:
+                sqs.change_message_visibility(
+                    QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+                )
+        if not any(poison in m["Body"] for m in messages):
+            break

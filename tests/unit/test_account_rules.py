@@ -684,3 +684,37 @@ def test_a_staff_change_on_a_user_deleted_since_its_read_is_404_invalid_user(wor
     assert _code(lambda: staff.unban(world.deps, caller.user.changed(banned_at="x"), NOW)) is (
         ErrorCode.INVALID_USER_ERROR
     )
+
+
+def test_a_verification_racing_a_resend_that_lands_first_is_refused_as_superseded_not_a_500(
+    world: FakeWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caller = _caller(world, _register(world).token)
+    (link,) = _links(world, "alice@example.com")
+    read = world.deps.tokens.get_with_user
+
+    def read_then_resend(token_hash: str, user_id: str) -> Any:
+        found = read(token_hash, user_id)
+        if not _links(world, "alice@example.com")[1:]:  # once: the resend lands after this read
+            accounts.resend_verification(world.deps, caller, world.clock.now())
+        return found
+
+    monkeypatch.setattr(world.deps.tokens, "get_with_user", read_then_resend)
+
+    refused = _code(lambda: verification.verify(world.deps, link, world.clock.now()))
+
+    assert refused is ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR
+    monkeypatch.undo()
+    verification.verify(world.deps, _links(world, "alice@example.com")[-1], world.clock.now())
+    assert _user(world).verified_at is not None
+
+
+def test_staff_verifying_an_address_replaced_since_their_read_verifies_nothing(world: FakeWorld) -> None:
+    caller = _caller(world, _register(world).token)
+    read_by_staff = caller.user
+    accounts.change_email(world.deps, caller, "alice@elsewhere.example", world.clock.now(), actor=ACTOR)
+
+    answered = staff.set_verified(world.deps, read_by_staff, world.clock.now())
+
+    assert (answered.email, answered.verified_at) == ("alice@elsewhere.example", None)
+    assert _user(world).verified_at is None

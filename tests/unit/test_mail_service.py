@@ -32,7 +32,10 @@ MESSAGE = OutboxMessage(
 )
 
 
-UNTIL = 90.0  # when the invocation ends: the claim's end
+UNTIL = 90.0  # when the invocation ends
+
+
+OTHER = OutboxMessage("01OTHER0000000000000000000", "verify-email", EMAIL, "2027-01-15T08:00:00.250Z", 1)
 
 
 class SesError(Exception):
@@ -63,6 +66,7 @@ class FakeLedger:
         self.broken = broken
         self.claims: dict[str, float] = {}
         self.settled: dict[str, str] = {}
+        self.leases: list[float] = []  # every claim's end, in order
 
     def claim(self, message_id: str, *, now: float, until: float) -> Claim:
         if message_id in self.gone:
@@ -72,6 +76,7 @@ class FakeLedger:
         if self.claims.get(message_id, -1.0) >= now:
             return "busy"
         self.claims[message_id] = until
+        self.leases.append(until)
         return "claimed"
 
     def release(self, message_id: str) -> None:
@@ -292,3 +297,12 @@ def test_a_settle_that_fails_after_the_send_does_not_fail_the_record() -> None:
     delivery = service(mailer, FakeDeadLetters(), [], ledger).deliver(MESSAGE, until=UNTIL)
 
     assert (delivery.sent, mailer.calls) == (True, 1)
+
+
+def test_a_claim_lasts_one_messages_attempts_and_never_past_the_invocation() -> None:
+    ledger = FakeLedger()
+
+    service(FakeMailer([]), FakeDeadLetters(), [], ledger).deliver(MESSAGE, until=UNTIL)  # now is 0
+    service(FakeMailer([]), FakeDeadLetters(), [], ledger).deliver(OTHER, until=5.0)
+
+    assert ledger.leases == [30.0, 5.0]

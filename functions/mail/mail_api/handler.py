@@ -44,7 +44,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     """Deliver every outbox message of a DynamoDB stream batch; report the ones to retry."""
     _apply_log_level()
     service = _service()
-    # A claim lasts until this invocation has certainly ended.
+    # No claim outlasts this invocation (nor, see MailService, one message's attempts).
     until = clock.now() + context.get_remaining_time_in_millis() / 1000
 
     def record_handler(record: DynamoDBRecord) -> None:

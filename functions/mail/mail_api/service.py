@@ -44,6 +44,10 @@ PERMANENT_ERRORS = frozenset(
     }
 )
 MAX_ERROR_TEXT = 500
+# How long one message's claim lasts at most: its SES attempts (a hung call is cut at 7 s by the
+# client's timeouts) and backoff fit within it, so a claim left by an invocation that died lapses
+# soon enough for the stream's retries to find the message free again.
+MESSAGE_CLAIM_SECONDS = 30
 UNREADABLE = "unreadable"  # the kind of a dead letter whose outbox item was not a message
 
 
@@ -136,7 +140,8 @@ class MailService:
         Raises if the message cannot be claimed now (the store failed, or another invocation holds
         it) or the dead-letter queue cannot take it: the record must be retried.
         """
-        claim = self.ledger.claim(message.id, now=self._now(), until=until)
+        now = self._now()
+        claim = self.ledger.claim(message.id, now=now, until=min(until, now + MESSAGE_CLAIM_SECONDS))
         if claim == "busy":
             raise MessageBusy(message.id)
         if claim != "claimed":
@@ -173,7 +178,9 @@ class MailService:
     def dead_letter_unreadable(self, outbox_id: str, error: Exception, *, until: float) -> Delivery:
         """Dead-letter an outbox item that is not a message (a field missing or of the wrong type):
         no attempt can send it. Raises as :meth:`deliver` does."""
-        claim = self.ledger.claim(outbox_id, now=self._now(), until=until) if outbox_id else "claimed"
+        now = self._now()
+        lease = min(until, now + MESSAGE_CLAIM_SECONDS)
+        claim = self.ledger.claim(outbox_id, now=now, until=lease) if outbox_id else "claimed"
         if claim == "busy":
             raise MessageBusy(outbox_id)
         if claim != "claimed":

@@ -44,7 +44,11 @@ def set_verified(deps: Deps, user: User, now: float) -> User:
     """Mark the address verified (400 EMAIL_ALREADY_VERIFIED_ERROR if it is); the pending link
     stops working."""
 
-    def build(current: User) -> Built:
+    def build(current: User) -> Built | None:
+        if current.email != user.email:
+            # The address staff looked at was replaced since: never verify one they did not see.
+            # Answered as the serial order "verified, then changed" leaves the user: unverified.
+            return None
         if current.verified_at is not None:
             raise NimbusError(ErrorCode.EMAIL_ALREADY_VERIFIED_ERROR)
         stamp = iso(now)
@@ -58,7 +62,9 @@ def set_verified(deps: Deps, user: User, now: float) -> User:
 def clear_verified(deps: Deps, user: User, now: float) -> User:
     """Remove the verified mark (400 EMAIL_NOT_VERIFIED_ERROR if there is none)."""
 
-    def build(current: User) -> Built:
+    def build(current: User) -> Built | None:
+        if current.email != user.email:
+            return None  # a new address starts unverified: nothing left to clear
         if current.verified_at is None:
             raise NimbusError(ErrorCode.EMAIL_NOT_VERIFIED_ERROR)
         return current.changed(verified_at=None, updated_at=iso(now)), []

@@ -11,7 +11,7 @@ verification link) and nothing else.
 
 Stream delivery is at least once (a retried batch re-delivers the records after a failed one; an
 operator can replay a batch), so the item is also the mail function's ledger: it is claimed before
-sending (``sendingUntil``, a lease that ends with the invocation) and settled after
+sending (``sendingUntil``, a short lease that never outlasts the invocation) and settled after
 (``sentAt`` or ``deadLetteredAt``); a record whose item is settled, or gone (its user deleted), is
 not sent again. These updates produce MODIFY records, which the mail function's filter drops.
 """

@@ -23,7 +23,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from nimbus_core import clock
 from nimbus_core.adapters.dead_letters import DeadLetter, dead_letter_from_body
 from nimbus_core.adapters.mail import SesMailer
-from nimbus_core.adapters.outbox import DynamoOutbox, message_from_image
+from nimbus_core.adapters.outbox import DynamoOutbox
 from nimbus_tools.cli import render
 from nimbus_tools.cli.errors import EXIT_USAGE, CliError
 from nimbus_tools.cli.target import Target
@@ -75,12 +75,13 @@ class RetryOutcome:
 
     mail: FailedMail
     sent: list[str] = field(default_factory=list)  # outbox ids sent
+    skipped: list[str] = field(default_factory=list)  # outbox ids the mail function had sent already
     problems: list[str] = field(default_factory=list)
 
     @property
     def done(self) -> bool:
-        """Every email it stands for went out (so the queue message was deleted)."""
-        return bool(self.sent) and not self.problems
+        """Every email it stands for went out, now or before (so the queue message was deleted)."""
+        return bool(self.sent or self.skipped) and not self.problems
 
 
 # ---------------------------------------------------------------------------------------------- queue
@@ -169,27 +170,59 @@ def _outbox_ids(target: Target, batch: dict[str, Any]) -> list[str]:
             data = record.get("dynamodb", {})
             if int(data.get("SequenceNumber", "0")) > end:
                 return ids
-            image = data.get("NewImage")
-            if record.get("eventName") == "INSERT" and image:
-                ids.append(message_from_image(image).id)
+            key = (data.get("Keys") or {}).get("id", {}).get("S")
+            if record.get("eventName") == "INSERT" and key:
+                ids.append(str(key))  # read by key: an item that is no message is told, not fatal
         if not records:
             break
         iterator = answer.get("NextShardIterator")
     return ids
 
 
-def _send(mailer: SesMailer, outbox: DynamoOutbox, outbox_id: str, outcome: RetryOutcome) -> None:
-    message = outbox.get(outbox_id)
-    if message is None or message.expired(clock.now()):
+# How long a send by the tool holds its claim on the outbox item (the mail function's own claims
+# last until its invocation ends): one SES call with the SDK's retries fits well within it.
+CLAIM_SECONDS = 60
+
+
+def _send(
+    mailer: SesMailer, outbox: DynamoOutbox, outbox_id: str, outcome: RetryOutcome, *, dead_letter: bool
+) -> None:
+    """Send one outbox item again. A dead letter was given up on, so it is sent whatever its
+    settlement says; a record of a stream batch is sent only if the mail function has not sent or
+    dead-lettered it already (Lambda hands back the whole rest of a batch, records sent included).
+    Either way the item is claimed first and settled as sent after, as the mail function does."""
+    if not outbox_id:
+        outcome.problems.append("a dead letter without an outbox id (an unreadable item); nothing to send")
+        return
+    now = clock.now()
+    try:
+        message = outbox.get(outbox_id)
+    except (KeyError, ValueError, TypeError):
+        outcome.problems.append(
+            f"outbox item {outbox_id} is not a message (a field missing or wrong); not sent"
+        )
+        return
+    if message is None or message.expired(now):
         outcome.problems.append(
             f"outbox item {outbox_id} has expired (kept 7 days); the email cannot be re-sent from here"
         )
         return
+    claim = outbox.claim(outbox_id, now=now, until=now + CLAIM_SECONDS)
+    if claim == "busy":
+        outcome.problems.append(
+            f"outbox item {outbox_id} is being sent by the mail function; try again later"
+        )
+        return
+    if claim == "settled" and not dead_letter:
+        outcome.skipped.append(outbox_id)  # sent (or dead-lettered, and listed as such) already
+        return
     try:
         mailer.send(message.email)
     except (ClientError, BotoCoreError) as error:
+        outbox.release(outbox_id)
         outcome.problems.append(f"SES refused {outbox_id} again: {error}")
         return
+    outbox.settle(outbox_id, "sentAt", now=clock.now())
     outcome.sent.append(outbox_id)
 
 
@@ -223,7 +256,7 @@ def retry(target: Target, wanted: list[str], every: bool) -> list[RetryOutcome]:
                 outcome.problems.append("not a message Nimbus wrote; left in the queue")
                 continue
             for outbox_id in ids:
-                _send(mailer, outbox, outbox_id, outcome)
+                _send(mailer, outbox, outbox_id, outcome, dead_letter=mail.letter is not None)
             if outcome.done:
                 target.sqs().delete_message(QueueUrl=target.queue(QUEUE), ReceiptHandle=mail.receipt_handle)
     finally:
@@ -265,7 +298,10 @@ def retry_command(target: Target, wanted: list[str], every: bool) -> str:
     lines = []
     for outcome in outcomes:
         if outcome.done:
-            lines.append(f"{outcome.mail.id}: sent ({len(outcome.sent)} email(s)), removed from the queue")
+            before = f", {len(outcome.skipped)} sent before" if outcome.skipped else ""
+            lines.append(
+                f"{outcome.mail.id}: sent ({len(outcome.sent)} email(s){before}), removed from the queue"
+            )
         else:
             lines.extend(f"{outcome.mail.id}: {problem}; left in the queue" for problem in outcome.problems)
     text = "\n".join(lines)
