@@ -511,7 +511,7 @@ def test_a_ban_racing_a_staff_deletion_of_the_user_is_answered_404_when_the_user
 
 
 def test_two_staff_banning_one_user_for_different_reasons_at_once_both_land(
-    client: Client, staff: tuple[Staff, Staff]
+    client: Client, staff: tuple[Staff, Staff], dynamodb: Any, local_api: LocalApiProcess
 ) -> None:
     """Two staff members ban one user at once, each with their reason. Banning a banned user with
     another reason stores and mails the new reason (staff_api.service.ban), so in any serial order
@@ -528,6 +528,12 @@ def test_two_staff_banning_one_user_for_different_reasons_at_once_both_land(
         assert [b.outcome for b in banned] == [OK, OK], [b.body for b in banned]
         assert first.user(user_id).body["banReason"] in ("spam", "abuse")
         assert _me(client, session) == SESSION_GONE
+        queued = dynamodb.scan(
+            TableName=local_api.state["tables"]["OutboxTable"],
+            FilterExpression="userId = :u AND kind = :k",
+            ExpressionAttributeValues={":u": {"S": user_id}, ":k": {"S": "ban"}},
+        )["Items"]
+        assert len(queued) == 2  # both bans landed, each with its notice: neither was lost
         return LATE
 
     print(f"ban vs ban: {_report(hunt(attempt, delay=0.0, step=0.0, rounds=6))}")
