@@ -112,12 +112,19 @@ def stack_violations(dynamodb: Any, tables: Mapping[str, str], *, now: float | N
     UsersTable, SessionsTable, TokensTable, OutboxTable; the counters and domains tables hold none),
     in words (empty when all hold). ``now``: the time sessions and links are judged at."""
     at = time.time() if now is None else now
-    outbox = [message_from_image(item) for item in _scan_items(dynamodb, tables["OutboxTable"])]
+    outbox: list[OutboxMessage] = []
+    unreadable: list[str] = []
+    for item in _scan_items(dynamodb, tables["OutboxTable"]):
+        try:
+            outbox.append(message_from_image(item))
+        except (KeyError, ValueError, TypeError):
+            unreadable.append(f"outbox item {item.get('id', {}).get('S')} is not a message no change writes")
     tokens = {str(item["pk"]): item for item in _scan(dynamodb, tables["TokensTable"])}
     sessions = _scan(dynamodb, tables["SessionsTable"])
     user_items = _scan(dynamodb, tables["UsersTable"])
     users = {str(i["id"]): from_stored(User, i) for i in user_items if str(i["pk"]).startswith("USER#")}
     return [
+        *unreadable,
         *_users_table_problems(user_items),
         *_session_violations(sessions, users, at),
         *_token_violations(tokens, users),

@@ -305,6 +305,12 @@ def test_an_item_of_no_known_kind_in_the_tokens_table_is_named(world: World) -> 
 # ----------------------------------------------------------------------------------------- outbox
 
 
+def test_an_outbox_item_that_is_no_message_is_named_not_a_crash(world: World) -> None:
+    world.put("OutboxTable", {"id": "01NOTAMESSAGE0000000000000", "kind": "verify-email"})
+
+    _only(world.violations(), "is not a message")
+
+
 def test_an_outbox_message_that_names_no_user_is_named(world: World) -> None:
     alice, _ = world.register("alice")
     (mail,) = world.mails(alice, "verify-email")
