@@ -181,36 +181,35 @@ class DynamoOutbox:
 
     def release(self, message_id: str) -> None:
         """Give up the claim (this delivery failed and its record will be retried)."""
-        try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key={"id": {"S": message_id}},
-                UpdateExpression="REMOVE sendingUntil",
-                ConditionExpression="attribute_exists(id)",
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise DependencyError(f"UpdateItem (outbox release) failed: {exc}") from exc
-        except BotoCoreError as exc:
-            raise DependencyError(f"UpdateItem (outbox release) failed: {exc}") from exc
+        self._update_if_stored("release", message_id, {"UpdateExpression": "REMOVE sendingUntil"})
 
     def settle(self, message_id: str, outcome: Settlement, *, now: float) -> None:
         """Record that the message was sent or dead-lettered (it stays until its TTL, settled); a
         message deleted meanwhile (its user is gone) is left gone."""
+        self._update_if_stored(
+            "settle",
+            message_id,
+            {
+                "UpdateExpression": "SET #outcome = :now REMOVE sendingUntil",
+                "ExpressionAttributeNames": {"#outcome": outcome},
+                "ExpressionAttributeValues": {":now": {"S": clock.iso(now)}},
+            },
+        )
+
+    def _update_if_stored(self, what: str, message_id: str, update: dict[str, Any]) -> None:
+        """One UpdateItem of a message that may have been deleted meanwhile (then: nothing)."""
         try:
             self.client.update_item(
                 TableName=self.table_name,
                 Key={"id": {"S": message_id}},
-                UpdateExpression="SET #outcome = :now REMOVE sendingUntil",
                 ConditionExpression="attribute_exists(id)",
-                ExpressionAttributeNames={"#outcome": outcome},
-                ExpressionAttributeValues={":now": {"S": clock.iso(now)}},
+                **update,
             )
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
-                raise DependencyError(f"UpdateItem (outbox settle) failed: {exc}") from exc
+                raise DependencyError(f"UpdateItem (outbox {what}) failed: {exc}") from exc
         except BotoCoreError as exc:
-            raise DependencyError(f"UpdateItem (outbox settle) failed: {exc}") from exc
+            raise DependencyError(f"UpdateItem (outbox {what}) failed: {exc}") from exc
 
     def get(self, message_id: str) -> OutboxMessage | None:
         """The message with ``message_id`` (strongly consistent), or None if it is gone."""
