@@ -2,6 +2,7 @@
 #   make serve   local API on 127.0.0.1:3000 (PORT=... to change), no AWS account, no Docker
 #   make test    ruff, mypy, sam validate --lint, pytest (unit, integration, e2e)
 #   make bench   DynamoDB/SSM/SES calls per request, handler import times, keep-alive latency
+#   make soak    mixed traffic on the local API (SOAK_MINUTES=2, SOAK_CLIENTS=8): no 5xx, no memory growth
 #   make build   sam build (layers and functions, arm64)
 #   make deploy  sam build && sam deploy (guided the first time: make deploy ARGS=--guided)
 
@@ -24,10 +25,10 @@ export SAM_CLI_TELEMETRY := 0
 # `sam build` must find python3.13 on PATH.
 export PATH := $(dir $(PY313)):$(PATH)
 
-.PHONY: help serve test lint typecheck validate pytest unit integration contract tools e2e bench build deploy deps-layer clean aws-models
+.PHONY: help serve test lint typecheck validate pytest unit integration contract tools e2e bench soak build deploy deps-layer clean aws-models
 
 help:
-	@sed -n '2,7p' Makefile | sed 's/^# *//'
+	@sed -n '2,8p' Makefile | sed 's/^# *//'
 
 $(UV): tools/requirements/uv.txt
 	@test -n "$(PY313)" || { echo "python3.13 not found (pyenv install 3.13.0)"; exit 1; }
@@ -107,6 +108,11 @@ aws-models: $(VENV)/.synced
 
 bench: $(VENV)/.synced
 	$(PY) -m bench
+
+# Minutes of users, staff and hostile input against its own local API (bench/soak.py); fails on a 5xx,
+# memory growth or a broken invariant.
+soak: $(VENV)/.synced $(NODE_MODULES)
+	$(PY) -m bench.soak $(if $(SOAK_MINUTES),--minutes $(SOAK_MINUTES)) $(if $(SOAK_CLIENTS),--clients $(SOAK_CLIENTS))
 
 # The DepsLayer's requirements are exported from the lock file, never edited by hand.
 # --no-default-groups: runtime dependencies only (no dev tools). boto3 and botocore are among them:

@@ -10,7 +10,7 @@ from typing import Any
 
 from werkzeug.test import Client, TestResponse
 
-from nimbus_tools.local.aws import EmulatorMiddleware
+from nimbus_tools.local.aws import FORGET_EVERY, EmulatorMiddleware
 
 SEND_EMAIL = {
     "FromEmailAddress": "no-reply@nimbus.example",
@@ -204,3 +204,23 @@ def test_aws_requests_are_served_one_at_a_time() -> None:
         thread.join(timeout=10)
     assert len(moto.calls) == 8
     assert moto.max_active == 1
+
+
+def test_motos_record_of_every_model_object_is_emptied_every_few_requests() -> None:
+    """moto keeps each model object it creates (TransactWriteItems' copies of whole tables too) for
+    a dashboard the local API does not serve: kept, a long `make serve` grows without end."""
+    from moto.core.common_models import BaseModel
+
+    class Tracked(BaseModel):  # moto's own bookkeeping records every instance of a model
+        pass
+
+    client = Client(EmulatorMiddleware(FakeMoto()))
+    for _ in range(FORGET_EVERY - 1):
+        Tracked()
+        _dynamodb(client, "GetItem")
+    held = len(Tracked.instances_tracked)  # type: ignore[attr-defined]
+
+    _dynamodb(client, "GetItem")
+
+    assert held == FORGET_EVERY - 1
+    assert Tracked.instances_tracked == []  # type: ignore[attr-defined]

@@ -8,7 +8,11 @@ The middleware adds what the local API needs on top of moto:
   of sent mail (its SES backend's ``sent_messages``) keeps one body, the HTML one when there are two,
   and the text body is what people and tests read the verification link from;
 * fault injection for tests (``POST``/``GET``/``DELETE /_nimbus/faults``, see ``faults.py``);
-* trimming of DynamoDB streams (``POST /_nimbus/streams/trim``, for the stream poller).
+* trimming of DynamoDB streams (``POST /_nimbus/streams/trim``, for the stream poller);
+* a bounded memory: moto records every model object it ever creates for its dashboard (which the
+  local API does not serve), its TransactWriteItems rollback copies of whole tables included, so a
+  long ``make serve`` grew without end (``make soak`` measured it); that record is emptied every
+  :data:`FORGET_EVERY` requests with moto's own ``reset_model_data``, which touches no backend state.
 
 moto's ``ThreadedMotoServer`` is not used: it builds its app inside its serving thread, so the
 middleware could only be put in front afterwards (moto serving unlocked meanwhile) through its
@@ -25,6 +29,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from moto.core.model_instances import reset_model_data
 from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wrappers import Response
 from werkzeug.wsgi import get_input_stream
@@ -39,6 +44,8 @@ WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 StartResponse = Callable[..., Any]
 
 CONTROL_PREFIX = "/_nimbus/"
+# How many AWS requests between two emptyings of moto's record of model objects.
+FORGET_EVERY = 50
 # moto keeps every shard iterator it hands out; AWS expires them after 15 minutes.
 KEPT_SHARD_ITERATORS = 1000
 
@@ -50,7 +57,8 @@ class EmulatorMiddleware:
         self.app = app
         self.faults = FaultRegistry()
         self.mail: list[dict[str, Any]] = []  # the GET /_nimbus/mail entries, oldest first
-        self._aws_lock = threading.Lock()  # also guards self.mail
+        self._aws_lock = threading.Lock()  # also guards self.mail and self._served
+        self._served = 0  # AWS requests forwarded since moto's model record was last emptied
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         """Serve one request: a control endpoint, an injected fault, or moto."""
@@ -97,6 +105,10 @@ class EmulatorMiddleware:
             # Only accepted messages are kept: a message SES refused was never delivered either.
             if operation == SES_SEND_EMAIL and statuses and statuses[-1][:1] == "2":
                 self.mail.append(_sent_email(body, b"".join(chunks)))
+            self._served += 1
+            if self._served >= FORGET_EVERY:
+                reset_model_data()
+                self._served = 0
         return chunks
 
     # --- control endpoints
