@@ -102,3 +102,8 @@ def test_error_bodies_carry_code_message_and_extras() -> None:
         {"code": "MISSING_FIELDS_ERROR", "message": "Missing Fields", "fields": ["a"]},
     )
     assert NimbusError(ErrorCode.INVALID_SESSION_ERROR, status=404).status == 404
+
+
+def test_the_switches_and_the_log_level_fit_one_get_parameters_call() -> None:
+    # GetParameters takes at most 10 names: a tenth switch would make every read fail.
+    assert len(parameter_names("/nimbus/dev/killswitches")) + 1 <= 10
