@@ -109,7 +109,7 @@ aws-models: $(VENV)/.synced
 bench: $(VENV)/.synced
 	$(PY) -m bench
 
-# Minutes of users, staff and hostile input against its own local API (bench/soak.py); fails on a 5xx,
+# Minutes of users, staff and hostile input against its own local API (bench/soak/); fails on a 5xx,
 # memory growth or a broken invariant.
 soak: $(VENV)/.synced $(NODE_MODULES)
 	$(PY) -m bench.soak $(if $(SOAK_MINUTES),--minutes $(SOAK_MINUTES)) $(if $(SOAK_CLIENTS),--clients $(SOAK_CLIENTS))

@@ -1,4 +1,5 @@
-"""The soak's arithmetic (bench/soak.py): percentiles, slopes, memory growth and the verdict."""
+"""The soak's arithmetic (bench/soak/memory.py, report.py, verdict.py): percentiles, slopes, memory
+growth and the verdict."""
 
 from __future__ import annotations
 
@@ -6,18 +7,18 @@ import math
 
 import pytest
 
-from bench.soak import (
+from bench.soak.memory import (
     FIXED_ALLOWANCE_MIB,
     MIB,
     STEP_MIB,
     Sample,
     allowance_bytes,
     memory_figures,
-    percentile,
     slope,
     stepless_growth,
-    verdict,
 )
+from bench.soak.report import percentile
+from bench.soak.verdict import verdict
 
 MAIN, WORKER, LATE = 100, 200, 300
 
