@@ -14,6 +14,7 @@ import re
 import shutil
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,9 +104,12 @@ class Console:
         self.page.screenshot(path=SCREENSHOTS / name, full_page=full_page, animations="disabled")
 
 
-@pytest.fixture
-def console(browser: Browser, local_api: LocalApiProcess) -> Iterator[Console]:
-    """A fresh context (no storage, no credentials) per test, reaching the API from its own IP."""
+@contextmanager
+def console_tab(
+    browser: Browser, local_api: LocalApiProcess, *, bypass_csp: bool = False
+) -> Iterator[Console]:
+    """A fresh context (no storage, no credentials) reaching the API from its own IP; the page's
+    script errors fail the test. ``bypass_csp``: for tests that inject a script of their own (axe)."""
     ip = new_ip()
     with socks_relay(ip) as proxy:
         context = browser.new_context(
@@ -113,6 +117,7 @@ def console(browser: Browser, local_api: LocalApiProcess) -> Iterator[Console]:
             viewport=VIEWPORT,
             locale="en-GB",
             timezone_id="UTC",
+            bypass_csp=bypass_csp,
         )
         context.set_default_timeout(15_000)
         page = context.new_page()
@@ -125,7 +130,14 @@ def console(browser: Browser, local_api: LocalApiProcess) -> Iterator[Console]:
         assert errors == [], f"the console's script failed: {errors}"
 
 
-def _registered(client: Client) -> tuple[str, str]:
+@pytest.fixture
+def console(browser: Browser, local_api: LocalApiProcess) -> Iterator[Console]:
+    """A fresh console tab per test (see :func:`console_tab`)."""
+    with console_tab(browser, local_api) as tab:
+        yield tab
+
+
+def registered(client: Client) -> tuple[str, str]:
     """A new user registered through the API: (username, session token)."""
     name = new_name("c")
     reply = client.register(name)
@@ -266,7 +278,7 @@ def test_the_console_is_static_html_that_never_echoes_the_verification_token(cli
 
 
 def test_a_wrong_password_shows_the_api_error_and_nothing_is_stored(console: Console, client: Client) -> None:
-    name, _ = _registered(client)
+    name, _ = registered(client)
     console.log_in(name, "not the password")
     expect(console.page.get_by_role("alert").first).to_have_text("Invalid Password (INVALID_PASSWORD_ERROR)")
     console.expect_view("login")
@@ -277,7 +289,7 @@ def test_a_wrong_password_shows_the_api_error_and_nothing_is_stored(console: Con
 def test_a_login_with_totp_enrolled_is_challenged_and_the_code_gets_in(
     console: Console, client: Client
 ) -> None:
-    name, token = _registered(client)
+    name, token = registered(client)
     page = console.page
     console.log_in(name)
     console.expect_view("account")
@@ -335,7 +347,7 @@ def test_a_login_with_totp_enrolled_is_challenged_and_the_code_gets_in(
 def test_a_passkey_enrolled_through_the_virtual_authenticator_answers_the_login_challenge(
     console: Console, client: Client
 ) -> None:
-    name, token = _registered(client)
+    name, token = registered(client)
     page = console.page
     cdp = page.context.new_cdp_session(page)
     cdp.send("WebAuthn.enable")
@@ -381,7 +393,7 @@ def test_a_passkey_enrolled_through_the_virtual_authenticator_answers_the_login_
 def test_a_revoked_session_is_gone_from_the_list_and_its_token_is_refused(
     console: Console, client: Client
 ) -> None:
-    name, first = _registered(client)
+    name, first = registered(client)
     other = client.call(
         "POST",
         "/login",
@@ -427,7 +439,7 @@ def test_a_revoked_session_is_gone_from_the_list_and_its_token_is_refused(
 def test_a_scoped_session_token_is_shown_once_and_works_for_its_scope_only(
     console: Console, client: Client
 ) -> None:
-    name, _ = _registered(client)
+    name, _ = registered(client)
     page = console.page
     console.log_in(name)
     console.expect_view("account")
@@ -467,7 +479,7 @@ def test_a_scoped_session_token_is_shown_once_and_works_for_its_scope_only(
 
 
 def test_backup_codes_regenerate_and_the_old_ones_stop_working(console: Console, client: Client) -> None:
-    name, token = _registered(client)
+    name, token = registered(client)
     totp, old = _enrol_totp(client, token)
     page = console.page
     console.log_in(name)
@@ -494,7 +506,7 @@ def test_backup_codes_regenerate_and_the_old_ones_stop_working(console: Console,
 
 
 def test_the_console_fits_a_phone_screen(console: Console, client: Client) -> None:
-    name, _ = _registered(client)
+    name, _ = registered(client)
     page = console.page
     page.set_viewport_size({"width": 390, "height": 844})
     console.log_in(name)
@@ -509,7 +521,7 @@ def test_the_console_fits_a_phone_screen(console: Console, client: Client) -> No
 def test_a_forgotten_password_is_reset_through_the_mailed_link_and_every_session_ends(
     console: Console, client: Client, local_api: LocalApiProcess
 ) -> None:
-    name, old_session = _registered(client)
+    name, old_session = registered(client)
     address = f"{name}@example.com"
     page = console.page
     _ask_for_recovery(console, address)  # an address names the account as the username does
@@ -548,7 +560,7 @@ def test_a_forgotten_password_is_reset_through_the_mailed_link_and_every_session
 def test_a_reset_of_an_account_with_totp_asks_for_the_code_and_a_wrong_one_keeps_the_link(
     console: Console, client: Client, local_api: LocalApiProcess
 ) -> None:
-    name, old_session = _registered(client)
+    name, old_session = registered(client)
     totp, _ = _enrol_totp(client, old_session)
     page = console.page
     _ask_for_recovery(console, name)
@@ -578,7 +590,7 @@ def test_a_reset_of_an_account_with_totp_asks_for_the_code_and_a_wrong_one_keeps
 def test_the_forgot_page_says_the_same_for_an_unknown_name_and_a_real_one_and_explains_the_limit(
     console: Console, client: Client, local_api: LocalApiProcess
 ) -> None:
-    name, _ = _registered(client)
+    name, _ = registered(client)
     page = console.page
     console.open("forgot")
     console.expect_view("forgot")
@@ -614,7 +626,7 @@ def test_the_forgot_page_says_the_same_for_an_unknown_name_and_a_real_one_and_ex
 def test_a_used_or_missing_recovery_link_says_it_cannot_work_and_leads_to_a_new_one(
     console: Console, client: Client, local_api: LocalApiProcess
 ) -> None:
-    name, _ = _registered(client)
+    name, _ = registered(client)
     assert client.call("POST", "/users/recover", {"username": name}, ip=new_ip()).status == 201
     (link,) = _links_from_mail_list(local_api, f"{name}@example.com", 1, RECOVERY_LINK)
     body = {

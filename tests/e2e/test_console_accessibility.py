@@ -1,0 +1,148 @@
+"""The account console checked for accessibility in headless Chromium: axe-core (npm, pinned by
+package-lock.json) run in every view, signed out and signed in, with a dialog open and an error
+shown, and no serious or critical violation allowed; and the main flows done with the keyboard
+alone.
+
+axe is injected by the test (the console's Content-Security-Policy allows only its own scripts, so
+these tabs bypass it; the other browser tests keep it enforced).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, expect
+
+from nimbus_tools.local.launcher import LocalApiProcess
+from nimbus_tools.template import REPO_ROOT
+from tests.e2e.conftest import Client
+from tests.e2e.test_console import (
+    PASSWORD,
+    Console,
+    browser,
+    console,
+    console_tab,
+    playwright,
+    registered,
+)
+
+__all__ = ["browser", "console", "playwright"]  # the fixtures shared with the other browser tests
+
+pytestmark = pytest.mark.e2e
+
+AXE = Path(REPO_ROOT) / "node_modules" / "axe-core" / "axe.min.js"
+BLOCKING = {"serious", "critical"}
+SIGNED_OUT = ["login", "forgot", "register", "verify", "recover", "no-such-page"]
+SIGNED_IN = ["", "sessions", "keys", "security"]
+
+
+@pytest.fixture
+def audited(browser: Browser, local_api: LocalApiProcess) -> Iterator[Console]:
+    with console_tab(browser, local_api, bypass_csp=True) as tab:
+        yield tab
+
+
+def violations(console: Console) -> list[str]:
+    """axe's serious and critical findings on the page as it is now, one line per element."""
+    page = console.page
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.add_script_tag(path=str(AXE))
+    results: dict[str, Any] = page.evaluate(
+        "async () => await axe.run(document, {resultTypes: ['violations']})"
+    )
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']} at {node['target']}"
+        for v in results["violations"]
+        if v.get("impact") in BLOCKING
+        for node in v["nodes"]
+    ]
+
+
+def _view_ready(console: Console, view: str) -> None:
+    expect(console.page.locator("main[data-view]:not([aria-busy])")).to_be_visible()
+    if view:
+        console.page.wait_for_load_state("networkidle")
+
+
+@pytest.mark.parametrize("view", SIGNED_OUT)
+def test_every_signed_out_view_has_no_serious_accessibility_violation(audited: Console, view: str) -> None:
+    audited.open(view)
+    _view_ready(audited, view)
+
+    assert violations(audited) == []
+
+
+def test_every_signed_in_view_has_no_serious_accessibility_violation(
+    audited: Console, client: Client
+) -> None:
+    name, _ = registered(client)
+    audited.log_in(name)
+    audited.expect_view("account")
+    found: dict[str, list[str]] = {}
+
+    for view in SIGNED_IN:
+        audited.open(view)
+        _view_ready(audited, view)
+        found[view or "account"] = violations(audited)
+
+    assert found == {view or "account": [] for view in SIGNED_IN}
+
+
+def test_the_reverification_dialog_and_an_error_message_have_no_serious_violation(
+    audited: Console, client: Client
+) -> None:
+    name, _ = registered(client)
+    audited.open("login")
+    audited.log_in(name, "not the password")
+    expect(audited.page.get_by_role("alert")).to_contain_text("INVALID_PASSWORD_ERROR")
+    with_error = violations(audited)
+    audited.log_in(name)
+    audited.expect_view("account")
+    audited.open("keys")
+    _view_ready(audited, "keys")
+    audited.page.locator("#key-name").fill("backup script")
+    audited.page.get_by_role("checkbox", name="ACCOUNT_READ").check()
+    audited.page.get_by_role("button", name="Create API key").click()
+    expect(audited.page.get_by_role("dialog")).to_be_visible()
+
+    assert (with_error, violations(audited)) == ([], [])
+
+
+def test_logging_in_and_reaching_the_sessions_with_the_keyboard_alone(
+    console: Console, client: Client
+) -> None:
+    name, _ = registered(client)
+    page = console.page
+    console.open("login")
+    console.expect_view("login")
+
+    def tab_to(selector: str, limit: int = 25) -> None:
+        for _ in range(limit):
+            page.keyboard.press("Tab")
+            if page.evaluate("(s) => document.activeElement && document.activeElement.matches(s)", selector):
+                return
+        raise AssertionError(f"Tab never reached {selector}")
+
+    tab_to("#login-username")
+    page.keyboard.type(name)
+    tab_to("#login-password")
+    page.keyboard.type(PASSWORD)
+    page.keyboard.press("Enter")
+    console.expect_view("account")
+    tab_to("a[href$='/sessions']")
+    page.keyboard.press("Enter")
+
+    console.expect_view("sessions")
+    focused = page.evaluate("document.activeElement && document.activeElement.outerHTML")
+    assert focused is not None
+
+
+def test_the_audit_names_a_serious_violation_when_a_page_has_one(audited: Console) -> None:
+    audited.open("login")
+    _view_ready(audited, "login")
+    audited.page.evaluate("document.querySelector('main').insertAdjacentHTML('beforeend', '<input id=bare>')")
+
+    assert any(line.startswith("label (critical)") for line in violations(audited))
