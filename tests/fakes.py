@@ -268,6 +268,7 @@ class FakeUsers:
                 username_key(stored.username) != username_key(user.username)
                 or email_key(stored.email) != email_key(user.email)
                 or stored.pending_verification != user.pending_verification
+                or stored.pending_recovery != user.pending_recovery
             ):
                 return UserChangedError()  # changed after the read: its claims are not these
             if any(table.get(key, user.id) != user.id for table, key in claims):

@@ -13,8 +13,9 @@ import pytest
 
 from accounts_api import service as accounts
 from accounts_api.routes import routes as account_routes
+from auth_api import recovery
 from auth_api import service as auth
-from auth_api.models import LoginBody, RegisterBody
+from auth_api.models import LoginBody, RecoverBody, RegisterBody
 from nimbus_core import passwords, verification
 from nimbus_core.auth import Caller, authenticate
 from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, RateLimitedError
@@ -718,3 +719,16 @@ def test_staff_verifying_an_address_replaced_since_their_read_verifies_nothing(w
 
     assert (answered.email, answered.verified_at) == ("alice@elsewhere.example", None)
     assert _user(world).verified_at is None
+
+
+def test_a_deletion_read_before_a_recovery_request_takes_the_new_recovery_link_with_the_user(
+    world: FakeWorld,
+) -> None:
+    caller = _caller(world, _register(world).token)  # the deletion's read: no recovery link yet
+    recovery.request_recovery(world.deps, RecoverBody(username="alice"), world.clock.now())
+    assert len(world.db.recovery) == 1
+
+    accounts.delete_account(world.deps, caller)
+
+    assert world.deps.users.get(caller.user.id) is None
+    assert world.db.recovery == {}  # rebuilt on the stored user: its pending link deleted with it

@@ -513,18 +513,17 @@ class DynamoUsers:
         """Remove the user and both claims (each claim only if it is still this user's) and count
         one user less. The user must still exist (INVALID_SESSION_ERROR: deleted meanwhile), so two
         concurrent deletions count it once, and must still hold the claims and pending token that
-        ``user`` names (UserChangedError otherwise: a rename or address change landed after the
-        read, and deleting the old claims would leave the new ones with no user)."""
+        ``user`` names and its pending links (UserChangedError otherwise: a rename or address change
+        landed after the read, and deleting the old claims would leave the new ones with no user)."""
         condition = "attribute_exists(pk) AND usernameKey = :username AND emailKey = :email"
         values: dict[str, Any] = {
             ":username": {"S": username_key(user.username)},
             ":email": {"S": email_key(user.email)},
         }
-        if user.pending_verification is None:
-            condition += " AND attribute_not_exists(pendingVerification)"
-        else:
-            condition += " AND pendingVerification = :pending"
-            values[":pending"] = {"S": user.pending_verification}
+        # And the pending links it deletes with the user (account_changes.deletion_ops): a link
+        # issued after the read would be left behind, with a mail to a user who is gone.
+        condition += " AND " + _unchanged("pendingVerification", user.pending_verification, values)
+        condition += " AND " + _unchanged("pendingRecovery", user.pending_recovery, values)
         key_delete = TransactOp(
             {
                 "Delete": {
