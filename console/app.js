@@ -213,11 +213,70 @@
     $("#error").textContent = "";
   }
 
-  /** "in 12 minutes": how long a 429 asks to wait, in words. */
+  /** "in 12 minutes": how long a 429 asks to wait, in words. The account changes count per day, so
+   * past 90 minutes the wait is said in hours ("in 1440 minutes" means nothing to anyone). */
   function waitFor(error) {
     const minutes = Math.ceil((error.retryAfter || 0) / 60);
+    if (minutes > 90) return `in ${Math.ceil(minutes / 60)} hours`;
     if (minutes > 1) return `in ${minutes} minutes`;
     return minutes === 1 ? "in a minute" : "later";
+  }
+
+  // What the CONTRACT error codes of the account changes mean, in words (docs/openapi.json lists
+  // the codes each operation answers). `what` names the thing being changed ("username", "email
+  // address", ...) and `error` is the ApiError, for the fields at fault or the wait of a 429.
+  // The code stays in brackets after the words, so that a support request can quote it.
+  const MESSAGES = {
+    INVALID_USERNAME_ERROR: () => "A username has 1 to 64 characters: letters, digits, _ . and - only.",
+    INVALID_EMAIL_ERROR: () => "That is not a valid email address.",
+    USER_EXISTS_ERROR: (what) => `That ${what} belongs to another account: choose another one.`,
+    PASSWORDS_DO_NOT_MATCH_ERROR: () => "The two new passwords differ: type the same one twice.",
+    INVALID_PASSWORD_ERROR: () => "The password is wrong.",
+    INVALID_SECOND_FACTOR_RESPONSE_ERROR: () => "The second-factor answer was wrong or too late: try again.",
+    INVALID_SECOND_FACTOR_METHOD_ERROR: () => "That kind of second factor is not set up on this account.",
+    INVALID_DOMAIN_ERROR: () => "That domain is no longer offered: choose one from the list.",
+    SUBDOMAIN_NOT_ALLOWED_ERROR: () => "This domain takes no subdomain: leave the subdomain empty.",
+    SUBDOMAIN_TOO_LONG_ERROR: () =>
+      "The subdomain is too long: at most 63 letters, digits and dashes once spaces become dashes.",
+    INVALID_FIELDS_ERROR: (what, error) => invalidFields(error.body.fields),
+    MISSING_FIELDS_ERROR: (what, error) => `Something is missing (${(error.body.fields || []).join(", ")}): fill it in.`,
+    BODY_TOO_LARGE_ERROR: () => "That is far too long.",
+    INVALID_BODY_ERROR: () => "The console sent a request the API could not read: reload the page and try again.",
+    // On PATCH /users/me/sessions/:sid, a 404 INVALID_SESSION_ERROR: the session is gone.
+    INVALID_SESSION_ERROR: () => "That session no longer exists: it was revoked or it expired.",
+    INSUFFICIENT_PERMISSIONS_ERROR: () => "This session is not allowed to do that.",
+    // Both the endpoint's own limit (3 username changes a day...) and the lock on failed passwords.
+    RATELIMITED_ERROR: (what, error) => `Too many tries for now: try again ${waitFor(error)}.`,
+    SERVICE_UNAVAILABLE_ERROR: () => "This is switched off for maintenance at the moment: try again later.",
+    INTERNAL_SERVER_ERROR: () => "Something went wrong on our side: nothing was changed, try again.",
+  };
+
+  // INVALID_FIELDS_ERROR names the fields out of bounds; these are the ones the console sends.
+  const FIELD_BOUNDS = {
+    name: "A session name has 1 to 64 characters.",
+    newPassword: "The new password must have 8 to 64 characters.",
+    confirmNewPassword: "The new password must have 8 to 64 characters.",
+    domain: "Choose a domain from the list.",
+    subdomain: "That subdomain cannot be used: use letters, digits and dashes.",
+  };
+
+  function invalidFields(fields) {
+    const said = [...new Set((fields || []).map((field) => FIELD_BOUNDS[field]).filter(Boolean))];
+    return said.length ? said.join(" ") : "A value is out of its bounds.";
+  }
+
+  /** An error of an account change, in words: "<what it means> (CODE)". Errors without an entry
+   * (the network, WebAuthn) keep their own description. */
+  function explain(error, what) {
+    if (!(error instanceof ApiError)) return String(error && error.message ? error.message : error);
+    const words = MESSAGES[error.code];
+    return words ? `${words(what, error)} (${error.code})` : error.describe();
+  }
+
+  /** Show an account change's error in words (or nothing, if it was already explained). */
+  function failChange(error, what) {
+    if (error && error.explained) return;
+    fail(explain(error, what));
   }
 
   const when = (iso) => (iso ? new Date(iso).toLocaleString() : "never");
@@ -576,6 +635,186 @@
     }
   }
 
+  // ------------------------------------------------------------------------------- settings
+
+  /** Run one change of the settings view: the submit button held while it runs, the reply's User
+   * shown, and an error said in words with the focus back on the field to correct. Resolves with
+   * the change's result, or null when it failed or was cancelled. */
+  async function change(form, what, action) {
+    const submit = $("button[type=submit]", form);
+    clearMessages();
+    submit.disabled = true;
+    try {
+      return await action();
+    } catch (error) {
+      failChange(error, what);
+      const field = $("input:not([disabled]), select", form);
+      if (field && !(error && error.explained)) field.focus();
+      return null;
+    } finally {
+      submit.disabled = false;
+      // The dialog hands the focus back to this button while it is still disabled, so it is lost.
+      if (!form.contains(document.activeElement)) submit.focus();
+    }
+  }
+
+  /** A value the form refuses before asking the API: say why, and put the focus on it. */
+  function refuse(field, message) {
+    fail(message);
+    field.focus();
+  }
+
+  function domainName(user) {
+    return user.subdomain ? `${user.subdomain}.${user.domain}` : user.domain;
+  }
+
+  /** Every offered domain: GET /domains is paginated (at most 50 a page), so read every page. */
+  async function allDomains() {
+    const domains = [];
+    for (let offset = 0; ; offset += 50) {
+      const page = await call("GET", `/domains?limit=50&offset=${offset}`);
+      domains.push(...page.items);
+      if (!page.items.length || domains.length >= page.count) return domains;
+    }
+  }
+
+  function usernameForm(user) {
+    const form = $("#username-form");
+    const field = form.elements.username;
+    field.value = user.username;
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const username = field.value.trim();
+      if (!username) return refuse(field, "Type the new username.");
+      if (username === user.username) return refuse(field, "That is your username already.");
+      const changed = await change(form, "username", () =>
+        reverified("PUT", "/users/me/username", { username }, `Change your username to "${username}".`),
+      );
+      if (changed === null) return;
+      if (!changed) return say("Cancelled: your username is unchanged.");
+      user.username = changed.username;
+      field.value = changed.username;
+      say(`Your username is now "${changed.username}".`);
+    });
+  }
+
+  function emailForm(user) {
+    const form = $("#email-form");
+    const field = form.elements.email;
+    field.value = user.email;
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const email = field.value.trim();
+      if (!email) return refuse(field, "Type the new email address.");
+      if (email === user.email) return refuse(field, "That is your email address already.");
+      const changed = await change(form, "email address", () =>
+        reverified("PUT", "/users/me/email", { email }, `Change your email address to ${email}.`),
+      );
+      if (changed === null) return;
+      if (!changed) return say("Cancelled: your email address is unchanged.");
+      user.email = changed.email;
+      field.value = changed.email;
+      say(`Your email address is now ${changed.email}. We sent a verification link to it: open it to verify the address.`);
+    });
+  }
+
+  function passwordForm() {
+    const form = $("#password-form");
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const newPassword = form.elements.newPassword.value;
+      const confirmNewPassword = form.elements.confirmNewPassword.value;
+      // The same rules as the API (never trimmed), checked here first so the dialog is not opened for nothing.
+      if (newPassword.length < 8 || newPassword.length > 64) {
+        return refuse(form.elements.newPassword, "The new password must have 8 to 64 characters.");
+      }
+      if (newPassword !== confirmNewPassword) {
+        return refuse(form.elements.confirmNewPassword, "The two new passwords differ: type the same one twice.");
+      }
+      const body = { newPassword, confirmNewPassword };
+      const changed = await change(form, "password", () =>
+        reverified("PUT", "/users/me/password", body, "Change your password: type the current one."),
+      );
+      if (changed === null) return;
+      if (!changed) return say("Cancelled: your password is unchanged.");
+      form.reset();
+      say("Your password is changed. This session stays logged in; every other session was signed out.");
+    });
+  }
+
+  async function domainForm(user) {
+    const form = $("#domain-form");
+    const choice = form.elements.domain;
+    const subdomain = form.elements.subdomain;
+    const hint = $("#domain-subdomain-hint");
+    const domains = await allDomains();
+    const current = () => domains.find((domain) => domain.id === choice.value);
+    // A domain that takes no subdomain disables the field (the API would answer SUBDOMAIN_NOT_ALLOWED_ERROR).
+    const follow = () => {
+      const allows = Boolean(current() && current().subdomains);
+      subdomain.disabled = !allows;
+      hint.textContent = allows
+        ? "Lower-case letters, digits and dashes (spaces become dashes), up to 63. Leave it empty for none."
+        : "This domain takes no subdomain.";
+    };
+    const show = () => {
+      $("#domain-current").textContent = domainName(user);
+    };
+    choice.replaceChildren(...domains.map((domain) => element("option", { value: domain.id, textContent: domain.id })));
+    if (!domains.some((domain) => domain.id === user.domain)) {
+      // Your domain is no longer offered: keep it listed, so the form shows what you have.
+      choice.prepend(element("option", { value: user.domain, textContent: `${user.domain} (no longer offered)` }));
+    }
+    choice.value = user.domain;
+    subdomain.value = user.subdomain || "";
+    show();
+    follow();
+    choice.addEventListener("change", follow);
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const wanted = subdomain.disabled ? "" : subdomain.value.trim();
+      const body = { domain: choice.value, subdomain: wanted || null };
+      // Not reverified (docs/openapi.json): the change is made at once.
+      const changed = await change(form, "domain", () => call("PUT", "/users/me/domain", body));
+      if (!changed) return;
+      user.domain = changed.domain;
+      user.subdomain = changed.subdomain;
+      subdomain.value = changed.subdomain || "";
+      show();
+      say(`Your address is now ${domainName(changed)}.`);
+    });
+  }
+
+  function deleteAccount() {
+    const button = $("#delete-account");
+    button.addEventListener("click", async () => {
+      clearMessages();
+      try {
+        const purpose = "Delete your account for good: it cannot be undone. Type your password to go on.";
+        const done = await reverified("DELETE", "/users/me", {}, purpose);
+        if (!done) {
+          say("Cancelled: your account is kept.");
+          return button.focus();
+        }
+        // The account and every session are gone: this tab's token is dead, forget it.
+        token.clear();
+        navigate("/login", { status: "Your account was deleted, and you are logged out." });
+      } catch (error) {
+        failChange(error, "account");
+        button.focus();
+      }
+    });
+  }
+
+  async function settingsView() {
+    const user = await call("GET", "/users/me");
+    usernameForm(user);
+    emailForm(user);
+    passwordForm();
+    deleteAccount();
+    await domainForm(user);
+  }
+
   function scopeNames(flags) {
     return Object.entries(SCOPES)
       .filter(([, bit]) => flags & bit)
@@ -590,6 +829,41 @@
     return cell;
   }
 
+  /** Rename a session in place: its name cell becomes a small form; Escape or Cancel puts it back. */
+  function renameForm(cell, session, opener) {
+    const id = `rename-${session.id}`;
+    const input = element("input", { id, name: "name", value: session.name, maxLength: 64, required: true });
+    const label = element("label", { htmlFor: id, className: "visually-hidden", textContent: `New name for ${session.name}` });
+    const save = element("button", { type: "submit", className: "small", textContent: "Save" });
+    const cancel = element("button", { type: "button", className: "secondary small", textContent: "Cancel" });
+    const form = element("form", { className: "rename", noValidate: true }, label, input, element("span", { className: "buttons" }, save, cancel));
+    const close = () => {
+      cell.replaceChildren(session.name);
+      opener.hidden = false;
+      opener.focus();
+    };
+    cancel.addEventListener("click", close);
+    form.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") close();
+    });
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const name = input.value.trim();
+      if (!name) return refuse(input, "Give the session a name.");
+      const path = `/users/me/sessions/${encodeURIComponent(session.id)}`;
+      const renamed = await change(form, "session name", () => call("PATCH", path, { name }));
+      if (!renamed) return;
+      await render({ status: `Session "${session.name}" renamed to "${renamed.name}".` });
+      // The list is drawn again: give the focus back to the renamed session's button.
+      const again = $(`tr[data-session-id="${CSS.escape(session.id)}"] button`, main);
+      if (again) again.focus();
+    });
+    opener.hidden = true;
+    cell.replaceChildren(form);
+    input.focus();
+    input.select();
+  }
+
   async function sessionsView() {
     const [list, self] = await Promise.all([
       call("GET", "/users/me/sessions?limit=50"),
@@ -598,9 +872,12 @@
     const rows = list.items.map((session) => {
       const mine = session.id === self.id;
       const kind = session.permissionFlags === null ? "Login" : `API key: ${scopeNames(session.permissionFlags)}`;
-      const actions = element("td");
+      const actions = element("td", { className: "actions" });
+      const rename = element("button", { type: "button", className: "secondary small", textContent: "Rename" });
+      rename.setAttribute("aria-label", `Rename ${session.name}`);
+      rename.addEventListener("click", () => renameForm(heading, session, rename));
       if (mine) {
-        actions.append(element("span", { className: "badge", textContent: "This session" }));
+        actions.append(element("span", { className: "badge", textContent: "This session" }), rename);
       } else {
         const revoke = element("button", { type: "button", className: "danger small", textContent: "Revoke" });
         revoke.setAttribute("aria-label", `Revoke ${session.name}`);
@@ -612,12 +889,13 @@
             fail(error);
           }
         });
-        actions.append(revoke);
+        actions.append(rename, revoke);
       }
+      const heading = element("th", { scope: "row", textContent: session.name });
       const row = element(
         "tr",
         {},
-        element("th", { scope: "row", textContent: session.name }),
+        heading,
         labelled("Kind", kind),
         labelled("Last used", when(session.usedAt)),
         labelled("Expires", fromUnix(session.exp)),
@@ -819,6 +1097,7 @@
     sessions: { template: "view-sessions", title: "Sessions", run: sessionsView },
     keys: { template: "view-keys", title: "API keys", run: keysView },
     security: { template: "view-security", title: "Security", run: securityView },
+    settings: { template: "view-settings", title: "Settings", run: settingsView },
   };
 
   function currentView() {

@@ -11,6 +11,7 @@ import http.client
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import pyotp
@@ -26,6 +27,11 @@ import pytest
 
 from nimbus_tools.local.launcher import LocalApiProcess, start_local_api
 from tests.invariants import stack_violations, users_table_violations
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Playwright
+
+    from tests.e2e.browser_tab import Console
 
 pytestmark = pytest.mark.e2e
 
@@ -170,3 +176,35 @@ def stack_whole(dynamodb: Any, local_api: LocalApiProcess) -> Iterator[None]:
     by the session's tests, so this judges what every test before left too."""
     yield
     assert stack_violations(dynamodb, local_api.state["tables"]) == []
+
+
+# ---------------------------------------------------------------- the browser tests' Chromium
+
+
+@pytest.fixture(scope="session")
+def playwright() -> Iterator[Playwright]:
+    """Playwright's driver, once for the session (a second one in the same process cannot start)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="session")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    """One headless Chromium for the session: Debian's package, which `make test` installs."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.fail("Chromium is missing: `make test` (or `make chromium`) installs Debian's package")
+    launched = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+    yield launched
+    launched.close()
+
+
+@pytest.fixture
+def console(browser: Browser, local_api: LocalApiProcess) -> Iterator[Console]:
+    """A fresh console tab per test (see :func:`tests.e2e.browser_tab.console_tab`)."""
+    from tests.e2e.browser_tab import console_tab  # it imports this module's helpers
+
+    with console_tab(browser, local_api) as tab:
+        yield tab

@@ -11,130 +11,25 @@ Screenshots for the README are taken at a fixed viewport (`make screenshots` kee
 from __future__ import annotations
 
 import re
-import shutil
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyotp
 import pytest
-from playwright.sync_api import Browser, Page, Playwright, ViewportSize, expect, sync_playwright
+from playwright.sync_api import expect
 
 from nimbus_tools.local.launcher import LocalApiProcess
-from tests.e2e.conftest import SCREENSHOTS, Client, new_ip, new_name, run_cli
-from tests.e2e.socks_relay import socks_relay
+from tests.e2e.browser_tab import PASSWORD, Console
+from tests.e2e.conftest import Client, new_ip, new_name, run_cli
 
 pytestmark = pytest.mark.e2e
 
-PASSWORD = "correct horse"
-VIEWPORT: ViewportSize = {"width": 1024, "height": 720}
 NEW_PASSWORD = "battery staple"
 LINK = re.compile(r"http://localhost:\d+/console/verify\?token=[A-Za-z0-9_.-]+")
 RECOVERY_LINK = re.compile(r"http://localhost:\d+/console/recover\?token=[A-Za-z0-9_.-]+")
 # What the forgot page says after every request, whether or not the name is an account's.
 RECOVERY_SENT = "If an account matches, we have sent a link to its email address. It is valid for 30 minutes."
-# A function's first request starts its worker (imports, argon2): allow for it on a busy machine.
-expect.set_options(timeout=20_000)
-
-
-@pytest.fixture(scope="session")
-def playwright() -> Iterator[Playwright]:
-    with sync_playwright() as driver:
-        yield driver
-
-
-@pytest.fixture(scope="session")
-def browser(playwright: Playwright) -> Iterator[Browser]:
-    """One headless Chromium for the session: Debian's package, which `make test` installs."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.fail("Chromium is missing: `make test` (or `make chromium`) installs Debian's package")
-    launched = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-    yield launched
-    launched.close()
-
-
-@dataclass
-class Console:
-    """A browser tab on the console, as one client with its own source address."""
-
-    page: Page
-    url: str  # http://localhost:<port>/console
-    ip: str
-
-    def open(self, view: str = "") -> None:
-        self.page.goto(f"{self.url}/{view}")
-
-    def expect_view(self, view: str) -> None:
-        expect(self.page.locator(f"main[data-view={view}]:not([aria-busy])")).to_be_visible()
-
-    def session_token(self) -> str:
-        stored = self.page.evaluate("sessionStorage.getItem('nimbus.session')")
-        assert isinstance(stored, str), "no session token in sessionStorage"
-        return stored
-
-    def log_in(self, username: str, password: str = PASSWORD) -> None:
-        self.open("login")
-        self.page.get_by_label("Username or email").fill(username)
-        self.page.locator("#login-password").fill(password)
-        self.page.get_by_role("button", name="Log in").click()
-
-    def confirm_password(self, password: str = PASSWORD) -> None:
-        dialog = self.page.get_by_role("dialog")
-        expect(dialog).to_be_visible()
-        dialog.get_by_label("Password").fill(password)
-        dialog.get_by_role("button", name="Continue").click()
-
-    def answer_code(self, kind: str, code: str) -> None:
-        """Answer the second-factor step of the dialog with a TOTP or backup code."""
-        dialog = self.page.get_by_role("dialog")
-        label = {"totp": "Authenticator app", "backup": "Backup code"}[kind]
-        dialog.get_by_role("radio", name=label).check()
-        dialog.locator("#confirm-code").fill(code)
-        dialog.get_by_role("button", name="Continue").click()
-
-    def status(self) -> str:
-        return self.page.locator("#status").inner_text()
-
-    def screenshot(self, name: str, *, full_page: bool = False) -> None:
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        self.page.screenshot(path=SCREENSHOTS / name, full_page=full_page, animations="disabled")
-
-
-@contextmanager
-def console_tab(
-    browser: Browser, local_api: LocalApiProcess, *, bypass_csp: bool = False
-) -> Iterator[Console]:
-    """A fresh context (no storage, no credentials) reaching the API from its own IP; the page's
-    script errors fail the test. ``bypass_csp``: for tests that inject a script of their own (axe)."""
-    ip = new_ip()
-    with socks_relay(ip) as proxy:
-        context = browser.new_context(
-            proxy={"server": proxy},
-            viewport=VIEWPORT,
-            locale="en-GB",
-            timezone_id="UTC",
-            bypass_csp=bypass_csp,
-        )
-        context.set_default_timeout(15_000)
-        page = context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        try:
-            yield Console(page, local_api.console_url, ip)
-        finally:
-            context.close()
-        assert errors == [], f"the console's script failed: {errors}"
-
-
-@pytest.fixture
-def console(browser: Browser, local_api: LocalApiProcess) -> Iterator[Console]:
-    """A fresh console tab per test (see :func:`console_tab`)."""
-    with console_tab(browser, local_api) as tab:
-        yield tab
 
 
 def registered(client: Client) -> tuple[str, str]:

@@ -18,25 +18,16 @@ from playwright.sync_api import Browser, expect
 
 from nimbus_tools.local.launcher import LocalApiProcess
 from nimbus_tools.template import REPO_ROOT
+from tests.e2e.browser_tab import PASSWORD, Console, console_tab
 from tests.e2e.conftest import Client
-from tests.e2e.test_console import (
-    PASSWORD,
-    Console,
-    browser,
-    console,
-    console_tab,
-    playwright,
-    registered,
-)
-
-__all__ = ["browser", "console", "playwright"]  # the fixtures shared with the other browser tests
+from tests.e2e.test_console import registered
 
 pytestmark = pytest.mark.e2e
 
 AXE = Path(REPO_ROOT) / "node_modules" / "axe-core" / "axe.min.js"
 BLOCKING = {"serious", "critical"}
 SIGNED_OUT = ["login", "forgot", "register", "verify", "recover", "no-such-page"]
-SIGNED_IN = ["", "sessions", "keys", "security"]
+SIGNED_IN = ["", "sessions", "keys", "security", "settings"]
 
 
 @pytest.fixture
@@ -109,6 +100,26 @@ def test_the_reverification_dialog_and_an_error_message_have_no_serious_violatio
     expect(audited.page.get_by_role("dialog")).to_be_visible()
 
     assert (with_error, violations(audited)) == ([], [])
+
+
+def test_the_session_rename_form_and_a_settings_error_have_no_serious_violation(
+    audited: Console, client: Client
+) -> None:
+    name, _ = registered(client)
+    audited.log_in(name)
+    audited.expect_view("account")
+    audited.open("sessions")
+    _view_ready(audited, "sessions")
+    audited.page.get_by_role("button", name="Rename").first.click()
+    expect(audited.page.get_by_role("button", name="Save")).to_be_visible()
+    renaming = violations(audited)
+    audited.open("settings")
+    _view_ready(audited, "settings")
+    audited.page.get_by_label("New password", exact=True).fill("short")
+    audited.page.get_by_role("button", name="Change password").click()
+    expect(audited.page.locator("#error")).to_contain_text("8 to 64 characters")
+
+    assert (renaming, violations(audited)) == ([], [])
 
 
 def test_logging_in_and_reaching_the_sessions_with_the_keyboard_alone(
