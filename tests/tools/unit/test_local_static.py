@@ -14,6 +14,7 @@ from nimbus_tools.local.static import StaticSite, console_url
 
 REPO = Path(__file__).resolve().parents[3]
 INDEX = b"<!doctype html><title>console</title>"
+STAFF_INDEX = b"<!doctype html><title>staff console</title>"
 SECRET = b"never served"
 
 
@@ -23,6 +24,9 @@ def site(tmp_path: Path) -> StaticSite:
     (tmp_path / "console").mkdir()
     (tmp_path / "console" / "index.html").write_bytes(INDEX)
     (tmp_path / "console" / "app.js").write_bytes(b"console.log(1);")
+    (tmp_path / "console" / "staff").mkdir()
+    (tmp_path / "console" / "staff" / "index.html").write_bytes(STAFF_INDEX)
+    (tmp_path / "console" / "staff" / "staff.js").write_bytes(b"console.log(2);")
     library = tmp_path / "node_modules" / "qrcode-generator" / "dist"
     library.mkdir(parents=True)
     (library / "qrcode.js").write_bytes(b"var qrcode = function() {};")
@@ -56,6 +60,54 @@ def test_a_console_path_without_a_file_extension_gets_the_console_page(site: Sta
     assert _header(response, "cache-control") == "no-store"
     assert _header(response, "referrer-policy") == "no-referrer"  # the verification token is in the URL
     assert "script-src 'self';" in _header(response, "content-security-policy")  # no inline script
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/console/staff/",
+        "/console/staff/login",
+        "/console/staff/users?offset=50",
+        "/console/staff/users/abc_-1",
+    ],
+)
+def test_a_staff_console_path_without_a_file_extension_gets_the_staff_page(
+    site: StaticSite, target: str
+) -> None:
+    response = _served(site, target)
+    assert (response.status, response.body) == (200, STAFF_INDEX)
+    assert _header(response, "content-type") == "text/html; charset=utf-8"
+    assert _header(response, "cache-control") == "no-store"
+    assert _header(response, "referrer-policy") == "no-referrer"
+    # The same policy as the account console's pages: no inline script, the API on this origin only.
+    assert _header(response, "content-security-policy") == _header(
+        _served(site, "/console/"), "content-security-policy"
+    )
+
+
+def test_the_staff_console_files_come_from_its_own_directory(site: StaticSite) -> None:
+    response = _served(site, "/console/staff/staff.js")
+    assert (response.status, response.body) == (200, b"console.log(2);")
+    assert _header(response, "content-type") == "text/javascript; charset=utf-8"
+    assert _served(site, "/console/staff/app.js").status == 404  # not the account console's files
+    assert _served(site, "/console/app.js").body == b"console.log(1);"  # which stay where they were
+    assert _served(site, "/console/staff/../secret.txt").status == 404
+    assert _served(site, "/console/staff/%2e%2e/%2e%2e/secret.txt").status == 404
+
+
+def test_staff_console_without_a_slash_redirects_to_it(site: StaticSite) -> None:
+    response = _served(site, "/console/staff")
+    assert response.status == 308
+    assert ("location", "/console/staff/") in response.headers
+    assert _served(site, "/console/staffing").body == INDEX  # another account-console path
+
+
+def test_the_real_staff_console_is_served() -> None:
+    site = StaticSite(REPO)
+    page = _served(site, "/console/staff/users")
+    assert page.status == 200
+    assert b"/console/staff/staff.js" in page.body
+    assert _served(site, "/console/staff/staff.js").status == 200
 
 
 def test_console_without_a_slash_redirects_to_the_console() -> None:
@@ -117,9 +169,11 @@ def test_the_console_url_is_on_localhost_for_webauthn() -> None:
     assert console_url(3000) == "http://localhost:3000/console"
 
 
-def test_the_console_knows_every_scope_by_its_bit() -> None:
-    """console/app.js names scopes for the API-key form and the sessions list: the same bits as the API."""
-    script = (REPO / "console" / "app.js").read_text()
+@pytest.mark.parametrize("script_path", ["app.js", "staff/staff.js"])
+def test_the_console_knows_every_scope_by_its_bit(script_path: str) -> None:
+    """console/app.js names scopes for the API-key form and the sessions list, and
+    console/staff/staff.js for a user's sessions: the same bits as the API."""
+    script = (REPO / "console" / script_path).read_text()
     block = re.search(r"const SCOPES = \{(.*?)\};", script, re.DOTALL)
     assert block is not None
     named = {name: int(bit) for name, bit in re.findall(r"(\w+): (\d+),", block.group(1))}

@@ -6,6 +6,9 @@ before routing, from the repository and from the npm packages `make` installs (n
 - ``/console/...``: the account console (``console/``). A path without a file extension is one of
   the console's own pages (``/console/verify?token=...``, the local verification link), so it gets
   ``console/index.html``, whose script routes on the path.
+- ``/console/staff/...``: the staff console (``console/staff/``), the same way: a path without a file
+  extension (``/console/staff/users/<id>``) gets ``console/staff/index.html``, any other is a file
+  below ``console/staff/``. ``/console/staff`` redirects to ``/console/staff/``.
 - ``/console/vendor/qrcode.js``: the QR code library the console draws the TOTP secret with.
 - ``/docs``: Swagger UI on the API's own ``GET /openapi.json`` (AdminFunction answers it, deployed
   and here alike); its assets from ``swagger-ui-dist``.
@@ -22,6 +25,7 @@ from urllib.parse import unquote
 from nimbus_tools.local.events import HttpRequest, HttpResponse
 
 CONSOLE = "/console"
+STAFF_CONSOLE = f"{CONSOLE}/staff"
 DOCS = "/docs"
 QR_LIBRARY = Path("qrcode-generator", "dist", "qrcode.js")
 
@@ -87,16 +91,19 @@ class StaticSite:
             f"{DOCS}/init.js": lambda: _page(_SWAGGER_INIT.encode(), "text/javascript; charset=utf-8"),
             CONSOLE: lambda: HttpResponse(308, [("location", f"{CONSOLE}/")], b""),
             f"{CONSOLE}/vendor/qrcode.js": lambda: self._file(self.node_modules / QR_LIBRARY),
+            STAFF_CONSOLE: lambda: HttpResponse(308, [("location", f"{STAFF_CONSOLE}/")], b""),
         }
         if path in exact:
             return exact[path]()
         if path.startswith(f"{DOCS}/assets/"):
             return self._under(self.node_modules / "swagger-ui-dist", path.removeprefix(f"{DOCS}/assets/"))
-        if path.startswith(f"{CONSOLE}/"):
-            relative = path.removeprefix(f"{CONSOLE}/")
-            if "." not in PurePosixPath(unquote(relative)).name:  # one of the console's pages
-                return self._file(self.root / "console" / "index.html")
-            return self._under(self.root / "console", relative)
+        for prefix, directory in ((STAFF_CONSOLE, ("console", "staff")), (CONSOLE, ("console",))):
+            if path.startswith(f"{prefix}/"):
+                relative = path.removeprefix(f"{prefix}/")
+                folder = self.root.joinpath(*directory)
+                if "." not in PurePosixPath(unquote(relative)).name:  # one of that console's pages
+                    return self._file(folder / "index.html")
+                return self._under(folder, relative)
         return None
 
     def _under(self, directory: Path, relative: str) -> HttpResponse:

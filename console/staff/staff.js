@@ -1,0 +1,840 @@
+// The Nimbus staff console: plain JavaScript, no build step, talking only to the API on the same
+// origin (the CSP allows nothing else). Views are <template>s in index.html; this script picks one
+// from location.pathname (/console/staff/<view>), so every view has a real URL.
+//
+// The API, session and reverification-dialog helpers below are copies of console/app.js's (marked
+// "shared with console/app.js"): they belong in a console/common.js loaded by both pages, and should
+// move there once app.js can be edited. Keep the two copies the same until then.
+"use strict";
+
+(() => {
+  const BASE = "/console/staff";
+
+  // shared with console/app.js: the session token in sessionStorage, under the same key, so a tab
+  // logged in to the account console is logged in here too (same origin, same tab).
+  const TOKEN_KEY = "nimbus.session";
+
+  // Scope bits of shared/nimbus_core/scopes.py (tests/tools/unit/test_local_static.py checks app.js's copy).
+  const SCOPES = {
+    ALL: 1,
+    UPLOAD_FILE: 2,
+    ACCOUNT_READ: 4,
+    ACCOUNT_MODIFY: 8,
+    SECOND_FACTOR_READ: 16,
+    SESSION_READ: 32,
+    SESSION_MODIFY: 64,
+    FILE_READ: 128,
+    FILE_MODIFY: 256,
+    STAFF_READ_ACCOUNTS: 512,
+    STAFF_MODIFY_ACCOUNTS: 1024,
+    STAFF_READ_SECOND_FACTORS: 2048,
+    STAFF_MODIFY_SECOND_FACTORS: 4096,
+    STAFF_READ_SESSIONS: 8192,
+    STAFF_MODIFY_SESSIONS: 16384,
+    STAFF_READ_FILES: 32768,
+    STAFF_MODIFY_FILES: 65536,
+    STAFF_MODIFY_DOMAINS: 131072,
+    STAFF_MODIFY_INSTRUCTIONS: 262144,
+    STAFF_MODIFY_KILLSWITCHES: 524288,
+    STAFF_MODIFY_LOGLEVEL: 1048576,
+  };
+
+  const FACTOR_TYPES = { totp: "Authenticator app", webauthn: "Passkey or security key", backup: "Backup code" };
+  const CHALLENGE = "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR";
+
+  // What a staff member can do about a CONTRACT error, in words; the code is always shown after it.
+  const EXPLAINED = {
+    INSUFFICIENT_PERMISSIONS_ERROR: "Your session may not do this: staff only, and not from an API key without the scope.",
+    ENDPOINT_REQUIRES_SECOND_FACTOR_ERROR:
+      "Staff endpoints need a second factor on your account: add an authenticator app or a passkey in the account console (Security), then come back.",
+    USER_REQUIRES_SECOND_FACTOR_ERROR: "This user has no second factor, and staff must have one: they need to add one first.",
+    INVALID_USER_ERROR: "There is no such user (any more).",
+    INVALID_SESSION_ERROR: "There is no such session (any more).",
+    INVALID_SECOND_FACTOR_ERROR: "There is no such second factor (any more).",
+    EMAIL_ALREADY_VERIFIED_ERROR: "The user's email address is already verified.",
+    EMAIL_NOT_VERIFIED_ERROR: "The user's email address is not verified.",
+    PASSWORDS_DO_NOT_MATCH_ERROR: "The two passwords differ: type the same one twice.",
+    INVALID_PASSWORD_ERROR: "Wrong password.",
+    INVALID_SECOND_FACTOR_RESPONSE_ERROR: "Wrong or expired code: try the next one.",
+    INVALID_SECOND_FACTOR_METHOD_ERROR: "That kind of second factor is not enrolled on the account.",
+    INVALID_LOGLEVEL_ERROR: "That is not a log level: DEBUG, INFO, WARN, ERROR or NONE.",
+    BANNED_ERROR: "This account is banned.",
+    RATELIMITED_ERROR: "Too many requests: wait a little and try again.",
+    SERVICE_UNAVAILABLE_ERROR: "A kill switch has turned this off.",
+    MISSING_FIELDS_ERROR: "Some fields are missing.",
+    INVALID_FIELDS_ERROR: "Some fields are out of bounds.",
+  };
+
+  const $ = (selector, root = document) => root.querySelector(selector);
+  const main = $("#main");
+
+  // ------------------------------------------------------------- the API (shared with console/app.js)
+
+  const token = {
+    get: () => sessionStorage.getItem(TOKEN_KEY),
+    set: (value) => sessionStorage.setItem(TOKEN_KEY, value),
+    clear: () => sessionStorage.removeItem(TOKEN_KEY),
+  };
+
+  class ApiError extends Error {
+    constructor(status, body, retryAfter = null) {
+      const code = body && body.code ? body.code : `HTTP_${status}`;
+      const message = body && body.message ? body.message : "Unexpected answer from the API";
+      super(message);
+      this.status = status;
+      this.code = code;
+      this.body = body || {};
+      this.retryAfter = retryAfter;
+    }
+
+    describe() {
+      const fields = Array.isArray(this.body.fields) ? ` [${this.body.fields.join(", ")}]` : "";
+      let words = EXPLAINED[this.code] || this.message;
+      if (this.code === "SERVICE_UNAVAILABLE_ERROR" && this.body.feature !== undefined) {
+        words = `Kill switch number ${this.body.feature} has turned this off.`;
+      } else if (this.retryAfter && this.status === 429) {
+        words = `Too many requests: try again in ${Math.ceil(this.retryAfter / 60)} minute(s).`;
+      }
+      return `${words}${fields} (${this.code})`;
+    }
+  }
+
+  async function request(method, path, body, { auth = true } = {}) {
+    const headers = {};
+    const stored = token.get();
+    if (auth && stored) headers.Authorization = stored;
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    let reply;
+    try {
+      reply = await fetch(path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        cache: "no-store",
+      });
+    } catch (error) {
+      throw new ApiError(0, { code: "NETWORK_ERROR", message: `The API cannot be reached: ${error.message}` });
+    }
+    const text = await reply.text();
+    let parsed = null;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {
+      parsed = null;
+    }
+    const retryAfter = Number(reply.headers.get("Retry-After")) || null;
+    return { status: reply.status, ok: reply.ok, body: parsed, retryAfter };
+  }
+
+  function outcome(reply) {
+    if (reply.ok) return reply.body;
+    const error = new ApiError(reply.status, reply.body, reply.retryAfter);
+    if (error.code === "INVALID_SESSION_ERROR" && reply.status === 401 && token.get()) {
+      token.clear();
+      error.explained = true;
+      navigate("/login", { error: "Your session has ended: please log in again." });
+    }
+    throw error;
+  }
+
+  async function call(method, path, body, options) {
+    return outcome(await request(method, path, body, options));
+  }
+
+  const isChallenge = (reply) => reply.status === 401 && reply.body && reply.body.code === CHALLENGE;
+
+  const RETRY_IN_DIALOG = new Set([
+    "INVALID_PASSWORD_ERROR",
+    "INVALID_SECOND_FACTOR_RESPONSE_ERROR",
+    "INVALID_SECOND_FACTOR_METHOD_ERROR",
+    "MISSING_FIELDS_ERROR",
+  ]);
+
+  // ------------------------------------------------------------- WebAuthn (shared with console/app.js)
+
+  const b64url = {
+    decode(text) {
+      const base64 = text.replace(/-/g, "+").replace(/_/g, "/").padEnd(Math.ceil(text.length / 4) * 4, "=");
+      return Uint8Array.from(atob(base64), (c) => c.charCodeAt(0)).buffer;
+    },
+    encode(buffer) {
+      let binary = "";
+      for (const byte of new Uint8Array(buffer)) binary += String.fromCharCode(byte);
+      return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+    },
+  };
+
+  const withIds = (list) => (list || []).map((item) => ({ ...item, id: b64url.decode(item.id) }));
+
+  function requestOptions(options) {
+    return { ...options, challenge: b64url.decode(options.challenge), allowCredentials: withIds(options.allowCredentials) };
+  }
+
+  function credentialJson(credential) {
+    if (typeof credential.toJSON === "function") return credential.toJSON();
+    const r = credential.response;
+    return {
+      id: credential.id,
+      rawId: b64url.encode(credential.rawId),
+      type: credential.type,
+      authenticatorAttachment: credential.authenticatorAttachment || null,
+      clientExtensionResults: credential.getClientExtensionResults(),
+      response: {
+        clientDataJSON: b64url.encode(r.clientDataJSON),
+        authenticatorData: b64url.encode(r.authenticatorData),
+        signature: b64url.encode(r.signature),
+        userHandle: r.userHandle ? b64url.encode(r.userHandle) : null,
+      },
+    };
+  }
+
+  function webauthnError(error) {
+    const reasons = {
+      NotAllowedError: "The passkey request was cancelled or timed out.",
+      SecurityError: "Passkeys work only on the console's own address (http://localhost:<port>/console/staff/).",
+    };
+    return new ApiError(0, { code: "WEBAUTHN_" + (error.name || "ERROR"), message: reasons[error.name] || error.message });
+  }
+
+  // ------------------------------------------------ status and rendering (shared with console/app.js)
+
+  function say(message) {
+    $("#error").textContent = "";
+    $("#status").textContent = message || "";
+  }
+
+  function fail(error) {
+    if (error && error.explained) return;
+    $("#status").textContent = "";
+    $("#error").textContent = error instanceof ApiError ? error.describe() : String(error && error.message ? error.message : error);
+  }
+
+  function clearMessages() {
+    $("#status").textContent = "";
+    $("#error").textContent = "";
+  }
+
+  const when = (iso) => (iso ? new Date(iso).toLocaleString() : "never");
+  const fromUnix = (seconds) => new Date(seconds * 1000).toLocaleString();
+
+  function element(tag, properties = {}, ...children) {
+    const node = document.createElement(tag);
+    Object.assign(node, properties);
+    node.append(...children);
+    return node;
+  }
+
+  function labelled(label, text) {
+    const cell = element("td", { textContent: text });
+    cell.dataset.label = label;
+    return cell;
+  }
+
+  function scopeNames(flags) {
+    return Object.entries(SCOPES)
+      .filter(([, bit]) => flags & bit)
+      .map(([name]) => name)
+      .join(", ");
+  }
+
+  // ------------------------------------- confirming it's you: the dialog (shared with console/app.js)
+
+  const dialog = {
+    root: $("#confirm"),
+    form: $("#confirm-form"),
+    heading: $("#confirm-heading"),
+    purpose: $("#confirm-purpose"),
+    passwordStep: $("#confirm-password-step"),
+    password: $("#confirm-password"),
+    factorStep: $("#confirm-factor-step"),
+    types: $("#confirm-types"),
+    codeRow: $("#confirm-code-row"),
+    codeLabel: $("#confirm-code-label"),
+    code: $("#confirm-code"),
+    error: $("#confirm-error"),
+    submit: $("#confirm-submit"),
+    cancel: $("#confirm-cancel"),
+  };
+
+  /**
+   * Ask for the password (unless a challenge is already given), then answer the second-factor
+   * challenge the API sends back (CONTRACT section 9). `send(extra)` repeats the request with
+   * `{password}` or `{"2fa": ...}` added. Resolves with the final reply, or null if cancelled.
+   * Focus goes to the dialog, and back to where it was when the dialog closes.
+   */
+  function confirmIdentity({ heading = "Confirm it's you", purpose, challenge = null, send }) {
+    return new Promise((resolve) => {
+      let current = challenge;
+      const returnTo = document.activeElement;
+      dialog.heading.textContent = heading;
+      dialog.purpose.textContent = purpose;
+      dialog.error.textContent = "";
+      dialog.password.value = "";
+      dialog.code.value = "";
+
+      const showFactors = (body) => {
+        current = body;
+        dialog.passwordStep.hidden = true;
+        dialog.factorStep.hidden = false;
+        dialog.types.replaceChildren(element("legend", { textContent: "Answer with" }));
+        body.types.forEach((type, index) => {
+          const input = element("input", { type: "radio", name: "factor", value: type, checked: index === 0 });
+          input.addEventListener("change", chooseType);
+          dialog.types.append(element("label", { className: "check" }, input, " " + (FACTOR_TYPES[type] || type)));
+        });
+        chooseType();
+      };
+      const selected = () => ($("input[name=factor]:checked", dialog.types) || {}).value;
+      function chooseType() {
+        const type = selected();
+        dialog.codeRow.hidden = type === "webauthn";
+        dialog.codeLabel.textContent = type === "backup" ? "Backup code" : "Code from your authenticator app";
+        dialog.code.inputMode = type === "totp" ? "numeric" : "text";
+        dialog.submit.textContent = type === "webauthn" ? "Use passkey" : "Continue";
+        (type === "webauthn" ? dialog.submit : dialog.code).focus();
+      }
+
+      const finish = (value) => {
+        dialog.form.removeEventListener("submit", onSubmit);
+        dialog.cancel.removeEventListener("click", onCancel);
+        dialog.root.removeEventListener("cancel", onCancel);
+        dialog.password.value = "";
+        dialog.code.value = "";
+        dialog.root.close();
+        if (returnTo && returnTo.isConnected && typeof returnTo.focus === "function") returnTo.focus();
+        resolve(value);
+      };
+
+      async function answer() {
+        if (!current) return send({ password: dialog.password.value });
+        const type = selected();
+        const twoFa = { token: current.token, type };
+        if (type === "webauthn") {
+          if (!current.challenge) throw new ApiError(0, { code: "WEBAUTHN_ERROR", message: "The API sent no passkey challenge." });
+          let credential;
+          try {
+            credential = await navigator.credentials.get({ publicKey: requestOptions(current.challenge) });
+          } catch (error) {
+            throw webauthnError(error);
+          }
+          twoFa.response = credentialJson(credential);
+        } else {
+          twoFa.code = dialog.code.value.trim();
+        }
+        return send({ "2fa": twoFa });
+      }
+
+      async function onSubmit(event) {
+        event.preventDefault();
+        dialog.error.textContent = "";
+        dialog.submit.disabled = true;
+        try {
+          const reply = await answer();
+          if (isChallenge(reply)) {
+            showFactors(reply.body);
+          } else if (reply.ok || !RETRY_IN_DIALOG.has(reply.body && reply.body.code)) {
+            finish(reply);
+          } else {
+            dialog.error.textContent = new ApiError(reply.status, reply.body).describe();
+            dialog.code.value = "";
+            (current ? dialog.code : dialog.password).focus();
+            dialog.password.select();
+          }
+        } catch (error) {
+          dialog.error.textContent = error instanceof ApiError ? error.describe() : String(error);
+        } finally {
+          dialog.submit.disabled = false;
+        }
+      }
+      function onCancel(event) {
+        event.preventDefault();
+        finish(null);
+      }
+
+      dialog.form.addEventListener("submit", onSubmit);
+      dialog.cancel.addEventListener("click", onCancel);
+      dialog.root.addEventListener("cancel", onCancel);
+      if (challenge) {
+        showFactors(challenge);
+      } else {
+        dialog.passwordStep.hidden = false;
+        dialog.factorStep.hidden = true;
+        dialog.submit.textContent = "Continue";
+      }
+      dialog.root.showModal();
+      (challenge ? (selected() === "webauthn" ? dialog.submit : dialog.code) : dialog.password).focus();
+    });
+  }
+
+  /** A request on a Reverify endpoint: the password (and second factor) asked in the dialog. */
+  async function reverified(method, path, body, purpose) {
+    const reply = await confirmIdentity({ purpose, send: (extra) => request(method, path, { ...body, ...extra }) });
+    return reply ? outcome(reply) : null;
+  }
+
+  // ---------------------------------------------------------------------------- staff-only views
+
+  /** Why this session cannot use the staff console, or null when it can. */
+  async function refusal() {
+    let me;
+    try {
+      me = await call("GET", "/users/me");
+    } catch (error) {
+      if (error.explained) throw error;
+      return error instanceof ApiError ? error.describe() : String(error);
+    }
+    if (!me.staff) {
+      return `You are logged in as ${me.username}, who is not staff: the staff console is for staff accounts only.`;
+    }
+    return null;
+  }
+
+  // Errors that mean this session cannot use the staff endpoints at all (rather than one failed action).
+  const REFUSED = new Set(["ENDPOINT_REQUIRES_SECOND_FACTOR_ERROR", "INSUFFICIENT_PERMISSIONS_ERROR"]);
+
+  async function loginView() {
+    const form = $("#login-form");
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const data = new FormData(form);
+      const body = { username: String(data.get("username")).trim(), password: String(data.get("password")) };
+      if (!body.username || !body.password) return fail("Give your username (or email) and password.");
+      try {
+        let reply = await request("POST", "/login", body, { auth: false });
+        if (isChallenge(reply)) {
+          reply = await confirmIdentity({
+            heading: "Second factor",
+            purpose: "Your account is protected by a second factor.",
+            challenge: reply.body,
+            send: (extra) => request("POST", "/login", extra, { auth: false }),
+          });
+          if (!reply) return say("Login cancelled.");
+        }
+        token.set(outcome(reply).token);
+        navigate("/users", { status: "Logged in." });
+      } catch (error) {
+        fail(error);
+      }
+    });
+  }
+
+  async function refusedView(reason) {
+    $("#refused-reason").textContent = reason;
+    $("#refused-logout").addEventListener("click", logOut);
+  }
+
+  function pageOf() {
+    const query = new URLSearchParams(location.search);
+    const limit = [5, 10, 25, 50].includes(Number(query.get("limit"))) ? Number(query.get("limit")) : 25;
+    const offset = Math.max(0, Math.floor(Number(query.get("offset")) || 0));
+    return { limit, offset };
+  }
+
+  async function usersView() {
+    const { limit, offset } = pageOf();
+    const list = await call("GET", `/users?offset=${offset}&limit=${limit}`);
+    const rows = list.items.map((user) => {
+      const link = element("a", { href: `${BASE}/users/${encodeURIComponent(user.id)}`, textContent: user.username });
+      link.dataset.nav = "";
+      const state = [user.staff ? "staff" : "", user.bannedAt ? "banned" : "", user.verifiedAt ? "verified" : "unverified"];
+      const row = element(
+        "tr",
+        {},
+        element("th", { scope: "row" }, link),
+        labelled("Email", user.email),
+        labelled("State", state.filter(Boolean).join(", ")),
+        labelled("Created", when(user.createdAt)),
+      );
+      row.dataset.userId = user.id;
+      return row;
+    });
+    $("#users-table tbody").replaceChildren(...rows);
+    const first = list.items.length ? offset + 1 : 0;
+    $("#users-count").textContent = `Showing users ${first} to ${offset + list.items.length} of ${list.count}.`;
+    const pages = Math.max(1, Math.ceil(list.count / limit));
+    $("#users-page").textContent = `Page ${Math.floor(offset / limit) + 1} of ${pages}`;
+    const select = $("#users-limit");
+    select.value = String(limit);
+    select.addEventListener("change", () => navigate(`/users?offset=0&limit=${select.value}`, { focus: "users-limit" }));
+    const previous = $("#users-previous");
+    const next = $("#users-next");
+    previous.disabled = offset === 0;
+    next.disabled = offset + limit >= list.count;
+    previous.addEventListener("click", () =>
+      navigate(`/users?offset=${Math.max(0, offset - limit)}&limit=${limit}`, { focus: offset - limit > 0 ? "users-previous" : "users-next" }),
+    );
+    next.addEventListener("click", () =>
+      navigate(`/users?offset=${offset + limit}&limit=${limit}`, { focus: offset + 2 * limit < list.count ? "users-next" : "users-previous" }),
+    );
+  }
+
+  /** Run a change and show the user's page again with `done`'s message, focus back on `button`. */
+  function action(button, run) {
+    button.addEventListener("click", async () => {
+      try {
+        const message = await run();
+        if (message === null) return say("Cancelled: nothing changed.");
+        await render({ status: message, focus: button.id });
+      } catch (error) {
+        fail(error);
+      }
+    });
+  }
+
+  async function userView(id) {
+    const path = `/users/${encodeURIComponent(id)}`;
+    const [user, sessions, factors] = await Promise.all([
+      call("GET", path),
+      call("GET", `${path}/sessions?limit=50`),
+      call("GET", `${path}/2fa?limit=50`),
+    ]);
+    document.title = `${user.username} - Nimbus staff`;
+    $("#user-heading").textContent = `User ${user.username}`;
+    const details = [
+      ["Username", user.username],
+      ["Email", user.email],
+      ["ID", user.id],
+      ["Domain", user.subdomain ? `${user.subdomain}.${user.domain}` : user.domain],
+      ["Staff", user.staff ? "yes" : "no"],
+      ["Verified", user.verifiedAt ? when(user.verifiedAt) : "no"],
+      ["Banned", user.bannedAt ? when(user.bannedAt) : "no"],
+      ["Ban reason", user.banReason || ""],
+      ["Backup code last used", when(user.twoFactorBackupCodeUsedAt)],
+      ["Created", when(user.createdAt)],
+      ["Updated", when(user.updatedAt)],
+    ];
+    $("#user-details").replaceChildren(
+      ...details.flatMap(([label, value]) => [element("dt", { textContent: label }), element("dd", { textContent: value ?? "" })]),
+    );
+
+    // Sessions: revoking needs no reverification (CONTRACT: the staff session endpoints).
+    const rows = sessions.items.map((session, index) => {
+      const kind = session.permissionFlags === null ? "Login" : `API key: ${scopeNames(session.permissionFlags)}`;
+      const revoke = element("button", { type: "button", className: "danger small", textContent: "Revoke", id: `revoke-${index}` });
+      revoke.setAttribute("aria-label", `Revoke ${session.name}`);
+      revoke.addEventListener("click", async () => {
+        try {
+          await call("DELETE", `${path}/sessions/${encodeURIComponent(session.id)}`);
+          await render({ status: `Session "${session.name}" revoked.`, focus: "sessions-revoke-all" });
+        } catch (error) {
+          fail(error);
+        }
+      });
+      const row = element(
+        "tr",
+        {},
+        element("th", { scope: "row", textContent: session.name }),
+        labelled("Kind", kind),
+        labelled("Last used", when(session.usedAt)),
+        labelled("Expires", fromUnix(session.exp)),
+        element("td", {}, revoke),
+      );
+      row.dataset.sessionId = session.id;
+      return row;
+    });
+    $("#sessions-table tbody").replaceChildren(...rows);
+    $("#sessions-count").textContent =
+      sessions.count > sessions.items.length ? `Showing ${sessions.items.length} of ${sessions.count} sessions.` : `${sessions.count} sessions.`;
+    $("#sessions-table").closest(".table-wrap").hidden = !sessions.count;
+    const revokeAll = $("#sessions-revoke-all");
+    revokeAll.hidden = !sessions.count;
+    action(revokeAll, async () => {
+      const done = await call("DELETE", `${path}/sessions/all`);
+      return `${done.count ?? "All"} sessions of ${user.username} revoked.`;
+    });
+
+    // Second factors.
+    const list = $("#factors-list");
+    if (!factors.items.length) {
+      list.replaceChildren(element("li", { textContent: "None." }));
+    } else {
+      list.replaceChildren(
+        ...factors.items.map((factor) => {
+          const remove = element("button", { type: "button", className: "danger small", textContent: "Remove" });
+          remove.setAttribute("aria-label", `Remove ${factor.name}`);
+          remove.addEventListener("click", async () => {
+            try {
+              const done = await reverified("DELETE", `${path}/2fa/${encodeURIComponent(factor.id)}`, {}, `Remove ${user.username}'s second factor "${factor.name}".`);
+              if (!done) return say("Cancelled: nothing changed.");
+              await render({ status: `Second factor "${factor.name}" removed.`, focus: "factors-heading" });
+            } catch (error) {
+              fail(error);
+            }
+          });
+          const label = element("span", {}, element("strong", { textContent: factor.name }), ` ${FACTOR_TYPES[factor.type] || factor.type}, added ${when(factor.createdAt)}, last used ${when(factor.usedAt)}`);
+          return element("li", { className: "factor" }, label, remove);
+        }),
+      );
+    }
+
+    // Verification.
+    $("#verification-state").textContent = user.verifiedAt ? `Verified on ${when(user.verifiedAt)}.` : `Not verified: ${user.email}.`;
+    $("#verify-mark").hidden = Boolean(user.verifiedAt);
+    $("#verify-unmark").hidden = !user.verifiedAt;
+    $("#verify-resend").hidden = Boolean(user.verifiedAt);
+    action($("#verify-mark"), async () =>
+      (await reverified("PUT", `${path}/verify`, {}, `Mark ${user.username}'s email address verified.`)) && `${user.username}'s email address is marked verified.`,
+    );
+    action($("#verify-unmark"), async () =>
+      (await reverified("DELETE", `${path}/verify`, {}, `Remove the verified mark of ${user.username}.`)) && `${user.username}'s email address is no longer verified.`,
+    );
+    $("#verify-resend").addEventListener("click", async () => {
+      try {
+        await call("GET", `${path}/verify`);
+        say(`Verification email sent to ${user.email}.`);
+      } catch (error) {
+        fail(error);
+      }
+    });
+
+    // Staff flag.
+    $("#staff-state").textContent = user.staff ? `${user.username} is staff.` : `${user.username} is not staff.`;
+    $("#staff-promote").hidden = user.staff;
+    $("#staff-demote").hidden = !user.staff;
+    action($("#staff-promote"), async () =>
+      (await reverified("PUT", `${path}/staff`, {}, `Make ${user.username} staff.`)) && `${user.username} is staff now.`,
+    );
+    action($("#staff-demote"), async () =>
+      (await reverified("DELETE", `${path}/staff`, {}, `Remove ${user.username}'s staff rights.`)) && `${user.username} is no longer staff.`,
+    );
+
+    // Ban.
+    $("#ban-state").textContent = user.bannedAt ? `Banned on ${when(user.bannedAt)}: ${user.banReason || ""}` : "Not banned.";
+    const banForm = $("#ban-form");
+    banForm.hidden = Boolean(user.bannedAt);
+    $("#unban").hidden = !user.bannedAt;
+    banForm.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const reason = banForm.elements.reason.value.trim();
+      if (!reason) {
+        fail("Give the reason for the ban.");
+        banForm.elements.reason.focus();
+        return;
+      }
+      try {
+        const done = await reverified("PUT", `${path}/ban`, { reason }, `Ban ${user.username} (every session of theirs is revoked).`);
+        if (!done) return say("Cancelled: nothing changed.");
+        await render({ status: `${user.username} is banned.`, focus: "unban" });
+      } catch (error) {
+        fail(error);
+      }
+    });
+    action($("#unban"), async () => (await reverified("DELETE", `${path}/ban`, {}, `Lift ${user.username}'s ban.`)) && `${user.username}'s ban is lifted.`);
+
+    // Password.
+    const passwordForm = $("#password-form");
+    passwordForm.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const newPassword = passwordForm.elements.newPassword.value;
+      const confirmNewPassword = passwordForm.elements.confirmNewPassword.value;
+      if (newPassword.length < 8 || newPassword.length > 64) {
+        fail("The new password must have 8 to 64 characters.");
+        passwordForm.elements.newPassword.focus();
+        return;
+      }
+      if (newPassword !== confirmNewPassword) {
+        fail("The two passwords differ: type the same one twice.");
+        passwordForm.elements.confirmNewPassword.focus();
+        return;
+      }
+      try {
+        const body = { newPassword, confirmNewPassword };
+        const done = await reverified("PUT", `${path}/password`, body, `Set ${user.username}'s password (every session of theirs is signed out).`);
+        if (!done) return say("Cancelled: nothing changed.");
+        passwordForm.reset();
+        await render({ status: `${user.username}'s password is set; their sessions are signed out.`, focus: "password-new" });
+      } catch (error) {
+        fail(error);
+      }
+    });
+
+    // Delete.
+    $("#user-delete").addEventListener("click", async () => {
+      try {
+        const done = await reverified("DELETE", path, {}, `Delete ${user.username} for good.`);
+        if (!done) return say("Cancelled: nothing changed.");
+        await navigate("/users", { status: `${user.username} is deleted.` });
+      } catch (error) {
+        fail(error);
+      }
+    });
+  }
+
+  function showSwitches(list) {
+    const rows = list.items.map((item) => {
+      const toggle = element("button", {
+        type: "button",
+        className: item.state ? "small" : "danger small",
+        textContent: item.state ? "Turn off" : "Turn on",
+        id: `switch-${item.id}`,
+      });
+      toggle.setAttribute("aria-label", `${item.state ? "Turn off" : "Turn on"} ${item.name}`);
+      toggle.addEventListener("click", async () => {
+        try {
+          const method = item.state ? "DELETE" : "PUT";
+          const purpose = `${item.state ? "Turn off" : "Turn on"} the kill switch ${item.name}.`;
+          const fresh = await reverified(method, `/killswitches/${item.id}`, {}, purpose);
+          if (!fresh) return say("Cancelled: nothing changed.");
+          showSwitches(fresh);
+          say(`Kill switch ${item.name} is ${item.state ? "off" : "on"} (within 10 seconds everywhere).`);
+          $(`#switch-${item.id}`).focus();
+        } catch (error) {
+          fail(error);
+        }
+      });
+      const state = element("td", { textContent: item.state ? "On" : "Off", className: item.state ? "state-on" : "" });
+      state.dataset.label = "State";
+      const row = element("tr", {}, element("th", { scope: "row", textContent: item.name }), labelled("Number", String(item.id)), state, element("td", {}, toggle));
+      row.dataset.switch = item.name;
+      return row;
+    });
+    $("#killswitches-table tbody").replaceChildren(...rows);
+  }
+
+  async function operationsView() {
+    const [switches, level] = await Promise.all([call("GET", "/killswitches"), call("GET", "/loglevel")]);
+    showSwitches(switches);
+    $("#killswitches-off").addEventListener("click", async (event) => {
+      const button = event.currentTarget;
+      try {
+        const fresh = await reverified("DELETE", "/killswitches", {}, "Turn off every kill switch.");
+        if (!fresh) return say("Cancelled: nothing changed.");
+        showSwitches(fresh);
+        say("Every kill switch is off (within 10 seconds everywhere).");
+        button.focus();
+      } catch (error) {
+        fail(error);
+      }
+    });
+    const showLevel = (name) => {
+      $("#loglevel-state").textContent = `The log level is ${name}.`;
+      $("#loglevel-name").value = name.toUpperCase();
+    };
+    showLevel(level.name);
+    $("#loglevel-form").addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const name = $("#loglevel-name").value;
+      try {
+        const done = await reverified("PATCH", "/loglevel", { name }, `Set the log level to ${name}.`);
+        if (!done) return say("Cancelled: nothing changed.");
+        showLevel(done.name || name);
+        say(`The log level is ${done.name || name} now (within 10 seconds everywhere).`);
+      } catch (error) {
+        fail(error);
+      }
+    });
+  }
+
+  // ----------------------------------------------------------------------------------- routing
+
+  const VIEWS = {
+    login: { template: "view-login", title: "Staff log in", run: loginView, guest: true },
+    users: { template: "view-users", title: "Users", run: usersView },
+    user: { template: "view-user", title: "User", run: userView },
+    operations: { template: "view-operations", title: "Kill switches and log level", run: operationsView },
+  };
+
+  /** The view name and its argument (a user id) of the current URL. */
+  function currentView() {
+    const rest = location.pathname.replace(/^\/console\/staff\/?/, "").replace(/\/+$/, "");
+    if (!rest) return { name: token.get() ? "users" : "login" };
+    const user = /^users\/([^/]+)$/.exec(rest);
+    if (user) return { name: "user", argument: decodeURIComponent(user[1]) };
+    return { name: rest };
+  }
+
+  function show(name, templateId, title) {
+    const template = document.getElementById(templateId);
+    main.replaceChildren(template.content.cloneNode(true));
+    document.title = `${title} - Nimbus staff`;
+    main.dataset.view = name;
+  }
+
+  /** Show the view of the current URL; `status` / `error` are announced once it is on screen;
+   * `focus` names an element to focus afterwards (the button that was used), else the heading. */
+  async function render({ status, error, focus } = {}) {
+    let { name, argument } = currentView();
+    const loggedIn = Boolean(token.get());
+    let view = VIEWS[name];
+    if (view && !view.guest && !loggedIn) {
+      history.replaceState(null, "", `${BASE}/login`);
+      name = "login";
+    } else if (view && view.guest && loggedIn) {
+      history.replaceState(null, "", `${BASE}/users`);
+      name = "users";
+    }
+    view = VIEWS[name];
+    $("#nav").hidden = !loggedIn;
+    for (const link of document.querySelectorAll("#nav a[data-nav]")) {
+      const here = link.pathname === `${BASE}/${name === "user" ? "users" : name}`;
+      if (here) link.setAttribute("aria-current", "page");
+      else link.removeAttribute("aria-current");
+    }
+    clearMessages();
+    main.setAttribute("aria-busy", "true");
+    try {
+      // A staff view: first make sure this session is staff's, so others get a clear refusal.
+      const refused = view && !view.guest ? await refusal() : null;
+      if (refused) {
+        show("refused", "view-refused", "Staff only");
+        await refusedView(refused);
+      } else {
+        show(view ? name : "missing", view ? view.template : "view-missing", view ? view.title : "Not found");
+        if (status) say(status);
+        if (error) fail(error);
+        if (view) {
+          try {
+            await view.run(argument);
+          } catch (failure) {
+            if (failure instanceof ApiError && REFUSED.has(failure.code)) {
+              show("refused", "view-refused", "Staff only");
+              await refusedView(failure.describe());
+            } else {
+              fail(failure);
+            }
+          }
+        }
+      }
+    } catch (failure) {
+      fail(failure);
+    } finally {
+      main.removeAttribute("aria-busy");
+    }
+    const target = (focus && document.getElementById(focus)) || $("h1", main);
+    if (target && !target.hidden) {
+      if (target.tagName === "H1") target.tabIndex = -1;
+      target.focus({ preventScroll: target.tagName === "H1" });
+    } else {
+      const heading = $("h1", main);
+      if (heading) {
+        heading.tabIndex = -1;
+        heading.focus({ preventScroll: true });
+      }
+    }
+  }
+
+  function navigate(path, messages) {
+    history.pushState(null, "", `${BASE}${path}`);
+    return render(messages);
+  }
+
+  async function logOut() {
+    try {
+      await request("DELETE", "/users/me/sessions/me");
+    } finally {
+      token.clear();
+      navigate("/login", { status: "Logged out." });
+    }
+  }
+
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest("a[data-nav]");
+    if (!link || event.ctrlKey || event.metaKey || event.shiftKey || event.button !== 0) return;
+    event.preventDefault();
+    navigate((link.pathname.replace(BASE, "") || "/") + link.search);
+  });
+  window.addEventListener("popstate", () => render());
+  $("#logout").addEventListener("click", logOut);
+
+  render();
+})();
