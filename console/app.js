@@ -7,144 +7,19 @@
 (() => {
   const BASE = "/console";
 
-  // The session token lives in sessionStorage: it survives a reload of this tab but not closing it,
-  // it is not shared with other tabs (each tab is its own session, as a login should be), and unlike
-  // a cookie the browser never attaches it to a request by itself, so other sites cannot make
-  // requests with it (no CSRF). Script on this page can read it, which is why the CSP allows only
-  // this origin's scripts. It never goes into a URL.
-  const TOKEN_KEY = "nimbus.session";
+  const {
+    $, token, request, outcome, call, isChallenge, b64url, withIds, credentialJson, webauthnError, say, fail,
+    clearMessages, explain, waitFor, when, fromUnix, element, labelled, SCOPES, scopeNames, FACTOR_TYPES,
+    confirmIdentity, reverified,
+  } = window.Nimbus; // console/common.js, shared with the staff console
+  window.Nimbus.configure({
+    base: BASE,
+    onSessionEnd: (message) => navigate("/login", { error: message }),
+  });
 
-  // Scope bits of shared/nimbus_core/scopes.py (tests/tools/unit/test_local_static.py keeps them equal).
-  const SCOPES = {
-    ALL: 1,
-    UPLOAD_FILE: 2,
-    ACCOUNT_READ: 4,
-    ACCOUNT_MODIFY: 8,
-    SECOND_FACTOR_READ: 16,
-    SESSION_READ: 32,
-    SESSION_MODIFY: 64,
-    FILE_READ: 128,
-    FILE_MODIFY: 256,
-    STAFF_READ_ACCOUNTS: 512,
-    STAFF_MODIFY_ACCOUNTS: 1024,
-    STAFF_READ_SECOND_FACTORS: 2048,
-    STAFF_MODIFY_SECOND_FACTORS: 4096,
-    STAFF_READ_SESSIONS: 8192,
-    STAFF_MODIFY_SESSIONS: 16384,
-    STAFF_READ_FILES: 32768,
-    STAFF_MODIFY_FILES: 65536,
-    STAFF_MODIFY_DOMAINS: 131072,
-    STAFF_MODIFY_INSTRUCTIONS: 262144,
-    STAFF_MODIFY_KILLSWITCHES: 524288,
-    STAFF_MODIFY_LOGLEVEL: 1048576,
-  };
-
-  const FACTOR_TYPES = { totp: "Authenticator app", webauthn: "Passkey or security key", backup: "Backup code" };
-  const CHALLENGE = "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR";
-
-  const $ = (selector, root = document) => root.querySelector(selector);
   const main = $("#main");
 
-  // ------------------------------------------------------------------------------------ the API
-
-  const token = {
-    get: () => sessionStorage.getItem(TOKEN_KEY),
-    set: (value) => sessionStorage.setItem(TOKEN_KEY, value),
-    clear: () => sessionStorage.removeItem(TOKEN_KEY),
-  };
-
-  /** An error answer of the API: its CONTRACT code and message (and fields, when it names some);
-   * `retryAfter` is the seconds a 429 asks to wait, when it says. */
-  class ApiError extends Error {
-    constructor(status, body, retryAfter = null) {
-      const code = body && body.code ? body.code : `HTTP_${status}`;
-      const message = body && body.message ? body.message : "Unexpected answer from the API";
-      super(message);
-      this.status = status;
-      this.code = code;
-      this.body = body || {};
-      this.retryAfter = retryAfter;
-    }
-
-    describe() {
-      const fields = Array.isArray(this.body.fields) ? ` [${this.body.fields.join(", ")}]` : "";
-      return `${this.message}${fields} (${this.code})`;
-    }
-  }
-
-  /** One API call: {status, body}. The session token goes in Authorization unless auth is false. */
-  async function request(method, path, body, { auth = true } = {}) {
-    const headers = {};
-    const stored = token.get();
-    if (auth && stored) headers.Authorization = stored; // the bare token (CONTRACT section 3)
-    if (body !== undefined) headers["Content-Type"] = "application/json";
-    let reply;
-    try {
-      reply = await fetch(path, {
-        method,
-        headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-        cache: "no-store",
-      });
-    } catch (error) {
-      throw new ApiError(0, { code: "NETWORK_ERROR", message: `The API cannot be reached: ${error.message}` });
-    }
-    const text = await reply.text();
-    let parsed = null;
-    try {
-      parsed = text ? JSON.parse(text) : null;
-    } catch {
-      parsed = null;
-    }
-    const retryAfter = Number(reply.headers.get("Retry-After")) || null;
-    return { status: reply.status, ok: reply.ok, body: parsed, retryAfter };
-  }
-
-  /** A reply's body if it succeeded, else an ApiError. A dead session (revoked elsewhere, expired)
-   * sends you to log in; that error is then already explained and not shown again. */
-  function outcome(reply) {
-    if (reply.ok) return reply.body;
-    const error = new ApiError(reply.status, reply.body, reply.retryAfter);
-    if (error.code === "INVALID_SESSION_ERROR" && reply.status === 401 && token.get()) {
-      token.clear();
-      error.explained = true;
-      navigate("/login", { error: "Your session has ended: please log in again." });
-    }
-    throw error;
-  }
-
-  /** An API call that must succeed: its body, or an ApiError. */
-  async function call(method, path, body, options) {
-    return outcome(await request(method, path, body, options));
-  }
-
-  const isChallenge = (reply) => reply.status === 401 && reply.body && reply.body.code === CHALLENGE;
-
-  // Answers the person can correct in the dialog; any other error closes it and shows on the page.
-  const RETRY_IN_DIALOG = new Set([
-    "INVALID_PASSWORD_ERROR",
-    "INVALID_SECOND_FACTOR_RESPONSE_ERROR",
-    "INVALID_SECOND_FACTOR_METHOD_ERROR",
-    "MISSING_FIELDS_ERROR",
-  ]);
-
   // ----------------------------------------------------------------------------------- WebAuthn
-
-  // The API speaks the JSON form of WebAuthn (base64url strings); navigator.credentials wants
-  // ArrayBuffers. These convert both ways without relying on the newer JSON helpers.
-  const b64url = {
-    decode(text) {
-      const base64 = text.replace(/-/g, "+").replace(/_/g, "/").padEnd(Math.ceil(text.length / 4) * 4, "=");
-      return Uint8Array.from(atob(base64), (c) => c.charCodeAt(0)).buffer;
-    },
-    encode(buffer) {
-      let binary = "";
-      for (const byte of new Uint8Array(buffer)) binary += String.fromCharCode(byte);
-      return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-    },
-  };
-
-  const withIds = (list) => (list || []).map((item) => ({ ...item, id: b64url.decode(item.id) }));
 
   function creationOptions(setup) {
     return {
@@ -159,134 +34,12 @@
     };
   }
 
-  function requestOptions(options) {
-    return { ...options, challenge: b64url.decode(options.challenge), allowCredentials: withIds(options.allowCredentials) };
-  }
-
-  /** PublicKeyCredential -> the JSON the API expects (PublicKeyCredential.toJSON()'s shape). */
-  function credentialJson(credential) {
-    if (typeof credential.toJSON === "function") return credential.toJSON();
-    const r = credential.response;
-    const response = { clientDataJSON: b64url.encode(r.clientDataJSON) };
-    if (r.attestationObject) {
-      response.attestationObject = b64url.encode(r.attestationObject);
-      response.transports = typeof r.getTransports === "function" ? r.getTransports() : [];
-    } else {
-      response.authenticatorData = b64url.encode(r.authenticatorData);
-      response.signature = b64url.encode(r.signature);
-      response.userHandle = r.userHandle ? b64url.encode(r.userHandle) : null;
-    }
-    return {
-      id: credential.id,
-      rawId: b64url.encode(credential.rawId),
-      type: credential.type,
-      authenticatorAttachment: credential.authenticatorAttachment || null,
-      clientExtensionResults: credential.getClientExtensionResults(),
-      response,
-    };
-  }
-
-  function webauthnError(error) {
-    const reasons = {
-      NotAllowedError: "The passkey request was cancelled or timed out.",
-      InvalidStateError: "This passkey is already registered.",
-      SecurityError: "Passkeys work only on the console's own address (http://localhost:<port>/console/).",
-    };
-    return new ApiError(0, { code: "WEBAUTHN_" + (error.name || "ERROR"), message: reasons[error.name] || error.message });
-  }
-
   // --------------------------------------------------------------------- status and rendering
-
-  function say(message) {
-    $("#error").textContent = "";
-    $("#status").textContent = message || "";
-  }
-
-  function fail(error) {
-    if (error && error.explained) return;
-    $("#status").textContent = "";
-    $("#error").textContent = error instanceof ApiError ? error.describe() : String(error && error.message ? error.message : error);
-  }
-
-  function clearMessages() {
-    $("#status").textContent = "";
-    $("#error").textContent = "";
-  }
-
-  /** "in 12 minutes": how long a 429 asks to wait, in words. The account changes count per day, so
-   * past 90 minutes the wait is said in hours ("in 1440 minutes" means nothing to anyone). */
-  function waitFor(error) {
-    const minutes = Math.ceil((error.retryAfter || 0) / 60);
-    if (minutes > 90) return `in ${Math.ceil(minutes / 60)} hours`;
-    if (minutes > 1) return `in ${minutes} minutes`;
-    return minutes === 1 ? "in a minute" : "later";
-  }
-
-  // What the CONTRACT error codes of the account changes mean, in words (docs/openapi.json lists
-  // the codes each operation answers). `what` names the thing being changed ("username", "email
-  // address", ...) and `error` is the ApiError, for the fields at fault or the wait of a 429.
-  // The code stays in brackets after the words, so that a support request can quote it.
-  const MESSAGES = {
-    INVALID_USERNAME_ERROR: () => "A username has 1 to 64 characters: letters, digits, _ . and - only.",
-    INVALID_EMAIL_ERROR: () => "That is not a valid email address.",
-    USER_EXISTS_ERROR: (what) => `That ${what} belongs to another account: choose another one.`,
-    PASSWORDS_DO_NOT_MATCH_ERROR: () => "The two new passwords differ: type the same one twice.",
-    INVALID_PASSWORD_ERROR: () => "The password is wrong.",
-    INVALID_SECOND_FACTOR_RESPONSE_ERROR: () => "The second-factor answer was wrong or too late: try again.",
-    INVALID_SECOND_FACTOR_METHOD_ERROR: () => "That kind of second factor is not set up on this account.",
-    INVALID_DOMAIN_ERROR: () => "That domain is no longer offered: choose one from the list.",
-    SUBDOMAIN_NOT_ALLOWED_ERROR: () => "This domain takes no subdomain: leave the subdomain empty.",
-    SUBDOMAIN_TOO_LONG_ERROR: () =>
-      "The subdomain is too long: at most 63 letters, digits and dashes once spaces become dashes.",
-    INVALID_FIELDS_ERROR: (what, error) => invalidFields(error.body.fields),
-    MISSING_FIELDS_ERROR: (what, error) => `Something is missing (${(error.body.fields || []).join(", ")}): fill it in.`,
-    BODY_TOO_LARGE_ERROR: () => "That is far too long.",
-    INVALID_BODY_ERROR: () => "The console sent a request the API could not read: reload the page and try again.",
-    // On PATCH /users/me/sessions/:sid, a 404 INVALID_SESSION_ERROR: the session is gone.
-    INVALID_SESSION_ERROR: () => "That session no longer exists: it was revoked or it expired.",
-    INSUFFICIENT_PERMISSIONS_ERROR: () => "This session is not allowed to do that.",
-    // Both the endpoint's own limit (3 username changes a day...) and the lock on failed passwords.
-    RATELIMITED_ERROR: (what, error) => `Too many tries for now: try again ${waitFor(error)}.`,
-    SERVICE_UNAVAILABLE_ERROR: () => "This is switched off for maintenance at the moment: try again later.",
-    INTERNAL_SERVER_ERROR: () => "Something went wrong on our side: nothing was changed, try again.",
-  };
-
-  // INVALID_FIELDS_ERROR names the fields out of bounds; these are the ones the console sends.
-  const FIELD_BOUNDS = {
-    name: "A session name has 1 to 64 characters.",
-    newPassword: "The new password must have 8 to 64 characters.",
-    confirmNewPassword: "The new password must have 8 to 64 characters.",
-    domain: "Choose a domain from the list.",
-    subdomain: "That subdomain cannot be used: use letters, digits and dashes.",
-  };
-
-  function invalidFields(fields) {
-    const said = [...new Set((fields || []).map((field) => FIELD_BOUNDS[field]).filter(Boolean))];
-    return said.length ? said.join(" ") : "A value is out of its bounds.";
-  }
-
-  /** An error of an account change, in words: "<what it means> (CODE)". Errors without an entry
-   * (the network, WebAuthn) keep their own description. */
-  function explain(error, what) {
-    if (!(error instanceof ApiError)) return String(error && error.message ? error.message : error);
-    const words = MESSAGES[error.code];
-    return words ? `${words(what, error)} (${error.code})` : error.describe();
-  }
 
   /** Show an account change's error in words (or nothing, if it was already explained). */
   function failChange(error, what) {
     if (error && error.explained) return;
     fail(explain(error, what));
-  }
-
-  const when = (iso) => (iso ? new Date(iso).toLocaleString() : "never");
-  const fromUnix = (seconds) => new Date(seconds * 1000).toLocaleString();
-
-  function element(tag, properties = {}, ...children) {
-    const node = document.createElement(tag);
-    Object.assign(node, properties);
-    node.append(...children);
-    return node;
   }
 
   async function copy(text, button) {
@@ -297,139 +50,6 @@
       say("Select the text and copy it yourself: the browser refused clipboard access.");
     }
     button.focus();
-  }
-
-  // ---------------------------------------------------------- confirming it's you (the dialog)
-
-  const dialog = {
-    root: $("#confirm"),
-    form: $("#confirm-form"),
-    heading: $("#confirm-heading"),
-    purpose: $("#confirm-purpose"),
-    passwordStep: $("#confirm-password-step"),
-    password: $("#confirm-password"),
-    factorStep: $("#confirm-factor-step"),
-    types: $("#confirm-types"),
-    codeRow: $("#confirm-code-row"),
-    codeLabel: $("#confirm-code-label"),
-    code: $("#confirm-code"),
-    error: $("#confirm-error"),
-    submit: $("#confirm-submit"),
-    cancel: $("#confirm-cancel"),
-  };
-
-  /**
-   * Ask for the password (unless a challenge is already given), then answer the second-factor
-   * challenge the API may send back (CONTRACT section 9). `send(extra)` repeats the request with
-   * `{password}` or `{"2fa": ...}` added. Resolves with the final reply (a success, or an error
-   * that another try would not fix), or null if cancelled.
-   */
-  function confirmIdentity({ heading = "Confirm it's you", purpose, challenge = null, send }) {
-    return new Promise((resolve) => {
-      let current = challenge;
-      dialog.heading.textContent = heading;
-      dialog.purpose.textContent = purpose;
-      dialog.error.textContent = "";
-      dialog.password.value = "";
-      dialog.code.value = "";
-
-      const showFactors = (body) => {
-        current = body;
-        dialog.passwordStep.hidden = true;
-        dialog.factorStep.hidden = false;
-        dialog.types.replaceChildren(element("legend", { textContent: "Answer with" }));
-        body.types.forEach((type, index) => {
-          const input = element("input", { type: "radio", name: "factor", value: type, checked: index === 0 });
-          input.addEventListener("change", chooseType);
-          dialog.types.append(element("label", { className: "check" }, input, " " + (FACTOR_TYPES[type] || type)));
-        });
-        chooseType();
-      };
-      const selected = () => ($("input[name=factor]:checked", dialog.types) || {}).value;
-      function chooseType() {
-        const type = selected();
-        dialog.codeRow.hidden = type === "webauthn";
-        dialog.codeLabel.textContent = type === "backup" ? "Backup code" : "Code from your authenticator app";
-        dialog.code.inputMode = type === "totp" ? "numeric" : "text";
-        dialog.submit.textContent = type === "webauthn" ? "Use passkey" : "Continue";
-        (type === "webauthn" ? dialog.submit : dialog.code).focus();
-      }
-
-      const finish = (value) => {
-        dialog.form.removeEventListener("submit", onSubmit);
-        dialog.cancel.removeEventListener("click", onCancel);
-        dialog.root.removeEventListener("cancel", onCancel);
-        dialog.password.value = "";
-        dialog.code.value = "";
-        dialog.root.close();
-        resolve(value);
-      };
-
-      async function answer() {
-        if (!current) return send({ password: dialog.password.value });
-        const type = selected();
-        const twoFa = { token: current.token, type };
-        if (type === "webauthn") {
-          if (!current.challenge) throw new ApiError(0, { code: "WEBAUTHN_ERROR", message: "The API sent no passkey challenge." });
-          let credential;
-          try {
-            credential = await navigator.credentials.get({ publicKey: requestOptions(current.challenge) });
-          } catch (error) {
-            throw webauthnError(error);
-          }
-          twoFa.response = credentialJson(credential);
-        } else {
-          twoFa.code = dialog.code.value.trim();
-        }
-        return send({ "2fa": twoFa });
-      }
-
-      async function onSubmit(event) {
-        event.preventDefault();
-        dialog.error.textContent = "";
-        dialog.submit.disabled = true;
-        try {
-          const reply = await answer();
-          if (isChallenge(reply)) {
-            showFactors(reply.body);
-          } else if (reply.ok || !RETRY_IN_DIALOG.has(reply.body && reply.body.code)) {
-            finish(reply);
-          } else {
-            // Wrong password or code: say so and let the person try again (the API counts attempts).
-            dialog.error.textContent = new ApiError(reply.status, reply.body).describe();
-            dialog.code.value = "";
-            dialog.password.select();
-          }
-        } catch (error) {
-          dialog.error.textContent = error instanceof ApiError ? error.describe() : String(error);
-        } finally {
-          dialog.submit.disabled = false;
-        }
-      }
-      function onCancel(event) {
-        event.preventDefault();
-        finish(null);
-      }
-
-      dialog.form.addEventListener("submit", onSubmit);
-      dialog.cancel.addEventListener("click", onCancel);
-      dialog.root.addEventListener("cancel", onCancel);
-      if (challenge) {
-        showFactors(challenge);
-      } else {
-        dialog.passwordStep.hidden = false;
-        dialog.factorStep.hidden = true;
-        dialog.submit.textContent = "Continue";
-      }
-      dialog.root.showModal();
-      (challenge ? (selected() === "webauthn" ? dialog.submit : dialog.code) : dialog.password).focus();
-    });
-  }
-
-  /** A request on a Reverify endpoint: the password (and second factor) asked in the dialog. */
-  async function reverified(method, path, body, purpose) {
-    const reply = await confirmIdentity({ purpose, send: (extra) => request(method, path, { ...body, ...extra }) });
-    return reply ? outcome(reply) : null;
   }
 
   // ------------------------------------------------------------------------------------ views
@@ -813,20 +433,6 @@
     passwordForm();
     deleteAccount();
     await domainForm(user);
-  }
-
-  function scopeNames(flags) {
-    return Object.entries(SCOPES)
-      .filter(([, bit]) => flags & bit)
-      .map(([name]) => name)
-      .join(", ");
-  }
-
-  // A cell that names its column, for the one-card-per-row layout on phones (style.css).
-  function labelled(label, text) {
-    const cell = element("td", { textContent: text });
-    cell.dataset.label = label;
-    return cell;
   }
 
   /** Rename a session in place: its name cell becomes a small form; Escape or Cancel puts it back. */

@@ -169,12 +169,27 @@ def test_the_console_url_is_on_localhost_for_webauthn() -> None:
     assert console_url(3000) == "http://localhost:3000/console"
 
 
-@pytest.mark.parametrize("script_path", ["app.js", "staff/staff.js"])
-def test_the_console_knows_every_scope_by_its_bit(script_path: str) -> None:
-    """console/app.js names scopes for the API-key form and the sessions list, and
-    console/staff/staff.js for a user's sessions: the same bits as the API."""
-    script = (REPO / "console" / script_path).read_text()
+def test_the_console_knows_every_scope_by_its_bit() -> None:
+    """console/common.js names scopes for the API-key form and the sessions lists of both
+    consoles: the same bits as the API."""
+    script = (REPO / "console" / "common.js").read_text()
     block = re.search(r"const SCOPES = \{(.*?)\};", script, re.DOTALL)
     assert block is not None
     named = {name: int(bit) for name, bit in re.findall(r"(\w+): (\d+),", block.group(1))}
     assert named == {scope.name: scope.value for scope in Scope}
+
+
+def test_both_consoles_load_the_shared_script_first() -> None:
+    """Both pages load console/common.js (served from /console/ to the staff page too) before
+    their own script, which keeps no copy of it."""
+    site = StaticSite(REPO)
+    assert _served(site, "/console/common.js").status == 200
+    shared = '<script src="/console/common.js" defer></script>'
+    pages = (("/console/", "/console/app.js"), ("/console/staff/users", "/console/staff/staff.js"))
+    for page_path, script_path in pages:
+        page = _served(site, page_path).body.decode()
+        assert shared in page
+        assert page.index(shared) < page.index(f'<script src="{script_path}" defer></script>')
+        script = (REPO / script_path.removeprefix("/")).read_text()
+        assert "const SCOPES" not in script
+        assert "class ApiError" not in script
