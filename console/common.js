@@ -354,6 +354,8 @@
    * where it was when the dialog closes.
    */
   function confirmIdentity({ heading = "Confirm it's you", purpose, challenge = null, send }) {
+    // One question at a time: a second request (a double click) gets no answer of the first.
+    if (dialog.root.open) return Promise.resolve(null);
     return new Promise((resolve) => {
       let current = challenge;
       const returnTo = document.activeElement;

@@ -78,9 +78,17 @@
     return { limit, offset };
   }
 
+  /** Whether a newer render replaced the page a view began on while it waited for the API: then
+   * that view stops, or its handlers would act on the page now shown (another user's). */
+  function replaced(page) {
+    return main.firstElementChild !== page;
+  }
+
   async function usersView() {
     const { limit, offset } = pageOf();
+    const page = main.firstElementChild;
     const list = await call("GET", `/users?offset=${offset}&limit=${limit}`);
+    if (replaced(page)) return;
     const rows = list.items.map((user) => {
       const link = element("a", { href: `${BASE}/users/${encodeURIComponent(user.id)}`, textContent: user.username });
       link.dataset.nav = "";
@@ -131,11 +139,13 @@
 
   async function userView(id) {
     const path = `/users/${encodeURIComponent(id)}`;
+    const page = main.firstElementChild;
     const [user, sessions, factors] = await Promise.all([
       call("GET", path),
       call("GET", `${path}/sessions?limit=50`),
       call("GET", `${path}/2fa?limit=50`),
     ]);
+    if (replaced(page)) return;
     document.title = `${user.username} - Nimbus staff`;
     $("#user-heading").textContent = `User ${user.username}`;
     const details = [
@@ -321,7 +331,7 @@
         try {
           const method = item.state ? "DELETE" : "PUT";
           const purpose = `${item.state ? "Turn off" : "Turn on"} the kill switch ${item.name}.`;
-          const fresh = await reverified(method, `/killswitches/${item.id}`, {}, purpose);
+          const fresh = await reverified(method, `/killswitches/${encodeURIComponent(item.id)}`, {}, purpose);
           if (!fresh) return say("Cancelled: nothing changed.");
           showSwitches(fresh);
           say(`Kill switch ${item.name} is ${item.state ? "off" : "on"} (within 10 seconds everywhere).`);
@@ -340,7 +350,9 @@
   }
 
   async function operationsView() {
+    const page = main.firstElementChild;
     const [switches, level] = await Promise.all([call("GET", "/killswitches"), call("GET", "/loglevel")]);
+    if (replaced(page)) return;
     showSwitches(switches);
     $("#killswitches-off").addEventListener("click", async (event) => {
       const button = event.currentTarget;
@@ -387,7 +399,8 @@
     const rest = location.pathname.replace(/^\/console\/staff\/?/, "").replace(/\/+$/, "");
     if (!rest) return { name: token.get() ? "users" : "login" };
     const user = /^users\/([^/]+)$/.exec(rest);
-    if (user) return { name: "user", argument: decodeURIComponent(user[1]) };
+    // "me" names the caller's own routes (/users/me/...), not a user's page: no page acts on it.
+    if (user && decodeURIComponent(user[1]) !== "me") return { name: "user", argument: decodeURIComponent(user[1]) };
     return { name: rest };
   }
 

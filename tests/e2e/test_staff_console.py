@@ -8,6 +8,7 @@ the staff pages as tests/e2e/test_console_accessibility.py audits the account co
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pyotp
@@ -243,6 +244,19 @@ def test_the_account_consoles_session_is_the_staff_consoles_too(
     _open(console, "")
     console.expect_view("users")
     expect(console.page.locator("#users-count")).to_contain_text("Showing users 1 to")
+
+
+def test_users_me_is_no_users_page_so_nothing_there_acts_on_the_staff_members_own_account(
+    console: Console, client: Client, local_api: LocalApiProcess
+) -> None:
+    name, _, _, codes = _staff(client, local_api)
+    _log_in(console, name, codes[0])
+    console.expect_view("users")
+
+    _open(console, "users/me")
+
+    console.expect_view("missing")
+    expect(console.page.get_by_role("button", name=re.compile("Ban|Delete"))).to_have_count(0)
 
 
 def test_the_staff_pages_have_no_serious_accessibility_violation(
