@@ -62,6 +62,17 @@ class Console:
     def status(self) -> str:
         return self.page.locator("#status").inner_text()
 
+    def tab_to(self, selector: str, *, limit: int = 40, key: str = "Tab") -> None:
+        """Press ``key`` (Tab, Shift+Tab) until the focused element matches ``selector``, as a
+        keyboard-only user moves; fails if it never does within ``limit`` presses."""
+        for _ in range(limit):
+            self.page.keyboard.press(key)
+            if self.page.evaluate(
+                "(s) => document.activeElement && document.activeElement.matches(s)", selector
+            ):
+                return
+        raise AssertionError(f"{key} never reached {selector}")
+
     def screenshot(self, name: str, *, full_page: bool = False) -> None:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         self.page.screenshot(path=SCREENSHOTS / name, full_page=full_page, animations="disabled")

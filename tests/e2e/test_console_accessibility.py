@@ -130,20 +130,13 @@ def test_logging_in_and_reaching_the_sessions_with_the_keyboard_alone(
     console.open("login")
     console.expect_view("login")
 
-    def tab_to(selector: str, limit: int = 25) -> None:
-        for _ in range(limit):
-            page.keyboard.press("Tab")
-            if page.evaluate("(s) => document.activeElement && document.activeElement.matches(s)", selector):
-                return
-        raise AssertionError(f"Tab never reached {selector}")
-
-    tab_to("#login-username")
+    console.tab_to("#login-username")
     page.keyboard.type(name)
-    tab_to("#login-password")
+    console.tab_to("#login-password")
     page.keyboard.type(PASSWORD)
     page.keyboard.press("Enter")
     console.expect_view("account")
-    tab_to("a[href$='/sessions']")
+    console.tab_to("a[href$='/sessions']")
     page.keyboard.press("Enter")
 
     console.expect_view("sessions")

@@ -363,28 +363,21 @@ def test_logging_in_and_reaching_a_user_with_the_keyboard_alone(
     _open(console, "login")
     console.expect_view("login")
 
-    def tab_to(selector: str, limit: int = 40, key: str = "Tab") -> None:
-        for _ in range(limit):
-            page.keyboard.press(key)
-            if page.evaluate("(s) => document.activeElement && document.activeElement.matches(s)", selector):
-                return
-        raise AssertionError(f"{key} never reached {selector}")
-
-    tab_to("#login-username")
+    console.tab_to("#login-username")
     page.keyboard.type(name)
-    tab_to("#login-password")
+    console.tab_to("#login-password")
     page.keyboard.type(PASSWORD)
     page.keyboard.press("Enter")
     expect(page.get_by_role("dialog")).to_be_visible()
     assert page.evaluate("document.activeElement.id") == "confirm-code"
-    tab_to("input[name=factor]:checked", key="Shift+Tab")
+    console.tab_to("input[name=factor]:checked", key="Shift+Tab")
     page.keyboard.press("ArrowDown")  # the second answer, a backup code: focus goes to the code again
     assert page.evaluate("document.activeElement.id") == "confirm-code"
     expect(page.get_by_role("textbox", name="Backup code")).to_be_focused()
     page.keyboard.type(codes[0])
     page.keyboard.press("Enter")
     console.expect_view("users")
-    tab_to("#users-table tbody a")
+    console.tab_to("#users-table tbody a")
     page.keyboard.press("Enter")
 
     console.expect_view("user")
