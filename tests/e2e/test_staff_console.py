@@ -53,10 +53,12 @@ def _log_in(console: Console, name: str, backup_code: str | None = None) -> None
 
 
 def _reverify(console: Console, kind: str, code: str) -> None:
-    """The page's dialog answered: the password, then the second factor."""
+    """The page's dialog answered: the password, then the second factor; then the page drawn
+    again and wired (its buttons do nothing until the view's data has loaded)."""
     console.confirm_password()
     console.answer_code(kind, code)
     expect(console.page.get_by_role("dialog")).to_be_hidden()
+    expect(console.page.locator("main[data-view]:not([aria-busy])")).to_be_visible()
 
 
 def _user_rows(console: Console) -> list[str]:
