@@ -29,6 +29,19 @@ class KillSwitch(IntEnum):
     GLOBAL = 8
 
 
+_BY_ID = {str(switch.value): switch for switch in KillSwitch}
+
+
+def by_id(text: str) -> KillSwitch | None:
+    """The switch whose id is ``text`` written in canonical decimal (``"4"``), else None.
+
+    Only the exact spelling names a switch (CONTRACT 11): ``int()`` would also read ``"08"``,
+    ``"+4"``, ``" 4"``, ``"4_0"`` and other scripts' digits (``"٤"``), and so let a typo or an
+    unexpected spelling reach a switch it does not name.
+    """
+    return _BY_ID.get(text)
+
+
 def parameter_names(path: str) -> dict[KillSwitch, str]:
     """Each switch's SSM parameter name under the stage's ``path`` (``/nimbus/dev/killswitches``)."""
     base = path.rstrip("/")

@@ -7,6 +7,7 @@ import io
 import os
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -154,6 +155,33 @@ def test_an_unknown_switch_is_400_before_reverification(staff: Staff, switch: st
     refused = staff.call("PUT", f"/killswitches/{switch}", {})
 
     assert (refused.status, code(refused), refused.body["fields"]) == (400, "INVALID_FIELDS_ERROR", ["id"])
+
+
+# Spellings of a number that int() reads as a switch but that are not its canonical decimal id:
+# leading zeros (a long run of them too), signs, decimals, blanks, digit separators, other scripts'
+# digits (int() reads Arabic-Indic and fullwidth digits), hexadecimal, and more digits than int()
+# parses at all.
+NOT_CANONICAL = [
+    "08", "04", "00", "+4", "-0", "4.0", " 4", "4 ", "4_0", "0x4", "\u0664", "\uff14", "0" * 40 + "8",
+    "0" * 5000 + "8", "4" * 5000,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("encoded", [True, False], ids=["percent-encoded", "as-typed"])
+@pytest.mark.parametrize("method", ["PUT", "DELETE"])
+@pytest.mark.parametrize("spelling", NOT_CANONICAL, ids=lambda s: ascii(s) if len(s) < 9 else len(s))
+def test_only_the_canonical_decimal_id_names_a_switch(
+    stack: Stack, staff: Staff, method: str, spelling: str, encoded: bool
+) -> None:
+    # Every switch on for DELETE, so that a spelling read as some switch's number would turn it off.
+    before = set(NAMES) if method == "DELETE" else set()
+    stack.set_switches(*before)
+    segment = quote(spelling, safe="") if encoded else spelling
+
+    refused = staff.reverified(method, f"/killswitches/{segment}")
+
+    assert (refused.status, code(refused), refused.body["fields"]) == (400, "INVALID_FIELDS_ERROR", ["id"])
+    assert stack.enabled_switches() == before
 
 
 def test_an_answered_challenge_cannot_change_a_switch_twice(api: Api, staff: Staff) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel
 from pydantic_core import PydanticCustomError
 
-from nimbus_core.killswitches import KillSwitch
+from nimbus_core.killswitches import KillSwitch, by_id
 from nimbus_core.loglevels import normalize
 from nimbus_core.validation import Body
 
@@ -26,10 +26,9 @@ class SetLogLevelBody(Body):
 
 
 def _switch_number(value: str) -> str:
-    text = value.strip()
-    if not (text.isascii() and text.isdigit() and int(text) in KillSwitch._value2member_map_):
+    if by_id(value) is None:  # "08", "+4", " 4", "4.0", "٤": never a switch (CONTRACT 11)
         raise PydanticCustomError("unknown_killswitch", "not a kill switch number (0..8)")
-    return text
+    return value
 
 
 class KillSwitchPath(BaseModel):
@@ -41,4 +40,4 @@ class KillSwitchPath(BaseModel):
     @property
     def switch(self) -> KillSwitch:
         """The switch the path names."""
-        return KillSwitch(int(self.id))
+        return KillSwitch(int(self.id))  # canonical decimal: the validator refused every other id

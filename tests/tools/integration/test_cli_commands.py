@@ -190,6 +190,18 @@ def test_unknown_killswitch_exits_2_listing_the_valid_ones(capsys: pytest.Captur
     assert _run(capsys, "killswitch", "disable", "9")[0] == 2
 
 
+@pytest.mark.parametrize(
+    "number", ["08", "04", "+4", "4.0", "\u0664", "\uff14", "4_0", "-0", "0x4", "0" * 40 + "8"]
+)
+def test_a_killswitch_number_is_only_its_canonical_decimal(
+    number: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # int() reads every one of these as a switch's number; the operator meant something else.
+    code, _, err = _run(capsys, "killswitch", "enable", number)
+    assert code == 2
+    assert "unknown kill switch" in err
+
+
 # ------------------------------------------------------------------------------------------- log level
 
 

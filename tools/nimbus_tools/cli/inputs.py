@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from nimbus_core.killswitches import KillSwitch
+from nimbus_core.killswitches import KillSwitch, by_id
 from nimbus_core.loglevels import LEVELS, normalize
 from nimbus_tools.cli.errors import EXIT_USAGE, CliError
 
@@ -12,11 +12,12 @@ _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
 
 
 def parse_killswitch(name: str) -> KillSwitch:
-    """A kill switch from its name (any case) or number; unknown names exit 2 listing valid ones."""
+    """A kill switch from its name (any case) or its number in canonical decimal (``4``, never
+    ``04`` or ``٤``, as the API); unknown names exit 2 listing valid ones."""
     text = name.strip()
-    if text.isdigit() and int(text) in KillSwitch._value2member_map_:
-        return KillSwitch(int(text))
-    member = KillSwitch.__members__.get(text.upper().replace("-", "_"))
+    member = by_id(text)  # (ACCOUNT_CREATE is 0, which is falsy: compared with None, not "or")
+    if member is None:
+        member = KillSwitch.__members__.get(text.upper().replace("-", "_"))
     if member is not None:
         return member
     valid = ", ".join(f"{s.name} ({s.value})" for s in KillSwitch)
