@@ -53,6 +53,11 @@ UNKNOWN_ROUTES = [
     ("OPTIONS", "/users/me"),
     ("GET", "/%2e%2e/etc/passwd"),
     ("PATCH", "/users/me%2F"),  # GET would be GET /users/{id} with the id "me%2F"
+    # Deployed, the console is on a static host, never the API's: its paths are unknown routes here.
+    ("GET", "/console/app.js"),
+    ("GET", "/console/../x"),
+    ("GET", "/console/%2e%2e/x"),
+    ("GET", "/console/..%2f..%2fpyproject.toml"),
 ]
 
 

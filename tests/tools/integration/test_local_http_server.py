@@ -15,15 +15,19 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.http.responses import error_response
 from nimbus_tools.local.events import HttpRequest
 from nimbus_tools.local.functions import Invocation
 from nimbus_tools.local.gateway import Gateway, GatewayResult
 from nimbus_tools.local.router import Router, RouteTarget
 from nimbus_tools.local.server import MAX_BODY_BYTES, MAX_HEADER_BYTES, LocalApiServer, RequestLog
+from nimbus_tools.local.static import StaticSite
 from nimbus_tools.template import HttpRoute
 
 # A guard against a hanging server, never a measurement: every test finishes well within it.
@@ -379,6 +383,107 @@ def test_accepted_connections_have_nagle_disabled(api: Running) -> None:
     accepted = api.server.open_connections()
     assert len(accepted) == 1
     assert accepted[0].getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+# --- the console beside the API: files from console/ only, every other path the API's JSON 404 ---
+
+REPO = Path(__file__).resolve().parents[3]
+INVALID_ENDPOINT = {"code": "INVALID_ENDPOINT_ERROR", "message": "Invalid Endpoint"}
+
+
+@dataclass
+class ApiDefault:
+    """The API's ``$default`` route: every path it gets is nimbus_core's own 404, as AdminFunction
+    answers an unknown path (deployed, API Gateway sends every /console path there)."""
+
+    events: list[Mapping[str, Any]] = field(default_factory=list)
+
+    def invoke(self, function: str, event: Mapping[str, Any], request_id: str) -> Invocation:
+        self.events.append(event)
+        result = error_response(NimbusError(ErrorCode.INVALID_ENDPOINT_ERROR)).to_lambda()
+        return Invocation(ok=True, result_json=json.dumps(result))
+
+
+@contextmanager
+def serving_the_console() -> Iterator[tuple[Running, ApiDefault]]:
+    default = ApiDefault()
+    with serving(gateway=Gateway(ROUTER, default, static=StaticSite(REPO))) as running:
+        yield running, default
+
+
+def get(running: Running, path: str) -> Response:
+    """GET ``path`` exactly as written (http.client sends the target as it is: no dot segment is
+    resolved and nothing is re-encoded, as an attacker's client would send it)."""
+    connection = running.http()
+    connection.request("GET", path)
+    response = connection.getresponse()
+    return Response(response.status, {k.lower(): v for k, v in response.getheaders()}, response.read())
+
+
+# Not a console page nor a file below console/: dot segments (plain and percent-encoded in either
+# case), encoded slashes and backslashes, NUL bytes, a missing file, directories, and every way out
+# of the folder towards a file of the repository.
+NOT_CONSOLE_FILES = [
+    "/console/../x",
+    "/console/%2e%2e/x",
+    "/console/%2E%2E/x",
+    "/console/..%2fx",
+    "/console/..%2Fx",
+    "/console/.%2e/x",
+    "/console/%00",
+    "/console/index%00",
+    "/console/app.js%00.txt",
+    "/console/missing.css",
+    "/console/..",
+    "/console/%2e%2e",
+    "/console/.",
+    "/console/staff/..",
+    "/console/vendor/%2e",
+    "/docs/assets/",
+    "/docs/assets",
+    "/console/../pyproject.toml",
+    "/console/../../pyproject.toml",
+    "/console/..%2f..%2fpyproject.toml",
+    "/console/..%2fpyproject.toml",
+    "/console/%2e%2e/pyproject.toml",
+    "/console/%2e%2e%2fpyproject.toml",
+    "/console/..%5cpyproject.toml",
+    "/console/staff/..%2f..%2fpyproject.toml",
+    "/console/staff/%2e%2e/%2e%2e/pyproject.toml",
+    "/console//pyproject.toml",
+    "/console/%2f" + str(REPO).lstrip("/").replace("/", "%2f") + "%2fpyproject.toml",
+    "/console/vendor/..%2f..%2f..%2fpyproject.toml",
+    "/docs/assets/..%2f..%2f..%2fpyproject.toml",
+    "/docs/assets/%2e%2e/%2e%2e/%2e%2e/pyproject.toml",
+]
+
+
+@pytest.mark.parametrize("path", NOT_CONSOLE_FILES)
+def test_every_path_that_is_no_console_file_is_the_api_s_json_404(path: str) -> None:
+    with serving_the_console() as (running, default):
+        response = get(running, path)
+
+    assert_json_error(response, 404, INVALID_ENDPOINT)
+    assert (REPO / "pyproject.toml").read_bytes() not in response.body
+    # The API answered, on its catch-all route, with the path as it was sent.
+    assert [(e["routeKey"], e["rawPath"]) for e in default.events] == [("$default", path)]
+
+
+def test_console_pages_and_files_are_still_served() -> None:
+    with serving_the_console() as (running, default):
+        page, script, staff_page = (
+            get(running, "/console/sessions"),
+            get(running, "/console/app.js"),
+            get(running, "/console/staff/users/abc"),
+        )
+
+    assert (page.status, page.body) == (200, (REPO / "console" / "index.html").read_bytes())
+    assert (script.status, script.body) == (200, (REPO / "console" / "app.js").read_bytes())
+    assert (staff_page.status, staff_page.body) == (
+        200,
+        (REPO / "console" / "staff" / "index.html").read_bytes(),
+    )
+    assert default.events == []
 
 
 # --- what must keep working ----------------------------------------------------------------------

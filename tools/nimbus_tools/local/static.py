@@ -17,9 +17,10 @@ before routing, from the repository and from the npm packages `make` installs (n
 from __future__ import annotations
 
 import mimetypes
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from urllib.parse import unquote
 
 from nimbus_tools.local.events import HttpRequest, HttpResponse
@@ -28,6 +29,9 @@ CONSOLE = "/console"
 STAFF_CONSOLE = f"{CONSOLE}/staff"
 DOCS = "/docs"
 QR_LIBRARY = Path("qrcode-generator", "dist", "qrcode.js")
+# What no decoded segment of a file's path may hold: a slash or backslash (an encoded separator),
+# a NUL or any other control character.
+_UNSAFE = re.compile(r"[/\\\x00-\x1f\x7f]")
 
 # Our own pages: scripts and styles from this server only; the API is the same origin.
 _CSP = (
@@ -82,11 +86,16 @@ class StaticSite:
         return self.root / "node_modules"
 
     def answer(self, request: HttpRequest) -> HttpResponse | None:
-        """The response for a static path, or None when the request is for the API."""
+        """The response for a static page or file, or None when the API answers the request.
+
+        Every path that names no page or file here goes to the API, whose ``$default`` answers it
+        with the contract's JSON 404 (``INVALID_ENDPOINT_ERROR``), as it answers every ``/console``
+        path deployed (the template declares no route for them).
+        """
         if request.method not in ("GET", "HEAD"):
             return None
         path = request.raw_path
-        exact: dict[str, Callable[[], HttpResponse]] = {
+        exact: dict[str, Callable[[], HttpResponse | None]] = {
             DOCS: lambda: _page(_SWAGGER_PAGE.encode(), "text/html; charset=utf-8"),
             f"{DOCS}/init.js": lambda: _page(_SWAGGER_INIT.encode(), "text/javascript; charset=utf-8"),
             CONSOLE: lambda: HttpResponse(308, [("location", f"{CONSOLE}/")], b""),
@@ -97,33 +106,56 @@ class StaticSite:
             return exact[path]()
         if path.startswith(f"{DOCS}/assets/"):
             return self._under(self.node_modules / "swagger-ui-dist", path.removeprefix(f"{DOCS}/assets/"))
+        return self._console(path)
+
+    def _console(self, path: str) -> HttpResponse | None:
+        """A page of either console (``index.html``) or a file below its folder; None otherwise."""
         for prefix, directory in ((STAFF_CONSOLE, ("console", "staff")), (CONSOLE, ("console",))):
             if path.startswith(f"{prefix}/"):
-                relative = path.removeprefix(f"{prefix}/")
                 folder = self.root.joinpath(*directory)
-                if "." not in PurePosixPath(unquote(relative)).name:  # one of that console's pages
+                names = plain_names(path.removeprefix(f"{prefix}/"))
+                if names is None:
+                    return None  # a dot segment, an encoded slash, a NUL...: no page and no file
+                if not names or "." not in names[-1]:  # one of that console's pages
                     return self._file(folder / "index.html")
-                return self._under(folder, relative)
+                return self._file_below(folder, names)
         return None
 
-    def _under(self, directory: Path, relative: str) -> HttpResponse:
-        """A file below ``directory``; anything that would leave it is 404."""
-        parts = PurePosixPath(unquote(relative)).parts
-        if not parts or any(part in ("..", ".", "/") or "\\" in part or "\0" in part for part in parts):
-            return _not_found()  # "/" is a leading slash (//etc/...), which joinpath would make absolute
-        file = directory.joinpath(*parts)
+    def _under(self, directory: Path, relative: str) -> HttpResponse | None:
+        """A file below ``directory`` named by the still-encoded ``relative`` path, or None."""
+        names = plain_names(relative)
+        return self._file_below(directory, names) if names else None
+
+    def _file_below(self, directory: Path, names: list[str]) -> HttpResponse | None:
+        file = directory.joinpath(*names)
         if not file.resolve().is_relative_to(directory.resolve()):  # nor through a symbolic link
-            return _not_found()
+            return None
         return self._file(file)
 
     @staticmethod
-    def _file(file: Path) -> HttpResponse:
+    def _file(file: Path) -> HttpResponse | None:
         if not file.is_file():
-            return _not_found()
+            return None
         kind = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
         if kind.startswith("text/") or kind in ("application/json", "text/javascript"):
             kind += "; charset=utf-8"
         return _page(file.read_bytes(), kind)
+
+
+def plain_names(relative: str) -> list[str] | None:
+    """The decoded segments of a still percent-encoded relative path (``a/b.js`` -> ``[a, b.js]``;
+    a trailing slash is tolerated), or None when one is not a plain file name: empty (``//``),
+    ``.`` or ``..`` in any spelling (``%2e%2E``), or holding an encoded slash or backslash, a NUL
+    or another control character. Decoding each segment after splitting is what keeps
+    ``..%2f..%2fpyproject.toml`` one segment, and refused, instead of two steps up.
+    """
+    segments = relative.split("/")
+    if segments[-1] == "":
+        segments.pop()
+    names = [unquote(segment) for segment in segments]
+    if any(name in ("", ".", "..") or _UNSAFE.search(name) for name in names):
+        return None
+    return names
 
 
 def _page(body: bytes, content_type: str) -> HttpResponse:
@@ -136,7 +168,3 @@ def _page(body: bytes, content_type: str) -> HttpResponse:
         ("content-security-policy", _CSP),
     ]
     return HttpResponse(200, headers, body)
-
-
-def _not_found() -> HttpResponse:
-    return HttpResponse(404, [("content-type", "application/json")], b'{"message":"Not Found"}')
