@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from nimbus_tools.local.control import clear_faults, clear_mail, inject_fault, list_faults, read_mail
-from nimbus_tools.local.launcher import LocalApiProcess, start_local_api
+from nimbus_tools.local.launcher import LocalApiProcess, launch_local_api, start_local_api
 
 pytestmark = pytest.mark.e2e
 
@@ -233,6 +233,39 @@ def test_ctrl_c_stops_server_workers_and_emulator_and_removes_serve_json(tmp_pat
     while _alive(worker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(worker)
+
+
+def test_a_second_server_on_the_same_state_dir_is_refused_naming_the_running_one(tmp_path: Path) -> None:
+    first = start_local_api(state_dir=tmp_path, template=FIXTURE, workers=1)
+    try:
+        described = json.loads((tmp_path / "serve.json").read_text())
+        second = launch_local_api(state_dir=tmp_path, template=FIXTURE, workers=1)
+        code = second.stop()  # already exited when refused; a server that started stops here
+
+        assert code == 1, second.stdout
+        refusal = "\n".join(second.stderr)
+        assert f"pid {first.process.pid}" in refusal
+        assert first.api_url in refusal
+        assert not any(line.startswith("Nimbus local API on") for line in second.stdout)
+        # The running server's serve.json is untouched, so the operator tool still finds it.
+        assert json.loads((tmp_path / "serve.json").read_text()) == described
+        assert http("GET", f"{first.api_url}/echo/me")[0] == 200
+    finally:
+        first.stop()
+
+    third = start_local_api(state_dir=tmp_path, template=FIXTURE, workers=1)  # the first stopped
+    third.stop()
+
+
+def test_a_crashed_server_does_not_block_the_next(tmp_path: Path) -> None:
+    crashed = start_local_api(state_dir=tmp_path, template=FIXTURE, workers=1)
+    crashed.stop(signal.SIGKILL)  # no clean-up ran: serve.json and the lock file are left behind
+
+    after = start_local_api(state_dir=tmp_path, template=FIXTURE, workers=1)
+    try:
+        assert json.loads((tmp_path / "serve.json").read_text())["pid"] == after.process.pid
+    finally:
+        after.stop()
 
 
 def _alive(pid: int) -> bool:

@@ -122,7 +122,7 @@ class LocalApiProcess:
         self.stop()
 
 
-def start_local_api(
+def launch_local_api(
     *,
     state_dir: Path,
     template: Path | None = None,
@@ -133,7 +133,8 @@ def start_local_api(
     timeout: float = 60.0,
     env: Mapping[str, str] | None = None,
 ) -> LocalApiProcess:
-    """Start the local API (free ports by default) and return once it serves requests."""
+    """Start the local API and wait (at most ``timeout`` s) until it serves requests or exits: the
+    caller looks at :meth:`LocalApiProcess.ready` and the process to tell which."""
     command = [sys.executable, "-m", "nimbus_tools.local.main", "serve"]
     command += ["--port", str(port), "--moto-port", str(moto_port), "--state-dir", str(state_dir)]
     if template is not None:
@@ -148,7 +149,33 @@ def start_local_api(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
     )
     api = LocalApiProcess(process, state_dir)
-    if not api.wait_for(api.ready, timeout) or process.poll() is not None:
+    api.wait_for(api.ready, timeout)
+    return api
+
+
+def start_local_api(
+    *,
+    state_dir: Path,
+    template: Path | None = None,
+    port: int = 0,
+    moto_port: int = 0,
+    params: Mapping[str, str] | None = None,
+    workers: int | None = None,
+    timeout: float = 60.0,
+    env: Mapping[str, str] | None = None,
+) -> LocalApiProcess:
+    """Start the local API (free ports by default) and return once it serves requests."""
+    api = launch_local_api(
+        state_dir=state_dir,
+        template=template,
+        port=port,
+        moto_port=moto_port,
+        params=params,
+        workers=workers,
+        timeout=timeout,
+        env=env,
+    )
+    if not api.ready() or api.process.poll() is not None:
         api.stop(signal.SIGKILL, timeout=5)
         output = "\n".join(api.stdout + api.stderr)
         raise RuntimeError(f"the local API did not start within {timeout:.0f}s:\n{output}")

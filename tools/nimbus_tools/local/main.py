@@ -8,12 +8,58 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
 
 from nimbus_tools.local.stack import LocalStack, StackOptions, parse_params
+from nimbus_tools.local.state import StateDirInUseError
 from nimbus_tools.local.static import console_url
 from nimbus_tools.template import DEFAULT_TEMPLATE_PATH, TemplateError, load_template, parameter_values
+
+
+# `UPSTREAM_JWT_CERTIFICATE=certs/jwt.crt make serve`: upstream's certificate (a PEM file's path, or
+# the PEM itself), given to the functions as the UpstreamJwtCertificate template parameter.
+UPSTREAM_CERTIFICATE_VARIABLE = "UPSTREAM_JWT_CERTIFICATE"
+_UPSTREAM_CERTIFICATE_PARAMETER = "UpstreamJwtCertificate"
+
+
+def with_upstream_certificate(params: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+    """``params`` with the UpstreamJwtCertificate parameter taken from ``UPSTREAM_JWT_CERTIFICATE``
+    unless a ``--param`` gives it already. The functions' own environment comes from the template
+    alone, so without this the template's empty default would silently win. ValueError when the
+    certificate cannot be read, or is not a PEM X.509 certificate of a P-256 (ES256) key: such a
+    deployment would refuse every upstream token without a word."""
+    merged = dict(params)
+    source = f"--param {_UPSTREAM_CERTIFICATE_PARAMETER}"
+    if _UPSTREAM_CERTIFICATE_PARAMETER not in merged:
+        given = environ.get(UPSTREAM_CERTIFICATE_VARIABLE, "")
+        if not given.strip():
+            return merged
+        source = f"${UPSTREAM_CERTIFICATE_VARIABLE}"
+        if not given.lstrip().startswith("-----BEGIN"):
+            given = given.strip()
+            source = f"{source} ({given})"
+            try:
+                given = Path(given).expanduser().read_text()
+            except (OSError, UnicodeDecodeError) as error:
+                raise ValueError(f"{source}: cannot read the certificate: {error}") from None
+        merged[_UPSTREAM_CERTIFICATE_PARAMETER] = given
+    if merged[_UPSTREAM_CERTIFICATE_PARAMETER]:
+        _check_upstream_certificate(merged[_UPSTREAM_CERTIFICATE_PARAMETER], source)
+    return merged
+
+
+def _check_upstream_certificate(pem: str, source: str) -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509 import load_pem_x509_certificate
+
+    try:
+        key = load_pem_x509_certificate(pem.encode()).public_key()
+    except ValueError:
+        raise ValueError(f"{source}: not a PEM X.509 certificate (upstream's certs/jwt.crt)") from None
+    if not isinstance(key, ec.EllipticCurvePublicKey) or not isinstance(key.curve, ec.SECP256R1):
+        raise ValueError(f"{source}: not an ES256 (P-256) key's certificate, as upstream's tokens need")
 
 
 def _default_port() -> int:
@@ -57,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < 1:
         parser.error("--workers must be at least 1")
     try:
-        params = parse_params(args.param)
+        params = with_upstream_certificate(parse_params(args.param), os.environ)
         # Bad --param values are usage errors: refuse them before starting anything.
         parameter_values(load_template(args.template), params)
     except (ValueError, OSError) as error:  # TemplateError is a ValueError
@@ -91,7 +137,7 @@ def serve(options: StackOptions) -> int:
     stack = LocalStack(options)
     try:
         state = stack.start()
-    except TemplateError as error:
+    except (TemplateError, StateDirInUseError) as error:
         print(f"nimbus-local: {error}", file=sys.stderr)
         return 1
     except OSError as error:
@@ -104,6 +150,8 @@ def serve(options: StackOptions) -> int:
         print(f"  {route_key:<{width}}  -> {function}")
     print(f"Function logs: {options.state_dir / 'logs'}/<Function>.log")
     print(f"Account console: {console_url(int(state['api_url'].rsplit(':', 1)[1]))}/")
+    if options.params.get(_UPSTREAM_CERTIFICATE_PARAMETER):
+        print("Upstream tokens: accepted (the upstream certificate was given)")
     print(f"Nimbus local API on {state['api_url']} (AWS emulator on {state['aws_endpoint_url']})", flush=True)
     try:
         while not stop.wait(0.5):

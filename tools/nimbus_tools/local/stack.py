@@ -19,7 +19,7 @@ from nimbus_tools.local.provision import clients_from_session, provision
 from nimbus_tools.local.router import Router
 from nimbus_tools.local.server import LocalApiServer, RequestLog
 from nimbus_tools.local.session import emulator_session
-from nimbus_tools.local.state import ServeState, remove_state, state_path, write_state
+from nimbus_tools.local.state import ServeLock, ServeState, remove_state, state_path, write_state
 from nimbus_tools.local.static import StaticSite, console_url
 from nimbus_tools.local.streams import StreamPoller
 from nimbus_tools.template import (
@@ -61,6 +61,7 @@ class LocalStack:
         self.specs: list[FunctionSpec] = []
         self.state: ServeState | None = None
         self._thread: threading.Thread | None = None
+        self._lock: ServeLock | None = None
 
     @property
     def state_file(self) -> Path:
@@ -68,7 +69,11 @@ class LocalStack:
         return state_path(self.options.state_dir)
 
     def start(self) -> ServeState:
-        """Start everything, write serve.json, and return its contents (stops again on failure)."""
+        """Start everything, write serve.json, and return its contents (stops again on failure).
+
+        Raises :class:`StateDirInUseError` before starting anything when another server uses the
+        state directory: its serve.json is what the operator tool acts on, and must stay its own.
+        """
         try:
             return self._start()
         except BaseException:
@@ -79,6 +84,7 @@ class LocalStack:
         options = self.options
         template = load_template(options.template_path)
         parameter_values(template, options.params)  # refuse bad --param values before binding anything
+        self._lock = ServeLock.acquire(options.state_dir)  # held until stop(), or the process ends
 
         self.emulator = AwsEmulator(HOST, options.moto_port)
         aws_url = self.emulator.start()
@@ -179,6 +185,9 @@ class LocalStack:
         if self.state is not None:
             remove_state(self.state_file, self.state["pid"])
             self.state = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def __enter__(self) -> LocalStack:
         self.start()

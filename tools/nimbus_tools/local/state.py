@@ -1,7 +1,9 @@
-"""``<state-dir>/serve.json``: how other tools find the running local API and its emulator."""
+"""``<state-dir>/serve.json``: how other tools find the running local API and its emulator; and
+``<state-dir>/serve.lock``, which makes that server the only one using the state directory."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -9,6 +11,7 @@ from typing import Any, NotRequired, TypedDict
 
 DEFAULT_STATE_DIR = Path(".local")
 STATE_FILE_NAME = "serve.json"
+LOCK_FILE_NAME = "serve.lock"
 
 
 class ServeState(TypedDict):
@@ -73,3 +76,68 @@ def read_state(path: Path) -> ServeState | None:
         return None
     state: ServeState = raw  # type: ignore[assignment]
     return state
+
+
+class StateDirInUseError(RuntimeError):
+    """Another local API holds the state directory: a second one would overwrite its serve.json,
+    and the operator tool would then act on the wrong server."""
+
+    def __init__(self, state_dir: Path, pid: int | None, api_url: str | None) -> None:
+        self.state_dir, self.pid, self.api_url = state_dir, pid, api_url
+        running = f"pid {pid}" if pid is not None else "its pid not written yet"
+        running += f", {api_url}" if api_url else ", still starting"
+        super().__init__(
+            f"another local API is already running from {state_dir} ({running}). Stop it first "
+            "(Ctrl-C where it runs), or give this one its own --state-dir (the operator tool then "
+            "needs --state <that dir>/serve.json)."
+        )
+
+
+class ServeLock:
+    """An exclusive ``flock`` on ``<state-dir>/serve.lock``, held for the server's lifetime.
+
+    The operating system releases it when the process ends, however it ends, so a crashed or killed
+    server never blocks the next one (a pid file alone could name a dead or reused pid). The file
+    holds the holder's pid, for the message of a server that is refused.
+    """
+
+    def __init__(self, descriptor: int) -> None:
+        self._descriptor: int | None = descriptor
+
+    @classmethod
+    def acquire(cls, state_dir: Path) -> ServeLock:
+        """Take the lock of ``state_dir``, or raise :class:`StateDirInUseError` naming the holder."""
+        state_dir.mkdir(parents=True, exist_ok=True)
+        path = state_dir / LOCK_FILE_NAME
+        # Not truncated on open: the holder's pid must stay readable by whoever is refused.
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            raise _in_use(state_dir) from None
+        except BaseException:
+            os.close(descriptor)
+            raise
+        os.ftruncate(descriptor, 0)
+        os.write(descriptor, f"{os.getpid()}\n".encode())
+        return cls(descriptor)
+
+    def release(self) -> None:
+        """Let another server use the state directory (idempotent). The file stays: deleting it
+        would let a newcomer lock a new file while a waiting one locks the old, both "alone"."""
+        if self._descriptor is not None:
+            os.close(self._descriptor)  # closing the only descriptor releases the flock
+            self._descriptor = None
+
+
+def _in_use(state_dir: Path) -> StateDirInUseError:
+    try:
+        written = (state_dir / LOCK_FILE_NAME).read_text(encoding="utf-8").strip()
+        pid: int | None = int(written) if written.isascii() and written.isdigit() else None
+    except OSError:
+        pid = None
+    state = read_state(state_path(state_dir))  # written once the holder serves
+    if state is not None and pid in (None, state["pid"]):
+        return StateDirInUseError(state_dir, state["pid"], state["api_url"])
+    return StateDirInUseError(state_dir, pid, None)
