@@ -74,7 +74,9 @@ _ADVICE_STAFF = "If you did not expect this, contact us by replying to this emai
 class Actor:
     """Who made a change, as the notice tells it."""
 
-    kind: str  # "user" (one of the account's sessions), "staff", or "recovery" (the emailed link)
+    # "user" (one of the account's sessions), "staff", "recovery" (the emailed link), or "operator"
+    # (the operator tool, run with the deployment's AWS credentials rather than through the API)
+    kind: str
     source_ip: str | None = None
     device: str | None = None
 
@@ -92,12 +94,15 @@ class Actor:
         """The notice's "by whom" line."""
         if self.kind == "staff":
             return "By: a member of our staff."
+        if self.kind == "operator":
+            return "By: an operator of this service, with its operator tool."
         if self.kind == "recovery":
             return f"By: the password recovery link mailed to you, opened from IP address {self.source_ip}."
         return f'By: you, from IP address {self.source_ip}, device "{self.device}".'
 
 
 STAFF = Actor("staff")
+OPERATOR = Actor("operator")
 
 
 def mask_email(address: str) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 import boto3
 import pytest
 
+from nimbus_core.adapters.outbox import OutboxMessage, message_from_image
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
 from nimbus_core.killswitches import KillSwitch
@@ -65,6 +66,11 @@ class Deployed:
     def user(self, user_id: str) -> dict[str, Any]:
         key = {"pk": {"S": f"USER#{user_id}"}}
         return self.dynamodb.get_item(TableName=self.outputs["UsersTableName"], Key=key)["Item"]
+
+    def outbox(self) -> list[OutboxMessage]:
+        """The queued mail, oldest first, read the way the mail function reads it."""
+        items = self.dynamodb.scan(TableName=self.outputs["OutboxTableName"])["Items"]
+        return sorted((message_from_image(item) for item in items), key=lambda m: m.id)
 
     def parameter(self, output: str) -> str:
         return self.ssm.get_parameter(Name=self.outputs[output])["Parameter"]["Value"]
@@ -123,6 +129,28 @@ def test_demote_clears_staff_and_target_options_may_follow_the_command(
     assert code == 0
     assert "no longer staff" in out
     assert deployed.user("u-2")["staff"] == {"BOOL": False}
+
+
+def test_promote_and_demote_tell_the_user_as_the_api_does_naming_the_operator_tool(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deployed.add_user("Carol", "u-3")
+
+    assert _run(capsys, *STACK, "staff", "promote", "carol")[0] == 0
+    assert _run(capsys, *STACK, "staff", "promote", "carol")[0] == 0  # no change, no notice
+    assert _run(capsys, *STACK, "staff", "demote", "carol")[0] == 0
+
+    told = deployed.outbox()
+    assert [(m.kind, m.user_id, m.email.to) for m in told] == [
+        ("notice-staff-granted", "u-3", "carol@example.com"),
+        ("notice-staff-removed", "u-3", "carol@example.com"),
+    ]
+    assert [m.email.subject for m in told] == ["You are now staff", "You are no longer staff"]
+    for message in told:
+        assert "Carol" in message.email.text
+        assert "By: an operator of this service, with its operator tool." in message.email.text
+        assert "If you did not expect this, contact us" in message.email.text
+        assert "http" not in message.email.text  # a notice holds no link
 
 
 def test_promoting_an_unknown_user_fails_with_a_message(
@@ -398,6 +426,7 @@ def test_status_shows_dead_letters_waiting_the_switches_on_and_the_log_level(
     assert code == 0
     assert "  MailDeadLetterQueue: 0 message(s) waiting" in out
     assert "  SweepDeadLetterQueue: 0 message(s) waiting" in out
+    assert "  RecoveryDeadLetterQueue: 0 message(s) waiting" in out
     assert "  kill switches on: none" in out
     assert "log level: INFO" in out
 

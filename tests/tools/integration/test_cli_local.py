@@ -100,6 +100,8 @@ def test_staff_promote_and_domains_work_on_the_local_tables(
     assert _nimbus(api, capsys, "staff", "promote", "Erin")[0] == 0
     user = dynamodb.get_item(TableName="UsersTable", Key={"pk": {"S": "USER#u-5"}})["Item"]
     assert user["staff"] == {"BOOL": True}
+    [told] = dynamodb.scan(TableName="OutboxTable")["Items"]  # the notice, queued with the change
+    assert (told["kind"]["S"], told["userId"]["S"]) == ("notice-staff-granted", "u-5")
 
     code, out, _ = _nimbus(api, capsys, "domain", "list")
     assert code == 0

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from nimbus_core import clock
 from nimbus_core.adapters.domains import DynamoDomains
+from nimbus_core.adapters.outbox import DynamoOutbox
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
 from nimbus_core.errors import NimbusError
 from nimbus_core.killswitches import KillSwitch, enabled_in, stored_value
 from nimbus_core.models import Domain, User
+from nimbus_core.notices import OPERATOR, Notice, compose
 from nimbus_tools.cli.errors import CliError
 from nimbus_tools.cli.target import Target
 
@@ -27,12 +29,19 @@ def find_user(target: Target, username: str) -> User | None:
 
 
 def set_staff(target: Target, user: User, staff: bool) -> bool:
-    """Set the user's staff flag; False if the user was deleted meanwhile."""
+    """Set the user's staff flag and queue the security notice the API's staff change sends, in one
+    transaction (nothing is sent when nothing changes); False if the user was deleted meanwhile."""
     if user.staff == staff:
         return True
-    after: User = user.changed(staff=staff, updated_at=clock.iso(clock.now()))
+    now = clock.now()
+    after: User = user.changed(staff=staff, updated_at=clock.iso(now))
+    notice = Notice.STAFF_GRANTED if staff else Notice.STAFF_REMOVED
+    outbox = DynamoOutbox(target.dynamodb(), target.table("OutboxTable"))
+    told = outbox.enqueue_op(
+        compose(after, notice, actor=OPERATOR, now=now), now=now, kind=notice.kind, user_id=user.id
+    )
     try:
-        DynamoTransactor(target.dynamodb()).commit(_users(target).change_ops(user, after))
+        DynamoTransactor(target.dynamodb()).commit([*_users(target).change_ops(user, after), told])
     except NimbusError:
         return False
     return True
