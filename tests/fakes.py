@@ -19,6 +19,7 @@ from nimbus_core.clock import iso
 from nimbus_core.deps import Deps
 from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
 from nimbus_core.identity import email_key, username_key
+from nimbus_core.ids import session_order
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.mail_templates import Email
 from nimbus_core.models import (
@@ -530,7 +531,8 @@ class FakeSessions:
 
     def _live(self, user_id: str, generation: int, now: float) -> list[Session]:
         mine = [s for (uid, _), s in self.db.sessions.items() if uid == user_id]
-        return sorted((s for s in mine if _live(s, generation, now)), key=lambda s: s.id, reverse=True)
+        live = (s for s in mine if _live(s, generation, now))
+        return sorted(live, key=lambda s: session_order(s.id), reverse=True)
 
     def list_ids(self, user_id: str, *, below_generation: int | None = None) -> list[str]:
         """Stored session ids of the user (optionally only older generations)."""

@@ -61,11 +61,11 @@ def authenticate(
         session, user, target = deps.sessions.get_with_users(token.user_id, token.session_id, target_id)
     if session is None or user is None:
         return None
-    if token.upstream:
-        # A verified upstream token names only a session imported from upstream.
-        if session.secret_hash != UPSTREAM_SECRET_HASH:
-            return None
-    elif not secret_matches(token.secret, session.secret_hash):
+    # A verified upstream token names only a session imported from upstream, and an imported
+    # session answers to nothing else (its stored "hash" is no digest a secret could match).
+    if token.upstream != (session.secret_hash == UPSTREAM_SECRET_HASH):
+        return None
+    if not token.upstream and not secret_matches(token.secret, session.secret_hash):
         return None
     if session.exp <= now or user.banned_at is not None or session.generation != user.session_generation:
         return None

@@ -8,7 +8,6 @@ dependency and import time for eight lines.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import secrets
 import threading
@@ -18,6 +17,9 @@ _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _ID = re.compile(f"[{_CROCKFORD}]{{26}}")
 # Accounts moved from an upstream deployment keep their ids (CONTRACT section 15): decimal strings.
 _UPSTREAM_ID = re.compile(r"[0-9]{1,20}")
+# So do their sessions: the token's ``iat`` (Unix seconds) in decimal, as JavaScript writes a
+# number: no sign, no leading zero. Twelve digits last until the year 33658.
+_UPSTREAM_SESSION_ID = re.compile(r"[1-9][0-9]{0,11}")
 
 
 class _Monotonic:
@@ -54,14 +56,6 @@ def _encode(value: int) -> str:
     return "".join(reversed(chars))
 
 
-def upstream_session_id(user_id: str, iat: int) -> str:
-    """The id an upstream session (its token's ``iat``, of user ``user_id``) is imported under: an
-    id of :func:`new_id`'s shape, ordered by ``iat`` among the others, its other 80 bits a digest of
-    both, so the same session always gets the same id (the token names it; the import is idempotent)."""
-    digest = hashlib.sha256(f"upstream-session:{user_id}:{iat}".encode()).digest()
-    return _encode((iat * 1000) << 80 | int.from_bytes(digest[:10]))
-
-
 def reseed() -> None:
     """Start the monotonic state afresh (a process restored from a snapshot shares it otherwise)."""
     with _state.lock:
@@ -74,6 +68,33 @@ def is_id(value: str) -> bool:
     # One precompiled match: every request checks two or three ids (its token, a path parameter),
     # and a per-character generator cost several times more.
     return _ID.fullmatch(value) is not None or _UPSTREAM_ID.fullmatch(value) is not None
+
+
+def is_new_id(value: str) -> bool:
+    """Whether ``value`` has the shape of an id made by :func:`new_id` (and by nothing else)."""
+    return _ID.fullmatch(value) is not None
+
+
+def is_upstream_session_id(value: str) -> bool:
+    """Whether ``value`` is the id an imported upstream session keeps: its token's ``iat`` in
+    decimal, as upstream wrote it (CONTRACT section 15)."""
+    return _UPSTREAM_SESSION_ID.fullmatch(value) is not None
+
+
+def is_session_id(value: str) -> bool:
+    """Whether ``value`` can name a session: an id made by :func:`new_id`, or an imported upstream
+    session's (:func:`is_upstream_session_id`). The two never collide: 26 characters against at
+    most 12 digits."""
+    return _ID.fullmatch(value) is not None or _UPSTREAM_SESSION_ID.fullmatch(value) is not None
+
+
+def session_order(session_id: str) -> str:
+    """What sessions list by, oldest to newest: an id of :func:`new_id` itself, an upstream
+    session's id as the smallest such id of its creation second, so that an imported session lists
+    where its creation time puts it among the others, not where its digits would sort."""
+    if _UPSTREAM_SESSION_ID.fullmatch(session_id) is None:
+        return session_id
+    return _encode(int(session_id) * 1000 << 80)
 
 
 def new_secret() -> str:

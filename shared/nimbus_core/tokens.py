@@ -11,7 +11,7 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 
-from nimbus_core.ids import is_id, new_secret
+from nimbus_core.ids import is_id, is_new_id, new_secret
 
 _MAX_TOKEN_LENGTH = 128
 _SECRET_LENGTH = 43
@@ -48,7 +48,9 @@ def parse_session_token(raw: str | None) -> SessionToken | None:
     if len(parts) != 3:
         return None
     user_id, session_id, secret = parts
-    if not (is_id(user_id) and is_id(session_id) and len(secret) == _SECRET_LENGTH):
+    # Our tokens name only sessions we made: an imported upstream session (a decimal id) is reached
+    # through its upstream JWT alone, so a token of ours naming one is malformed, refused unread.
+    if not (is_id(user_id) and is_new_id(session_id) and len(secret) == _SECRET_LENGTH):
         return None
     return SessionToken(user_id, session_id, secret)
 

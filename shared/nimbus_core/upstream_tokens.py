@@ -2,9 +2,16 @@
 
 Upstream's tokens are ES256 JWTs ``{sub: userId, iat, exp, iss: <its WebAuthn rp id>}``; its
 ``"Sessions"`` rows are keyed by ``(iat, user)``. The import stores each unexpired session under
-:func:`nimbus_core.ids.upstream_session_id` with :data:`UPSTREAM_SECRET_HASH` in place of a
-secret's hash, so a token a client already holds names its session in the same one round trip as
-a Nimbus token, and the session's scopes, revocation, expiry and ``usedAt`` apply unchanged.
+upstream's own id (the ``iat`` in decimal, so a client that kept it finds the session) with
+:data:`UPSTREAM_SECRET_HASH` in place of a secret's hash, so a token a client already holds names
+its session in the same one round trip as a Nimbus token, and the session's scopes, revocation,
+expiry and ``usedAt`` apply unchanged.
+
+An ECDSA signature ``(r, s)`` also verifies as ``(r, n - s)``, and upstream's signer (jose on
+WebCrypto, OpenSSL underneath) does not normalise S: about half of the tokens clients hold are
+high-S, so both spellings are accepted (refusing one would sign out half the migrated users). They
+are one token: what comes out is the session the claims name, and nothing anywhere is keyed on the
+signature's bytes (docs/security.md).
 
 Nimbus never issues a JWT and holds no upstream private key: it checks the signature with the
 certificate the operator gives (template parameter ``UpstreamJwtCertificate``). Without one, every
@@ -16,7 +23,7 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from nimbus_core.ids import is_id, upstream_session_id
+from nimbus_core.ids import is_id, is_session_id
 from nimbus_core.tokens import SessionToken
 
 if TYPE_CHECKING:
@@ -57,11 +64,10 @@ def parse_upstream_token(raw: str | None, settings: Settings, now: float) -> Ses
     except (jwt.PyJWTError, ValueError):
         return None
     user_id, iat, exp = claims["sub"], claims["iat"], claims["exp"]
-    if not isinstance(user_id, str) or not is_id(user_id) or type(iat) is not int or iat <= 0:
-        return None
-    if not isinstance(exp, int | float) or isinstance(exp, bool) or exp <= now:
-        return None
-    return SessionToken(user_id, upstream_session_id(user_id, iat), "", upstream=True)
+    session_id = str(iat)  # upstream's "Sessions".id: iat.toString()
+    named = isinstance(user_id, str) and is_id(user_id) and type(iat) is int and is_session_id(session_id)
+    live = isinstance(exp, int | float) and not isinstance(exp, bool) and exp > now
+    return SessionToken(user_id, session_id, "", upstream=True) if named and live else None
 
 
 @cache

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from nimbus_core.clock import iso
 from nimbus_core.errors import DependencyError, ErrorCode, NimbusError
 from nimbus_core.ids import new_id
 from nimbus_core.models import Session, User
@@ -170,6 +173,34 @@ def test_live_lists_only_current_unexpired_sessions_newest_first_across_pages(st
     assert [s.id for s in live] == [s.id for s in reversed(current)]
     assert live[0] == current[-1]
     assert page == live[PAGE : PAGE + 3]
+
+
+def test_imported_upstream_sessions_list_among_nimbus_ones_by_their_creation_time(stores: Stores) -> None:
+    """An imported session keeps upstream's id, its token's ``iat`` in decimal (CONTRACT 15): it
+    lists where its creation second puts it, not where its digits sort among Nimbus's ids."""
+    user = _user(stores)
+    made = [a_session(user), a_session(user)]  # ids made now
+    second = int(time.time())
+    older, newer = (
+        a_session(user).changed(id=str(iat), created_at=iso(iat)) for iat in (second - 86400, second + 60)
+    )
+    _put(stores, older, *made, newer)
+
+    _, live = stores.sessions.live_page(
+        user.id, generation=user.session_generation, now=NOW, limit=50, offset=0
+    )
+
+    assert [s.id for s in live] == [newer.id, made[1].id, made[0].id, older.id]
+
+
+def test_two_users_may_hold_an_imported_session_of_the_same_id(stores: Stores) -> None:
+    """Upstream keys sessions by (iat, user): two users who logged in the same second share an id."""
+    user, other = _user(stores), _user(stores)
+    mine, theirs = (a_session(u).changed(id="1764000000") for u in (user, other))
+    _put(stores, mine, theirs)
+
+    assert stores.sessions.get_with_user(user.id, "1764000000") == (mine, user)
+    assert stores.sessions.get_with_user(other.id, "1764000000") == (theirs, other)
 
 
 def test_live_of_another_generation_sees_none_of_the_old_ones(stores: Stores) -> None:

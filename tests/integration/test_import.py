@@ -126,6 +126,8 @@ def test_old_session_tokens_keep_their_scopes_and_a_revoked_one_stays_revoked_af
     again = _import(stack, upstream)
 
     assert (again.imported["users"], again.unchanged["users"], again.imported["sessions"]) == (0, 1, 0)
+    assert (again.unchanged["sessions"], again.revoked_sessions) == (1, 1)
+    assert "revoked in Nimbus since their import, not brought back: 1" in again.render()
     assert api.call("GET", "/users/me", token=normal).status == 401
     assert api.call("GET", "/users/me", token=scoped).status == 200
 
@@ -172,7 +174,27 @@ def test_a_second_run_changes_nothing(
     assert (first.imported["users"], first.imported["sessions"], first.imported["factors"]) == (3, 3, 3)
     assert (second.imported["users"], second.unchanged["users"], second.imported["sessions"]) == (0, 3, 0)
     assert second.unchanged["domains"] == 1
+    assert (second.unchanged["factors"], second.unchanged["sessions"]) == (3, 3)  # already there
+    dry = _import(stack, upstream, dry_run=True)
+    assert (dry.unchanged["users"], dry.unchanged["factors"], dry.unchanged["sessions"]) == (3, 3, 3)
     assert _items(stack) == before
+
+
+def test_a_client_finds_an_imported_session_under_upstreams_id_which_two_users_may_share(
+    api: Api, stack: Stack, upstream: Upstream, signer: UpstreamSigner
+) -> None:
+    iat = int(datetime.now(UTC).timestamp()) - 3600
+    bob, carol = upstream.add_user("bob"), upstream.add_user("carol")
+    bobs, _ = upstream.add_session(bob, signer, iat=iat)
+    carols, _ = upstream.add_session(carol, signer, iat=iat)  # logged in the same second
+    _import(stack, upstream)
+
+    for token in (bobs, carols):
+        found = api.call("GET", f"/users/me/sessions/{iat}", token=token)
+        assert (found.status, found.body["id"]) == (200, str(iat))
+    assert api.call("DELETE", f"/users/me/sessions/{iat}", token=bobs).status == 200
+    assert api.call("GET", "/users/me", token=bobs).status == 401
+    assert api.call("GET", "/users/me", token=carols).status == 200
 
 
 def test_an_interrupted_run_resumes_where_it_stopped(
@@ -192,6 +214,8 @@ def test_an_interrupted_run_resumes_where_it_stopped(
 
     assert resumed.skipped == []
     assert resumed.imported["users"] + resumed.unchanged["users"] == 6
+    # Two accounts were done, one pending without its session, three never reached.
+    assert (resumed.imported["sessions"], resumed.unchanged["sessions"]) == (4, 2)
     assert all(api.call("GET", "/users/me", token=t).status == 200 for t in tokens)
     count = DynamoUsers(clients.dynamodb(), stack.table("UsersTable")).newest_page(limit=0, offset=0)[0]
     assert count == 6  # each account counted once

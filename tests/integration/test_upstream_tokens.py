@@ -19,10 +19,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.clock import iso
-from nimbus_core.ids import upstream_session_id
 from nimbus_core.models import Session
 from nimbus_core.settings import get_settings
-from nimbus_core.upstream_tokens import UPSTREAM_SECRET_HASH
+from nimbus_core.upstream_tokens import UPSTREAM_SECRET_HASH, parse_upstream_token
 from tests.integration.conftest import NOW, PARAMS, Api, Clock, Stack
 from tests.integration.test_mail import record_calls
 from tests.migration.upstream import UpstreamSigner
@@ -63,7 +62,7 @@ def _imported(
         )
     session = Session(
         user_id=UPSTREAM_ID,
-        id=upstream_session_id(UPSTREAM_ID, iat),
+        id=str(iat),  # upstream's own id, as the import keeps it
         secret_hash=UPSTREAM_SECRET_HASH,
         name="Firefox on Linux",
         exp=exp if exp is not None else int(NOW) + 86400,
@@ -100,7 +99,7 @@ def test_an_upstream_token_authenticates_its_imported_session_in_one_round_trip(
     assert _me(api, f"Bearer {token}")[0] == 200
     assert [op for op, _ in calls] == ["BatchGetItem"]
     listed = api.call("GET", "/users/me/sessions/me", token=token).body
-    assert (listed["id"], listed["usedAt"]) == (upstream_session_id(UPSTREAM_ID, IAT), iso(NOW))
+    assert (listed["id"], listed["usedAt"]) == (str(IAT), iso(NOW))
 
 
 @pytest.mark.usefixtures("configured")
@@ -126,6 +125,69 @@ def test_revocation_and_the_sessions_own_expiry_hold_for_upstream_tokens(
     revoked = api.call("DELETE", "/users/me/sessions/me", token=token)
     assert revoked.status == 200, revoked.body
     assert _me(api, token) == INVALID
+
+
+@pytest.mark.usefixtures("configured")
+def test_a_client_that_kept_upstreams_session_id_finds_the_session_under_it(
+    api: Api, stack: Stack, signer: UpstreamSigner
+) -> None:
+    """CONTRACT 15: an imported session keeps upstream's id, its token's ``iat`` in decimal."""
+    _imported(stack)
+    _imported(stack, iat=IAT - 60)
+    token = signer.token(UPSTREAM_ID, IAT, IAT + 7 * 86400)
+    sid = str(IAT)
+
+    listed = api.call("GET", "/users/me/sessions", token=token).body
+    found = api.call("GET", f"/users/me/sessions/{sid}", token=token)
+    renamed = api.call("PATCH", f"/users/me/sessions/{sid}", {"name": "Old laptop"}, token=token)
+
+    assert [s["id"] for s in listed["items"]] == [sid, str(IAT - 60)]  # newest first
+    assert (found.status, found.body["id"]) == (200, sid)
+    assert (renamed.status, renamed.body["id"], renamed.body["name"]) == (200, sid, "Old laptop")
+    assert api.call("GET", "/users/me/sessions/me", token=token).body["id"] == sid
+    assert api.call("DELETE", f"/users/me/sessions/{IAT - 60}", token=token).status == 200
+    assert api.call("GET", f"/users/me/sessions/{IAT - 60}", token=token).status == 404
+
+
+# The order of P-256's group: an ECDSA signature (r, s) also verifies as (r, n - s).
+P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+
+
+def _both_spellings(token: str) -> tuple[str, str]:
+    """The low-S and the high-S spelling of one ES256 token (its signature's s and n - s)."""
+    data, _, signature = token.rpartition(".")
+    raw = jwt.utils.base64url_decode(signature.encode())
+    r, s = raw[:32], int.from_bytes(raw[32:])
+    other = P256_ORDER - s
+    spelled = {
+        value: f"{data}.{jwt.utils.base64url_encode(r + value.to_bytes(32)).decode()}" for value in (s, other)
+    }
+    return spelled[min(s, other)], spelled[max(s, other)]
+
+
+@pytest.mark.usefixtures("configured")
+def test_both_spellings_of_an_upstream_signature_are_one_token_and_one_session(
+    api: Api, stack: Stack, signer: UpstreamSigner
+) -> None:
+    """Upstream's signer (jose on Node's WebCrypto, OpenSSL underneath) leaves S as it comes: about
+    half of the tokens clients hold are high-S, so both spellings are accepted (docs/security.md).
+    They must be one token: nothing is keyed on the signature's bytes."""
+    _imported(stack)
+    low, high = _both_spellings(signer.token(UPSTREAM_ID, IAT, IAT + 7 * 86400))
+    assert low != high
+    # What the rest of Nimbus sees of a token: the same, whichever spelling came.
+    settings = get_settings()
+    assert parse_upstream_token(low, settings, NOW) == parse_upstream_token(high, settings, NOW) is not None
+
+    seen = {
+        spelling: api.call("GET", "/users/me/sessions/me", token=spelling).body for spelling in (low, high)
+    }
+
+    assert seen[low] == seen[high]
+    assert seen[low]["id"] == str(IAT)
+    assert api.call("GET", "/users/me/sessions", token=high).body["count"] == 1  # one session, not two
+    assert api.call("DELETE", "/users/me/sessions/me", token=low).status == 200
+    assert (_me(api, low), _me(api, high)) == (INVALID, INVALID)
 
 
 def _forgeries(signer: UpstreamSigner) -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 import threading
@@ -201,6 +202,22 @@ def test_a_users_sessions_get_distinct_iats_and_another_key_does_not_verify_them
     stranger = UpstreamSigner().certificate.public_key()
     with pytest.raises(jwt.InvalidSignatureError):
         jwt.decode(tokens[0][0], stranger, algorithms=["ES256"])  # type: ignore[arg-type]
+
+
+def test_tokens_are_signed_as_upstreams_are_with_s_left_high_about_half_the_time() -> None:
+    """jose 6.1.0 on Node's WebCrypto (upstream's signer) leaves S as OpenSSL makes it: 520 of 1,000
+    tokens high-S when measured (docs/security.md). So must the fixture's, or no test would hold a
+    token as clients hold them. Out of 200, fewer than 50 of either kind is a chance below 1e-12."""
+    signer = UpstreamSigner()
+    order = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551  # P-256's n
+    tokens = [signer.token("1700000000000", 1_764_000_000 + i, 1_764_600_000) for i in range(200)]
+
+    high = sum(
+        int.from_bytes(base64.urlsafe_b64decode(t.split(".")[2] + "==")[32:]) > order // 2 for t in tokens
+    )
+
+    assert jwt.get_unverified_header(tokens[0]) == {"alg": "ES256", "typ": "JWT"}
+    assert 50 <= high <= 150
 
 
 def test_a_webauthn_factor_stores_the_authenticators_cose_key_which_verifies_its_assertions(

@@ -456,7 +456,7 @@ def test_an_imported_banned_account_keeps_no_session_that_an_unban_would_revive(
     assert world.violations() == []
     # Lifted the ban, its sessions from before the ban still do not authenticate.
     staff.unban(world.deps, world.user("1234"), time.time())
-    token = SessionToken("1234", ids.upstream_session_id("1234", int(upstream_session.id)), "", upstream=True)
+    token = SessionToken("1234", upstream_session.id, "", upstream=True)
     assert authenticate(world.deps, token, time.time()) is None
 
 

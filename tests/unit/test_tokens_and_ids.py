@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nimbus_core.ids import is_id, new_id, new_secret
+from nimbus_core.ids import is_id, is_session_id, new_id, new_secret, session_order
 from nimbus_core.tokens import hash_secret, new_session_token, parse_session_token, secret_matches
 
 
@@ -58,3 +58,45 @@ def test_secret_is_compared_against_its_hash() -> None:
     assert stored != secret
     assert secret_matches(secret, stored)
     assert not secret_matches(new_secret(), stored)
+
+
+# An upstream session's id: its token's iat, a decimal string (CONTRACT section 15).
+IAT = "1764000000"
+
+
+@pytest.mark.parametrize("value", [IAT, "1", "999999999999", ID_A])
+def test_imported_upstream_session_ids_are_session_ids(value: str) -> None:
+    assert is_session_id(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        "0",
+        "01764000000",
+        "1764000000 ",
+        "+1764000000",
+        "1" * 13,
+        "\u0661\u0667\u0666\u0664",
+        ID_A.lower(),
+        "me",
+    ],
+)
+def test_malformed_session_ids_are_refused_before_any_read(value: str) -> None:
+    assert not is_session_id(value)
+
+
+def test_imported_session_ids_order_by_their_creation_second_among_nimbus_ids() -> None:
+    made = new_id()  # now
+    older, newer = "1000000000", "99999999999"  # 2001, and the year 5138: before and after it
+
+    assert sorted([newer, made, older], key=session_order) == [older, made, newer]
+    assert session_order(made) == made  # a Nimbus id is its own order
+
+
+def test_a_nimbus_token_never_names_an_imported_upstream_session() -> None:
+    """An imported session is reached only through its upstream JWT: a token of ours naming one
+    is malformed, refused before any read."""
+    assert parse_session_token(f"1700000000000.{IAT}.{'x' * 43}") is None
+    assert parse_session_token(f"1700000000000.{ID_A}.{'x' * 43}") is not None

@@ -63,7 +63,7 @@ def get_session(deps: Deps, owner: Owner, sid: str, now: float) -> Session:
     if current is not None:
         return current
     sid = owner.resolve(sid)
-    session = deps.sessions.get(owner.user.id, sid) if ids.is_id(sid) else None
+    session = deps.sessions.get(owner.user.id, sid) if ids.is_session_id(sid) else None
     if session is None or not _live(session, owner.user, now):
         raise _unknown_session()
     return session
@@ -74,7 +74,7 @@ def rename_session(deps: Deps, owner: Owner, sid: str, name: str, now: float) ->
     sid = owner.resolve(sid)
     user = owner.user
     renamed = None
-    if ids.is_id(sid):
+    if ids.is_session_id(sid):
         renamed = deps.sessions.rename(
             user.id, sid, name, clock.iso(now), generation=user.session_generation, now=now
         )
@@ -87,7 +87,7 @@ def delete_session(deps: Deps, owner: Owner, sid: str, now: float) -> None:
     """Revoke one live session of the owner (one conditional delete), or 404 INVALID_SESSION_ERROR."""
     sid = owner.resolve(sid)
     user = owner.user
-    deleted = ids.is_id(sid) and deps.sessions.delete_live(
+    deleted = ids.is_session_id(sid) and deps.sessions.delete_live(
         user.id, sid, generation=user.session_generation, now=now
     )
     if not deleted:
@@ -100,7 +100,7 @@ def delete_sessions(deps: Deps, owner: Owner, session_ids: Sequence[str], now: f
     One BatchGetItem finds which exist and are live, then BatchWriteItem removes exactly those, so
     ``count`` never includes an unknown, revoked or expired id.
     """
-    wanted = [sid for sid in dict.fromkeys(owner.resolve(s) for s in session_ids) if ids.is_id(sid)]
+    wanted = [sid for sid in dict.fromkeys(owner.resolve(s) for s in session_ids) if ids.is_session_id(sid)]
     if not wanted:
         return 0
     live = [s.id for s in deps.sessions.get_many(owner.user.id, wanted) if _live(s, owner.user, now)]

@@ -14,6 +14,7 @@ from nimbus_core.adapters.items import read_record, record_item
 from nimbus_core.adapters.transactions import TransactOp, fails_with
 from nimbus_core.adapters.users import user_key
 from nimbus_core.errors import ErrorCode
+from nimbus_core.ids import session_order
 from nimbus_core.models import Challenge, Session, User
 from nimbus_core.ports import WriteOp
 
@@ -121,8 +122,7 @@ class DynamoSessions:
 
     def import_new_sessions(self, sessions: Iterable[Session]) -> None:
         """Store the sessions of an account imported from upstream this moment, in batches of 25:
-        the account was just created, so none of them can exist yet (its sessions' ids come from
-        the account's id)."""
+        the account was just created, so none of them can exist yet (session ids are per user)."""
         batch_put(self._client, self._table, [session_item(s) for s in sessions])
 
     def import_session(self, session: Session) -> bool:
@@ -206,11 +206,14 @@ class DynamoSessions:
         """How many live sessions the user has (current generation, unexpired) and one page of
         them, newest first.
 
-        One Query on the user's partition, read backwards (ids are time-ordered), filtered in
-        DynamoDB; a further page only per MB of stored sessions (some thousands). Only the page's
-        items are turned into records.
+        One Query on the user's partition, filtered in DynamoDB; a further page only per MB of
+        stored sessions (some thousands). The items are put newest first by
+        :func:`nimbus_core.ids.session_order` (our ids are time-ordered, but an imported upstream
+        session's decimal id sorts elsewhere by its digits). Only the page's items are turned into
+        records.
         """
-        items = self._query(user_id, ScanIndexForward=False, **_live_filter(generation, now))
+        items = self._query(user_id, **_live_filter(generation, now))
+        items.sort(key=lambda item: session_order(item["sessionId"]["S"]), reverse=True)
         return len(items), [_read_session(item) for item in items[offset : offset + limit]]
 
     def count_live(self, user_id: str, *, generation: int, now: float) -> int:

@@ -44,10 +44,13 @@ def user_key(user_id: str) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class ImportState:
-    """How Nimbus holds an upstream account: ``kind`` is pending, done, deleted or native."""
+    """How Nimbus holds an upstream account: ``kind`` is pending, done, deleted or native; for an
+    imported one, the ids of the second factors it holds now and its session generation."""
 
     kind: str
     upstream_updated_at: str | None = None
+    factor_ids: frozenset[str] = frozenset()
+    session_generation: int = 0
 
 
 def user_id_from_key(keys: Mapping[str, Any]) -> str | None:
@@ -204,7 +207,8 @@ class DynamoUsers:
     def import_states(self, user_ids: Sequence[str]) -> dict[str, ImportState]:
         """How Nimbus holds each of ``user_ids`` (at most 50) that it has or had: imported and
         ``"pending"`` (its sessions not all written) or ``"done"``, ``"deleted"`` since its import,
-        or ``"native"`` (never imported); with the upstream ``updatedAt`` it was imported at."""
+        or ``"native"`` (never imported); with the upstream ``updatedAt`` it was imported at, and
+        what a later run reports as already there (its factors' ids, its session generation)."""
         wanted = list(dict.fromkeys(user_ids))
         if not wanted:
             return {}
@@ -212,7 +216,9 @@ class DynamoUsers:
         request = {
             "Keys": keys,
             "ConsistentRead": True,
-            "ProjectionExpression": "pk, importedFrom, importPending, upstreamUpdatedAt",
+            "ProjectionExpression": (
+                "pk, importedFrom, importPending, upstreamUpdatedAt, secondFactors, sessionGeneration"
+            ),
         }
         found = batch_get(self._client, {self._table: request})
         users: dict[str, dict[str, Any]] = {}
@@ -234,7 +240,12 @@ class DynamoUsers:
                 states[user_id] = ImportState("native")
                 continue
             kind = "pending" if "importPending" in stored else "done"
-            states[user_id] = ImportState(kind, stored.get("upstreamUpdatedAt", {}).get("S"))
+            states[user_id] = ImportState(
+                kind,
+                stored.get("upstreamUpdatedAt", {}).get("S"),
+                factor_ids=frozenset(stored.get("secondFactors", {}).get("M", {})),
+                session_generation=int(stored.get("sessionGeneration", {}).get("N", "0")),
+            )
         return states
 
     def claim_holders(self, user: User) -> dict[str, str | None]:

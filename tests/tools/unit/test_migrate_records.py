@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from nimbus_core.ids import upstream_session_id
 from nimbus_core.otp import legacy_backup_code_key
 from nimbus_core.upstream_tokens import UPSTREAM_SECRET_HASH
 from nimbus_tools.migrate.importer import source_collisions
@@ -81,19 +80,21 @@ def test_an_account_keeps_its_id_names_address_times_factors_and_backup_digests(
     assert user.backup_codes == {legacy_backup_code_key(DIGEST): True}
 
 
-def test_only_live_sessions_with_known_scopes_are_kept_under_the_id_their_token_names() -> None:
+def test_only_live_sessions_with_known_scopes_are_kept_under_upstreams_own_id() -> None:
     sessions = [
         _session(),
         _session(id="1764000001", exp=NOW - timedelta(seconds=1)),  # expired
         _session(id="1764000002", permission_flags=1 << 30),  # scopes Nimbus does not know
         _session(id="not-an-iat"),
+        _session(id="01764000003"),  # no token's iat is written so: its token names "1764000003"
+        _session(id="\u0661\u0667\u0666\u0664"),  # decimal to str.isdecimal, never an iat
     ]
 
     moved = account(_row(sessions=sessions), now=NOW.timestamp())
     kept = moved.sessions
 
-    assert [s.id for s in kept] == [upstream_session_id("7531328677439602700", 1764000000)]
-    assert set(moved.dropped) == {"1764000002", "not-an-iat"}  # listed; the expired one simply ended
+    assert [s.id for s in kept] == ["1764000000"]  # the id a client that kept it asks for
+    assert set(moved.dropped) == {"1764000002", "not-an-iat", "01764000003", "\u0661\u0667\u0666\u0664"}
     assert "not scopes Nimbus knows" in moved.dropped["1764000002"]
     assert (kept[0].secret_hash, kept[0].permission_flags, kept[0].name) == (
         UPSTREAM_SECRET_HASH,

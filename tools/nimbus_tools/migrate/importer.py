@@ -30,11 +30,12 @@ from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers, ImportState
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.identity import email_key, username_key
-from nimbus_core.models import User
+from nimbus_core.models import Session, User
 from nimbus_tools.migrate import records
 from nimbus_tools.migrate.source import UpstreamAccount, UpstreamSource
 
 BATCH_READ = 50  # accounts per BatchGetItem (two keys each: the user and its import mark)
+SESSIONS_READ = 100  # a user's sessions per BatchGetItem
 
 
 @dataclass
@@ -50,6 +51,8 @@ class Report:
     changed: list[dict[str, str]] = field(default_factory=list)
     # Live upstream sessions that cannot be kept (an id that is no iat, unknown scopes), with why.
     dropped_sessions: list[dict[str, str]] = field(default_factory=list)
+    # Sessions an earlier run imported that were revoked in Nimbus since: left revoked.
+    revoked_sessions: int = 0
     seconds: float = 0.0
 
     def render(self) -> str:
@@ -68,6 +71,11 @@ class Report:
                 [f"sessions not imported: {len(self.dropped_sessions)}"]
                 + [f"  {d['user']} session {d['id']}: {d['reason']}" for d in self.dropped_sessions]
                 if self.dropped_sessions
+                else []
+            ),
+            *(
+                [f"sessions revoked in Nimbus since their import, not brought back: {self.revoked_sessions}"]
+                if self.revoked_sessions
                 else []
             ),
             *(
@@ -90,6 +98,7 @@ class Report:
             "skipped": self.skipped,
             "changedUpstream": self.changed,
             "droppedSessions": self.dropped_sessions,
+            "revokedSessions": self.revoked_sessions,
             "seconds": round(self.seconds, 3),
         }
 
@@ -119,8 +128,10 @@ class Stores:
 class _Outcome:
     users: str  # "imported", "unchanged" or "skipped"
     factors: int = 0
+    factors_old: int = 0  # already there: written by an earlier run
     sessions_new: int = 0
     sessions_old: int = 0
+    sessions_revoked: int = 0  # written by an earlier run, revoked in Nimbus since
     reason: str = ""
     changed_upstream: bool = False
     dropped: dict[str, str] = field(default_factory=dict)
@@ -201,45 +212,82 @@ def _account(
 ) -> _Outcome:
     """Import one account (``held``: how Nimbus holds it already, if at all)."""
     planned = _plan(row, held, collisions, now=now)
-    state = held.kind if held is not None else None
     if isinstance(planned, _Outcome):
         return planned
+    if held is not None and held.kind == "done":
+        return _done_before(row, held, planned, stores, now=now)
     user = planned.user
-    if dry_run:
-        taken = _taken(stores, user) if state is None else ""
+    if held is None:
+        taken = _taken(stores, user) if dry_run else _create(stores, row, user)
         if taken:
             return _Outcome("skipped", reason=taken)
+        # Created just now (or to be): its sessions cannot exist yet, so they go in batches.
+        if not dry_run:
+            stores.sessions.import_new_sessions(planned.sessions)
+            stores.users.finish_import(user.id)
         return _Outcome(
             "imported",
             factors=len(user.second_factors),
             sessions_new=len(planned.sessions),
             dropped=planned.dropped,
         )
-    if state is None:
-        try:
-            stores.transactor.commit(
-                stores.users.import_ops(user, upstream_updated_at=records.stamp(row.updated_at))
-            )
-        except NimbusError as refused:
-            taken = _taken(stores, user) if refused.code is ErrorCode.USER_EXISTS_ERROR else ""
-            if not taken:
-                raise  # not a claim: the user item exists (another run imports it right now) or AWS failed
-            return _Outcome("skipped", reason=taken)
-    if state is None:
-        # Created just now by this transaction: its sessions cannot exist yet, so they go in batches.
-        stores.sessions.import_new_sessions(planned.sessions)
-        new = len(planned.sessions)
+    # Pending: a run stopped while writing its sessions (the account and its factors are there).
+    if dry_run:
+        new = len(planned.sessions) - len(_stored(stores, user.id, planned.sessions))
     else:
-        # A run stopped while writing them: each is put only if it is not there already.
         new = sum(stores.sessions.import_session(session) for session in planned.sessions)
-    stores.users.finish_import(user.id)
+        stores.users.finish_import(user.id)
     return _Outcome(
-        "imported" if state is None else "unchanged",
-        factors=len(user.second_factors) if state is None else 0,
+        "unchanged",
+        factors_old=len(user.second_factors),
         sessions_new=new,
         sessions_old=len(planned.sessions) - new,
         dropped=planned.dropped,
     )
+
+
+def _create(stores: Stores, row: UpstreamAccount, user: User) -> str:
+    """Create the account marked pending, in one transaction; why not ("" when created)."""
+    try:
+        stores.transactor.commit(
+            stores.users.import_ops(user, upstream_updated_at=records.stamp(row.updated_at))
+        )
+    except NimbusError as refused:
+        taken = _taken(stores, user) if refused.code is ErrorCode.USER_EXISTS_ERROR else ""
+        if not taken:
+            raise  # not a claim: the user item exists (another run imports it right now) or AWS failed
+        return taken
+    return ""
+
+
+def _done_before(
+    row: UpstreamAccount, held: ImportState, planned: records.Account, stores: Stores, *, now: float
+) -> _Outcome:
+    """An account an earlier run finished: left as it is (never overwritten, a session revoked
+    since never revived); what of it is still there is counted (reads only)."""
+    changed = held.upstream_updated_at not in (None, records.stamp(row.updated_at))
+    live = [
+        s
+        for s in _stored(stores, row.id, planned.sessions)
+        if s.generation == held.session_generation and s.exp > now
+    ]
+    return _Outcome(
+        "unchanged",
+        factors_old=sum(factor_id in held.factor_ids for factor_id in planned.user.second_factors),
+        sessions_old=len(live),
+        sessions_revoked=len(planned.sessions) - len(live),
+        changed_upstream=changed,
+    )
+
+
+def _stored(stores: Stores, user_id: str, sessions: list[Session]) -> list[Session]:
+    """Which of ``sessions`` Nimbus stores (whatever their generation), 100 per BatchGetItem."""
+    ids = [s.id for s in sessions]
+    return [
+        found
+        for start in range(0, len(ids), SESSIONS_READ)
+        for found in stores.sessions.get_many(user_id, ids[start : start + SESSIONS_READ])
+    ]
 
 
 def _plan(
@@ -257,10 +305,6 @@ def _plan(
         return _Outcome("skipped", reason="an account Nimbus did not import has this id")
     if state == "deleted":
         return _Outcome("skipped", reason="deleted in Nimbus since it was imported: not brought back")
-    if held is not None and state == "done":
-        # Left as it is: a later run never overwrites an imported account (nor revives its sessions).
-        changed = held.upstream_updated_at not in (None, records.stamp(row.updated_at))
-        return _Outcome("unchanged", changed_upstream=changed)
     return account
 
 
@@ -281,6 +325,7 @@ def _tally(report: Report, row: UpstreamAccount, outcome: _Outcome) -> None:
         return
     (report.imported if outcome.users == "imported" else report.unchanged)["users"] += 1
     report.imported["factors"] += outcome.factors
+    report.unchanged["factors"] += outcome.factors_old
     if outcome.changed_upstream:
         report.changed.append({"id": row.id, "username": row.username})
     report.dropped_sessions += [
@@ -288,3 +333,4 @@ def _tally(report: Report, row: UpstreamAccount, outcome: _Outcome) -> None:
     ]
     report.imported["sessions"] += outcome.sessions_new
     report.unchanged["sessions"] += outcome.sessions_old
+    report.revoked_sessions += outcome.sessions_revoked

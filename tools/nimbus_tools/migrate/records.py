@@ -5,7 +5,7 @@ password that is not a bcrypt hash, a second factor without its secret or key) i
 reason, and the operator fixes the source. Accounts keep their ids, names, addresses, domains,
 staff flag, ban, verification and timestamps; the bcrypt hash is kept as it is (replaced by argon2id
 at the first login), backup-code digests under their legacy key, and every unexpired session under
-the id its token names.
+upstream's own id (its token's ``iat``), which is also what the token names.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from nimbus_core import passwords
 from nimbus_core.clock import iso
-from nimbus_core.ids import is_id, upstream_session_id
+from nimbus_core.ids import is_id, is_upstream_session_id
 from nimbus_core.models import Domain, SecondFactor, Session, User
 from nimbus_core.otp import legacy_backup_code_key
 from nimbus_core.scopes import ALL_BITS
@@ -151,7 +151,8 @@ def _session(user_id: str, row: UpstreamSession, now: float) -> Session | str:
     exp = int(row.exp.timestamp())
     if exp <= now:
         return ""
-    if not row.id.isdecimal() or len(row.id) > 12:
+    if not is_upstream_session_id(row.id):
+        # Its token names the session by str(iat): another spelling would name nothing.
         return "its id is not a token's iat"
     flags = row.permission_flags
     if flags is not None and not 1 <= flags <= ALL_BITS:
@@ -159,7 +160,7 @@ def _session(user_id: str, row: UpstreamSession, now: float) -> Session | str:
     created = stamp(row.created_at)
     return Session(
         user_id=user_id,
-        id=upstream_session_id(user_id, int(row.id)),
+        id=row.id,  # upstream's own: a client that kept it finds the session under it
         secret_hash=UPSTREAM_SECRET_HASH,
         name=(row.name.strip() or "Upstream session")[:_MAX_NAME],
         exp=exp,
