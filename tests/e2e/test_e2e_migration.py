@@ -31,9 +31,15 @@ def signer() -> UpstreamSigner:
 
 @pytest.fixture(scope="module")
 def moved_api(tmp_path_factory: pytest.TempPathFactory, signer: UpstreamSigner) -> Iterator[LocalApiProcess]:
-    """A second local API, deployed with upstream's certificate."""
-    params = {"UpstreamJwtCertificate": signer.certificate_pem}
-    api = start_local_api(state_dir=tmp_path_factory.mktemp("nimbus-moved"), params=params, timeout=90)
+    """A second local API, given upstream's certificate as docs/migrate.md says:
+    `UPSTREAM_JWT_CERTIFICATE=certs/jwt.crt make serve`."""
+    certificate = tmp_path_factory.mktemp("upstream-certs") / "jwt.crt"
+    certificate.write_text(signer.certificate_pem)
+    api = start_local_api(
+        state_dir=tmp_path_factory.mktemp("nimbus-moved"),
+        env={"UPSTREAM_JWT_CERTIFICATE": str(certificate)},
+        timeout=90,
+    )
     yield api
     assert api.stop() == 0
 

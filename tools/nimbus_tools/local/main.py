@@ -17,7 +17,6 @@ from nimbus_tools.local.state import StateDirInUseError
 from nimbus_tools.local.static import console_url
 from nimbus_tools.template import DEFAULT_TEMPLATE_PATH, TemplateError, load_template, parameter_values
 
-
 # `UPSTREAM_JWT_CERTIFICATE=certs/jwt.crt make serve`: upstream's certificate (a PEM file's path, or
 # the PEM itself), given to the functions as the UpstreamJwtCertificate template parameter.
 UPSTREAM_CERTIFICATE_VARIABLE = "UPSTREAM_JWT_CERTIFICATE"
