@@ -134,6 +134,7 @@ def test_a_client_that_kept_upstreams_session_id_finds_the_session_under_it(
     """CONTRACT 15: an imported session keeps upstream's id, its token's ``iat`` in decimal."""
     _imported(stack)
     _imported(stack, iat=IAT - 60)
+    _imported(stack, iat=IAT - 120)
     token = signer.token(UPSTREAM_ID, IAT, IAT + 7 * 86400)
     sid = str(IAT)
 
@@ -141,12 +142,14 @@ def test_a_client_that_kept_upstreams_session_id_finds_the_session_under_it(
     found = api.call("GET", f"/users/me/sessions/{sid}", token=token)
     renamed = api.call("PATCH", f"/users/me/sessions/{sid}", {"name": "Old laptop"}, token=token)
 
-    assert [s["id"] for s in listed["items"]] == [sid, str(IAT - 60)]  # newest first
+    assert [s["id"] for s in listed["items"]] == [sid, str(IAT - 60), str(IAT - 120)]  # newest first
     assert (found.status, found.body["id"]) == (200, sid)
     assert (renamed.status, renamed.body["id"], renamed.body["name"]) == (200, sid, "Old laptop")
     assert api.call("GET", "/users/me/sessions/me", token=token).body["id"] == sid
     assert api.call("DELETE", f"/users/me/sessions/{IAT - 60}", token=token).status == 200
     assert api.call("GET", f"/users/me/sessions/{IAT - 60}", token=token).status == 404
+    several = api.call("DELETE", "/users/me/sessions", {"ids": [str(IAT - 120), "0120"]}, token=token)
+    assert (several.status, several.body["count"]) == (200, 1)
 
 
 # The order of P-256's group: an ECDSA signature (r, s) also verifies as (r, n - s).
