@@ -207,7 +207,7 @@ def _verified_ops(
     if answer.type == "totp" and answer.code is not None:
         for factor in user.second_factors.values():
             if factor.type == "totp" and factor.secret:
-                step = otp.totp_step(factor.secret, answer.code, now)
+                step = otp.totp_step(factor.secret, answer.code, now, factor_id=factor.id)
                 if step is not None and step > factor.last_step:
                     return [deps.users.use_totp_step_op(user, factor.id, step, clock.iso(now))]
         return None

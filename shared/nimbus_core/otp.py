@@ -1,9 +1,16 @@
-"""One-time codes of the second factors: TOTP (RFC 6238, by pyotp) and backup codes.
+"""One-time codes of the second factors: TOTP (RFC 6238) and backup codes.
 
 TOTP is SHA-1, 6 digits, 30 seconds, with one step of drift either way (CONTRACT section 9). A code
 is accepted at most once: :func:`totp_step` answers the *time step* a code belongs to, and the
 caller stores the last step used on the factor, conditionally, so the same code (or an older one)
 can never be replayed, not even by two concurrent requests.
+
+Secrets Nimbus makes are 160 bits (pyotp makes them and their URI). Codes are checked with
+cryptography's HOTP, told not to enforce a key length: upstream Cumulonimbus's secrets are 16 base32
+characters (an 80-bit key, its otplib's default), and pyotp refuses keys under 112 bits with no
+parameter to say otherwise. A stored secret is read as upstream's decoder reads it: either case,
+trailing ``=`` ignored, every whole byte its characters spell. One that cannot be read is a wrong
+answer, logged as an error (never the secret itself), not an exception.
 
 Backup codes are 10 per set, 16 characters of Crockford base32 (80 random bits each), shown to the
 user grouped as ``XXXX-XXXX-XXXX-XXXX`` and stored only as SHA-256 hashes: a fast hash is right for
@@ -12,10 +19,15 @@ user grouped as ``XXXX-XXXX-XXXX-XXXX`` and stored only as SHA-256 hashes: a fas
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import re
 import secrets
+
+from aws_lambda_powertools import Logger
+
+_log = Logger(child=True)
 
 TOTP_DIGITS = 6
 TOTP_PERIOD = 30
@@ -43,23 +55,57 @@ def totp_uri(secret: str, *, account: str, issuer: str) -> str:
     )
 
 
-def totp_step(secret: str, code: str, now: float) -> int | None:
+def totp_step(secret: str, code: str, now: float, *, factor_id: str = "") -> int | None:
     """The time step ``code`` is valid for (now, or one step either side), or None.
 
-    Every candidate step is compared in constant time, so timing tells nothing about which one
-    (or whether any) matched.
+    ``secret`` is the stored base32 secret, of any length upstream or Nimbus made; one that is not
+    base32 matches nothing and is logged (with ``factor_id``) as the error it is. Every candidate
+    step is compared in constant time, so timing tells nothing about which one (or whether any)
+    matched.
     """
     if len(code) != TOTP_DIGITS or not code.isascii() or not code.isdigit():
         return None
-    import pyotp
+    key = totp_key(secret)
+    if key is None:
+        _log.error(
+            "stored TOTP secret is not base32: the answer is refused",
+            extra={"factor": factor_id, "length": len(secret)},
+        )
+        return None
+    # cryptography's HOTP is RFC 4226; RFC 6238's TOTP is HOTP of the time step. Imported here: only
+    # the second-factor routes pay for it.
+    from cryptography.hazmat.primitives.hashes import SHA1
+    from cryptography.hazmat.primitives.twofactor.hotp import HOTP
 
-    totp = pyotp.TOTP(secret, digits=TOTP_DIGITS, interval=TOTP_PERIOD)
+    # SHA-1 is what RFC 6238 and every authenticator app use; HMAC-SHA-1 is not weakened by SHA-1's
+    # collisions.
+    hotp = HOTP(key, TOTP_DIGITS, SHA1(), enforce_key_length=False)  # noqa: S303
     current = int(now) // TOTP_PERIOD
     found = None
     for step in range(current - TOTP_DRIFT_STEPS, current + TOTP_DRIFT_STEPS + 1):
-        if hmac.compare_digest(totp.generate_otp(step), code) and found is None:
+        if hmac.compare_digest(hotp.generate(step), code.encode()) and found is None:
             found = step
     return found
+
+
+_BASE32 = re.compile(r"[A-Z2-7]+")
+
+
+def totp_key(secret: str) -> bytes | None:
+    """The key bytes of a stored base32 secret, or None when it spells none.
+
+    Read as upstream's decoder (npm ``thirty-two``) reads it, so every secret upstream made works:
+    either case, trailing ``=`` ignored, and the bits left over after the last whole byte dropped
+    (a length RFC 4648 would call unpadded or wrong).
+    """
+    if not secret.isascii():
+        return None  # before upper(): "ß".upper() is "SS"
+    text = secret.upper().rstrip("=")
+    if not _BASE32.fullmatch(text) or len(text) * 5 // 8 == 0:
+        return None
+    # Filled up to a whole base32 block with zero bits (which always decodes), then cut back to the
+    # whole bytes the secret itself spells.
+    return base64.b32decode(text + "A" * (-len(text) % 8))[: len(text) * 5 // 8]
 
 
 def new_backup_codes() -> list[str]:

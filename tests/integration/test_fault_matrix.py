@@ -10,6 +10,8 @@ fails, and:
   ``INTERNAL_SERVER_ERROR`` for a dependency failure, or, where a write's condition failed as if a
   concurrent request had changed the item, a documented 4xx of the endpoint (the integration API
   checks every error body against the endpoint's OpenAPI errors);
+- a 500 is for the failed call alone: any other exception the functions answered it for (a bug in
+  verifying a second factor, say) is named as one;
 - the tables are whole (tests/invariants.py): no half-written change;
 - a retry of the same request, with AWS well again, converges to the scenario's own answer. A
   request that carried a second-factor answer may instead hear that the answer is spent (401
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -46,6 +49,7 @@ from nimbus_core import clock
 from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.items import from_item
 from nimbus_core.adapters.users import COUNT_KEY_PREFIX
+from nimbus_core.errors import DependencyError
 from nimbus_tools.local.faults import SdkAnswer
 from nimbus_tools.local.inprocess import Reply
 from nimbus_tools.template import function_specs, load_template
@@ -102,6 +106,7 @@ class CallWatch:
     calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     failure: Failure | None = None
     failed: bool = False
+    unhandled: list[BaseException] = field(default_factory=list)  # what a 500 was answered for
     _hooked: list[Any] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -121,6 +126,7 @@ class CallWatch:
         """Forget the calls seen; fail as ``failure`` says (None: let every call through)."""
         self.hook()
         self.calls, self.failure, self.failed = [], failure, False
+        self.unhandled.clear()
 
     def _before_call(self, model: OperationModel, params: dict[str, Any], **_: Any) -> Any:
         service = model.service_model.service_name
@@ -144,6 +150,18 @@ class CallWatch:
             TableName=table, Key=key, ConsistentRead=True
         ).get("Item")
         return found
+
+
+class UnhandledErrors(logging.Handler):
+    """Collects the exceptions the functions answer 500 for (logged as "unhandled error")."""
+
+    def __init__(self, into: list[BaseException]) -> None:
+        super().__init__(logging.ERROR)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage() == "unhandled error" and record.exc_info and record.exc_info[1]:
+            self.into.append(record.exc_info[1])
 
 
 def _error_answer(
@@ -262,13 +280,18 @@ def _run_one(
     try:
         first = send()
     finally:
-        failed = watch.failed
+        failed, unhandled = watch.failed, list(watch.unhandled)
         watch.start(None)
     problems: list[str] = []
     if not failed:
         problems.append(f"{described}: the request made fewer calls than its clean run")
     if not _acceptable_first(scenario, failure, first):
         problems.append(f"{described}: answered {first.status} {first.body}")
+    problems += [
+        f"{described}: answered 500 for {type(exc).__name__}: {exc}, not for the failed call"
+        for exc in unhandled
+        if not isinstance(exc, DependencyError)
+    ]
     broken = stack_violations(stack.dynamodb, stack.provisioned.tables)
     problems += [f"{described}: after the failure, {v}" for v in broken]
     if first.status != scenario.expected_status and not problems:
@@ -317,7 +340,10 @@ class Baseline(Leftovers):
 def harness(stack: Stack) -> Iterator[tuple[Harness, CallWatch]]:
     api = WatchedApi(stack.template, PARAMS)
     watch = CallWatch(api, stack.dynamodb)
+    unhandled = UnhandledErrors(watch.unhandled)
+    logging.getLogger("nimbus").addHandler(unhandled)  # the functions' logger (service "nimbus")
     yield Harness(api, boto3.Session(region_name=REGION)), watch
+    logging.getLogger("nimbus").removeHandler(unhandled)
     watch.unhook()
 
 
@@ -342,6 +368,22 @@ def test_every_aws_call_of_every_scenario_failed_in_turn_leaves_a_clean_answer_a
             problems += _run_one(scenario, failure, watch, stack, described, monkeypatch)
         leftovers.discard()  # per scenario: moto's transactions slow down as its tables grow
     assert problems == [], "\n".join(problems)
+
+
+def test_the_matrix_hears_what_a_500_was_answered_for(
+    stack: Stack, harness: tuple[Harness, CallWatch]
+) -> None:
+    """The exceptions behind a 500 reach the matrix (else a bug behind one would pass unnamed)."""
+    h, watch = harness
+    [scenario] = [s for s in scenarios(h) if s.name == "GET /users/me (usedAt recent)"]
+    send = scenario.prepare()
+    container.production_deps().config.current()
+    watch.start(Failure(0, "broken"))
+    reply = send()
+    heard = list(watch.unhandled)
+    watch.start(None)
+
+    assert (reply.status, [type(exc) for exc in heard]) == (500, [DependencyError])
 
 
 def test_the_matrix_fails_every_call_kind_it_claims() -> None:

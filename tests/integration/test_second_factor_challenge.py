@@ -6,7 +6,9 @@ issue); everything else goes through the API.
 
 from __future__ import annotations
 
+import io
 import itertools
+import json
 from typing import Any
 
 import pyotp
@@ -19,7 +21,9 @@ from nimbus_core.clock import iso
 from nimbus_core.ids import new_id
 from nimbus_core.models import SecondFactor, User
 from nimbus_tools.local.inprocess import Reply
+from tests import totp_reference
 from tests.integration.conftest import NOW, Api, Clock, Stack
+from tests.migration.upstream import totp_secret as upstream_totp_secret
 
 PASSWORD = "correct horse"
 _ips = itertools.count(1)
@@ -44,10 +48,13 @@ def _user(stack: Stack, token: str) -> User:
     return user
 
 
-def enrol_totp(stack: Stack, token: str, *, backup: list[str] | None = None) -> str:
-    """Give the token's user a TOTP factor (and backup codes); the TOTP seed."""
+def enrol_totp(
+    stack: Stack, token: str, *, backup: list[str] | None = None, secret: str | None = None
+) -> str:
+    """Give the token's user a TOTP factor (a new seed unless ``secret``, stored as given) and
+    backup codes; the TOTP seed."""
     user = _user(stack, token)
-    secret = otp.new_totp_secret()
+    secret = otp.new_totp_secret() if secret is None else secret
     factor = SecondFactor(
         id=new_id(), type="totp", name="Phone", created_at=iso(NOW), updated_at=iso(NOW), secret=secret
     )
@@ -327,3 +334,81 @@ def test_a_login_answer_that_loses_a_race_for_its_code_hears_the_code_was_used_n
 
     assert done[1].status == 201, done[1].body
     assert (lost.status, lost.body["code"]) == (401, "INVALID_SECOND_FACTOR_RESPONSE_ERROR")
+
+
+# ------------------------------------------------------------------------- odd stored secrets and codes
+
+# Secrets a stored factor may hold that verify as RFC 6238 says: upstream's own (otplib's default),
+# shorter, lower case, padded, and a length RFC 4648 has no padding for (upstream's decoder reads it).
+READABLE_SECRETS = {
+    "upstream's 16 characters": upstream_totp_secret(),
+    "short": "JBSWY3DP",
+    "lower case": "jbswy3dpehpk3pxp",
+    "padded": "GEZDGNBVGY======",
+    "odd length": "JBSWY3DPEHPK3PX",
+}
+# Secrets that spell no key: each is a wrong answer and a logged error, never a 500.
+UNREADABLE_SECRETS = ["A", "not base32!", "JBSW=Y3DP", "0189ABCD", "\u00df" * 8, "JBSWY3DP\n"]
+# Codes that can match nothing, whatever the secret.
+ODD_CODES = ["", "12345", "1234567", "abcdef", "\uff11" * 6, " 12345", "-12345", "1e+05", "9" * 100]
+
+
+def _login_answer(api: Api, username: str, code: str) -> Reply:
+    """A login challenged afresh and answered with the TOTP ``code``."""
+    ip = fresh_ip()
+    challenged = api.login(username=username, ip=ip)
+    assert code_of(challenged) == "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR", challenged.body
+    answer = {"token": challenged.body["token"], "type": "totp", "code": code}
+    return api.call("POST", "/login", {"2fa": answer}, ip=ip)
+
+
+def code_of(reply: Reply) -> str:
+    return str(reply.body.get("code"))
+
+
+WRONG = (401, "INVALID_SECOND_FACTOR_RESPONSE_ERROR")
+
+
+@pytest.mark.parametrize("secret", READABLE_SECRETS.values(), ids=READABLE_SECRETS.keys())
+def test_a_stored_secret_of_any_shape_upstream_makes_verifies_its_code_and_odd_codes_are_a_clean_401(
+    api: Api, stack: Stack, frozen: Clock, secret: str
+) -> None:
+    username, token = new_user(api)
+    enrol_totp(stack, token, secret=secret)
+
+    wrong = [_login_answer(api, username, odd) for odd in ODD_CODES[:4]]
+    right = _login_answer(api, username, totp_reference.totp(secret, NOW))
+
+    assert [(r.status, code_of(r)) for r in wrong] == [WRONG] * 4
+    assert right.status == 201, right.body
+
+
+@pytest.mark.parametrize("secret", UNREADABLE_SECRETS)
+def test_an_unreadable_stored_secret_is_a_wrong_answer_and_a_logged_error_never_a_500(
+    api: Api, stack: Stack, frozen: Clock, service_logs: io.StringIO, secret: str
+) -> None:
+    username, token = new_user(api)
+    enrol_totp(stack, token, secret=secret)
+    [factor_id] = _user(stack, token).second_factors
+
+    replies = [_login_answer(api, username, odd) for odd in ("000000", "123456", ODD_CODES[4], ODD_CODES[-1])]
+
+    assert [(r.status, code_of(r)) for r in replies] == [WRONG] * 4
+    errors = [json.loads(line) for line in service_logs.getvalue().splitlines() if '"ERROR"' in line]
+    assert [(e["message"], e["factor"]) for e in errors] == [
+        ("stored TOTP secret is not base32: the answer is refused", factor_id)
+    ] * 2  # the two six-digit codes; the others never reach the secret
+    if len(secret) > 2:  # (a one-letter secret is in any log)
+        assert secret.strip() not in service_logs.getvalue()
+
+
+def test_an_unreadable_factor_does_not_keep_the_users_other_app_from_answering(
+    api: Api, stack: Stack, frozen: Clock
+) -> None:
+    username, token = new_user(api)
+    enrol_totp(stack, token, secret="not base32!")
+    good = enrol_totp(stack, token, secret=upstream_totp_secret())
+
+    reply = _login_answer(api, username, totp_reference.totp(good, NOW))
+
+    assert reply.status == 201, reply.body

@@ -13,7 +13,6 @@ from typing import Any
 import bcrypt
 import jwt
 import psycopg
-import pyotp
 import pytest
 from cryptography import x509
 from webauthn import verify_authentication_response
@@ -170,13 +169,22 @@ def test_backup_codes_are_stored_as_sha512_hex_digests_of_20_hex_character_codes
     assert digests == [hashlib.sha512(code.encode()).hexdigest() for code in codes]
 
 
-def test_a_totp_factor_stores_a_base32_secret_that_generates_valid_codes(upstream: Upstream) -> None:
+def test_a_totp_factor_stores_a_secret_as_otplib_makes_it_16_base32_characters_of_an_80_bit_key(
+    upstream: Upstream,
+) -> None:
     user = upstream.add_user("carol")
     factor_id, secret = upstream.add_totp(user)
+    others = [upstream.add_totp(user, name=f"Phone {n}")[1] for n in range(20)]
 
     row = one(upstream, 'SELECT "user", type, name, secret FROM "SecondFactors" WHERE id = %s', factor_id)
     assert row == (user.id, "totp", "Phone", secret)
-    assert pyotp.TOTP(row[3]).verify(pyotp.TOTP(secret).now())
+    for made in (secret, *others):
+        assert re.fullmatch(r"[A-Z2-7]{16}", made)
+        key = base64.b32decode(made)
+        assert len(key) == 10
+        # otplib's thirty-two plugin encodes the bytes read back as ASCII: every high bit is clear.
+        assert max(key) < 0x80
+    assert len({secret, *others}) == 21
 
 
 def test_a_session_jwt_verifies_with_the_certificates_public_key_and_its_row_is_keyed_by_iat(

@@ -2,7 +2,8 @@
 
 ``SCHEMA`` is the DDL of the tables ``nimbus import`` reads (quoted camelCase names, as Sequelize
 creates them). :class:`Upstream` inserts rows the way upstream computes them: bcrypt password hashes
-(``$2b$``), SHA-512 hex digests of 20-hex-character backup codes, base32 TOTP secrets, WebAuthn
+(``$2b$``), SHA-512 hex digests of 20-hex-character backup codes, TOTP secrets as its otplib makes them
+(16 base32 characters, an 80-bit key: see :func:`totp_secret`), WebAuthn
 credentials of a real software authenticator (COSE public key, base64url id), and sessions keyed by
 their ES256 JWT's ``iat``. Each method returns what a test needs to use the row afterwards (the plain
 password, the plain codes, the TOTP secret, the authenticator, the JWT).
@@ -13,6 +14,7 @@ PEM an import is given to keep upstream's sessions valid.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import itertools
 import secrets
@@ -25,7 +27,6 @@ from typing import Any, Self
 import bcrypt
 import jwt
 import psycopg
-import pyotp
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -91,6 +92,7 @@ TABLES = ("Domains", "Users", "SecondFactors", "Sessions")
 
 SESSION_LIFETIME = timedelta(days=7)
 BACKUP_CODE_BYTES = 10  # upstream's SECOND_FACTOR_BACKUP_CODE_LENGTH: 20 hex characters
+TOTP_SECRET_BYTES = 10  # otplib 12's authenticator.generateSecret(numberOfBytes = 10)
 
 _USER_COLUMNS = (
     "id",
@@ -184,6 +186,18 @@ class UpstreamUser:
     password: str
     hash: str
     created_at: datetime
+
+
+def totp_secret() -> str:
+    """A TOTP secret as upstream makes one: ``authenticator.generateSecret()`` of
+    @otplib/preset-default-async 12.0.1, its default and the only call upstream makes.
+
+    otplib takes 10 random bytes as hex, and its thirty-two plugin encodes
+    ``Buffer.from(hex, 'hex').toString('ascii')``: Node's ASCII decoding clears each byte's high bit,
+    so the secret spells 10 bytes below 0x80. Base32 without its ``=``: 16 upper-case characters.
+    """
+    key = bytes(byte & 0x7F for byte in secrets.token_bytes(TOTP_SECRET_BYTES))
+    return base64.b32encode(key).decode().rstrip("=")
 
 
 def bcrypt_hash(password: str, cost: int) -> str:
@@ -295,7 +309,7 @@ class Upstream:
 
     def add_totp(self, user: UpstreamUser | str, name: str = "Phone") -> tuple[str, str]:
         """A TOTP second factor; returns (factor id, base32 secret)."""
-        factor_id, secret, created = new_id(), pyotp.random_base32(), now()
+        factor_id, secret, created = new_id(), totp_secret(), now()
         self.connection.execute(
             'INSERT INTO "SecondFactors" (id, "user", type, name, secret, "createdAt", "updatedAt") '
             "VALUES (%s, %s, 'totp', %s, %s, %s, %s)",
