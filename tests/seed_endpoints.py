@@ -10,6 +10,9 @@ transcription the service's own Policy declarations are checked against
 Resolutions applied from CONTRACT.md:
 - section 8: the session deletes' switch, "ACCOUNT_MODIFY shown with number 2", is ACCOUNT_MODIFY (1);
 - section 8: PATCH /users/:uid/sessions/:sid's scope "STAFF_SESSION_MODIFY" is STAFF_MODIFY_SESSIONS;
+- section 8: PUT /users/me/password and PUT /users/me/email are closed to scoped sessions (the seed's
+  scope ACCOUNT_MODIFY there no longer opens them), and so are the staff paths naming the caller's own
+  account for those changes, for deletion and for removing second factors (``scoped_self``);
 - section 1, 8 and 11 add GET /, GET /domains, GET /domains/:id and the kill-switch / log-level API.
 
 The API describes itself: GET /openapi.json, open like GET /.
@@ -54,6 +57,9 @@ class SeedEndpoint:
     reverify: bool = False
     rate_limit: SeedLimit | None = None
     scoped_sessions: bool = True
+    # False where a scoped session may not name its own account (the path's :id/:uid, or the body's
+    # ids): a staff path to what /users/me keeps from scoped sessions (CONTRACT sections 8 and 9).
+    scoped_self: bool = True
     source: Source = "seed"
 
     @property
@@ -66,8 +72,10 @@ _MODIFY = ("ACCOUNT_MODIFY",)
 _MODIFY_EMAIL = ("ACCOUNT_MODIFY", "ACCOUNT_EMAIL_VERIFY")
 
 
-def _staff_modify(method: str, path: str, *, reverify: bool = True) -> SeedEndpoint:
-    return SeedEndpoint(method, path, staff=True, scope="STAFF_MODIFY_ACCOUNTS", reverify=reverify)
+def _staff_modify(method: str, path: str, *, reverify: bool = True, scoped_self: bool = True) -> SeedEndpoint:
+    return SeedEndpoint(
+        method, path, staff=True, scope="STAFF_MODIFY_ACCOUNTS", reverify=reverify, scoped_self=scoped_self
+    )
 
 
 SEED_ENDPOINTS: tuple[SeedEndpoint, ...] = (
@@ -91,15 +99,17 @@ SEED_ENDPOINTS: tuple[SeedEndpoint, ...] = (
         rate_limit=SeedLimit(3, 24 * HOUR, "user", frozenset({500, 409})),
     ),
     _staff_modify("PUT", "/users/:id/username"),
+    # The seed's scope ACCOUNT_MODIFY gives way to CONTRACT section 8: no scoped session changes the
+    # address (or the password) of its own account, on /users/me or on a staff path naming it.
     SeedEndpoint(
         "PUT",
         "/users/me/email",
-        scope="ACCOUNT_MODIFY",
         killswitches=_MODIFY_EMAIL,
         reverify=True,
         rate_limit=SeedLimit(3, 24 * HOUR, "user", frozenset({500, 409})),
+        scoped_sessions=False,
     ),
-    _staff_modify("PUT", "/users/:id/email"),
+    _staff_modify("PUT", "/users/:id/email", scoped_self=False),
     SeedEndpoint("PUT", "/users/verify", auth="none", killswitches=_MODIFY_EMAIL),
     _staff_modify("PUT", "/users/:id/verify"),
     _staff_modify("DELETE", "/users/:id/verify"),
@@ -114,12 +124,12 @@ SEED_ENDPOINTS: tuple[SeedEndpoint, ...] = (
     SeedEndpoint(
         "PUT",
         "/users/me/password",
-        scope="ACCOUNT_MODIFY",
         killswitches=_MODIFY,
         reverify=True,
         rate_limit=SeedLimit(5, 24 * HOUR, "user", frozenset({500})),
+        scoped_sessions=False,
     ),
-    _staff_modify("PUT", "/users/:id/password"),
+    _staff_modify("PUT", "/users/:id/password", scoped_self=False),
     _staff_modify("PUT", "/users/:id/staff"),
     _staff_modify("DELETE", "/users/:id/staff"),
     _staff_modify("PUT", "/users/:id/ban"),
@@ -139,8 +149,8 @@ SEED_ENDPOINTS: tuple[SeedEndpoint, ...] = (
         reverify=True,
         scoped_sessions=False,
     ),
-    _staff_modify("DELETE", "/users/:id"),
-    _staff_modify("DELETE", "/users"),
+    _staff_modify("DELETE", "/users/:id", scoped_self=False),
+    _staff_modify("DELETE", "/users", scoped_self=False),
     # ------------------------------------------------------------------ Session endpoints
     # Login: "Reverify with second-factor challenge". There is no session to reverify: the password
     # is the login body's own field and the challenge is login's own (tests/unit/test_endpoint_registry).
@@ -245,7 +255,13 @@ SEED_ENDPOINTS: tuple[SeedEndpoint, ...] = (
     ),
     *(
         SeedEndpoint(
-            "DELETE", path, staff=True, scope="STAFF_MODIFY_SECOND_FACTORS", reverify=True, source="contract"
+            "DELETE",
+            path,
+            staff=True,
+            scope="STAFF_MODIFY_SECOND_FACTORS",
+            reverify=True,
+            scoped_self=False,
+            source="contract",
         )
         for path in ("/users/:uid/2fa/:id", "/users/:uid/2fa", "/users/:uid/2fa/all")
     ),

@@ -5,7 +5,8 @@ POST /users/me/sessions call it: one holding exactly the endpoint's scope, one h
 scope, and one holding ALL. The exact scope and ALL must get past the scope check (whatever the
 endpoint then answers: 200, 400, 404 ...) without ever being asked for a password; the unrelated
 scope must get 403 INSUFFICIENT_PERMISSIONS_ERROR. Endpoints closed to scoped sessions (account
-deletion, scoped-session creation) refuse all three, whatever their scopes.
+deletion, scoped-session creation, password and address changes) refuse all three, whatever their
+scopes; staff paths closed to a key's own account refuse all three when the path names it.
 
 A new endpoint is walked automatically: nothing here lists endpoints.
 """
@@ -66,7 +67,7 @@ def _key(api: Api, stack: Stack, *, staff: bool, flags: int) -> tuple[str, str]:
     return user_id, created.body["token"]
 
 
-def _call(api: Api, endpoint: Endpoint, user_id: str, key: str) -> Reply:
+def _call(api: Api, endpoint: Endpoint, user_id: str, key: str, *, own: bool = False) -> Reply:
     def fill(match: re.Match[str]) -> str:
         name = match.group(1)
         if endpoint.path.startswith("/domains/"):
@@ -74,8 +75,8 @@ def _call(api: Api, endpoint: Endpoint, user_id: str, key: str) -> Reply:
         if name == "sid":
             return "me"
         # Where a scoped session may not name its own account (tests/integration/test_scoped_self),
-        # the walk names another one: what it checks here is the scope.
-        return user_id if endpoint.policy.scoped_self else new_id()
+        # the walk names another one, unless ``own``: what it checks there is the scope.
+        return user_id if endpoint.policy.scoped_self or own else new_id()
 
     path = re.sub(r"<(\w+)>", fill, endpoint.path)
     body: Any = {} if endpoint.method in {"POST", "PUT", "PATCH", "DELETE"} else None
@@ -99,10 +100,15 @@ def test_scoped_sessions_meet_every_endpoints_scope(api: Api, stack: Stack, endp
     # ALL, plus every other bit the user may hold (STAFF_* only for staff): "whatever their scopes".
     everything = int(Scope.ALL) | (int(sum(Scope)) & ~(0 if staff else int(STAFF_BITS)))
 
-    outcomes = {}
+    outcomes, own = {}, {}
     for label, flags in (("unrelated", int(UNRELATED)), ("exact", exact), ("all", everything)):
         user_id, key = _key(api, stack, staff=staff, flags=flags)
+        if not policy.scoped_self and policy.target is not None:
+            # First (a refusal changes nothing): the path naming the key's own account.
+            own[label] = _call(api, endpoint, user_id, key, own=True)
         outcomes[label] = _call(api, endpoint, user_id, key)
+    # Closed to keys on their own account whatever their scopes (CONTRACT section 8).
+    assert all(_refused(r) for r in own.values()), own
 
     if not policy.scoped_sessions:
         assert [_refused(r) for r in outcomes.values()] == [True, True, True], outcomes

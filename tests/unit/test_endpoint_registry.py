@@ -97,6 +97,9 @@ def test_the_seed_table_is_complete_and_well_formed() -> None:
         # Endpoints closed to scoped sessions need no scope (seed: Authentication 5).
         if not e.scoped_sessions:
             assert e.scope is None, e
+        # Only a staff endpoint can name an account other than the caller's.
+        if not e.scoped_self:
+            assert e.staff, e
 
 
 REGISTERED = _registered()
@@ -124,6 +127,7 @@ def _expected_view(seed: SeedEndpoint) -> dict[str, object]:
         "reverify": seed.reverify and seed.auth == "required",
         "rate_limit": None if limit is None else (limit.limit, limit.window, limit.per, limit.not_counted),
         "scoped_sessions": seed.scoped_sessions,
+        "scoped_self": seed.scoped_self,
     }
 
 
@@ -140,6 +144,7 @@ def _policy_view(policy: Policy) -> dict[str, object]:
         if limit is None
         else (limit.limit, limit.window, limit.per.value, frozenset(limit.not_counted)),
         "scoped_sessions": policy.scoped_sessions,
+        "scoped_self": policy.scoped_self,
     }
 
 

@@ -76,6 +76,23 @@ def test_each_operation_carries_its_policy(registered: Any) -> None:
     assert {"500", "503"} <= set(operation["responses"])
     if policy.auth is Auth.REQUIRED:
         assert "INVALID_SESSION_ERROR" in operation["responses"]["401"]["x-nimbus-codes"]
+    # Who may call it with a scoped session, and with one naming its own account: refused with 403.
+    open_to_keys = policy.auth is Auth.REQUIRED and policy.scoped_sessions
+    assert operation["x-nimbus-scoped-sessions"] is open_to_keys
+    assert operation["x-nimbus-scoped-self"] is (open_to_keys and policy.scoped_self)
+    if policy.auth is Auth.REQUIRED and not (policy.scoped_sessions and policy.scoped_self):
+        assert "INSUFFICIENT_PERMISSIONS_ERROR" in operation["responses"]["403"]["x-nimbus-codes"]
+
+
+@pytest.mark.parametrize("change", ["password", "email"])
+def test_the_document_closes_password_and_address_changes_to_a_keys_own_account(change: str) -> None:
+    own = _operation("PUT", f"/users/me/{change}")
+    staff_path = _operation("PUT", f"/users/{{id}}/{change}")
+
+    assert (own["x-nimbus-scoped-sessions"], own["x-nimbus-scope"]) == (False, None)
+    assert (staff_path["x-nimbus-scoped-sessions"], staff_path["x-nimbus-scoped-self"]) == (True, False)
+    for operation in (own, staff_path):
+        assert "INSUFFICIENT_PERMISSIONS_ERROR" in operation["responses"]["403"]["x-nimbus-codes"]
 
 
 def test_the_errors_a_route_documents_are_listed_under_their_status() -> None:

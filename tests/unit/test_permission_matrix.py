@@ -35,6 +35,7 @@ Kind = Literal[
     "normal session",
     "scoped without scope",
     "scoped with scope",
+    "scoped with scope, on its own account",
     "staff without second factor",
     "staff with second factor",
 ]
@@ -43,6 +44,7 @@ KINDS: tuple[Kind, ...] = (
     "normal session",
     "scoped without scope",
     "scoped with scope",
+    "scoped with scope, on its own account",
     "staff without second factor",
     "staff with second factor",
 )
@@ -87,12 +89,13 @@ REGISTERED = _apps()
 
 @dataclass(frozen=True, slots=True)
 class Who:
-    """A caller with a session: their user's staff flag and second factor, and the session's
-    ``permissionFlags`` (None for a normal session)."""
+    """A caller with a session: their user's staff flag and second factor, the session's
+    ``permissionFlags`` (None for a normal session), and whether the path's user is the caller."""
 
     staff: bool
     factor: bool
     flags: int | None
+    own: bool = False
 
 
 def _bit(scope: str) -> int:
@@ -117,13 +120,18 @@ def _who(kind: Kind, seed: SeedEndpoint) -> Who | None:
         # Every other bit the user could hold, but neither the endpoint's scope nor ALL.
         needed = _bit(seed.scope) if seed.scope else 0
         return Who(staff=seed.staff, factor=True, flags=_holdable(staff=seed.staff) & ~needed)
-    if kind == "scoped with scope":
+    if kind in ("scoped with scope", "scoped with scope, on its own account"):
         # The scope alone; an endpoint without one gets ALL (CONTRACT 9: "ALL included").
         flags = _bit(seed.scope) if seed.scope else int(Scope.ALL)
-        return Who(staff=seed.staff, factor=True, flags=flags)
+        return Who(staff=seed.staff, factor=True, flags=flags, own=kind.endswith("own account"))
     if kind == "staff without second factor":
         return Who(staff=True, factor=False, flags=None)
     return Who(staff=True, factor=True, flags=None)
+
+
+def _names_user(seed: SeedEndpoint) -> bool:
+    """Whether the seed's path names a user (``/users/:id``, ``/users/:uid/...``)."""
+    return re.match(r"/users/:(id|uid)\b", seed.path) is not None
 
 
 def _grants(flags: int, scope: str | None) -> bool:
@@ -143,6 +151,12 @@ def _expected(seed: SeedEndpoint, who: Who | None) -> Outcome:
         (seed.staff and not who.factor, REQUIRES_SECOND_FACTOR),  # step 4 (on by default)
         (who.flags is not None and not seed.scoped_sessions, INSUFFICIENT_PERMISSIONS),  # step 5
         (who.flags is not None and not _grants(who.flags, seed.scope), INSUFFICIENT_PERMISSIONS),
+        # Step 5, CONTRACT section 8: the path names the caller's own account where scoped sessions
+        # may not (a body's ids are the endpoint's own rule, after validation).
+        (
+            who.flags is not None and who.own and not seed.scoped_self and _names_user(seed),
+            INSUFFICIENT_PERMISSIONS,
+        ),
     ]
     return next((refusal for fired, refusal in steps if fired), "allowed")
 
@@ -258,6 +272,8 @@ def test_each_caller_gets_exactly_the_contracts_answer_on_every_endpoint(
     if who is not None:
         caller = _user(world, "caller", staff=who.staff, factor=who.factor)
         token = _token(world, caller, who.flags)
+        if who.own:
+            target = caller
     expected = _expected(case.seed, who)
 
     status, body = _call(case.app, case.endpoint.method, _concrete(case.endpoint.path, target.id), token)

@@ -10,7 +10,8 @@ Every HTTP function's app (as template.yaml lists them) declares its endpoints o
   validation, reverification, rate limit, target user), plus the codes the route's docstring names
   (``404 INVALID_USER_ERROR``: a status before a code overrides the code's usual one);
 - the ``Authorization`` security scheme, and per operation the ``x-nimbus-*`` extensions for what
-  OpenAPI has no field for: scope, staff, kill switches, reverification, rate limit, scoped sessions.
+  OpenAPI has no field for: scope, staff, kill switches, reverification, rate limit, scoped sessions
+  (and whether they may name their own account).
 
 ``python -m nimbus_tools.openapi`` prints it; ``make openapi`` writes ``docs/openapi.json``, and a test
 fails when the committed document is stale. The integration tests check every answer against it.
@@ -235,10 +236,13 @@ def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
 
 
 def _extensions(policy: Policy) -> dict[str, Any]:
+    open_to_keys = policy.auth is Auth.REQUIRED and policy.scoped_sessions
     extensions: dict[str, Any] = {
         "x-nimbus-staff": policy.staff,
         "x-nimbus-scope": policy.scope.name if policy.scope is not None else None,
-        "x-nimbus-scoped-sessions": policy.auth is Auth.REQUIRED and policy.scoped_sessions,
+        "x-nimbus-scoped-sessions": open_to_keys,
+        # False: a scoped session naming its own account here is 403 (CONTRACT section 8).
+        "x-nimbus-scoped-self": open_to_keys and policy.scoped_self,
         "x-nimbus-killswitches": [KillSwitch(s).name for s in policy.killswitches],
         "x-nimbus-reverify": policy.reverify,
     }

@@ -63,13 +63,15 @@ def change_username(request: Request) -> Response:
     "PUT",
     "/users/me/email",
     Policy(
-        scope=Scope.ACCOUNT_MODIFY,
+        # Never with a scoped session, whatever its scopes: an address that receives the recovery
+        # link makes a leaked key the account (CONTRACT section 8).
+        scoped_sessions=False,
         killswitches=_MODIFY_EMAIL,
         body="ChangeEmailBody",
         rate_limit=ratelimits.CHANGE_EMAIL,
         reverify=True,
         response="UserView",
-        summary="Change the email address (it must be verified again)",
+        summary="Change the email address (it must be verified again; never with a scoped session)",
     ),
 )
 def change_email(request: Request) -> Response:
@@ -87,13 +89,15 @@ def change_email(request: Request) -> Response:
     "PUT",
     "/users/me/password",
     Policy(
-        scope=Scope.ACCOUNT_MODIFY,
+        # Never with a scoped session, whatever its scopes: a password to log in with makes a
+        # leaked key the account (CONTRACT section 8).
+        scoped_sessions=False,
         killswitches=_MODIFY,
         body="ChangePasswordBody",
         rate_limit=ratelimits.CHANGE_PASSWORD,
         reverify=True,
         response="UserView",
-        summary="Change the password (other sessions are revoked)",
+        summary="Change the password (other sessions are revoked; never with a scoped session)",
     ),
 )
 def change_password(request: Request) -> Response:

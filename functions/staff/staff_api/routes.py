@@ -98,7 +98,10 @@ def set_username(request: Request) -> Response:
     "PUT",
     "/users/<id>/email",
     replace(
-        _MODIFY, summary="Change a user's email address (it must be verified again)", body="ChangeEmailBody"
+        _MODIFY,
+        summary="Change a user's email address (it must be verified again; never a key's own)",
+        body="ChangeEmailBody",
+        scoped_self=False,
     ),
 )
 def set_email(request: Request) -> Response:
@@ -123,8 +126,9 @@ def set_email(request: Request) -> Response:
     "/users/<id>/password",
     replace(
         _MODIFY,
-        summary="Set a user's password (every session of theirs is revoked)",
+        summary="Set a user's password (every session of theirs is revoked; never a key's own)",
         body="ChangePasswordBody",
+        scoped_self=False,
     ),
 )
 def set_password(request: Request) -> Response:

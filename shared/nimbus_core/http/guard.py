@@ -5,7 +5,8 @@
 2. kill switches of the endpoint, and GLOBAL always: 503 unless the caller is staff
 3. session required (401), or refused when already logged in (register/login)
 4. staff required (403); on staff endpoints, a staff caller without a second factor: 401
-5. scope of a scoped session (403), or scoped sessions refused outright
+5. scope of a scoped session (403), or scoped sessions refused outright, or refused the path's
+   user when it is their own account where the policy closes it to them (``scoped_self``)
 6. body, query and header validation (400); the policy names its models, imported with the first
    request that validates one (:mod:`nimbus_core.http.request_models`)
 7. endpoint rate limit (429), with RateLimit-* headers; "not counted" responses give the hit back
@@ -95,9 +96,8 @@ class Request:
 
     def target(self) -> User:
         """The user the policy's ``target`` path parameter names (read with the caller), or 404
-        INVALID_USER_ERROR: unknown, deleted, or not an id at all."""
-        if self.target_id is not None and not self.scoped_self:
-            self.refuse_own_account_to_scoped([self.target_id])
+        INVALID_USER_ERROR: unknown, deleted, or not an id at all. (A scoped session naming its own
+        account where the policy forbids it was refused at step 5.)"""
         user = self.target_user(self.target_id) if self.target_id is not None else None
         if user is None:
             raise NimbusError(ErrorCode.INVALID_USER_ERROR)
@@ -106,7 +106,8 @@ class Request:
     def refuse_own_account_to_scoped(self, user_ids: Iterable[str]) -> None:
         """403 INSUFFICIENT_PERMISSIONS_ERROR when a scoped session names its own account where its
         policy forbids it (``Policy.scoped_self``): staff scopes never reach what /users/me keeps
-        from scoped sessions."""
+        from scoped sessions. The guard does this for the path's user at step 5; a route calls it
+        for the ids of its body."""
         caller = self.require_caller()
         if (
             not self.scoped_self
@@ -179,7 +180,12 @@ def guard(
             request.challenge_hash = challenges.answered_hash(peeked.get("2fa"))
         _check_killswitches(policy, request)
         caller = _check_session(policy, request)
-        _check_permissions(policy, caller, staff_need_factor=deps.settings.staff_require_second_factor)
+        _check_permissions(
+            policy,
+            caller,
+            staff_need_factor=deps.settings.staff_require_second_factor,
+            target_id=request.target_id,
+        )
         if policy.body is not None or policy.reverify:
             request.raw_body = peeked if peeked is not None else event.json_body()
         if policy.body is not None:
@@ -309,7 +315,9 @@ def _check_session(policy: Policy, request: Request) -> Caller | None:
     return caller
 
 
-def _check_permissions(policy: Policy, caller: Caller | None, *, staff_need_factor: bool) -> None:
+def _check_permissions(
+    policy: Policy, caller: Caller | None, *, staff_need_factor: bool, target_id: str | None
+) -> None:
     if caller is None:
         return
     if policy.staff and not caller.user.staff:
@@ -322,6 +330,10 @@ def _check_permissions(policy: Policy, caller: Caller | None, *, staff_need_fact
     if flags is not None and not policy.scoped_sessions:
         raise NimbusError(ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR)
     if policy.scope is not None and not grants(flags, policy.scope):
+        raise NimbusError(ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR)
+    # The path names the account, so this is known here, before the body is read: a staff path to
+    # a change that /users/me keeps from scoped sessions is closed to them on their own account.
+    if flags is not None and not policy.scoped_self and target_id == caller.user.id:
         raise NimbusError(ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR)
 
 

@@ -55,8 +55,9 @@ class Policy:
     target: str | None = None
     # Whether a scoped session may name its own account here (the ``target`` parameter, or the ids
     # a route passes to Request.refuse_own_account_to_scoped): False where the same change through
-    # /users/me is closed to scoped sessions, deleting the account or removing its factors, so no
-    # path around that rule exists (403 INSUFFICIENT_PERMISSIONS_ERROR, an endpoint rule).
+    # /users/me is closed to scoped sessions (deleting the account, removing its factors, changing
+    # its password or address), so no path around that rule exists: 403
+    # INSUFFICIENT_PERMISSIONS_ERROR, at the scope step for the path's user (CONTRACT section 4).
     scoped_self: bool = True
     # Staff changes to other accounts and to the service leave an audit line (nimbus_core.audit).
     audit: bool = False
