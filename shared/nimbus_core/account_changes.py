@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from nimbus_core import passwords, verification
+from nimbus_core.auth import Caller, still_standing
 from nimbus_core.clock import iso
 from nimbus_core.deps import Deps
 from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
@@ -29,19 +30,45 @@ def on_fresh_user[T](
     INVALID_USER_ERROR for staff working on another account."""
     for _ in range(FRESH_USER_ATTEMPTS - 1):
         try:
-            return _answering_gone(deps, user, attempt, gone)
+            return answering_gone(deps, user, attempt, gone)
         except UserChangedError:
             fresh = deps.users.get(user.id)
             if fresh is None:
                 raise NimbusError(gone) from None
             user = fresh
     try:
-        return _answering_gone(deps, user, attempt, gone)
+        return answering_gone(deps, user, attempt, gone)
     except UserChangedError as exc:
         raise DependencyError(f"user {user.id} kept changing under {FRESH_USER_ATTEMPTS} writes") from exc
 
 
-def _answering_gone[T](deps: Deps, user: User, attempt: Callable[[User], T], gone: ErrorCode) -> T:
+def on_fresh_caller[T](deps: Deps, caller: Caller, now: float, attempt: Callable[[Caller], T]) -> T:
+    """``attempt(caller)``, judged again on a fresh read of the caller (its session and user, and
+    the target read with them: one round trip) while a concurrent change of the same user made its
+    write stale (:class:`UserChangedError`). What happened meanwhile decides the answer: a session
+    that no longer stands (revoked by a password reset, a staff password set, a ban, a change from
+    another session; or deleted, with its user) is 401 INVALID_SESSION_ERROR; a session that still
+    stands has the change built again on the user as stored now. Never INVALID_PASSWORD_ERROR: the
+    password was proven against the hash current at the read."""
+    for _ in range(FRESH_USER_ATTEMPTS - 1):
+        try:
+            return attempt(caller)
+        except UserChangedError:
+            fresh = still_standing(deps, caller, now)
+            if fresh is None:
+                raise NimbusError(ErrorCode.INVALID_SESSION_ERROR) from None
+            caller = fresh
+    try:
+        return attempt(caller)
+    except UserChangedError as exc:
+        raise DependencyError(
+            f"user {caller.user.id} kept changing under {FRESH_USER_ATTEMPTS} writes"
+        ) from exc
+
+
+def answering_gone[T](deps: Deps, user: User, attempt: Callable[[User], T], gone: ErrorCode) -> T:
+    """``attempt(user)``, a refusal that means "the user is gone" answered as ``gone`` (see
+    :func:`on_fresh_user`); a stale write (:class:`UserChangedError`) is left to the caller."""
     try:
         return attempt(user)
     except NimbusError as refused:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aws_lambda_powertools import Logger
 
@@ -67,7 +67,7 @@ def authenticate(
         return None
     if not token.upstream and not secret_matches(token.secret, session.secret_hash):
         return None
-    if session.exp <= now or user.banned_at is not None or session.generation != user.session_generation:
+    if not _stands(session, user, now):
         return None
     if now - iso_to_epoch(session.used_at) >= USED_AT_REFRESH_SECONDS:
         session = _touch(deps, session, now)
@@ -79,6 +79,28 @@ def authenticate(
         challenge_hash=challenge_hash,
         challenge=challenge,
     )
+
+
+def still_standing(deps: Deps, caller: Caller, now: float, *, target_id: str | None = None) -> Caller | None:
+    """``caller`` read again, in one round trip: its session and user, with the user ``target_id``
+    names (default: the one the caller was read with, if any) as ``target``; None when the session
+    no longer stands (deleted, expired or revoked, its user gone or banned), as :func:`authenticate`
+    would judge a new request. A change whose write went stale is judged again on this read."""
+    target_id = target_id if target_id is not None else caller.target_id
+    target: User | None = None
+    if target_id is None:
+        session, user = deps.sessions.get_with_user(caller.user.id, caller.session.id)
+    else:
+        session, user, target = deps.sessions.get_with_users(caller.user.id, caller.session.id, target_id)
+    if session is None or user is None or not _stands(session, user, now):
+        return None
+    return replace(caller, user=user, session=session, target_id=target_id, target=target)
+
+
+def _stands(session: Session, user: User, now: float) -> bool:
+    """Whether ``session`` (its secret proven) still authenticates: unexpired, of its user's current
+    generation (not revoked), and the user not banned."""
+    return session.exp > now and user.banned_at is None and session.generation == user.session_generation
 
 
 def _touch(deps: Deps, session: Session, now: float) -> Session:

@@ -403,7 +403,7 @@ def test_change_password_from_a_revoked_session_changes_nothing(world: FakeWorld
 
     refused = _code(lambda: accounts.change_password(world.deps, second, "third password", NOW, actor=ACTOR))
 
-    assert refused is ErrorCode.INVALID_PASSWORD_ERROR  # the hash it read is stale
+    assert refused is ErrorCode.INVALID_SESSION_ERROR  # the first change revoked its session
     assert passwords.verify_password(_user(world).password_hash, NEW_PASSWORD)
 
 

@@ -6,6 +6,7 @@ from aws_lambda_powertools import Logger
 
 from nimbus_core import account_changes
 from nimbus_core.auth import Caller
+from nimbus_core.clock import iso
 from nimbus_core.deps import Deps
 from nimbus_core.errors import DependencyError, ErrorCode, NimbusError
 from nimbus_core.models import Domain, User
@@ -28,13 +29,27 @@ def change_email(deps: Deps, caller: Caller, email: str, now: float, *, actor: A
 
 def change_password(deps: Deps, caller: Caller, new_password: str, now: float, *, actor: Actor) -> User:
     """Set a new password; the current session stays, every other session is revoked at once, and
-    the security notice naming ``actor`` is queued in the same transaction."""
-    user = caller.user
-    changed = account_changes.new_password(user, new_password, now)
-    after, ops = revoke_all_but(deps, changed, caller.session)
-    notice = notice_op(deps, after, Notice.PASSWORD_CHANGED, actor=actor, now=now)
-    deps.tx.commit([*deps.users.change_ops(user, after), *ops, notice])
-    return after
+    the security notice naming ``actor`` is queued in the same transaction.
+
+    The write holds only on the hash and session generation it read. When a concurrent change
+    lands first, the caller is read again (:func:`~nimbus_core.account_changes.on_fresh_caller`):
+    a reset, a staff password set, a ban or a change from another session revoked this session
+    (401 INVALID_SESSION_ERROR, nothing written); a session that still stands was kept by a change
+    of its own (the same session's other request) or by none (a rehash of the same password), so
+    the password it proved was current when read, and this change lands after that one: the last
+    to commit sets the password, each counted by the endpoint's limit.
+    """
+    hashed = account_changes.new_password(caller.user, new_password, now).password_hash  # hashed once
+
+    def attempt(current: Caller) -> User:
+        user = current.user
+        changed: User = user.changed(password_hash=hashed, updated_at=iso(now), pending_recovery=None)
+        after, ops = revoke_all_but(deps, changed, current.session)
+        notice = notice_op(deps, after, Notice.PASSWORD_CHANGED, actor=actor, now=now)
+        deps.tx.commit([*deps.users.change_ops(user, after, rebuilt_when_stale=True), *ops, notice])
+        return after
+
+    return account_changes.on_fresh_caller(deps, caller, now, attempt)
 
 
 def change_domain(deps: Deps, caller: Caller, domain: str, subdomain: str | None, now: float) -> User:

@@ -137,7 +137,11 @@ def set_password(request: Request) -> Response:
     Errors: 400 PASSWORDS_DO_NOT_MATCH_ERROR.
     """
     body: ChangePasswordBody = request.body
-    return _user(service.set_password(request.deps, request.target(), body.new_password, request.now))
+    return _user(
+        service.set_password(
+            request.deps, request.target(), body.new_password, request.now, by=request.require_caller()
+        )
+    )
 
 
 @routes.endpoint(

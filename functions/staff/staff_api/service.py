@@ -9,8 +9,10 @@ session items are deleted afterwards by SweepFunction from the users stream).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from nimbus_core import account_changes, ids
+from nimbus_core.auth import Caller
 from nimbus_core.clock import iso
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
@@ -28,16 +30,21 @@ def list_users(deps: Deps, *, limit: int, offset: int) -> tuple[int, list[User]]
     return deps.users.newest_page(limit=limit, offset=offset)
 
 
-def set_password(deps: Deps, user: User, password: str, now: float) -> User:
+def set_password(deps: Deps, user: User, password: str, now: float, *, by: Caller | None = None) -> User:
     """Set ``user``'s password and revoke every session of theirs in the same write, which also
-    queues the security notice (made by staff)."""
+    queues the security notice (made by staff).
+
+    Built again on the stored user when a concurrent change of it lands first; with ``by`` (the
+    staff member's request) that fresh read also judges the staff member's session again: one
+    revoked meanwhile (their own account's password set by a request that landed first, a ban) is
+    401 INVALID_SESSION_ERROR and nothing is written."""
     hashed = account_changes.new_password(user, password, now).password_hash  # hashed once
 
     def build(current: User) -> Built:
         after = revoke_all(current.changed(password_hash=hashed, updated_at=iso(now), pending_recovery=None))
         return after, [notice_op(deps, after, Notice.PASSWORD_CHANGED, actor=STAFF, now=now)]
 
-    return _change(deps, user, build)
+    return _change(deps, user, build, by=by, now=now)
 
 
 def set_verified(deps: Deps, user: User, now: float) -> User:
@@ -141,11 +148,20 @@ def delete_users(deps: Deps, user_ids: list[str]) -> int:
     return sum(delete_user(deps, user) for user in deps.users.get_many(wellformed))
 
 
-def _change(deps: Deps, user: User, build: Callable[[User], Built | None]) -> User:
+def _change(
+    deps: Deps,
+    user: User,
+    build: Callable[[User], Built | None],
+    *,
+    by: Caller | None = None,
+    now: float = 0.0,
+) -> User:
     """Commit ``build(user)`` (the user after the change and the writes that go with it; None: no
     change), built again on the stored user whenever a concurrent write to the same user (theirs or
     another staff member's) landed after the read, so no staff change is lost to a race or answered
-    with an error meant for the user's own request. A user deleted meanwhile is 404 INVALID_USER_ERROR."""
+    with an error meant for the user's own request. A user deleted meanwhile is 404 INVALID_USER_ERROR.
+    With ``by``, the staff member's session is read again with the user (one round trip) and must
+    still stand at ``now`` (else 401 INVALID_SESSION_ERROR)."""
 
     def attempt(current: User) -> User:
         built = build(current)
@@ -155,4 +171,13 @@ def _change(deps: Deps, user: User, build: Callable[[User], Built | None]) -> Us
         deps.tx.commit([*deps.users.change_ops(current, after, rebuilt_when_stale=True), *ops])
         return after
 
-    return account_changes.on_fresh_user(deps, user, attempt, gone=ErrorCode.INVALID_USER_ERROR)
+    gone = ErrorCode.INVALID_USER_ERROR
+    if by is None:
+        return account_changes.on_fresh_user(deps, user, attempt, gone=gone)
+
+    def as_staff(caller: Caller) -> User:
+        if caller.target is None:
+            raise NimbusError(gone)  # deleted meanwhile
+        return account_changes.answering_gone(deps, caller.target, attempt, gone)
+
+    return account_changes.on_fresh_caller(deps, replace(by, target_id=user.id, target=user), now, as_staff)
