@@ -1,7 +1,7 @@
 # Nimbus: the few commands a person types. Every target installs what it needs by itself.
 #   make serve   local API on 127.0.0.1:3000 (PORT=..., UPSTREAM_JWT_CERTIFICATE=jwt.crt), no AWS account, no Docker
 #   make test    ruff, mypy, sam validate --lint, pytest (unit, integration, e2e)
-#   make bench   DynamoDB/SSM/SES calls per request, handler import times, keep-alive latency
+#   make bench   DynamoDB/SSM/SES calls per request, handler import times, keep-alive latency, recovery timing
 #   make soak    mixed traffic on the local API (SOAK_MINUTES=2, SOAK_CLIENTS=8): no 5xx, no memory growth
 #   make build   sam build (layers and functions, arm64)
 #   make deploy  sam build && sam deploy (guided the first time: make deploy ARGS=--guided)

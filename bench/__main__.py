@@ -1,7 +1,8 @@
 """``python -m bench``: AWS calls per request (warm functions), revoking every session of a user,
 the session sweeper on 5,000 stale sessions, banning a user with 1,000 sessions (and the sweep after),
 handler import times, the performance budgets (Nimbus against bare handlers, cold and warm, as
-ratios), what each SDK choice buys, the pace of ``nimbus import``, keep-alive latency.
+ratios), what each SDK choice buys, the pace of ``nimbus import``, keep-alive latency, and how
+long ``POST /users/recover`` takes for an account's name against no account's.
 
 The tables are reports, not tests: an OVER verdict is printed, never asserted (timings depend on
 the machine). A scenario that does not answer the scripted HTTP status stops the run instead,
@@ -27,7 +28,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         prog="python -m bench",
         description=(
             "AWS calls per request, revoke-all, the session sweeper, banning a user with 1,000 "
-            "sessions, handler import times, performance budgets and keep-alive latency of Nimbus."
+            "sessions, handler import times, performance budgets, keep-alive latency and recovery "
+            "timing of Nimbus."
         ),
     )
     parser.add_argument(
@@ -111,6 +113,13 @@ def _import(template: Template, _args: argparse.Namespace) -> tuple[str, Any]:
     return format_import(result), import_json(result)
 
 
+def _recovery(_template: Template, _args: argparse.Namespace) -> tuple[str, Any]:
+    from bench.recovery_timing import format_recovery_timing, measure_recovery_timing, recovery_timing_json
+
+    timing = measure_recovery_timing()
+    return format_recovery_timing(timing), recovery_timing_json(timing)
+
+
 def _keepalive(_template: Template, _args: argparse.Namespace) -> tuple[str, Any]:
     from bench.keepalive import format_keepalive, keepalive_json, measure_keepalive
 
@@ -136,6 +145,10 @@ BENCHMARKS: dict[str, tuple[str, Benchmark]] = {
     "sdk": ("What each SDK choice buys: botocore's defaults against the functions' public options", _sdk),
     "import": ("nimbus import: an upstream PostgreSQL database of 10,000 users into the stack", _import),
     "keepalive": ("Keep-alive requests through the local API's HTTP server (no function work)", _keepalive),
+    "recovery": (
+        "POST /users/recover: an account's name against no account's, over HTTP (local API)",
+        _recovery,
+    ),
 }
 
 
@@ -158,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     over += [r["label"] for r in results.get("budgets", []) if r["verdict"] == "OVER"]
     if results.get("keepalive", {}).get("verdict") == "OVER":
         over.append("keep-alive latency")
+    if results.get("recovery", {}).get("verdict") == "OVER":
+        over.append("recovery timing")
     print(f"\nOVER budget: {', '.join(over) if over else 'none'}  ({time.perf_counter() - started:.0f} s)")
     if args.json:
         print(json.dumps(results, separators=(",", ":")))

@@ -19,7 +19,7 @@ from nimbus_core.clock import iso
 from nimbus_core.deps import Deps
 from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
 from nimbus_core.identity import email_key, username_key
-from nimbus_core.ids import session_order
+from nimbus_core.ids import new_id, session_order
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.mail_templates import Email
 from nimbus_core.models import (
@@ -33,7 +33,14 @@ from nimbus_core.models import (
     VerificationToken,
     iso_to_epoch,
 )
-from nimbus_core.ports import CounterState, CounterWindowMovedError, RuntimeConfig, WriteOp
+from nimbus_core.ports import (
+    CounterState,
+    CounterWindowMovedError,
+    RecoveryRequest,
+    RecoveryRequestGoneError,
+    RuntimeConfig,
+    WriteOp,
+)
 from nimbus_core.settings import Settings
 
 USER_FIELDS = tuple(f.name for f in dataclasses.fields(User))
@@ -59,6 +66,7 @@ class FakeDb:
     domains: dict[str, Domain] = field(default_factory=dict)
     outbox: list[tuple[str, Email]] = field(default_factory=list)  # (kind, email)
     outbox_users: list[str] = field(default_factory=list)  # the user of each outbox message
+    recovery_requests: dict[str, RecoveryRequest] = field(default_factory=dict)  # id -> request
     lock: threading.RLock = field(default_factory=threading.RLock)
     calls: list[str] = field(default_factory=list)  # every store call, for round-trip counting
 
@@ -674,16 +682,6 @@ class FakeCounters:
 
         return FakeOp(check, apply, (("counter", key),))
 
-    def tally_op(self, key: str, *, expires_at: int) -> WriteOp:
-        """One more in the tally (the fake keeps the expiry as the window end, as a first hit would)."""
-        counters = self.db.counters
-
-        def apply() -> None:
-            count, current = counters.get(key, (0, expires_at))
-            counters[key] = (count + 1, current)
-
-        return FakeOp(_always, apply, (("counter", key),))
-
 
 class FakeTokens:
     """The TokenStore in memory."""
@@ -817,6 +815,28 @@ class FakeOutbox:
             self.db.outbox[:] = [m for m, _ in kept]
             self.db.outbox_users[:] = [u for _, u in kept]
             return removed
+
+    def queue_recovery(self, login_name: str, *, now: float) -> RecoveryRequest:
+        """Store a recovery request (one write)."""
+        request = RecoveryRequest(
+            id=new_id(),
+            login_name=login_name,
+            created_at=iso(now),
+            expires_at=int(now) + 3600,  # as stored
+        )
+        with self.db.lock:
+            self.db.calls.append("outbox.queue_recovery")
+            self.db.recovery_requests[request.id] = request
+        return request
+
+    def recovery_done_op(self, request_id: str) -> WriteOp:
+        """Remove the request while it is stored, else RecoveryRequestGoneError."""
+        requests = self.db.recovery_requests
+
+        def check() -> Exception | None:
+            return None if request_id in requests else RecoveryRequestGoneError()
+
+        return FakeOp(check, lambda: requests.pop(request_id, None), (("outbox", request_id),))
 
 
 class FakeConfig:

@@ -14,7 +14,8 @@ Across the tables (:func:`stack_violations`, which includes the above):
   :data:`_OUTLIVE_THEIR_USER`), and every item of the tokens table is of a kind the code writes;
 - outbox: every message names the user it is about, and a message carrying a one-time link
   (verify-email, recover-password) matches the token record that link names, which exists for as
-  long as the user's pending link is that one.
+  long as the user's pending link is that one; every other item is a readable recovery request
+  (waiting for the recovery function, which removes it).
 
 Read with (consistent) Scans: for tests and operators only, never a request path. A Scan is not a
 snapshot, so read a stack no request is writing to (after a test, or with the API held by a kill
@@ -31,7 +32,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from nimbus_core.adapters.items import from_item, from_stored
-from nimbus_core.adapters.outbox import OutboxMessage, message_from_image
+from nimbus_core.adapters.outbox import (
+    RECOVERY_REQUEST,
+    OutboxMessage,
+    message_from_image,
+    recovery_request_from_image,
+)
 from nimbus_core.models import Session, User, iso_to_epoch
 from nimbus_core.settings import Settings
 from nimbus_core.tokens import hash_secret, parse_user_token
@@ -116,7 +122,10 @@ def stack_violations(dynamodb: Any, tables: Mapping[str, str], *, now: float | N
     unreadable: list[str] = []
     for item in _scan_items(dynamodb, tables["OutboxTable"]):
         try:
-            outbox.append(message_from_image(item))
+            if item.get("kind", {}).get("S") == RECOVERY_REQUEST:
+                recovery_request_from_image(item)  # waiting for the recovery function: no finding
+            else:
+                outbox.append(message_from_image(item))
         except (KeyError, ValueError, TypeError):
             unreadable.append(f"outbox item {item.get('id', {}).get('S')} is not a message no change writes")
     tokens = {str(item["pk"]): item for item in _scan(dynamodb, tables["TokensTable"])}

@@ -34,8 +34,8 @@ class Account:
     totp: pyotp.TOTP | None = None
     backup_codes: list[str] = field(default_factory=list)
     last_step: int = -1  # the TOTP time step last answered (each is accepted once)
-    # What the service keys rate-limit counters by for this user: its addresses, its id, the hash of
-    # a name it asked a recovery for. Retired with the account (see Soak.retire).
+    # What the service keys rate-limit counters by for this user: its addresses and its id. Retired
+    # with the account (see Soak.retire).
     subjects: set[str] = field(default_factory=set)
 
     def answer(self, challenge: Reply, rng: random.Random) -> dict[str, str]:

@@ -22,6 +22,7 @@ from bench.soak.recorder import Failure, LifeAbortedError, Recorder, Reply, shor
 from nimbus_tools.local.state import ServeState
 
 REQUEST_TIMEOUT = 60.0
+MAIL_WAIT_SECONDS = 10.0  # how long a mail queued after the answer may take to appear
 
 
 def traffic_random(seed: int) -> random.Random:
@@ -157,6 +158,26 @@ class Soak:
             answer = f"{response.status} {shorten(decoded)}"
             self.recorder.fail(Failure(kind, "hostile request accepted", shown, answer), "accepted_hostile")
         return Reply(response.status, decoded)
+
+    def await_outbox_token(
+        self,
+        user_id: str,
+        kind: str,
+        address: str,
+        link: re.Pattern[str],
+        *,
+        other_than: str | None,
+        timeout: float = MAIL_WAIT_SECONDS,
+    ) -> str | None:
+        """The newest token :meth:`outbox_token` finds, once it is not ``other_than`` (mail queued
+        after the answer, by a stream-fed function); after ``timeout``, whatever is newest (a mail
+        withheld by its limit leaves the one before)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            token = self.outbox_token(user_id, kind, address, link)
+            if (token is not None and token != other_than) or time.monotonic() > deadline:
+                return token
+            time.sleep(0.1)
 
     def outbox_token(self, user_id: str, kind: str, address: str, link: re.Pattern[str]) -> str | None:
         """The token of the newest ``kind`` message to ``address`` about ``user_id`` (read from the

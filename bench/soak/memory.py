@@ -6,8 +6,8 @@ every ``--sample-seconds``. moto keeps every item in memory, so a growing data s
 legitimately. The data set is therefore kept bounded rather than judged per item: every user deletes
 its account at the end of its life (its sessions, factors, tokens and stored mail go with it), the
 staff member deletes its victims, the emulator's captured mail is cleared at every sample, and the
-rate-limit counters of finished users (their addresses, ids and recovery names: no request comes
-from them again) are deleted every ``EXPIRY_SECONDS`` (sampler.py), as DynamoDB's TTL would once
+rate-limit counters of finished users (their addresses and ids: no request comes from them
+again) are deleted every ``EXPIRY_SECONDS`` (sampler.py), as DynamoDB's TTL would once
 their windows closed; moto has no TTL. What stays is counted and allowed for: items still added (sweeps
 behind, counters of live users) and moto's own record of every email SES sent, which no API clears.
 

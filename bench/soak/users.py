@@ -11,7 +11,6 @@ from bench.soak.actor import CHALLENGE, PASSWORD, Actor
 from bench.soak.hostile import send_hostile
 from bench.soak.recorder import LifeAbortedError, expect
 from nimbus_core.scopes import Scope
-from nimbus_core.tokens import hash_secret
 
 VERIFY_LINK = re.compile(r"verify\?token=([A-Za-z0-9_.-]+)")
 RECOVER_LINK = re.compile(r"recover\?token=([A-Za-z0-9_.-]+)")
@@ -261,12 +260,15 @@ class UserLife(Actor):
         factor), every session revoked, and a login with the new password."""
         soak = self.soak
         device = self.address_for(account)
-        account.subjects.add(hash_secret(account.name.casefold()))
+        before = soak.outbox_token(account.user_id, "recover-password", account.email, RECOVER_LINK)
         asked = soak.call(
             "POST /users/recover", "POST", "/users/recover", {"username": account.name}, ip=device
         )
         expect(asked, 201, what="recovery request")
-        token = soak.outbox_token(account.user_id, "recover-password", account.email, RECOVER_LINK)
+        # The mail is queued after the answer, by the recovery function.
+        token = soak.await_outbox_token(
+            account.user_id, "recover-password", account.email, RECOVER_LINK, other_than=before
+        )
         if token is None:
             raise LifeAbortedError("no recovery email in the outbox")
         new = f"{PASSWORD} recovered {self.rng.randint(1000, 9999)}"

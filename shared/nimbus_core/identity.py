@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+# No account has a longer login name (usernames <= 64, emails <= 254); DynamoDB refuses longer keys.
+MAX_LOGIN_NAME = 320
+
 
 def username_key(username: str) -> str:
     """Usernames are ASCII (``[A-Za-z0-9_.-]``), unique case-insensitively."""

@@ -274,11 +274,6 @@ class CounterStore(Protocol):
         committed in another window (the caller then commits without it)."""
         ...
 
-    def tally_op(self, key: str, *, expires_at: int) -> WriteOp:
-        """Add one to ``key``'s tally, unconditionally, as part of a transaction (kept until
-        ``expires_at`` at the latest; a tally limits nothing)."""
-        ...
-
 
 class CounterWindowMovedError(Exception):
     """A hit could not be given back in a transaction: its window ended meanwhile."""
@@ -379,8 +374,28 @@ class DomainStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class RecoveryRequest:
+    """A ``POST /users/recover`` waiting for the recovery function: the name as asked, nothing
+    looked up yet (the lookup and the mail happen after the answer, so its timing tells nothing)."""
+
+    id: str
+    login_name: str
+    created_at: str
+    expires_at: int
+
+    def expired(self, now: float) -> bool:
+        """Whether the request is too old to act on (a stalled stream caught up late)."""
+        return self.expires_at <= now
+
+
+class RecoveryRequestGoneError(Exception):
+    """The recovery request was handled already (a record the stream delivered again)."""
+
+
 class Outbox(Protocol):
-    """Outgoing email, written in the same transaction as the change that sends it."""
+    """Outgoing email, written in the same transaction as the change that sends it; and the
+    recovery requests the recovery function turns into mail."""
 
     def enqueue_op(self, email: Email, *, now: float, kind: str, user_id: str) -> WriteOp:
         """Queue ``email``, about user ``user_id``, for the mail function."""
@@ -389,6 +404,15 @@ class Outbox(Protocol):
     def discard_for(self, user_id: str) -> int:
         """Remove every stored message about ``user_id`` (a deleted user's pending mail, and what
         an operator could otherwise replay); how many were removed."""
+        ...
+
+    def queue_recovery(self, login_name: str, *, now: float) -> RecoveryRequest:
+        """Store a recovery request for ``login_name`` (one write, whatever the name)."""
+        ...
+
+    def recovery_done_op(self, request_id: str) -> WriteOp:
+        """Remove the request, on condition that it is still stored: a second handling of it is
+        refused with :class:`RecoveryRequestGoneError`, so its mail goes out once."""
         ...
 
 

@@ -9,7 +9,7 @@ import pytest
 from nimbus_core.errors import DependencyError, ErrorCode, NimbusError
 from nimbus_core.mail_templates import Email
 from nimbus_core.models import User
-from nimbus_core.ports import CounterWindowMovedError, WriteOp
+from nimbus_core.ports import CounterWindowMovedError, RecoveryRequestGoneError, WriteOp
 from tests.contract.builders import LATER, NOW, STAMP, a_token, a_user, tag
 from tests.contract.conftest import PAGE, Stores
 
@@ -270,6 +270,21 @@ def test_enqueue_in_a_cancelled_transaction_writes_nothing(stores: Stores) -> No
 
     assert stores.probe.outbox_to(newcomer.email) == []
     assert stores.users.get(newcomer.id) is None
+
+
+def test_a_recovery_request_is_removed_once_and_a_second_removal_is_refused_with_gone(stores: Stores) -> None:
+    to = f"mail.{tag()}@example.com"
+    request = stores.outbox.queue_recovery("Alice@Example.com", now=NOW)
+    assert (request.login_name, request.created_at) == ("Alice@Example.com", STAMP)
+    assert request.expires_at > NOW
+
+    mail = stores.outbox.enqueue_op(_email(to), now=NOW, kind="recover-password", user_id="U1")
+    stores.tx.commit([stores.outbox.recovery_done_op(request.id), mail])
+    again = stores.outbox.enqueue_op(_email(to), now=NOW, kind="recover-password", user_id="U1")
+    with pytest.raises(RecoveryRequestGoneError):
+        stores.tx.commit([stores.outbox.recovery_done_op(request.id), again])
+
+    assert stores.probe.outbox_to(to) == ["recover-password"]  # the second handling wrote nothing
 
 
 def test_committing_no_ops_does_nothing(stores: Stores) -> None:

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -139,6 +140,27 @@ def run_cli(local_api: LocalApiProcess, *args: str) -> subprocess.CompletedProce
     state = Path(local_api.state_dir) / "serve.json"
     command = [sys.executable, "-m", "nimbus_tools.cli.main", "--state", str(state), *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
+def recovery_requests_handled(dynamodb: Any, table: str = "OutboxTable", timeout: float = 15.0) -> None:
+    """Wait until the recovery function has handled every recovery request queued so far: none is
+    left in the outbox, so each one's mail (or its absence) is there. ``POST /users/recover``
+    answers before the lookup and the mail, which the local API's stream poller runs soon after."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pages = dynamodb.get_paginator("scan").paginate(
+            TableName=table,
+            ConsistentRead=True,
+            FilterExpression="#k = :k",
+            ExpressionAttributeNames={"#k": "kind"},
+            ExpressionAttributeValues={":k": {"S": "recover-request"}},
+            Select="COUNT",
+        )
+        waiting = sum(page["Count"] for page in pages)
+        if not waiting:
+            return
+        assert time.monotonic() < deadline, f"{waiting} recovery request(s) still not handled"
+        time.sleep(0.1)
 
 
 def parallel(count: int, call: Callable[[int], Reply]) -> list[Reply]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from nimbus_core.adapters.items import from_item
-from tests.e2e.conftest import Client, Reply, new_ip, new_name, parallel
+from tests.e2e.conftest import Client, Reply, new_ip, new_name, parallel, recovery_requests_handled
 
 PASSWORD = "correct horse"
 LINK = re.compile(r"recover\?token=([A-Za-z0-9_.-]+)")
@@ -33,11 +33,13 @@ def _reset(client: Client, token: str, password: str, **extra: Any) -> Reply:
 
 
 def _tokens(dynamodb: Any, address: str) -> list[str]:
-    """The recovery tokens mailed to ``address``, oldest first (read from the outbox table)."""
+    """The recovery tokens mailed to ``address``, oldest first (read from the outbox table once
+    the recovery function has handled every request asked so far)."""
+    recovery_requests_handled(dynamodb)
     pages = dynamodb.get_paginator("scan").paginate(TableName="OutboxTable", ConsistentRead=True)
     messages = [from_item(item) for page in pages for item in page["Items"]]
     mine = sorted(
-        (m for m in messages if m["to"] == address and m["kind"] == "recover-password"), key=lambda m: m["id"]
+        (m for m in messages if m["kind"] == "recover-password" and m["to"] == address), key=lambda m: m["id"]
     )
     return [match.group(1) for match in (LINK.search(m["text"]) for m in mine) if match]
 

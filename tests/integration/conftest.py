@@ -3,9 +3,11 @@
 ``api.call(...)`` routes a request exactly as the local API does (same router, same payload v2
 events) and invokes the handler module in this process. ``faults`` injects AWS errors at the SDK
 boundary; ``stack.emails`` holds every email the functions sent (text and HTML), once
-``stack.deliver_mail()`` has run the mail function on the outbox stream (reading ``stack.emails``
-does that first, as the deployed stack would within a second). ``stack.sweep()`` runs the sweep
-function on the users table's stream as its event source mapping would (tests/integration/stream_feed.py).
+``stack.deliver_mail()`` has run the recovery function, then the mail function, on the outbox
+stream (reading ``stack.emails`` does that first, as the deployed stack would within a second);
+``stack.handle_recovery_requests()`` runs the recovery function alone. ``stack.sweep()`` runs the
+sweep function on the users table's stream as its event source mapping would
+(tests/integration/stream_feed.py).
 """
 
 from __future__ import annotations
@@ -83,10 +85,19 @@ class Stack:
         self.deliver_mail()
         return self.sent
 
+    def handle_recovery_requests(self, handler: Handler | None = None) -> list[Invocation]:
+        """Run the recovery function (or ``handler``) on the recovery requests the outbox stream
+        brought since the last call, as its event source mapping would; its invocations."""
+        return self.feed("RecoveryFunction").drain(
+            handler or InProcessApi(self.template, PARAMS).handler("RecoveryFunction")
+        )
+
     def deliver_mail(self, handler: Callable[[dict[str, Any], Any], Any] | None = None) -> dict[str, Any]:
         """Run the mail function (or ``handler``) on the outbox stream's new records, as Lambda
-        would (INSERTs only, in process); returns its answer (``batchItemFailures``). Nothing new:
-        no invocation."""
+        would (INSERTs of messages only, in process), after the recovery function has turned the
+        recovery requests waiting into mail; returns the mail function's answer
+        (``batchItemFailures``). Nothing new: no invocation."""
+        self.handle_recovery_requests()
         [subscription] = [s for s in stream_subscriptions(self.template) if s.function == "MailFunction"]
         if self._outbox is None:
             streams = boto3.client(

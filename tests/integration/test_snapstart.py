@@ -24,6 +24,7 @@ HANDLERS = (
     "admin_api.handler",
     "mail_api.handler",
     "sweep_api.handler",
+    "recovery_api.handler",
 )
 
 

@@ -13,9 +13,8 @@ import pytest
 
 from accounts_api import service as accounts
 from accounts_api.routes import routes as account_routes
-from auth_api import recovery
 from auth_api import service as auth
-from auth_api.models import LoginBody, RecoverBody, RegisterBody
+from auth_api.models import LoginBody, RegisterBody
 from nimbus_core import passwords, verification
 from nimbus_core.auth import Caller, authenticate
 from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, RateLimitedError
@@ -29,6 +28,7 @@ from nimbus_core.session_issuer import IssuedSession, new_session
 from nimbus_core.tokens import parse_session_token
 from staff_api import service as staff
 from tests.fakes import FakeWorld
+from tests.recovery_requests import ask_for_recovery
 
 PASSWORD = "correct horse"
 NEW_PASSWORD = "battery staple"
@@ -725,7 +725,7 @@ def test_a_deletion_read_before_a_recovery_request_takes_the_new_recovery_link_w
     world: FakeWorld,
 ) -> None:
     caller = _caller(world, _register(world).token)  # the deletion's read: no recovery link yet
-    recovery.request_recovery(world.deps, RecoverBody(username="alice"), world.clock.now())
+    ask_for_recovery(world.deps, "alice", world.clock.now())
     assert len(world.db.recovery) == 1
 
     accounts.delete_account(world.deps, caller)

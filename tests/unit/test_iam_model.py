@@ -88,6 +88,7 @@ def test_template_statements_resolve_to_local_arns() -> None:
         "AdminFunction",
         "MailFunction",
         "SweepFunction",
+        "RecoveryFunction",
     }
     config = parameter_arn("/nimbus/dev/killswitches/GLOBAL")
     for logical_id, found in statements.items():
@@ -141,6 +142,22 @@ def test_the_sweeper_reads_only_the_users_stream_and_sends_only_to_its_own_queue
     assert not any(allows(sweep, r) for r in requests_of("sqs", "SendMessage", {"QueueUrl": mail}))
     assert not allows(sweep, IamRequest("dynamodb:PutItem", SESSIONS))
     assert not allows(sweep, IamRequest("dynamodb:Query", USERS))
+
+
+def test_the_recovery_function_reads_only_the_outbox_stream_and_never_sends_mail_or_makes_sessions() -> None:
+    recovery = function_statements(load_template())["RecoveryFunction"]
+    outbox_stream = STREAM.replace("UsersTable", "OutboxTable")
+    for action in ("DescribeStream", "GetShardIterator", "GetRecords"):
+        assert allows(recovery, IamRequest(f"dynamodb:{action}", outbox_stream))
+        assert not allows(recovery, IamRequest(f"dynamodb:{action}", STREAM))
+    own = "http://127.0.0.1:5000/123456789012/RecoveryDeadLetterQueue"
+    mail = "http://127.0.0.1:5000/123456789012/MailDeadLetterQueue"
+    assert all(allows(recovery, r) for r in requests_of("sqs", "SendMessage", {"QueueUrl": own}))
+    assert not any(allows(recovery, r) for r in requests_of("sqs", "SendMessage", {"QueueUrl": mail}))
+    sender = requests_of("sesv2", "SendEmail", {"FromEmailAddress": "no-reply@nimbus.example"})
+    assert not any(allows(recovery, r) for r in sender)
+    assert not allows(recovery, IamRequest("dynamodb:PutItem", SESSIONS))
+    assert not allows(recovery, IamRequest("dynamodb:PutItem", USERS))  # changes users, never makes one
 
 
 @pytest.mark.parametrize(

@@ -46,6 +46,7 @@ from nimbus_tools.template import Template, load_template
 from staff_api import service as staff
 from tests.fakes import SETTINGS, FakeClock, FakeConfig
 from tests.invariants import RECOVERY_SECONDS, VERIFICATION_SECONDS, stack_violations
+from tests.recovery_requests import ask_for_recovery
 
 pytestmark = pytest.mark.usefixtures("cheap_password_hashing")
 
@@ -183,7 +184,7 @@ def test_a_stack_written_by_the_services_own_rules_is_whole(world: World) -> Non
     alice, alice_session = world.register("alice")
     after, ops = verification.issue(world.deps, alice, now)  # a resend: the first link is superseded
     world.deps.tx.commit([*world.deps.users.change_ops(alice, after), *ops])
-    recovery.request_recovery(world.deps, RecoverBody(username="alice"), now)
+    ask_for_recovery(world.deps, "alice", now)
 
     bob, bob_session = world.register("bob")
     (mail,) = world.mails(bob, "verify-email")
@@ -197,7 +198,7 @@ def test_a_stack_written_by_the_services_own_rules_is_whole(world: World) -> Non
     staff.ban(world.deps, carol, "spam", now)
 
     dave, dave_session = world.register("dave")
-    recovery.request_recovery(world.deps, RecoverBody(username="dave"), now)
+    ask_for_recovery(world.deps, "dave", now)
     world.deps.tx.commit(
         [
             world.deps.challenges.put_op(_challenge(dave, dave_session)),
@@ -282,7 +283,7 @@ def test_challenge_and_setup_tokens_may_outlive_their_user_and_the_pending_recov
     world: World,
 ) -> None:
     alice, session = world.register("alice")
-    recovery.request_recovery(world.deps, RecoverBody(username="alice"), time.time())
+    ask_for_recovery(world.deps, "alice", time.time())
     world.deps.tx.commit(
         [
             world.deps.challenges.put_op(_challenge(alice)),
@@ -311,6 +312,15 @@ def test_an_outbox_item_that_is_no_message_is_named_not_a_crash(world: World) ->
     _only(world.violations(), "is not a message")
 
 
+def test_a_recovery_request_waiting_is_no_finding_and_an_unreadable_one_is_named(world: World) -> None:
+    recovery.request_recovery(world.deps, RecoverBody(username="somebody"), time.time())
+    assert world.violations() == []
+
+    world.put("OutboxTable", {"id": "01NOTAREQUEST0000000000000", "kind": "recover-request"})
+
+    _only(world.violations(), "01NOTAREQUEST", "is not a message")
+
+
 def test_an_outbox_message_that_names_no_user_is_named(world: World) -> None:
     alice, _ = world.register("alice")
     (mail,) = world.mails(alice, "verify-email")
@@ -336,7 +346,7 @@ def test_a_pending_link_whose_token_record_is_gone_is_named_until_its_lifetime_e
     world: World, kind: str, prefix: str
 ) -> None:
     alice, _ = world.register("alice")
-    recovery.request_recovery(world.deps, RecoverBody(username="alice"), time.time())
+    ask_for_recovery(world.deps, "alice", time.time())
     alice = world.user(alice.id)
     pending = alice.pending_verification if prefix == "VERIFY#" else alice.pending_recovery
     world.delete("TokensTable", {"pk": f"{prefix}{pending}"})
@@ -356,7 +366,7 @@ def test_used_and_superseded_links_need_no_record(world: World) -> None:
     (_, second) = world.mails(alice, "verify-email")
     verification.verify(world.deps, _link(second), now)
     for _ in range(2):
-        recovery.request_recovery(world.deps, RecoverBody(username="alice"), now)
+        ask_for_recovery(world.deps, "alice", now)
     _, newer = world.mails(alice, "recover-password")
     body = {"token": _link(newer), "newPassword": "battery staple", "confirmNewPassword": "battery staple"}
     recovery.reset_password(
@@ -364,7 +374,7 @@ def test_used_and_superseded_links_need_no_record(world: World) -> None:
     )
 
     bob, bob_session = world.register("bob")
-    recovery.request_recovery(world.deps, RecoverBody(username="bob"), now)
+    ask_for_recovery(world.deps, "bob", now)
     accounts.change_password(world.deps, Caller(bob, bob_session), "battery staple", now, actor=ME)
 
     # Left: bob's voided recovery record and his registration link; alice's are all gone.

@@ -1,6 +1,6 @@
-"""Account recovery rules (CONTRACT section 14) on the fakes: the request that answers the same for
-every name, the silent per-account limit, the single-use token bound to its user, address and
-password, the second-factor step, and the reset's one transaction."""
+"""Account recovery rules (CONTRACT section 14) on the fakes: the single-use token bound to its user,
+address and password, the second-factor step, and the reset's one transaction. The request, the
+same for every name, and its handling after the answer: test_recovery_requests.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from auth_api import recovery
 from auth_api import service as auth
-from auth_api.models import LoginBody, RecoverBody, RegisterBody, ResetPasswordBody
+from auth_api.models import LoginBody, RegisterBody, ResetPasswordBody
 from nimbus_core import challenges, otp, passwords
 from nimbus_core.auth import authenticate
 from nimbus_core.errors import ErrorCode, NimbusError
@@ -21,6 +21,7 @@ from nimbus_core.ids import new_id
 from nimbus_core.models import SecondFactor, User
 from nimbus_core.tokens import parse_session_token
 from tests.fakes import FakeWorld
+from tests.recovery_requests import ask_for_recovery
 
 PASSWORD = "correct horse"
 NEW_PASSWORD = "a brand new password"
@@ -50,7 +51,7 @@ def _user(world: FakeWorld, name: str = "alice") -> User:
 
 
 def _request(world: FakeWorld, name: str) -> None:
-    recovery.request_recovery(world.deps, RecoverBody.model_validate({"username": name}), world.clock.now())
+    ask_for_recovery(world.deps, name, world.clock.now())
 
 
 def _mailed_tokens(world: FakeWorld, to: str) -> list[str]:
@@ -111,69 +112,6 @@ def _challenged(world: FakeWorld, token: str) -> challenges.ChallengeRequiredErr
 
 def _totp_answer(world: FakeWorld, challenge_token: str, secret: str) -> dict[str, str]:
     return {"token": challenge_token, "type": "totp", "code": pyotp.TOTP(secret).at(world.clock.now())}
-
-
-# --- the request -------------------------------------------------------------------------------------
-
-
-def test_a_request_mails_a_link_to_the_accounts_current_address_verified_or_not(world: FakeWorld) -> None:
-    _register(world)
-    _request(world, "ALICE")  # matched as login matches: case-insensitively
-    _request(world, "Alice@Example.com")  # or by address
-    (first, second) = _mailed_tokens(world, "alice@example.com")
-    assert first != second
-    mail = next(email for kind, email in world.db.outbox if kind == "recover-password")
-    assert "30 minutes" in mail.text
-    assert "30 minutes" in mail.html
-    assert _user(world).verified_at is None
-
-
-def test_every_name_costs_the_same_store_calls_existing_unknown_banned_or_limited(world: FakeWorld) -> None:
-    _register(world)
-    _register(world, "bob")
-    world.db.users[_user(world, "bob").id] = _user(world, "bob").changed(banned_at=world.clock.iso())
-    _register(world, "carol")
-    for _ in range(3):
-        _request(world, "carol")
-    calls = {}
-    for name in ("alice", "nobody", "bob", "carol", "nobody@example.com", "alice@example.com"):
-        world.db.calls.clear()
-        _request(world, name)
-        calls[name] = list(world.db.calls)
-    assert all(made == ["users.find", "commit"] for made in calls.values()), calls
-
-
-def test_a_banned_account_or_one_past_its_limit_is_mailed_nothing(world: FakeWorld) -> None:
-    _register(world)
-    for _ in range(5):
-        _request(world, "alice")
-    assert len(_mailed_tokens(world, "alice@example.com")) == 3
-    world.clock.advance(24 * 3600)  # the window is over
-    _request(world, "alice")
-    assert len(_mailed_tokens(world, "alice@example.com")) == 4
-    _register(world, "bob")
-    world.db.users[_user(world, "bob").id] = _user(world, "bob").changed(banned_at=world.clock.iso())
-    _request(world, "bob")
-    assert _mailed_tokens(world, "bob@example.com") == []
-
-
-def test_concurrent_requests_never_mail_more_than_the_limit(world: FakeWorld) -> None:
-    _register(world)
-    threads = [threading.Thread(target=_request, args=(world, "alice")) for _ in range(12)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(_mailed_tokens(world, "alice@example.com")) == 3
-
-
-def test_a_newer_request_supersedes_the_pending_token_and_only_one_is_stored(world: FakeWorld) -> None:
-    _register(world)
-    old = _token(world)
-    new = _token(world)
-    assert len(world.db.recovery) == 1
-    assert _error(lambda: _reset(world, old)).code is ErrorCode.INVALID_RECOVERY_TOKEN_ERROR
-    _reset(world, new)
 
 
 # --- the reset ---------------------------------------------------------------------------------------

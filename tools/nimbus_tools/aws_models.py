@@ -37,6 +37,7 @@ OPERATIONS: Mapping[str, tuple[str, ...]] = {
         "BatchWriteItem",
         "DeleteItem",
         "GetItem",
+        "PutItem",
         "Query",
         "TransactWriteItems",
         "UpdateItem",

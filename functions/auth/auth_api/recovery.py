@@ -1,10 +1,10 @@
 """Account recovery (CONTRACT section 14): a link mailed to the account's address lets a user who
 forgot their password choose a new one, after a second factor when the account has one.
 
-``request_recovery`` answers the same whatever the account: existing or not, banned, or past its
-silent limit, it reads the same (one index Query) and writes the same kind of transaction (a tally
-of requests for the name asked, plus, only when a mail goes out, the token, the user and the
-outbox message), so neither the answer nor the round trips say whether an account exists.
+``request_recovery`` does the same small work for every name, existing or not, banned, or past
+its silent limit: it stores the request (one PutItem) and the route answers. The lookup and the
+mail happen after the answer, in the recovery function (functions/recovery), so neither the answer,
+its round trips nor its timing say whether an account exists.
 
 ``reset_password`` spends the token in one transaction with the new password hash, every session
 revoked, the login lock cleared, the address marked verified and the notice queued.
@@ -21,13 +21,12 @@ from nimbus_core import challenges, clock, metrics, passwords
 from nimbus_core.account_changes import FRESH_USER_ATTEMPTS
 from nimbus_core.deps import Deps
 from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
-from nimbus_core.mail_templates import recovery_email
+from nimbus_core.identity import MAX_LOGIN_NAME
 from nimbus_core.models import Challenge, RecoveryToken, User
 from nimbus_core.notices import Actor, Notice, notice_op
-from nimbus_core.ports import WriteOp
-from nimbus_core.ratelimits import RECOVERY_MAILS
+from nimbus_core.ports import RecoveryRequest, WriteOp
 from nimbus_core.session_issuer import revoke_all
-from nimbus_core.tokens import hash_secret, new_user_token, parse_user_token, secret_matches
+from nimbus_core.tokens import hash_secret, parse_user_token, secret_matches
 
 if TYPE_CHECKING:  # the validated bodies the routes pass
     from auth_api.models import RecoverBody, ResetPasswordBody
@@ -35,98 +34,16 @@ if TYPE_CHECKING:  # the validated bodies the routes pass
 _log = Logger(child=True)
 
 RESET_ENDPOINT = "PUT /users/recover"
-# What a user write built on a stale read answers (the adapter explains which field moved).
-_STALE_USER = frozenset({ErrorCode.INVALID_SESSION_ERROR, ErrorCode.INVALID_PASSWORD_ERROR})
-# No account has a longer login name (usernames <= 64, emails <= 254); DynamoDB refuses longer keys.
-_MAX_LOGIN_NAME = 320
 _MAX_TOKEN = 256
 
 
-def request_recovery(deps: Deps, body: RecoverBody, now: float) -> None:
-    """Mail a recovery link to the account ``body.username`` names (a username or an address), if
-    there is one that is not banned and has not had :data:`RECOVERY_MAILS` this window. Answers
-    nothing either way: the route's 201 is the same for every name."""
-    user = _find_user(deps, body.username)
-    for _ in range(FRESH_USER_ATTEMPTS):
-        ops = [_tally_op(deps, body.username, now)]
-        if user is not None and user.banned_at is None:
-            ops += _mail_ops(deps, user, now)
-        try:
-            deps.tx.commit(ops)
-        except (UserChangedError, NimbusError) as refused:
-            # A concurrent request or change moved the user on after the read (another recovery
-            # request, a new password, revoked sessions, a deletion): whatever the stale write
-            # says, count again on the user as stored now (none: answered as for an unknown
-            # name). The answer stays the one 201.
-            if isinstance(refused, NimbusError) and refused.code not in _STALE_USER:
-                raise
-            user = deps.users.get(user.id) if user is not None else None
-            continue
-        if len(ops) > 1:
-            metrics.count(metrics.Event.RECOVERY_MAILED)
-        return
-    raise DependencyError("a recovery request kept meeting concurrent changes")
-
-
-def _find_user(deps: Deps, login_name: str) -> User | None:
-    """The account a login name names, as login matches them, from the index alone: one Query
-    whether or not it exists (login's strongly consistent fallback would read once more for an
-    unknown name, and so tell the two apart)."""
-    if not login_name or len(login_name) > _MAX_LOGIN_NAME:
-        return None
-    if "@" not in login_name:
-        return deps.users.find_by_username(login_name, index_only=True)
-    from email_validator import EmailNotValidError, validate_email
-
-    try:
-        email = validate_email(login_name, check_deliverability=False).normalized
-    except EmailNotValidError:
-        return None
-    return deps.users.find_by_email(email, index_only=True)
-
-
-def _tally_op(deps: Deps, login_name: str, now: float) -> WriteOp:
-    """The tally of recovery requests for the name asked (hashed: no address is stored in clear),
-    written by every request, so an unknown name costs the same transaction as a known one."""
-    name = hash_secret(login_name.casefold())
-    return deps.counters.tally_op(f"recover#name#{name}", expires_at=int(now) + RECOVERY_MAILS.window)
-
-
-def _mail_ops(deps: Deps, user: User, now: float) -> list[WriteOp]:
-    """A new recovery token (the previous one superseded), its mail, and the user's silent count;
-    nothing when the account had its recovery mails for this window."""
-    count, reset_at = user.recovery_mails, user.recovery_mails_reset_at
-    if reset_at <= now:
-        count, reset_at = 0, int(now) + RECOVERY_MAILS.window
-    if count >= RECOVERY_MAILS.limit:
-        _log.info("recovery mail withheld: the account's limit", extra={"user_id": user.id})
-        return []
-    settings = deps.settings
-    issued = new_user_token(user.id)
-    token = RecoveryToken(
-        hash=hash_secret(issued.secret),
-        user_id=user.id,
-        email=user.email,
-        password_digest=hash_secret(user.password_hash),
-        created_at=clock.iso(now),
-        exp=int(now) + settings.recovery_token_minutes * 60,
-    )
-    after = user.changed(
-        pending_recovery=token.hash, recovery_mails=count + 1, recovery_mails_reset_at=reset_at
-    )
-    link = settings.recovery_url.replace("{token}", str(issued))
-    email = recovery_email(
-        to=user.email, username=user.username, link=link, valid_minutes=settings.recovery_token_minutes
-    )
-    ops = [
-        # The link is bound to the password and address read: neither may move before it is stored.
-        *deps.users.change_ops(user, after, assume_unchanged=True),
-        deps.tokens.put_recovery_op(token),
-        deps.outbox.enqueue_op(email, now=now, kind="recover-password", user_id=user.id),
-    ]
-    if user.pending_recovery:
-        ops.append(deps.tokens.delete_recovery_op(user.pending_recovery))
-    return ops
+def request_recovery(deps: Deps, body: RecoverBody, now: float) -> RecoveryRequest:
+    """Queue a recovery request for the name ``body.username`` (a username or an address): one
+    write whatever it names. The recovery function then mails a link to the account it names, if
+    there is one that is not banned and has not had its recovery mails this window. The request
+    queued is returned for tests; the route's 201 is the same for every name."""
+    # A longer name can name no account; cut, it still names none, and the item stays small.
+    return deps.outbox.queue_recovery(body.username[: MAX_LOGIN_NAME + 1], now=now)
 
 
 @dataclass(frozen=True, slots=True)

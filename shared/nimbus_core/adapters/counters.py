@@ -66,17 +66,6 @@ class DynamoCounters:
             _window_moved,
         )
 
-    def tally_op(self, key: str, *, expires_at: int) -> WriteOp:
-        """One more in ``key``'s tally (no condition), kept until ``expires_at`` at the latest."""
-        update = {
-            "TableName": self._table,
-            "Key": self._spec(key).key,
-            "UpdateExpression": "SET #t = if_not_exists(#t, :exp) ADD #c :one",
-            "ExpressionAttributeNames": {"#c": "count", "#t": "expiresAt"},
-            "ExpressionAttributeValues": {":one": {"N": "1"}, ":exp": {"N": str(expires_at)}},
-        }
-        return TransactOp({"Update": update})
-
 
 def _window_moved(_old: dict[str, Any] | None) -> Exception:
     return CounterWindowMovedError()

@@ -14,6 +14,13 @@ operator can replay a batch), so the item is also the mail function's ledger: it
 sending (``sendingUntil``, a short lease that never outlasts the invocation) and settled after
 (``sentAt`` or ``deadLetteredAt``); a record whose item is settled, or gone (its user deleted), is
 not sent again. These updates produce MODIFY records, which the mail function's filter drops.
+
+The table also holds recovery requests (kind :data:`RECOVERY_REQUEST`): ``POST /users/recover``
+stores the name asked with :meth:`DynamoOutbox.queue_recovery`, one PutItem whatever the name, and
+the recovery function, fed the same stream (its filter takes this kind, the mail function's
+excludes it), looks the account up and queues the mail in the transaction that removes the request
+(:meth:`DynamoOutbox.recovery_done_op`). A request is not a message: it carries no address, only
+the name as typed, and expires after :data:`RECOVERY_REQUEST_TTL_SECONDS`.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from nimbus_core.adapters.items import from_item, to_item
 from nimbus_core.adapters.transactions import TransactOp
 from nimbus_core.errors import DependencyError
 from nimbus_core.mail_templates import Email
+from nimbus_core.ports import RecoveryRequest, RecoveryRequestGoneError
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -41,6 +49,9 @@ OUTBOX_TTL_SECONDS = 7 * 24 * 3600
 Claim = Literal["claimed", "settled", "gone", "busy"]
 Settlement = Literal["sentAt", "deadLetteredAt"]
 USER_INDEX = "UserIndex"  # userId -> message ids (keys only): a deleted user's mail is found and removed
+RECOVERY_REQUEST = "recover-request"  # the kind of a recovery request (no message)
+# Long enough for the stream's retries; a request older than this is dropped unanswered.
+RECOVERY_REQUEST_TTL_SECONDS = 3600
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +104,24 @@ def message_from_image(image: Mapping[str, Any]) -> OutboxMessage:
         expires_at=int(values["expiresAt"]),
         user_id=str(values["userId"]) if values.get("userId") else None,
     )
+
+
+def recovery_request_from_image(image: Mapping[str, Any]) -> RecoveryRequest:
+    """A recovery request from a stream record's ``NewImage``; KeyError or ValueError if the image
+    is not one."""
+    values = from_item(dict(image))
+    if values.get("kind") != RECOVERY_REQUEST:
+        raise ValueError(f"outbox item of kind {values.get('kind')!r} is not a recovery request")
+    return RecoveryRequest(
+        id=str(values["id"]),
+        login_name=str(values["loginName"]),
+        created_at=str(values["createdAt"]),
+        expires_at=int(values["expiresAt"]),
+    )
+
+
+def _request_gone(_old: dict[str, Any] | None) -> Exception:
+    return RecoveryRequestGoneError()
 
 
 class DynamoOutbox:
@@ -149,6 +178,39 @@ class DynamoOutbox:
                     "ConditionExpression": "attribute_not_exists(id)",
                 }
             }
+        )
+
+    def queue_recovery(self, login_name: str, *, now: float) -> RecoveryRequest:
+        """Store a recovery request (one PutItem): the same write whatever ``login_name`` names."""
+        request = RecoveryRequest(
+            id=ids.new_id(),
+            login_name=login_name,
+            created_at=clock.iso(now),
+            expires_at=int(now) + RECOVERY_REQUEST_TTL_SECONDS,
+        )
+        item = {
+            "id": request.id,
+            "kind": RECOVERY_REQUEST,
+            "loginName": request.login_name,
+            "createdAt": request.created_at,
+            "expiresAt": request.expires_at,
+        }
+        with aws_errors("PutItem (recovery request)"):
+            self.client.put_item(TableName=self.table_name, Item=to_item(item))
+        return request
+
+    def recovery_done_op(self, request_id: str) -> TransactOp:
+        """A transaction item that removes the request while it is still stored (else
+        :class:`RecoveryRequestGoneError`: another delivery of its record handled it)."""
+        return TransactOp(
+            {
+                "Delete": {
+                    "TableName": self.table_name,
+                    "Key": {"id": {"S": request_id}},
+                    "ConditionExpression": "attribute_exists(id)",
+                }
+            },
+            _request_gone,
         )
 
     def claim(self, message_id: str, *, now: float, until: float) -> Claim:

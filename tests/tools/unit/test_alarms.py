@@ -43,14 +43,14 @@ def _alarms_on(namespace: str, metric: str) -> set[str]:
 
 def test_every_function_has_an_errors_and_a_throttles_alarm() -> None:
     functions = set(resources_of_type(TEMPLATE, "AWS::Serverless::Function"))
-    assert len(functions) == 8
+    assert len(functions) == 9
     assert _alarms_on("AWS/Lambda", "Errors") == functions
     assert _alarms_on("AWS/Lambda", "Throttles") == functions
 
 
 def test_every_dead_letter_queue_has_an_alarm_on_waiting_messages() -> None:
     queues = set(resources_of_type(TEMPLATE, "AWS::SQS::Queue"))
-    assert queues == {"MailDeadLetterQueue", "SweepDeadLetterQueue"}
+    assert queues == {"MailDeadLetterQueue", "SweepDeadLetterQueue", "RecoveryDeadLetterQueue"}
     assert _alarms_on("AWS/SQS", "ApproximateNumberOfMessagesVisible") == queues
 
 
@@ -80,7 +80,7 @@ def test_the_dashboard_shows_the_api_the_functions_the_dead_letters_and_the_alar
     body = dashboard["Properties"]["DashboardBody"]["Fn::Sub"]
     for name in [*resources_of_type(TEMPLATE, "AWS::Serverless::Function"), "NimbusApi"]:
         assert f"${{{name}}}" in body
-    for queue in ("MailDeadLetterQueue", "SweepDeadLetterQueue"):
+    for queue in ("MailDeadLetterQueue", "SweepDeadLetterQueue", "RecoveryDeadLetterQueue"):
         assert f"${{{queue}.QueueName}}" in body
     assert "${Api5xxRateAlarm.Arn}" in body
     json.loads(re.sub(r"\$\{[^}]+\}", "x", body))  # JSON once CloudFormation has substituted it

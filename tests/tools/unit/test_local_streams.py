@@ -27,11 +27,33 @@ def test_an_insert_filter_keeps_inserts_and_drops_removes_and_modifies() -> None
 
 
 def test_a_filter_form_the_emulator_cannot_read_is_refused_not_ignored() -> None:
-    for rule in ({"suffix": "ERT"}, {"anything-but": ["INSERT"]}, {"prefix": 1}, ["INSERT"]):
+    for rule in ({"suffix": "ERT"}, {"anything-but": {"prefix": "IN"}}, {"prefix": 1}, ["INSERT"]):
         with pytest.raises(ValueError, match="not supported locally"):
             matches(record("1"), [{"eventName": [rule]}])
     with pytest.raises(ValueError, match="not supported locally"):  # even where the key is absent
         matches(record("1"), [{"missing": [{"suffix": "x"}]}])
+
+
+def outbox_record(kind: Any, event: str = "INSERT") -> dict[str, Any]:
+    """A NEW_IMAGE outbox record whose item has ``kind`` (an attribute value; None: no kind)."""
+    image: dict[str, Any] = {"id": {"S": "1"}} | ({"kind": kind} if kind is not None else {})
+    return {"eventName": event, "dynamodb": {"SequenceNumber": "1", "NewImage": image}}
+
+
+def test_anything_but_keeps_every_other_value_and_drops_the_named_ones_and_a_missing_field() -> None:
+    """Lambda event filtering's ``anything-but``: a value among those named is dropped, any other
+    kept; a record without the field matches no rule on it, as in Lambda."""
+    mail = [{"eventName": ["INSERT"], "dynamodb": {"NewImage": {"kind": {"S": [{"anything-but": ["a", "b"]}]}}}}]
+
+    assert matches(outbox_record({"S": "verify-email"}), mail)
+    assert not matches(outbox_record({"S": "a"}), mail)
+    assert not matches(outbox_record({"S": "b"}), mail)
+    assert not matches(outbox_record({"S": "verify-email"}, "MODIFY"), mail)
+    assert not matches(outbox_record(None), mail)
+    assert not matches(outbox_record({"N": "1"}), mail)  # no string kind
+    one = [{"dynamodb": {"NewImage": {"kind": {"S": [{"anything-but": "a"}]}}}}]  # one value, no list
+    assert matches(outbox_record({"S": "ab"}), one)
+    assert not matches(outbox_record({"S": "a"}), one)
 
 
 def users_record(pk: str, event: str) -> dict[str, Any]:

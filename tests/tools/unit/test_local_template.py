@@ -155,6 +155,7 @@ def test_function_specs_merge_globals_with_the_function_and_list_routes() -> Non
         "AdminFunction",
         "MailFunction",
         "SweepFunction",
+        "RecoveryFunction",
     }
     auth = specs["AuthFunction"]
     assert auth.handler == "auth_api.handler.lambda_handler"
@@ -212,7 +213,7 @@ def test_a_queue_ref_is_its_url_and_its_getatt_arn_names_the_same_queue() -> Non
             "QueueName": name,
             "Attributes": {"MessageRetentionPeriod": "1209600", "SqsManagedSseEnabled": "true"},
         }
-        for name in ("MailDeadLetterQueue", "SweepDeadLetterQueue")
+        for name in ("MailDeadLetterQueue", "SweepDeadLetterQueue", "RecoveryDeadLetterQueue")
     }
 
 
@@ -228,18 +229,24 @@ def test_only_the_mail_function_gets_the_dead_letter_queue_and_every_function_th
         "AdminFunction": False,
         "MailFunction": True,
         "SweepFunction": False,  # its queue is written by the event source mapping, not by its code
+        "RecoveryFunction": False,  # likewise
     }
     assert {s.environment["OUTBOX_TABLE"] for s in specs.values()} == {"OutboxTable"}
     assert specs["MailFunction"].routes == ()
     assert specs["SweepFunction"].routes == ()
+    assert specs["RecoveryFunction"].routes == ()
 
 
-def test_the_mail_function_subscribes_to_inserts_on_the_outbox_stream() -> None:
-    [subscription] = [s for s in stream_subscriptions(TEMPLATE) if s.table == "OutboxTable"]
+def test_the_mail_function_subscribes_to_inserts_on_the_outbox_stream_but_recovery_requests() -> None:
+    [subscription] = [s for s in stream_subscriptions(TEMPLATE) if s.function == "MailFunction"]
 
-    assert subscription.function == "MailFunction"
     assert subscription.table == "OutboxTable"
-    assert subscription.filter_patterns == ({"eventName": ["INSERT"]},)
+    assert subscription.filter_patterns == (
+        {
+            "eventName": ["INSERT"],
+            "dynamodb": {"NewImage": {"kind": {"S": [{"anything-but": ["recover-request"]}]}}},
+        },
+    )
     assert subscription.report_batch_item_failures
     assert subscription.bisect_on_error
     assert subscription.on_failure_queue == "MailDeadLetterQueue"
@@ -259,7 +266,25 @@ def test_the_sweep_function_subscribes_to_changed_and_removed_user_items_on_the_
     assert subscription.on_failure_queue == "SweepDeadLetterQueue"
     assert subscription.batch_size == 10
     assert 0 < subscription.maximum_retry_attempts <= 5
-    assert [s.function for s in stream_subscriptions(TEMPLATE)] == ["MailFunction", "SweepFunction"]
+    assert [s.function for s in stream_subscriptions(TEMPLATE)] == [
+        "MailFunction",
+        "SweepFunction",
+        "RecoveryFunction",
+    ]
+
+
+def test_the_recovery_function_subscribes_to_inserted_recovery_requests_on_the_outbox_stream() -> None:
+    [subscription] = [s for s in stream_subscriptions(TEMPLATE) if s.function == "RecoveryFunction"]
+
+    assert subscription.table == "OutboxTable"
+    assert subscription.filter_patterns == (
+        {"eventName": ["INSERT"], "dynamodb": {"NewImage": {"kind": {"S": ["recover-request"]}}}},
+    )
+    assert subscription.report_batch_item_failures
+    assert subscription.bisect_on_error
+    assert subscription.on_failure_queue == "RecoveryDeadLetterQueue"
+    assert subscription.batch_size == 10
+    assert 0 < subscription.maximum_retry_attempts <= 5
 
 
 def test_an_on_failure_destination_without_a_type_is_still_followed() -> None:

@@ -36,6 +36,7 @@ TABLE_OUTPUTS = {
 QUEUE_OUTPUTS = {
     "MailDeadLetterQueueUrl": "MailDeadLetterQueue",
     "SweepDeadLetterQueueUrl": "SweepDeadLetterQueue",
+    "RecoveryDeadLetterQueueUrl": "RecoveryDeadLetterQueue",
 }
 PARAMETER_OUTPUTS = {"LogLevelParameterName": "LogLevelParameter"}
 KILLSWITCH_PATH_OUTPUT = "KillSwitchPath"

@@ -91,8 +91,10 @@ def matches(record: Mapping[str, Any], patterns: Sequence[Mapping[str, Any]]) ->
     """Whether ``record`` passes the FilterCriteria ``patterns`` (any one; none means all).
 
     Supports the exact-value form of Lambda event filtering (``{"eventName": ["INSERT"]}``, nested
-    objects) and string prefixes (``{"pk": {"S": [{"prefix": "USER#"}]}}``); other forms raise
-    ValueError rather than be silently misread.
+    objects), string prefixes (``{"pk": {"S": [{"prefix": "USER#"}]}}``) and ``anything-but`` with
+    exact values (``{"kind": {"S": [{"anything-but": ["recover-request"]}]}}``); other forms raise
+    ValueError rather than be silently misread. As in Lambda, a rule on a field the record lacks
+    never matches, ``anything-but`` included.
     """
     return not patterns or any(_match(record, pattern) for pattern in patterns)
 
@@ -116,12 +118,27 @@ def _match(value: Any, pattern: Mapping[str, Any]) -> bool:
 
 def _check_rule(rule: Any) -> None:
     prefix = isinstance(rule, Mapping) and set(rule) == {"prefix"} and isinstance(rule["prefix"], str)
-    if isinstance(rule, (Mapping, list)) and not prefix:
-        raise ValueError(f"filter rule {rule!r} is not supported locally (exact values and prefix only)")
+    if isinstance(rule, (Mapping, list)) and not prefix and _excluded(rule) is None:
+        raise ValueError(
+            f"filter rule {rule!r} is not supported locally (exact values, prefix and anything-but only)"
+        )
+
+
+def _excluded(rule: Any) -> list[Any] | None:
+    """The values of ``{"anything-but": value or [values]}`` (exact values only), else None."""
+    if not isinstance(rule, Mapping) or set(rule) != {"anything-but"}:
+        return None
+    values = rule["anything-but"]
+    values = values if isinstance(values, list) else [values]
+    return values if all(isinstance(v, (str, int, float)) for v in values) else None
 
 
 def _rule_matches(value: Any, rule: Any) -> bool:
-    """One element of a filter's value list: an exact value, or ``{"prefix": "..."}``."""
+    """One element of a filter's value list: an exact value, ``{"prefix": "..."}`` or
+    ``{"anything-but": [...]}``."""
+    excluded = _excluded(rule)
+    if excluded is not None:
+        return value not in excluded
     if isinstance(rule, Mapping):
         return isinstance(value, str) and value.startswith(rule["prefix"])
     return bool(value == rule)

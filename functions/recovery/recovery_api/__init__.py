@@ -1,0 +1,1 @@
+"""recovery function: turns recovery requests into recovery mail (outbox table stream)."""

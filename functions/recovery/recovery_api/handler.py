@@ -1,0 +1,54 @@
+"""Lambda entry point of the recovery function (the outbox table's stream, recovery requests
+only): wiring only.
+
+FilterCriteria hand it the INSERTs of kind ``recover-request`` (the mail function's exclude them);
+each becomes a recovery mail, or nothing, by :func:`recovery_api.service.handle_request`. Batches
+go through :func:`nimbus_core.stream_batch.process_batch`: the records whose handling raised are
+reported for the stream to retry; handling a request again does nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from nimbus_core import clock, snapstart
+from nimbus_core.adapters.container import production_deps
+from nimbus_core.adapters.outbox import recovery_request_from_image
+from nimbus_core.loglevels import apply_log_level
+from nimbus_core.stream_batch import process_batch
+from recovery_api.service import handle_request
+
+logger = Logger()
+snapstart.register_hooks()
+
+
+@logger.inject_lambda_context(clear_state=True)
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    """Handle every recovery request of a DynamoDB stream batch; report the ones to retry."""
+    _apply_log_level()
+    deps = production_deps()
+
+    def record_handler(record: DynamoDBRecord) -> None:
+        raw: dict[str, Any] = record.raw_event
+        image = (raw.get("dynamodb") or {}).get("NewImage")
+        if raw.get("eventName") != "INSERT" or not image:
+            logger.warning("ignoring a stream record that is not a new outbox item")
+            return
+        try:
+            request = recovery_request_from_image(image)
+        except (KeyError, ValueError, TypeError):
+            # No retry can read it, and it asks for nothing this function can do.
+            logger.warning("ignoring an outbox item that is not a recovery request")
+            return
+        handle_request(deps, request, clock.now())
+
+    return process_batch(event, context, record_handler)
+
+
+def _apply_log_level() -> None:
+    apply_log_level(logger, production_deps)  # SSM unavailable: the level stays, requests go on
