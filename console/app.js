@@ -203,12 +203,11 @@
           });
           if (!reply) return say("Cancelled: your password is unchanged.");
         }
-        outcome(reply);
+        // The reset signs the owner in (CONTRACT section 14): its answer carries a new session.
+        const signedIn = outcome(reply);
         form.reset();
-        conclude("ok", "Your password was reset. Every session was signed out.", {
-          path: "/login",
-          text: "Log in with the new password",
-        });
+        token.set(signedIn.token);
+        navigate("/account", { status: "Your password was reset and you are signed in. Every other session was signed out." });
       } catch (error) {
         if (error.code === "INVALID_RECOVERY_TOKEN_ERROR") {
           form.reset();

@@ -293,15 +293,17 @@ class FakeUsers:
         return [FakeOp(check, apply, items)]
 
     def credentials_unchanged_op(
-        self, user: User, *, new_password_hash: str | None, now: float, failure_limit: int
+        self, user: User, *, new_password_hash: str | None, now: float, failure_limit: int | None
     ) -> WriteOp:
-        """The login condition on the user, and an optional rehash."""
+        """The login condition on the user (the lock only with a ``failure_limit``), and an
+        optional rehash."""
         db = self.db
 
         def check() -> NimbusError | None:
             stored = db.users.get(user.id)
             locked = (
                 stored is not None
+                and failure_limit is not None
                 and stored.auth_failures >= failure_limit
                 and stored.auth_failures_reset_at > int(now)
             )
@@ -482,6 +484,24 @@ class FakeSessions:
             other,
             self.db.challenges.get(challenge_hash),
         )
+
+    def count_reverify_failure(
+        self, user_id: str, session_id: str, *, limit: int, window: int, now: float
+    ) -> CounterState | None:
+        """Count a failed reverification on the session record."""
+        with self.db.lock:
+            self.db.calls.append("sessions.count_reverify_failure")
+            key = (user_id, session_id)
+            stored = self.db.sessions.get(key)
+            if stored is None:
+                return None
+            count, reset_at = stored.reverify_failures, stored.reverify_failures_reset_at
+            state, count, reset_at = _count(count, reset_at, limit=limit, window=window, now=now)
+            if state.allowed:
+                self.db.sessions[key] = stored.changed(
+                    reverify_failures=count, reverify_failures_reset_at=reset_at
+                )
+            return state
 
     def put_op(self, session: Session) -> WriteOp:
         """Store a new session."""
@@ -734,15 +754,26 @@ class FakeTokens:
             (("recovery", token.hash),),
         )
 
-    def consume_recovery_op(self, token_hash: str) -> WriteOp:
-        """Spend a recovery token that must exist."""
+    def consume_recovery_op(self, token_hash: str, *, max_attempts: int) -> WriteOp:
+        """Spend a recovery token that must exist with fewer than ``max_attempts`` wrong answers."""
 
         def check() -> NimbusError | None:
-            if token_hash in self.db.recovery:
+            stored = self.db.recovery.get(token_hash)
+            if stored is not None and stored.attempts < max_attempts:
                 return None
             return NimbusError(ErrorCode.INVALID_RECOVERY_TOKEN_ERROR)
 
         return FakeOp(check, lambda: self.db.recovery.pop(token_hash, None), (("recovery", token_hash),))
+
+    def count_recovery_failure(self, token_hash: str, *, limit: int) -> int | None:
+        """Count a wrong answer on a token that has fewer than ``limit``."""
+        with self.db.lock:
+            self.db.calls.append("tokens.count_recovery_failure")
+            stored = self.db.recovery.get(token_hash)
+            if stored is None or stored.attempts >= limit:
+                return None
+            self.db.recovery[token_hash] = stored.changed(attempts=stored.attempts + 1)
+            return stored.attempts + 1
 
     def delete_recovery_op(self, token_hash: str) -> WriteOp:
         """Remove a recovery token if present."""

@@ -8,8 +8,10 @@
    password. A right answer is recorded in the request's own transaction (with the new session at
    login, with the change on reverification): the challenge is used up and the factor's replay
    guard moves (TOTP step, backup code spent, WebAuthn counter). A wrong one is 401
-   INVALID_SECOND_FACTOR_RESPONSE_ERROR, counted on the challenge (the 5th kills it) and toward the
-   per-account lock.
+   INVALID_SECOND_FACTOR_RESPONSE_ERROR, counted on the challenge (the 5th kills it) and on the
+   limit of the request it answers (:class:`Binding`): the login lock at login, the session's own
+   limit at reverification, the recovery token at a password reset. Only login is refused by the
+   login lock.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
 from nimbus_core.models import Challenge, User
 from nimbus_core.ports import CounterWindowMovedError, WriteOp
+from nimbus_core.ratelimits import RECOVERY_WRONG_ANSWERS
 from nimbus_core.tokens import hash_secret, new_user_token, parse_user_token, secret_matches
 
 _log = Logger(child=True)
@@ -60,11 +63,17 @@ class ChallengeRequiredError(NimbusError):
 @dataclass(frozen=True, slots=True)
 class Binding:
     """What a challenge is bound to besides its user: the endpoint, and the session reverifying
-    or the recovery token resetting the password."""
+    or the recovery token resetting the password. It also says where wrong answers count: on the
+    session, on the recovery token, or (neither: a login) on the account's login lock."""
 
     endpoint: str
     session_id: str | None = None
     recovery: str | None = None
+
+    @property
+    def login(self) -> bool:
+        """Whether this is a login's challenge, the only kind the login lock holds."""
+        return self.session_id is None and self.recovery is None
 
 
 def require(deps: Deps, user: User, binding: Binding, now: float) -> ChallengeRequiredError:
@@ -189,12 +198,13 @@ def answer(
         or challenge.attempts >= MAX_ATTEMPTS
     ):
         raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
-    credentials.refuse_if_locked(user, now)
+    if binding.login:
+        credentials.refuse_if_locked(user, now)
     if answer.type not in user.second_factor_types():
         raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_METHOD_ERROR)
     ops = _verified_ops(deps, user, answer, challenge, now)
     if ops is None:
-        _wrong(deps, user, token_hash, now)
+        _wrong(deps, user, token_hash, binding, now)
         raise AssertionError("unreachable")  # pragma: no cover - _wrong always raises
     metrics.count(metrics.Event.SECOND_FACTOR_PASSED)
     return user, [deps.challenges.consume_op(token_hash, max_attempts=MAX_ATTEMPTS), *ops]
@@ -252,8 +262,15 @@ def _verified_key_ops(
     ]
 
 
-def _wrong(deps: Deps, user: User, token_hash: str, now: float) -> None:
+def _wrong(deps: Deps, user: User, token_hash: str, binding: Binding, now: float) -> None:
+    """Count a wrong answer on its challenge and on the limit of the request it answers; 401."""
     deps.challenges.count_failure(token_hash)
     metrics.count(metrics.Event.SECOND_FACTOR_FAILED)
-    credentials.record_failure(deps, user, now)  # 429 when this failure locks the account
+    if binding.recovery is not None:
+        # The token takes RECOVERY_WRONG_ANSWERS, then is void: new challenges buy no more guesses.
+        deps.tokens.count_recovery_failure(binding.recovery, limit=RECOVERY_WRONG_ANSWERS)
+    elif binding.session_id is not None:
+        credentials.record_reverify_failure(deps, user.id, binding.session_id, now)  # 429 past the limit
+    else:
+        credentials.record_failure(deps, user, now)  # 429 when this failure locks the account
     raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)

@@ -156,6 +156,11 @@ class Session(Record):
     used_at: str
     permission_flags: int | None = None
     generation: int = 0
+    # Wrong passwords and second-factor answers at reverification from this session, in the current
+    # window: a limit of the session's own, so the authentication read brings it for free and a
+    # signed-in owner is never kept out by the per-account login lock (CONTRACT section 8).
+    reverify_failures: int = 0
+    reverify_failures_reset_at: int = 0
 
     @property
     def scoped(self) -> bool:
@@ -207,6 +212,9 @@ class RecoveryToken(Record):
     password_digest: str
     created_at: str
     exp: int
+    # Wrong second-factor answers given with this token: at the limit the token is void, so whoever
+    # holds the mailbox cannot guess a factor by asking for challenge after challenge.
+    attempts: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -138,10 +138,11 @@ class UserStore(Protocol):
         ...
 
     def credentials_unchanged_op(
-        self, user: User, *, new_password_hash: str | None, now: float, failure_limit: int
+        self, user: User, *, new_password_hash: str | None, now: float, failure_limit: int | None
     ) -> WriteOp:
-        """Assert the user still has the verified password hash, is not banned and not locked;
-        optionally store a rehashed password in the same step."""
+        """Assert the user still has the verified password hash, is not banned and (unless
+        ``failure_limit`` is None: a request the login lock does not hold) not locked; optionally
+        store a rehashed password in the same step."""
         ...
 
     def add_factor_op(
@@ -201,6 +202,13 @@ class SessionStore(Protocol):
     ) -> tuple[Session | None, User | None, User | None, Challenge | None]:
         """The session, its user, another user (None: none asked) and the second-factor challenge
         a reverified request answers, in one round trip."""
+        ...
+
+    def count_reverify_failure(
+        self, user_id: str, session_id: str, *, limit: int, window: int, now: float
+    ) -> CounterState | None:
+        """Count a failed reverification on the session item (one conditional atomic write: with N
+        concurrent failures exactly ``limit`` are allowed in a window); None if it is gone."""
         ...
 
     def put_op(self, session: Session) -> WriteOp:
@@ -308,8 +316,14 @@ class TokenStore(Protocol):
         """Store a new recovery token."""
         ...
 
-    def consume_recovery_op(self, token_hash: str) -> WriteOp:
-        """Spend a recovery token that must still exist: INVALID_RECOVERY_TOKEN_ERROR if not."""
+    def consume_recovery_op(self, token_hash: str, *, max_attempts: int) -> WriteOp:
+        """Spend a recovery token that must still exist and have fewer than ``max_attempts`` wrong
+        answers: INVALID_RECOVERY_TOKEN_ERROR if not."""
+        ...
+
+    def count_recovery_failure(self, token_hash: str, *, limit: int) -> int | None:
+        """Count a wrong second-factor answer on a recovery token that has fewer than ``limit``:
+        how many so far, or None if it is gone or had ``limit`` already."""
         ...
 
     def delete_recovery_op(self, token_hash: str) -> WriteOp:

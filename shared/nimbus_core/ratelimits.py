@@ -11,6 +11,7 @@ class Per(Enum):
 
     IP = "ip"  # requestContext.http.sourceIp as API Gateway reports it, never a header
     USER = "user"
+    SESSION = "session"  # a failure limit counted on the session item (reverification)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,5 +41,12 @@ RESET_PASSWORD = RateLimit("recover-reset", 10, 15 * 60, Per.IP, frozenset({500}
 # answered as every other (201) and no mail goes out.
 RECOVERY_MAILS = RateLimit("recovery-mails", 3, 24 * 3600, Per.USER)
 
-# Failed password and second-factor answers per account, whatever the IP (CONTRACT section 8).
+# Failed password and second-factor answers at login per account, whatever the IP (CONTRACT
+# section 8). The login lock: it holds logins only, never recovery or a signed-in reverification.
 ACCOUNT_AUTH_FAILURES = RateLimit("auth-failures", 10, 15 * 60, Per.USER)
+# Failed passwords and second-factor answers at reverification, per session (counted on the session
+# item, which the authentication read brings).
+REVERIFY_FAILURES = RateLimit("reverify-failures", 5, 15 * 60, Per.SESSION)
+# Wrong second-factor answers one recovery token takes before it is void (the account has at most
+# RECOVERY_MAILS tokens a window, so this bounds guessing through recovery).
+RECOVERY_WRONG_ANSWERS = 10

@@ -2,7 +2,9 @@
 
 Normal sessions on endpoints declared ``reverify=True`` must send their ``password``; scoped
 sessions are never asked. The user record (with its password hash) came with the authentication
-read, so this adds no round trip. A wrong password counts toward the per-account failure lock.
+read, so this adds no round trip. Wrong passwords and second-factor answers are limited per session
+(counted on the session item, which came with the same read) and never feed, nor meet, the login
+lock: whoever locked the account by guessing at login keeps no signed-in owner out.
 An account with a second factor is then challenged, and the repeated request's ``2fa`` answer
 (its challenge read with the session) is recorded in the change's own transaction.
 """
@@ -25,7 +27,8 @@ _SETS_OWN_PASSWORD = frozenset({"PUT /users/me/password"})
 def reverify(deps: Deps, caller: Caller, body: dict[str, Any], now: float, *, endpoint: str) -> list[WriteOp]:
     """Pass, or raise the contract's error: 400 MISSING_FIELDS_ERROR ["password"] when the password
     is absent (also when a ``2fa`` object is sent for an account without a second factor: the
-    upstream bypass), 401 INVALID_PASSWORD_ERROR when wrong, 429 while the account is locked.
+    upstream bypass), 401 INVALID_PASSWORD_ERROR when wrong, 429 once the session has used up its
+    wrong answers (the login lock is no concern here).
 
     A right answer to a challenge passes with the writes that record it (challenge used up, the
     factor's replay guard moved), and a right password with the rehash of a stored hash of another
@@ -38,13 +41,14 @@ def reverify(deps: Deps, caller: Caller, body: dict[str, Any], now: float, *, en
     if user.second_factor_count > 0 and body.get("2fa") is not None:
         # The answer to a challenge replaces the password.
         parsed = challenges.parse_answer(body["2fa"])
+        credentials.refuse_if_reverify_limited(caller.session, now)
         read = (caller.challenge, user) if caller.challenge_hash == hash_secret(parsed.secret) else None
         _, ops = challenges.answer(deps, parsed, binding, now, expected_user=user.id, read=read)
         return ops
     password = body.get("password")
     if not isinstance(password, str):
         raise NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=["password"])
-    credentials.check_password(deps, user, password, now)
+    credentials.check_reverify_password(deps, caller.session, user, password, now)
     # An imported bcrypt hash (or argon2 of older parameters) is replaced by the request's own
     # write: the change's transaction, or the challenge's when a second factor is asked next.
     # Not where the route itself sets the caller's password: its write replaces the hash anyway,

@@ -54,6 +54,14 @@ class SuccessView(View):
     message: str
 
 
+class ResetPasswordView(SuccessView):
+    """PUT /users/recover: RESET_PASSWORD_SUCCESS, and the new session that signs the owner in (its
+    token, shown once, and its expiry in Unix seconds), as login's SuccessfulAuth."""
+
+    token: str
+    exp: int
+
+
 class DomainView(View):
     """A domain users may choose."""
 

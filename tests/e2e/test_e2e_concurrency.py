@@ -106,3 +106,32 @@ def test_twenty_users_taking_one_address_in_folded_case_give_exactly_one_200(cli
 
     replies = parallel(20, change)
     assert Counter(r.status for r in replies) == {200: 1, 409: 19}, [(r.status, r.body) for r in replies]
+
+
+def test_concurrent_wrong_reverifications_from_one_session_give_exactly_five_401(
+    client: Client, dynamodb: Any
+) -> None:
+    # The session's own reverification limit (CONTRACT section 8) is one conditional write on the
+    # session item: exactly 5 wrong passwords are answered 401, the rest 429, and the login lock
+    # is never fed.
+    name = new_name()
+    registered = client.register(name)
+    assert registered.status == 201, registered.body
+    token = registered.body["token"]
+
+    replies = parallel(
+        10,
+        lambda _: client.call("DELETE", "/users/me", {"password": "a wrong one"}, token=token, ip=new_ip()),
+    )
+
+    assert Counter(r.status for r in replies) == {401: 5, 429: 5}, [(r.status, r.body) for r in replies]
+    for reply in replies:
+        if reply.status == 429:
+            assert reply.body["code"] == "RATELIMITED_ERROR"
+            assert 0 < int(reply.headers["Retry-After"]) <= 15 * 60
+            assert "RateLimit-Limit" not in reply.headers
+    user = dynamodb.get_item(
+        TableName="UsersTable", Key={"pk": {"S": f"USER#{token.split('.')[0]}"}}, ConsistentRead=True
+    )["Item"]
+    assert user.get("authFailures", {"N": "0"}) == {"N": "0"}
+    assert client.login(name).status == 201

@@ -10,7 +10,8 @@ import pytest
 from nimbus_core.adapters import container
 from nimbus_core.killswitches import KillSwitch
 from nimbus_core.settings import get_settings
-from tests.integration.conftest import Api, Stack
+from tests.integration.conftest import Api, Clock, Stack
+from tests.integration.test_staff_accounts import Staff
 
 SWITCHES = {
     "ACCOUNT_CREATE": 0,
@@ -350,3 +351,22 @@ def test_without_a_cache_a_switch_flipped_in_ssm_is_seen_at_once(
 
     assert (closed.status, closed.body) == (503, unavailable(8))
     assert reopened.status == 200, reopened.body
+
+
+# ---------------------------------------------------------------- a staff member whose login is locked
+
+
+def test_a_staff_member_whose_login_someone_locked_still_flips_a_switch_reverified(
+    api: Api, stack: Stack, frozen: Clock
+) -> None:
+    # The login lock holds logins only (CONTRACT section 8): whoever guesses at a staff member's
+    # name must not also take the kill switches from them.
+    staff = Staff(api, stack, frozen)
+    for n in range(10):
+        assert api.login(staff.username, "a guess!", ip=f"192.0.2.{n + 10}").status == 401
+    assert api.login(staff.username, PASSWORD, ip="192.0.2.200").status == 429
+
+    enabled = staff.reverified("PUT", "/killswitches/5")
+
+    assert enabled.status == 200, enabled.body
+    assert {i["name"]: i["state"] for i in enabled.body["items"]}["FILE_CREATE"] is True

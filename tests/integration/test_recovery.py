@@ -133,12 +133,11 @@ def test_a_reset_is_one_transaction_and_the_old_sessions_and_password_stop_worki
     token = _mailed_token(stack, "alice@example.com")
     dynamodb_calls.clear()
     reply = _reset(api, token)
-    assert (reply.status, reply.body) == (
-        200,
-        {"code": "RESET_PASSWORD_SUCCESS", "message": "Password Successfully Reset"},
-    )
-    assert "token" not in reply.body  # no session is issued
+    assert reply.status == 200, reply.body
+    assert reply.body["code"] == "RESET_PASSWORD_SUCCESS"
+    # The owner is signed in: the new session is written in the reset's one transaction.
     assert [op for op, _ in dynamodb_calls] == ["UpdateItem", "BatchGetItem", "TransactWriteItems"]
+    assert api.call("GET", "/users/me", token=reply.body["token"]).status == 200
     assert api.call("GET", "/users/me", token=session).status == 401
     assert api.login("alice", PASSWORD, ip="203.0.113.50").status == 401
     assert api.login("alice", NEW_PASSWORD, ip="203.0.113.51").status == 201

@@ -157,7 +157,7 @@ def test_a_challenge_is_bound_to_its_endpoint_and_session_and_lives_five_minutes
     assert (late.status, code(late)) == (401, "INVALID_SECOND_FACTOR_RESPONSE_ERROR")
 
 
-def test_five_wrong_answers_kill_the_challenge_and_count_toward_the_account_lock(
+def test_five_wrong_answers_limit_the_session_and_never_the_accounts_logins(
     api: Api, stack: Stack, frozen: Clock
 ) -> None:
     _, token = new_user(api)
@@ -173,8 +173,10 @@ def test_five_wrong_answers_kill_the_challenge_and_count_toward_the_account_lock
     right = key(api, token, {"2fa": {**wrong, "code": totp_now(secret, NOW)}})
 
     assert [code(r) for r in replies] == ["INVALID_SECOND_FACTOR_RESPONSE_ERROR"] * 5
-    assert (right.status, code(right)) == (401, "INVALID_SECOND_FACTOR_RESPONSE_ERROR")
-    assert _user(stack, token).auth_failures == 5
+    assert (right.status, code(right)) == (429, "RATELIMITED_ERROR")  # this session's limit (CONTRACT 8)
+    assert right.headers.get("Retry-After") is not None
+    assert "RateLimit-Limit" not in right.headers
+    assert _user(stack, token).auth_failures == 0  # the login lock is never fed from a session
 
 
 def test_a_backup_code_works_once_and_is_recorded(api: Api, stack: Stack, frozen: Clock) -> None:

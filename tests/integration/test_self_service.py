@@ -6,6 +6,7 @@ import itertools
 import re
 from typing import Any
 
+import pyotp
 import pytest
 
 from nimbus_core.adapters.domains import DynamoDomains
@@ -129,21 +130,78 @@ def test_the_endpoint_fields_are_named_before_the_password(api: Api) -> None:
     assert (reply.status, reply.body["fields"]) == (400, ["username"])
 
 
-def test_a_wrong_password_is_401_and_locks_the_account_after_10(api: Api) -> None:
-    # DELETE /users/me has no endpoint limit of its own, so only the account lock can stop it.
+def _lock_logins(api: Api, username: str) -> None:
+    """Ten wrong passwords at login from rotating addresses: the per-account login lock."""
+    for n in range(10):
+        assert api.login(username, "a guess!", ip=f"192.0.2.{n + 10}").status == 401
+    locked = api.login(username, ip="192.0.2.200")
+    assert (locked.status, code(locked)) == (429, "RATELIMITED_ERROR")
+
+
+def _auth_failures(stack: Stack, token: str) -> int:
+    user = DynamoUsers(stack.dynamodb, stack.table("UsersTable")).get(token.partition(".")[0])
+    assert user is not None
+    return user.auth_failures
+
+
+def test_five_wrong_passwords_limit_the_session_never_the_accounts_logins(api: Api, stack: Stack) -> None:
+    # DELETE /users/me has no endpoint limit of its own: the session's limit stops the guessing.
     username, token = new_user(api)
+    other = api.login(username, ip="192.0.2.199").body["token"]
     statuses = [
         api.call(
             "DELETE", "/users/me", {"password": "wrong one!"}, token=token, ip=f"203.0.113.{n + 1}"
         ).status
-        for n in range(11)
+        for n in range(5)
     ]
-    assert statuses == [401] * 10 + [429]
-    locked = api.login(username, ip="192.0.2.200")
-    assert (locked.status, code(locked)) == (429, "RATELIMITED_ERROR")
-    assert header(locked, "Retry-After") is not None
-    assert header(locked, "RateLimit-Limit") is None  # the account lock is not the per-IP window
-    assert api.call("GET", "/users/me", token=token).status == 200  # locked, not deleted
+    limited = api.call("DELETE", "/users/me", {"password": PASSWORD}, token=token, ip="203.0.113.99")
+
+    assert statuses == [401] * 5
+    assert (limited.status, code(limited)) == (429, "RATELIMITED_ERROR")  # even the right password
+    assert 0 < int(header(limited, "Retry-After") or 0) <= 15 * 60
+    assert header(limited, "RateLimit-Limit") is None  # the session's limit is not an endpoint window
+    assert api.call("GET", "/users/me", token=token).status == 200  # limited, not deleted
+    assert _auth_failures(stack, token) == 0  # the login lock is not fed
+    assert api.login(username, ip="192.0.2.201").status == 201
+    renamed = put(api, "/users/me/username", other, {"username": f"{username}x", "password": PASSWORD})
+    assert renamed.status == 200, renamed.body  # another session of the same user is not limited
+
+
+def test_the_owner_changes_their_password_while_someone_keeps_the_login_locked(
+    api: Api, frozen: Clock
+) -> None:
+    username, token = new_user(api)
+    setup = api.call("POST", "/users/me/2fa/totp", {"password": PASSWORD}, token=token).body
+    confirm = {
+        "token": setup["token"],
+        "name": "Phone",
+        "code": pyotp.TOTP(setup["secret"]).at(frozen.now),
+    }
+    assert api.call("POST", "/users/me/2fa/totp/confirm", confirm, token=token).status == 201
+    _lock_logins(api, username)
+    frozen.now += 30
+    change = {
+        "password": PASSWORD,
+        "newPassword": "a new passphrase",
+        "confirmNewPassword": "a new passphrase",
+    }
+
+    challenged = put(api, "/users/me/password", token, change)
+    answer = {
+        "token": challenged.body.get("token"),
+        "type": "totp",
+        "code": pyotp.TOTP(setup["secret"]).at(frozen.now),
+    }
+    changed = put(
+        api,
+        "/users/me/password",
+        token,
+        {k: v for k, v in change.items() if k != "password"} | {"2fa": answer},
+    )
+
+    assert (challenged.status, code(challenged)) == (401, "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR")
+    assert changed.status == 200, changed.body
+    assert api.call("GET", "/users/me", token=token).status == 200  # this session is kept
 
 
 def test_scoped_sessions_are_never_asked_for_a_password(api: Api, stack: Stack) -> None:

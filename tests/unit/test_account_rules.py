@@ -530,7 +530,7 @@ def test_reverify_without_a_password_is_missing_fields_even_with_a_2fa_object(
     assert _user(world).auth_failures == 0
 
 
-def test_reverify_with_a_wrong_password_is_401_and_counted(world: FakeWorld) -> None:
+def test_reverify_with_a_wrong_password_is_401_and_counted_on_the_session(world: FakeWorld) -> None:
     caller = _caller(world, _register(world).token)
 
     refused = _code(
@@ -544,7 +544,8 @@ def test_reverify_with_a_wrong_password_is_401_and_counted(world: FakeWorld) -> 
     )
 
     assert refused is ErrorCode.INVALID_PASSWORD_ERROR
-    assert _user(world).auth_failures == 1
+    assert _user(world).auth_failures == 0  # the login lock holds logins only (CONTRACT section 8)
+    assert world.db.sessions[(caller.user.id, caller.session.id)].reverify_failures == 1
 
 
 def test_reverify_with_the_right_password_costs_no_round_trip(world: FakeWorld) -> None:
@@ -610,7 +611,7 @@ def test_a_refused_change_costs_no_commit(world: FakeWorld) -> None:
     )
 
     assert (status, answer["code"]) == (401, "INVALID_PASSWORD_ERROR")
-    assert world.db.calls == ["sessions.get_with_user", "counters.hit", "users.count_failure"]
+    assert world.db.calls == ["sessions.get_with_user", "counters.hit", "sessions.count_reverify_failure"]
 
 
 def test_delete_account_is_authentication_plus_sweeps_around_one_commit(world: FakeWorld) -> None:

@@ -89,11 +89,14 @@ def test_excluded_fields_and_extra_keys_shape_a_session_item() -> None:
     item = session_item(session)
     assert "id" not in item
     assert item["sessionId"] == {"S": "s1"}
-    assert record_item(session, exclude=frozenset({"id", "exp"})).keys() == item.keys() - {
-        "sessionId",
-        "expiresAt",
-        "exp",
-    }
+    # A session that never failed a reverification stores no count: absent attributes read as 0.
+    uncounted = frozenset({"id", "exp", "reverify_failures", "reverify_failures_reset_at"})
+    assert record_item(session, exclude=uncounted).keys() == item.keys() - {"sessionId", "expiresAt", "exp"}
+    counted = session.changed(reverify_failures=2, reverify_failures_reset_at=900)
+    assert session_item(counted).keys() == item.keys() | {"reverifyFailures", "reverifyFailuresResetAt"}
+    for stored in (session, counted):
+        as_stored = session_item(stored)
+        assert read_record(Session, {**as_stored, "id": as_stored["sessionId"]}) == stored
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.__name__)

@@ -15,10 +15,11 @@ from auth_api import recovery
 from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody, ResetPasswordBody
 from nimbus_core import challenges, otp, passwords
-from nimbus_core.auth import authenticate
-from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.auth import Caller, authenticate
+from nimbus_core.errors import ErrorCode, NimbusError, RateLimitedError
 from nimbus_core.ids import new_id
 from nimbus_core.models import SecondFactor, User
+from nimbus_core.session_issuer import IssuedSession
 from nimbus_core.tokens import parse_session_token
 from tests.fakes import FakeWorld
 from tests.recovery_requests import ask_for_recovery
@@ -67,11 +68,13 @@ def _token(world: FakeWorld, name: str = "alice") -> str:
     return _mailed_tokens(world, f"{name}@example.com")[-1]
 
 
-def _reset(world: FakeWorld, token: str, password: str = NEW_PASSWORD, answer: Any = None) -> None:
+def _reset(world: FakeWorld, token: str, password: str = NEW_PASSWORD, answer: Any = None) -> Any:
     body = ResetPasswordBody.model_validate(
         {"token": token, "newPassword": password, "confirmNewPassword": password, "2fa": answer}
     )
-    recovery.reset_password(world.deps, body, source_ip=IP, now=world.clock.now())
+    return recovery.reset_password(
+        world.deps, body, source_ip=IP, now=world.clock.now(), session_name="laptop"
+    )
 
 
 def _error(action: Any) -> NimbusError:
@@ -281,3 +284,115 @@ def test_a_challenge_is_answered_only_for_its_own_user_and_recovery_token(world:
     assert _error(lambda: _reset(world, newer, answer=login_answer)).code is (
         ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
     )
+
+
+# --- the login lock never keeps the owner out (CONTRACT sections 8 and 14) --------------------------
+
+
+def _lock_by_guessing_at_login(world: FakeWorld, name: str = "alice") -> None:
+    for n in range(10):
+        assert not _logs_in(world, name, f"a guess {n}")
+    with pytest.raises(RateLimitedError):
+        auth.login(
+            world.deps,
+            LoginBody.model_validate({"username": name, "password": PASSWORD}),
+            session_name="x",
+            now=world.clock.now(),
+        )
+    assert _user(world, name).auth_failures == 10
+
+
+def _signed_in(world: FakeWorld, issued: Any) -> Caller:
+    assert isinstance(issued, IssuedSession)
+    parsed = parse_session_token(issued.token)
+    assert parsed is not None
+    caller = authenticate(world.deps, parsed, world.clock.now())
+    assert caller is not None
+    return caller
+
+
+@pytest.mark.parametrize("kind", ["totp", "backup"])
+def test_a_locked_owner_recovers_with_a_second_factor_and_is_signed_in_with_the_lock_cleared(
+    world: FakeWorld, kind: str
+) -> None:
+    old_session = _register(world)
+    secret = _with_totp(world, "alice")
+    _lock_by_guessing_at_login(world)
+    token = _token(world)
+    required = _challenged(world, token)  # the lock refuses no part of a recovery
+    world.clock.advance(30)
+    answer = (
+        _totp_answer(world, required.extra["token"], secret)
+        if kind == "totp"
+        else {"token": required.extra["token"], "type": "backup", "code": BACKUP_CODE}
+    )
+
+    issued = _reset(world, token, answer=answer)
+
+    caller = _signed_in(world, issued)
+    assert caller.user.id == _user(world).id
+    assert caller.session.permission_flags is None  # a normal session
+    assert caller.session.exp == int(world.clock.now()) + 24 * 3600
+    assert caller.session.display_name == "laptop"
+    assert issued.to_public() == {"token": issued.token, "exp": caller.session.exp}
+    assert _user(world).auth_failures == 0
+    parsed = parse_session_token(old_session)
+    assert parsed is not None
+    assert authenticate(world.deps, parsed, world.clock.now()) is None  # every other session revoked
+    with pytest.raises(challenges.ChallengeRequiredError):  # login is open again at once: challenged
+        auth.login(
+            world.deps,
+            LoginBody.model_validate({"username": "alice", "password": NEW_PASSWORD}),
+            session_name="x",
+            now=world.clock.now(),
+        )
+
+
+def test_a_locked_owner_without_a_factor_recovers_and_logs_in_at_once(world: FakeWorld) -> None:
+    _register(world)
+    _lock_by_guessing_at_login(world)
+
+    issued = _reset(world, _token(world))
+
+    assert _signed_in(world, issued).user.username == "alice"
+    assert _logs_in(world, "alice", NEW_PASSWORD)
+
+
+def test_wrong_answers_at_recovery_neither_meet_nor_feed_the_login_lock(world: FakeWorld) -> None:
+    _register(world)
+    secret = _with_totp(world, "alice")
+    token = _token(world)
+    required = _challenged(world, token)
+    wrong = {**_totp_answer(world, required.extra["token"], secret), "code": "000000"}
+    if wrong["code"] == pyotp.TOTP(secret).at(world.clock.now()):
+        wrong["code"] = "111111"
+    for _ in range(3):
+        refused = _error(lambda: _reset(world, token, answer=wrong))
+        assert refused.code is ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
+    assert _user(world).auth_failures == 0
+    _lock_by_guessing_at_login(world)
+    locked_wrong = _error(lambda: _reset(world, token, answer=wrong))
+    assert locked_wrong.code is ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR  # never 429
+
+
+def test_a_recovery_token_is_void_after_ten_wrong_answers(world: FakeWorld) -> None:
+    # Whoever holds the mailbox could otherwise ask for new challenges forever: the token bounds
+    # the guesses (and the account gets at most 3 tokens a day).
+    _register(world)
+    secret = _with_totp(world, "alice")
+    token = _token(world)
+    for _ in range(2):
+        required = _challenged(world, token)
+        wrong = {**_totp_answer(world, required.extra["token"], secret), "code": "000000"}
+        if wrong["code"] == pyotp.TOTP(secret).at(world.clock.now()):
+            wrong["code"] = "111111"
+        for _ in range(5):
+            refused = _error(lambda w=wrong: _reset(world, token, answer=w))
+            assert refused.code is ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
+
+    assert _error(lambda: _reset(world, token)).code is ErrorCode.INVALID_RECOVERY_TOKEN_ERROR
+    assert _user(world).auth_failures == 0
+    fresh = _token(world)  # a new link works again
+    required = _challenged(world, fresh)
+    world.clock.advance(30)
+    _signed_in(world, _reset(world, fresh, answer=_totp_answer(world, required.extra["token"], secret)))

@@ -147,22 +147,55 @@ def test_a_challenge_does_not_travel_to_another_endpoint_or_user(world: FakeWorl
     assert foreign.code is ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
 
 
-def test_wrong_answers_die_at_five_and_lock_the_account_after_ten(world: FakeWorld) -> None:
+def _login_challenge(world: FakeWorld, name: str) -> str:
+    with pytest.raises(challenges.ChallengeRequiredError) as raised:
+        auth.login(
+            world.deps,
+            LoginBody.model_validate({"username": name, "password": PASSWORD}),
+            session_name="x",
+            now=world.clock.now(),
+        )
+    challenges.store(world.deps, raised.value)  # as the guard does when it answers the 401
+    return str(raised.value.body()["token"])
+
+
+def _login_answer(world: FakeWorld, challenge: str, code: str) -> NimbusError:
+    body = LoginBody.model_validate({"2fa": {"token": challenge, "type": "totp", "code": code}})
+    return _error(lambda: auth.login(world.deps, body, session_name="x", now=world.clock.now()))
+
+
+def test_wrong_login_answers_die_at_five_and_lock_the_account_after_ten(world: FakeWorld) -> None:
     enrolled = _enrolled(world)
-    token = enrolled.token
     right = enrolled.code(world.clock.now())
     wrong = "000000" if right != "000000" else "111111"
     outcomes = []
     for _ in range(2):
-        challenge = _challenge(world, token).body()["token"]
-        outcomes += [_error(lambda c=challenge: _answer(world, token, c, wrong)).code.name for _ in range(5)]
-        dead = _error(lambda c=challenge: _answer(world, token, c, right))  # the 5th wrong answer killed it
+        challenge = _login_challenge(world, enrolled.name)
+        outcomes += [_login_answer(world, challenge, wrong).code.name for _ in range(5)]
+        dead = _login_answer(world, challenge, right)  # the 5th wrong answer killed it
         assert dead.code is ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
 
     assert outcomes == ["INVALID_SECOND_FACTOR_RESPONSE_ERROR"] * 10
     with pytest.raises(RateLimitedError) as locked:
-        _challenge(world, token)  # even the right password: the account is locked
+        _login_challenge(world, enrolled.name)  # even the right password: the login is locked
     assert locked.value.account_lock
+    # The login lock holds logins only: the signed-in owner still reverifies (CONTRACT section 8).
+    assert isinstance(_challenge(world, enrolled.token), challenges.ChallengeRequiredError)
+
+
+def test_wrong_reverification_answers_limit_the_session_at_five_not_the_account(world: FakeWorld) -> None:
+    enrolled = _enrolled(world)
+    token = enrolled.token
+    right = enrolled.code(world.clock.now())
+    wrong = "000000" if right != "000000" else "111111"
+    challenge = _challenge(world, token).body()["token"]
+
+    outcomes = [_error(lambda: _answer(world, token, challenge, wrong)).code.name for _ in range(5)]
+    limited = _error(lambda: _answer(world, token, challenge, right))
+
+    assert outcomes == ["INVALID_SECOND_FACTOR_RESPONSE_ERROR"] * 5
+    assert isinstance(limited, RateLimitedError)
+    assert _caller(world, token).user.auth_failures == 0
 
 
 def test_a_backup_code_is_single_use(world: FakeWorld) -> None:

@@ -104,7 +104,7 @@ def guard_errors(policy: Policy, path: str = "") -> set[tuple[int, ErrorCode]]:
             (401, ErrorCode.SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR),
             (401, ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR),
             (400, ErrorCode.INVALID_SECOND_FACTOR_METHOD_ERROR),
-            (429, ErrorCode.RATELIMITED_ERROR),  # failed answers per account (CONTRACT section 8)
+            (429, ErrorCode.RATELIMITED_ERROR),  # failed answers per session (CONTRACT section 8)
         }
     if policy.rate_limit is not None:
         errors.add((429, ErrorCode.RATELIMITED_ERROR))

@@ -6,8 +6,9 @@ its silent limit: it stores the request (one PutItem) and the route answers. The
 mail happen after the answer, in the recovery function (functions/recovery), so neither the answer,
 its round trips nor its timing say whether an account exists.
 
-``reset_password`` spends the token in one transaction with the new password hash, every session
-revoked, the login lock cleared, the address marked verified and the notice queued.
+``reset_password`` spends the token in one transaction with the new password hash, every other
+session revoked, the login lock cleared, the address marked verified, the new session that signs
+the owner in, and the notice queued.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from nimbus_core.identity import MAX_LOGIN_NAME
 from nimbus_core.models import Challenge, RecoveryToken, User
 from nimbus_core.notices import Actor, Notice, notice_op
 from nimbus_core.ports import RecoveryRequest, WriteOp
-from nimbus_core.session_issuer import revoke_all
+from nimbus_core.ratelimits import RECOVERY_WRONG_ANSWERS
+from nimbus_core.session_issuer import IssuedSession, new_session, normal_lifetime, revoke_all
 from nimbus_core.tokens import hash_secret, parse_user_token, secret_matches
 
 if TYPE_CHECKING:  # the validated bodies the routes pass
@@ -53,12 +55,24 @@ class _Presented:
     user_id: str
 
 
-def reset_password(deps: Deps, body: ResetPasswordBody, *, source_ip: str, now: float) -> None:
+def reset_password(
+    deps: Deps,
+    body: ResetPasswordBody,
+    *,
+    source_ip: str,
+    now: float,
+    session_name: str | None = None,
+    user_agent: str | None = None,
+) -> IssuedSession:
     """Set the new password with a valid recovery token (and, when the account has a second factor,
-    the answer to the challenge bound to this token): 400 INVALID_RECOVERY_TOKEN_ERROR for a token
-    unknown, used, expired or superseded, or made worthless by a password or address changed since;
-    403 BANNED_ERROR; the section 9 challenge and its errors. The token is not spent by a challenge
-    or a wrong answer."""
+    the answer to the challenge bound to this token) and sign the owner in: the new normal session,
+    named as at login (``session_name``, else after ``user_agent``).
+
+    400 INVALID_RECOVERY_TOKEN_ERROR for a token unknown, used, expired or superseded, made
+    worthless by a password or address changed since, or void after RECOVERY_WRONG_ANSWERS wrong
+    answers; 403 BANNED_ERROR; the section 9 challenge and its errors. The token is not spent by a
+    challenge or a wrong answer. The login lock refuses no part of this: a lock someone else keeps
+    up by guessing at login never keeps the owner out (CONTRACT sections 8 and 14)."""
     parsed = parse_user_token(body.token) if len(body.token) <= _MAX_TOKEN else None
     if parsed is None:
         raise NimbusError(ErrorCode.INVALID_RECOVERY_TOKEN_ERROR)
@@ -84,20 +98,19 @@ def reset_password(deps: Deps, body: ResetPasswordBody, *, source_ip: str, now: 
             _, answer_ops = challenges.answer(deps, answer, binding, now, expected_user=user.id, read=read)
         # Hashed once, and only for a token that was good: argon2 is the costly part of a reset.
         new_hash = new_hash or passwords.hash_password(body.new_password)
+        signed_in = _SignIn(source_ip=source_ip, session_name=session_name, user_agent=user_agent)
+        ops, issued = _reset_ops(
+            deps, user, presented.token_hash, password_hash=new_hash, sign_in=signed_in, now=now
+        )
         try:
-            deps.tx.commit_joined(
-                answer_ops,
-                _reset_ops(
-                    deps, user, presented.token_hash, password_hash=new_hash, source_ip=source_ip, now=now
-                ),
-            )
+            deps.tx.commit_joined(answer_ops, ops)
         except (UserChangedError, NimbusError):
             # Another reset with this token won, or the account changed after the read (password,
             # address, ban, deletion): the checks run again on what is stored now and say which.
             continue
         metrics.count(metrics.Event.PASSWORD_RESET)
         _log.info("password reset by recovery", extra={"user_id": user.id})
-        return
+        return issued
     raise DependencyError("a password reset kept meeting concurrent changes")
 
 
@@ -109,6 +122,7 @@ def _valid(presented: _Presented, token: RecoveryToken | None, user: User | None
         or token.user_id != user.id
         or not secret_matches(presented.secret, token.hash)
         or token.exp <= now
+        or token.attempts >= RECOVERY_WRONG_ANSWERS  # void: too many wrong second-factor answers
         or user.pending_recovery != token.hash  # superseded by a newer request
         # The address changed since: any other string, as one that folds alike may be another mailbox.
         or token.email != user.email
@@ -118,12 +132,22 @@ def _valid(presented: _Presented, token: RecoveryToken | None, user: User | None
     return user
 
 
+@dataclass(frozen=True, slots=True)
+class _SignIn:
+    """Who resets: the address the notice names, and what the new session is named after."""
+
+    source_ip: str
+    session_name: str | None
+    user_agent: str | None
+
+
 def _reset_ops(
-    deps: Deps, user: User, token_hash: str, *, password_hash: str, source_ip: str, now: float
-) -> list[WriteOp]:
-    """The reset's writes: the token spent, the new hash, every session revoked (the next
-    generation), the per-account lock cleared, the address verified (the mailbox proved itself, so
-    a pending verification link is void), and the notice."""
+    deps: Deps, user: User, token_hash: str, *, password_hash: str, sign_in: _SignIn, now: float
+) -> tuple[list[WriteOp], IssuedSession]:
+    """The reset's writes, and the session it signs the owner in with: the token spent, the new
+    hash, every other session revoked (the next generation, which only the new session has), the
+    login lock cleared, the address verified (the mailbox proved itself, so a pending verification
+    link is void), the new normal session, and the notice."""
     stamp = clock.iso(now)
     unverified = user.verified_at is None
     after = revoke_all(user).changed(
@@ -135,12 +159,21 @@ def _reset_ops(
         pending_verification=None if unverified else user.pending_verification,
         pending_recovery=None,
     )
+    issued = new_session(
+        after,
+        name=sign_in.session_name,
+        user_agent=sign_in.user_agent,
+        lifetime=normal_lifetime(deps, remember_me=False),
+        now=now,
+    )
     ops = [
-        # First: a reset that loses the race to another with the same token is refused by it.
-        deps.tokens.consume_recovery_op(token_hash),
+        # First: a reset that loses the race to another with the same token (or to wrong answers
+        # that voided it meanwhile) is refused by it.
+        deps.tokens.consume_recovery_op(token_hash, max_attempts=RECOVERY_WRONG_ANSWERS),
         *deps.users.change_ops(user, after),
-        notice_op(deps, after, Notice.PASSWORD_CHANGED, actor=Actor.recovery(source_ip), now=now),
+        deps.sessions.put_op(issued.session),
+        notice_op(deps, after, Notice.PASSWORD_CHANGED, actor=Actor.recovery(sign_in.source_ip), now=now),
     ]
     if unverified and user.pending_verification:
         ops.append(deps.tokens.delete_op(user.pending_verification))
-    return ops
+    return ops, issued

@@ -103,17 +103,26 @@ def request_recovery(request: Request) -> Response:
         auth=Auth.NONE,
         killswitches=(KillSwitch.ACCOUNT_LOGIN,),
         body="ResetPasswordBody",
+        names_session=True,
         rate_limit=ratelimits.RESET_PASSWORD,
-        response="SuccessView",
-        summary="Choose a new password with the mailed recovery token",
+        response="ResetPasswordView",
+        summary="Choose a new password with the mailed recovery token, and be signed in",
     ),
 )
 def reset_password(request: Request) -> Response:
-    """PUT /users/recover: 200 RESET_PASSWORD_SUCCESS; every session revoked, no session issued.
+    """PUT /users/recover: 200 RESET_PASSWORD_SUCCESS with the token and expiry of a new normal
+    session (named as at login); every other session revoked, the login lock cleared.
 
     Errors: 400 INVALID_RECOVERY_TOKEN_ERROR, 400 INVALID_SECOND_FACTOR_METHOD_ERROR,
     401 SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR, 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR,
     403 BANNED_ERROR.
     """
-    recovery.reset_password(request.deps, request.body, source_ip=request.source_ip, now=request.now)
-    return success_response(SuccessCode.RESET_PASSWORD_SUCCESS)
+    issued = recovery.reset_password(
+        request.deps,
+        request.body,
+        source_ip=request.source_ip,
+        now=request.now,
+        session_name=request.session_name,
+        user_agent=request.user_agent,
+    )
+    return success_response(SuccessCode.RESET_PASSWORD_SUCCESS, **issued.to_public())

@@ -9,6 +9,7 @@ from botocore.exceptions import ClientError
 
 from nimbus_core.adapters.batch import batch_delete, batch_get, batch_put
 from nimbus_core.adapters.challenges import challenge_key
+from nimbus_core.adapters.counters import CounterSpec, CounterTargetMissingError, hit
 from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import read_record, record_item
 from nimbus_core.adapters.transactions import TransactOp, fails_with
@@ -16,7 +17,7 @@ from nimbus_core.adapters.users import user_key
 from nimbus_core.errors import ErrorCode
 from nimbus_core.ids import session_order
 from nimbus_core.models import Challenge, Session, User
-from nimbus_core.ports import WriteOp
+from nimbus_core.ports import CounterState, WriteOp
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -27,9 +28,15 @@ def session_key(user_id: str, session_id: str) -> dict[str, Any]:
     return {"userId": {"S": user_id}, "sessionId": {"S": session_id}}
 
 
+# A session that never failed a reverification stores no count (absent attributes read as 0).
+_NO_FAILURES = frozenset({"id", "reverify_failures", "reverify_failures_reset_at"})
+
+
 def session_item(session: Session) -> dict[str, Any]:
     """The stored form of a session; ``expiresAt`` lets DynamoDB TTL remove it after ``exp``."""
-    return record_item(session, exclude=frozenset({"id"}), sessionId=session.id, expiresAt=session.exp)
+    counted = session.reverify_failures or session.reverify_failures_reset_at
+    exclude = frozenset({"id"}) if counted else _NO_FAILURES
+    return record_item(session, exclude=exclude, sessionId=session.id, expiresAt=session.exp)
 
 
 # A session is live while it has its user's current generation and has not expired.
@@ -139,6 +146,24 @@ class DynamoSessions:
                     return False
                 raise
         return True
+
+    def count_reverify_failure(
+        self, user_id: str, session_id: str, *, limit: int, window: int, now: float
+    ) -> CounterState | None:
+        """Count a failed reverification on the session item itself (one conditional UpdateItem),
+        so reading the count costs nothing: the authentication read brings it."""
+        spec = CounterSpec(
+            table=self._table,
+            key=session_key(user_id, session_id),
+            count_attr="reverifyFailures",
+            reset_attr="reverifyFailuresResetAt",
+            ttl_attr=None,  # the session's own expiresAt stays as it is
+            must_exist=True,
+        )
+        try:
+            return hit(self._client, spec, limit=limit, window=window, now=now)
+        except CounterTargetMissingError:
+            return None
 
     def put_op(self, session: Session) -> WriteOp:
         """Store a new session (ids never repeat, so an existing one is a bug, not a user error)."""

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import ClientError
+
 from nimbus_core.adapters.batch import batch_get
 from nimbus_core.adapters.challenges import challenge_key
+from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import read_record, record_item
 from nimbus_core.adapters.transactions import TransactOp, fails_with
 from nimbus_core.adapters.users import user_key
@@ -24,6 +27,10 @@ def _key(token_hash: str) -> dict[str, Any]:
 
 def _recovery_key(token_hash: str) -> dict[str, Any]:
     return {"pk": {"S": f"RECOVER#{token_hash}"}}
+
+
+# A recovery token that is still there and has taken fewer wrong answers than ``:max``.
+_RECOVERY_USABLE = "attribute_exists(pk) AND (attribute_not_exists(attempts) OR attempts < :max)"
 
 
 class DynamoTokens:
@@ -101,15 +108,37 @@ class DynamoTokens:
         put = {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
         return TransactOp({"Put": put})
 
-    def consume_recovery_op(self, token_hash: str) -> WriteOp:
-        """Spend a recovery token that must still exist: INVALID_RECOVERY_TOKEN_ERROR if it does not
-        (used by a reset that won, or superseded)."""
+    def consume_recovery_op(self, token_hash: str, *, max_attempts: int) -> WriteOp:
+        """Spend a recovery token that must still exist with fewer than ``max_attempts`` wrong
+        answers: INVALID_RECOVERY_TOKEN_ERROR if not (used by a reset that won, superseded, or
+        voided by wrong answers counted meanwhile)."""
         delete = {
             "TableName": self._table,
             "Key": _recovery_key(token_hash),
-            "ConditionExpression": "attribute_exists(pk)",
+            "ConditionExpression": _RECOVERY_USABLE,
+            "ExpressionAttributeValues": {":max": {"N": str(max_attempts)}},
         }
         return TransactOp({"Delete": delete}, fails_with(ErrorCode.INVALID_RECOVERY_TOKEN_ERROR))
+
+    def count_recovery_failure(self, token_hash: str, *, limit: int) -> int | None:
+        """Count a wrong second-factor answer on a recovery token with fewer than ``limit`` (one
+        conditional UpdateItem: concurrent answers never count past it); the count so far, or None
+        when the token is gone or had ``limit`` already."""
+        with aws_errors("UpdateItem (recovery attempts)"):
+            try:
+                result = self._client.update_item(
+                    TableName=self._table,
+                    Key=_recovery_key(token_hash),
+                    UpdateExpression="ADD attempts :one",
+                    ConditionExpression=_RECOVERY_USABLE,
+                    ExpressionAttributeValues={":one": {"N": "1"}, ":max": {"N": str(limit)}},
+                    ReturnValues="UPDATED_NEW",
+                )
+            except ClientError as exc:
+                if error_code(exc) == "ConditionalCheckFailedException":
+                    return None
+                raise
+        return int(result["Attributes"]["attempts"]["N"])
 
     def delete_recovery_op(self, token_hash: str) -> WriteOp:
         """Remove a recovery token if present (a newer request supersedes it)."""

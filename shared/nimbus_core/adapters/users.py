@@ -567,23 +567,23 @@ class DynamoUsers:
         )
 
     def credentials_unchanged_op(
-        self, user: User, *, new_password_hash: str | None, now: float, failure_limit: int
+        self, user: User, *, new_password_hash: str | None, now: float, failure_limit: int | None
     ) -> WriteOp:
-        """Assert ``user`` still has the verified password hash, is not banned and is not locked;
-        with ``new_password_hash`` also store a rehashed password in the same step.
+        """Assert ``user`` still has the verified password hash, is not banned and (with a
+        ``failure_limit``) is not locked; with ``new_password_hash`` also store a rehashed password
+        in the same step.
 
         Login's session write rides on this, so a password change or a ban that lands between reading
         the user and writing the session can never produce a session.
         """
-        condition = (
-            "passwordHash = :verified AND attribute_not_exists(bannedAt) AND "
-            "(attribute_not_exists(authFailures) OR authFailures < :limit OR authFailuresResetAt <= :now)"
-        )
-        values: dict[str, Any] = {
-            ":verified": {"S": user.password_hash},
-            ":limit": {"N": str(failure_limit)},
-            ":now": {"N": str(int(now))},
-        }
+        condition = "passwordHash = :verified AND attribute_not_exists(bannedAt)"
+        values: dict[str, Any] = {":verified": {"S": user.password_hash}}
+        if failure_limit is not None:
+            condition += (
+                " AND (attribute_not_exists(authFailures) OR authFailures < :limit"
+                " OR authFailuresResetAt <= :now)"
+            )
+            values |= {":limit": {"N": str(failure_limit)}, ":now": {"N": str(int(now))}}
         refused = fails_with(ErrorCode.INVALID_PASSWORD_ERROR)
         if new_password_hash is None:
             check = {"TableName": self._table, "Key": user_key(user.id), "ConditionExpression": condition}
