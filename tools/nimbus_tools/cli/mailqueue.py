@@ -23,7 +23,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from nimbus_core import clock
 from nimbus_core.adapters.dead_letters import DeadLetter, dead_letter_from_body
 from nimbus_core.adapters.mail import SesMailer
-from nimbus_core.adapters.outbox import DynamoOutbox
+from nimbus_core.adapters.outbox import RECOVERY_REQUEST, DynamoOutbox
 from nimbus_tools.cli import render
 from nimbus_tools.cli.errors import EXIT_USAGE, CliError
 from nimbus_tools.cli.target import Target
@@ -153,7 +153,9 @@ def list_failed(target: Target) -> list[FailedMail]:
 
 
 def _outbox_ids(target: Target, batch: dict[str, Any]) -> list[str]:
-    """The outbox ids of the INSERT records in a stream batch's sequence-number range."""
+    """The outbox ids of the INSERT records in a stream batch's sequence-number range, but the
+    recovery requests among them (the mail function's filter kept them away: they are the recovery
+    function's, and no message)."""
     streams = target.dynamodbstreams()
     start, end = int(batch["startSequenceNumber"]), int(batch["endSequenceNumber"])
     iterator: str | None = streams.get_shard_iterator(
@@ -171,7 +173,8 @@ def _outbox_ids(target: Target, batch: dict[str, Any]) -> list[str]:
             if int(data.get("SequenceNumber", "0")) > end:
                 return ids
             key = (data.get("Keys") or {}).get("id", {}).get("S")
-            if record.get("eventName") == "INSERT" and key:
+            kind = (data.get("NewImage") or {}).get("kind", {}).get("S")
+            if record.get("eventName") == "INSERT" and key and kind != RECOVERY_REQUEST:
                 ids.append(str(key))  # read by key: an item that is no message is told, not fatal
         if not records:
             break
