@@ -114,7 +114,7 @@ def store(deps: Deps, required: ChallengeRequiredError, *, give_back: WriteOp | 
 
 def _webauthn_options(deps: Deps, user: User) -> tuple[dict[str, Any] | None, str | None]:
     """Request options for the user's keys and their challenge (base64url), or (None, None)."""
-    keys = [passkeys.b64url_decode(f.credential_id or "") for f in user.webauthn_factors()]
+    keys = passkeys.stored_credential_ids(user.webauthn_factors())
     if not keys:
         return None, None
     options, raw = passkeys.authentication_options(deps.settings.relying_party(), credential_ids=keys)

@@ -24,11 +24,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
+from aws_lambda_powertools import Logger
+
 # No webauthn (nor cryptography, cbor2) import at module level: each function imports what it uses, so
 # importing this module costs nothing until a WebAuthn ceremony runs. Annotations only below.
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from webauthn.helpers.cose import COSEAlgorithmIdentifier
     from webauthn.helpers.structs import UserVerificationRequirement
+
+    from nimbus_core.models import SecondFactor
 
 CHALLENGE_SECONDS: Final = 300
 """How long a challenge is valid; also the browser's timeout hint in the options."""
@@ -43,6 +49,8 @@ _MIN_CHALLENGE_BYTES: Final = 16
 _MAX_SIGN_COUNT: Final = 2**32 - 1
 _BASE64URL: Final = re.compile(r"[A-Za-z0-9_-]*")
 _USER_VERIFICATION: Final = frozenset({"required", "preferred", "discouraged"})
+
+_log = Logger(child=True)
 
 
 class PasskeyError(Exception):
@@ -304,8 +312,30 @@ def b64url(data: bytes) -> str:
 
 
 def b64url_decode(text: str) -> bytes:
-    """Bytes we stored with :func:`b64url` (trusted; client input goes through the strict decoder)."""
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    """Bytes we stored with :func:`b64url` (client input goes through the strict decoder instead).
+
+    Stored data is ours or an import's, but a value no encoder makes raises :class:`PasskeyError`,
+    so a damaged key is a refused answer, never a 500.
+    """
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError) as exc:
+        raise PasskeyError("stored value is not base64url") from exc
+
+
+def stored_credential_ids(factors: Iterable[SecondFactor]) -> list[bytes]:
+    """The raw credential ids of the stored ``factors`` (to name in options). A damaged one is
+    left out and logged as an error naming its factor, so the user's other factors still work."""
+    found = []
+    for factor in factors:
+        try:
+            found.append(b64url_decode(factor.credential_id or ""))
+        except PasskeyError:
+            _log.error(
+                "stored WebAuthn credential id is not base64url: the key is left out",
+                extra={"factor": factor.id},
+            )
+    return found
 
 
 def _base64url_decode(text: str) -> bytes:

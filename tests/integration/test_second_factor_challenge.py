@@ -414,3 +414,49 @@ def test_an_unreadable_factor_does_not_keep_the_users_other_app_from_answering(
     reply = _login_answer(api, username, totp_reference.totp(good, NOW))
 
     assert reply.status == 201, reply.body
+
+
+# --------------------------------------------------------------------- odd stored security keys
+
+# A key that an import (or a bug) stored unreadable: base64url of a length no encoder makes.
+UNREADABLE_KEY = "QUJDR"
+
+
+def _store_key(stack: Stack, token: str, *, credential_id: str, public_key: str) -> None:
+    user = _user(stack, token)
+    factor = SecondFactor(
+        id=new_id(),
+        type="webauthn",
+        name="Key",
+        created_at=iso(NOW),
+        updated_at=iso(NOW),
+        credential_id=credential_id,
+        public_key=public_key,
+    )
+    DynamoTransactor(stack.dynamodb).commit([_users(stack).add_factor_op(user, factor, max_factors=10)])
+
+
+@pytest.mark.parametrize(
+    ("credential_id", "public_key"),
+    [(UNREADABLE_KEY, "pQECAyYgASFYIA"), ("QUJDRA", UNREADABLE_KEY)],
+    ids=["unreadable credential id", "unreadable public key"],
+)
+def test_an_unreadable_stored_key_is_a_wrong_answer_never_a_500(
+    api: Api, stack: Stack, frozen: Clock, credential_id: str, public_key: str
+) -> None:
+    username, token = new_user(api)
+    secret = enrol_totp(stack, token)
+    _store_key(stack, token, credential_id=credential_id, public_key=public_key)
+    ip = fresh_ip()
+
+    challenged = api.login(username=username, ip=ip)
+    assertion = {"id": credential_id, "rawId": credential_id, "type": "public-key", "response": {}}
+    answer = {"token": challenged.body.get("token"), "type": "webauthn", "response": assertion}
+    refused = api.call("POST", "/login", {"2fa": answer}, ip=ip)
+    again = api.login(username=username, ip=fresh_ip())
+    by_app = {"token": again.body.get("token"), "type": "totp", "code": totp_reference.totp(secret, NOW)}
+    signed_in = api.call("POST", "/login", {"2fa": by_app}, ip=fresh_ip())
+
+    assert code_of(challenged) == "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR", challenged.body
+    assert (refused.status, code_of(refused)) == WRONG
+    assert signed_in.status == 201, signed_in.body

@@ -87,9 +87,7 @@ def start_webauthn(deps: Deps, caller: Caller, now: float) -> dict[str, Any]:
         deps.settings.relying_party(),
         user_id=user.id,
         username=user.username,
-        exclude_credential_ids=[
-            passkeys.b64url_decode(f.credential_id or "") for f in user.webauthn_factors()
-        ],
+        exclude_credential_ids=passkeys.stored_credential_ids(user.webauthn_factors()),
     )
     token = ids.new_secret()
     pending = PendingFactor(
