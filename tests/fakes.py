@@ -183,7 +183,13 @@ class FakeUsers:
         ]
 
     def change_ops(
-        self, before: User, after: User, *, assume_unchanged: bool = False, rebuilt_when_stale: bool = False
+        self,
+        before: User,
+        after: User,
+        *,
+        assume_unchanged: bool = False,
+        rebuilt_when_stale: bool = False,
+        sessions_unrevoked: bool = False,
     ) -> list[WriteOp]:
         """Write the changed fields; swap claims whose keys changed."""
         db = self.db
@@ -208,7 +214,10 @@ class FakeUsers:
                 return NimbusError(ErrorCode.INVALID_SESSION_ERROR)
             stale = (
                 ("password_hash" in fields and stored.password_hash != before.password_hash)
-                or ("session_generation" in fields and stored.session_generation != before.session_generation)
+                or (
+                    (sessions_unrevoked or "session_generation" in fields)
+                    and stored.session_generation != before.session_generation
+                )
                 or ("pending_recovery" in fields and stored.pending_recovery != before.pending_recovery)
                 or (
                     "pending_verification" in fields
@@ -247,6 +256,18 @@ class FakeUsers:
             db.users[before.id] = stored.changed(**{name: getattr(after, name) for name in fields})
 
         return [FakeOp(check, apply, (("user", before.id),)), *ops]
+
+    def sessions_unrevoked_op(self, user: User) -> WriteOp:
+        """Check that ``user`` is stored with the session generation read."""
+        users = self.db.users
+
+        def check() -> Exception | None:
+            stored = users.get(user.id)
+            if stored is None or stored.session_generation != user.session_generation:
+                return UserChangedError()
+            return None
+
+        return FakeOp(check, lambda: None, (("user", user.id),))
 
     def get_many(self, user_ids: Iterable[str]) -> list[User]:
         """The stored users among ``user_ids``."""

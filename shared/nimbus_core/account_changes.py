@@ -6,6 +6,7 @@ rules (who may, which sessions survive) around them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from nimbus_core import passwords, verification
 from nimbus_core.auth import Caller, still_standing
@@ -66,6 +67,57 @@ def on_fresh_caller[T](deps: Deps, caller: Caller, now: float, attempt: Callable
         ) from exc
 
 
+# A change built on the user as stored now, made by the caller as read now (None: no session).
+type Attempt[T] = Callable[[User, Caller | None], T]
+
+
+def on_fresh_read[T](
+    deps: Deps,
+    user: User,
+    attempt: Attempt[T],
+    *,
+    by: Caller | None,
+    now: float,
+    gone: ErrorCode = ErrorCode.INVALID_SESSION_ERROR,
+) -> T:
+    """``attempt(user, by)`` for a change of ``user`` made by ``by`` (None: no session makes it, as
+    in the operator tool), judged again on a fresh read whenever its write went stale. Its writes
+    come from :func:`change_ops`, so they hold on the session ``by`` was read with: with ``by``, the
+    fresh read is the caller's (:func:`on_fresh_caller`, ``user`` read with it when it is another
+    account), and a session revoked meanwhile is 401 INVALID_SESSION_ERROR with nothing written,
+    whoever's account the change is of; a session that stands has the change built again on the
+    user and the caller as stored now. A user deleted meanwhile answers ``gone`` (see
+    :func:`on_fresh_user`)."""
+    if by is None:
+        return on_fresh_user(deps, user, lambda current: attempt(current, None), gone=gone)
+    if by.user.id == user.id:  # the caller's own account (the staff path included): one item
+        return on_fresh_caller(deps, replace(by, user=user), now, lambda caller: attempt(caller.user, caller))
+
+    def on_target(caller: Caller) -> T:
+        if caller.target is None:
+            raise NimbusError(gone)  # deleted meanwhile
+        return answering_gone(deps, caller.target, lambda current: attempt(current, caller), gone)
+
+    return on_fresh_caller(deps, replace(by, target_id=user.id, target=user), now, on_target)
+
+
+def change_ops(deps: Deps, before: User, after: User, *, by: Caller | None) -> list[WriteOp]:
+    """The writes that replace ``before`` by ``after`` (see ``UserStore.change_ops``), for
+    :func:`on_fresh_read`: any stale read is a UserChangedError, and a change made by ``by`` holds
+    on the session generation ``by`` was read with, in the same item's condition for the caller's
+    own account and with a ConditionCheck of the caller's item for another's (one more item in the
+    same transaction, no round trip). Nothing to write, nothing to check."""
+    own = by is not None and by.user.id == before.id
+    ops = deps.users.change_ops(before, after, rebuilt_when_stale=True, sessions_unrevoked=own)
+    return [*ops, *_held_by(deps, before, by)] if ops else ops
+
+
+def _held_by(deps: Deps, user: User, by: Caller | None) -> list[WriteOp]:
+    """The check that ``by``'s session was not revoked, for a write of ``user`` made by another
+    account (none for the caller's own: that item's own condition holds it)."""
+    return [] if by is None or by.user.id == user.id else [deps.users.sessions_unrevoked_op(by.user)]
+
+
 def answering_gone[T](deps: Deps, user: User, attempt: Callable[[User], T], gone: ErrorCode) -> T:
     """``attempt(user)``, a refusal that means "the user is gone" answered as ``gone`` (see
     :func:`on_fresh_user`); a stale write (:class:`UserChangedError`) is left to the caller."""
@@ -84,19 +136,26 @@ def answering_gone[T](deps: Deps, user: User, attempt: Callable[[User], T], gone
 
 
 def rename(
-    deps: Deps, user: User, username: str, now: float, *, gone: ErrorCode = ErrorCode.INVALID_SESSION_ERROR
+    deps: Deps,
+    user: User,
+    username: str,
+    now: float,
+    *,
+    by: Caller | None = None,
+    gone: ErrorCode = ErrorCode.INVALID_SESSION_ERROR,
 ) -> User:
-    """Give ``user`` a new username; the old and new claims swap in the same transaction. ``gone``:
-    the answer when the user is deleted meanwhile (see :func:`on_fresh_user`)."""
+    """Give ``user`` a new username; the old and new claims swap in the same transaction. ``by``:
+    the caller making the change; ``gone``: the answer when the user is deleted meanwhile (see
+    :func:`on_fresh_read`)."""
 
-    def attempt(current: User) -> User:
+    def attempt(current: User, made_by: Caller | None) -> User:
         if username == current.username:
             return current
         after: User = current.changed(username=username, updated_at=iso(now))
-        deps.tx.commit(deps.users.change_ops(current, after))
+        deps.tx.commit(change_ops(deps, current, after, by=made_by))
         return after
 
-    return on_fresh_user(deps, user, attempt, gone=gone)
+    return on_fresh_read(deps, user, attempt, by=by, now=now, gone=gone)
 
 
 def change_email(
@@ -106,14 +165,16 @@ def change_email(
     now: float,
     *,
     actor: Actor,
+    by: Caller | None = None,
     gone: ErrorCode = ErrorCode.INVALID_SESSION_ERROR,
 ) -> User:
     """Give ``user`` a new address: any other string than the stored one (another spelling of the
     same address included) starts unverified and a verification email goes to it; the claim
     moves only when the address's key changes. The security notice of the change made by
-    ``actor`` goes to the old address, in the same transaction. ``gone`` as for :func:`rename`."""
+    ``actor`` goes to the old address, in the same transaction. ``by`` and ``gone`` as for
+    :func:`rename`."""
 
-    def attempt(current: User) -> User:
+    def attempt(current: User, made_by: Caller | None) -> User:
         if email == current.email:
             return current
         # Unverified, and any pending recovery link void: it was mailed to the old address.
@@ -131,35 +192,54 @@ def change_email(
             details=[f"New address: {mask_email(email)}"],
             to=current.email,
         )
-        deps.tx.commit([*deps.users.change_ops(current, after), *ops, notice])
+        deps.tx.commit([*change_ops(deps, current, after, by=made_by), *ops, notice])
         return after
 
-    return on_fresh_user(deps, user, attempt, gone=gone)
+    return on_fresh_read(deps, user, attempt, by=by, now=now, gone=gone)
 
 
-def change_domain(deps: Deps, user: User, domain: str, subdomain: str | None, now: float) -> User:
-    """Choose an offered domain (and a subdomain where it allows one): checked inside the write."""
-    after: User = user.changed(domain=domain, subdomain=subdomain, updated_at=iso(now))
+def change_domain(
+    deps: Deps,
+    user: User,
+    domain: str,
+    subdomain: str | None,
+    now: float,
+    *,
+    by: Caller | None = None,
+    gone: ErrorCode = ErrorCode.INVALID_SESSION_ERROR,
+) -> User:
+    """Choose an offered domain (and a subdomain where it allows one): checked inside the write.
+    ``by`` and ``gone`` as for :func:`rename`."""
     offered = deps.domains.offered_op(domain, with_subdomain=subdomain is not None)
-    deps.tx.commit([offered, *deps.users.change_ops(user, after)])
-    return after
+
+    def attempt(current: User, made_by: Caller | None) -> User:
+        after: User = current.changed(domain=domain, subdomain=subdomain, updated_at=iso(now))
+        deps.tx.commit([offered, *change_ops(deps, current, after, by=made_by)])
+        return after
+
+    return on_fresh_read(deps, user, attempt, by=by, now=now, gone=gone)
 
 
 def resend_verification(
-    deps: Deps, user: User, now: float, *, gone: ErrorCode = ErrorCode.INVALID_SESSION_ERROR
+    deps: Deps,
+    user: User,
+    now: float,
+    *,
+    by: Caller | None = None,
+    gone: ErrorCode = ErrorCode.INVALID_SESSION_ERROR,
 ) -> None:
     """Send a new verification email (the previous link stops working); 400
     EMAIL_ALREADY_VERIFIED_ERROR when there is nothing to verify. Built on the user as stored when
     it commits: an address change that lands first gets its link replaced by one to the new
-    address, never by one bound to the old. ``gone`` as for :func:`rename`."""
+    address, never by one bound to the old. ``by`` and ``gone`` as for :func:`rename`."""
 
-    def attempt(current: User) -> None:
+    def attempt(current: User, made_by: Caller | None) -> None:
         if current.verified_at is not None:
             raise NimbusError(ErrorCode.EMAIL_ALREADY_VERIFIED_ERROR)
         after, ops = verification.issue(deps, current, now)
-        deps.tx.commit([*deps.users.change_ops(current, after), *ops])
+        deps.tx.commit([*change_ops(deps, current, after, by=made_by), *ops])
 
-    on_fresh_user(deps, user, attempt, gone=gone)
+    on_fresh_read(deps, user, attempt, by=by, now=now, gone=gone)
 
 
 def new_password(user: User, password: str, now: float) -> User:
@@ -171,12 +251,25 @@ def new_password(user: User, password: str, now: float) -> User:
     return changed
 
 
-def delete_user(deps: Deps, user: User, also: Sequence[WriteOp] = ()) -> None:
+def delete_user(
+    deps: Deps,
+    user: User,
+    also: Sequence[WriteOp] = (),
+    *,
+    by: Caller | None = None,
+    now: float = 0.0,
+    gone: ErrorCode = ErrorCode.INVALID_SESSION_ERROR,
+) -> None:
     """Delete ``user`` with :func:`deletion_ops` (and ``also``, in the same transaction), as the
     user is at commit time: a rename or address change that lands after the read makes the write
     stale, and it is built again on the stored user, so the claims deleted are the ones the user
-    holds. 401 INVALID_SESSION_ERROR when the user is already gone."""
-    on_fresh_user(deps, user, lambda current: deps.tx.commit([*deletion_ops(deps, current), *also]))
+    holds. ``gone`` when the user is already gone. ``by`` (with the request's ``now``) as for
+    :func:`rename`: staff deleting another account hold on their session."""
+
+    def attempt(current: User, made_by: Caller | None) -> None:
+        deps.tx.commit([*deletion_ops(deps, current), *_held_by(deps, current, made_by), *also])
+
+    on_fresh_read(deps, user, attempt, by=by, now=now, gone=gone)
 
 
 def deletion_ops(deps: Deps, user: User) -> list[WriteOp]:

@@ -117,7 +117,13 @@ class UserStore(Protocol):
         ...
 
     def change_ops(
-        self, before: User, after: User, *, assume_unchanged: bool = False, rebuilt_when_stale: bool = False
+        self,
+        before: User,
+        after: User,
+        *,
+        assume_unchanged: bool = False,
+        rebuilt_when_stale: bool = False,
+        sessions_unrevoked: bool = False,
     ) -> list[WriteOp]:
         """Replace ``before`` by ``after`` (same id), swapping the username/email claims that changed.
 
@@ -126,10 +132,18 @@ class UserStore(Protocol):
         (USER_EXISTS_ERROR, as is a new claim already taken) and ``before``'s password hash when that
         changes (INVALID_PASSWORD_ERROR), ``before``'s pending verification and recovery links when
         those change. With ``assume_unchanged`` the stored password hash and address must also still
-        be ``before``'s (what a recovery link is bound to). Those answers fit the user's own request;
-        with ``rebuilt_when_stale`` (staff acting on another account) any such failure on a user
-        still stored is a UserChangedError, for the change to be built again on the stored user.
+        be ``before``'s (what a recovery link is bound to); with ``sessions_unrevoked`` (a change
+        made by a session of this user) its session generation too, so a ban, password set or
+        reset, or revoke-all landed since the read makes the write stale. Those answers fit the
+        user's own request; with ``rebuilt_when_stale`` any such failure on a user still stored is
+        a UserChangedError, for the change to be judged again on a fresh read.
         """
+        ...
+
+    def sessions_unrevoked_op(self, user: User) -> WriteOp:
+        """Check, with a change of another user, that ``user`` (the caller who makes it) still exists
+        with the session generation read (no ban, password set or reset, or revoke-all since);
+        a UserChangedError if not, for the caller to be read again."""
         ...
 
     def delete_ops(self, user: User) -> list[WriteOp]:

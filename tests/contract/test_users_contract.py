@@ -232,6 +232,66 @@ def test_change_writes_only_changed_attributes_so_a_concurrent_ban_survives(stor
     assert stored.auth_failures == 1
 
 
+def _revoke_sessions(stores: Stores, user: User) -> User:
+    """Every session of ``user`` revoked (a ban, a password set or reset, a revoke-all)."""
+    revoked = user.changed(session_generation=user.session_generation + 1, updated_at=LATER)
+    stores.tx.commit(stores.users.change_ops(user, revoked))
+    return revoked
+
+
+def test_an_own_change_holding_on_its_sessions_is_stale_once_they_were_revoked(stores: Stores) -> None:
+    """A rename does not touch the generation, but one made by a caller holds on the generation its
+    session was read with: revoked meanwhile, it is stale (to be judged on a fresh read)."""
+    user = _create(stores, a_user())
+    revoked = _revoke_sessions(stores, user)
+    renamed = user.changed(username=f"Renamed_{tag()}", updated_at=LATER)
+
+    with pytest.raises(UserChangedError):
+        stores.tx.commit(
+            stores.users.change_ops(user, renamed, rebuilt_when_stale=True, sessions_unrevoked=True)
+        )
+
+    assert stores.users.get(user.id) == revoked
+    assert stores.probe.claim_owner("username", renamed.username) is None
+    fresh = revoked.changed(username=renamed.username)
+    stores.tx.commit(
+        stores.users.change_ops(revoked, fresh, rebuilt_when_stale=True, sessions_unrevoked=True)
+    )
+    assert stores.users.get(user.id) == fresh
+
+
+def test_a_change_of_another_user_holding_on_the_callers_sessions_is_stale_once_they_were_revoked(
+    stores: Stores,
+) -> None:
+    """Staff changing another account: the write holds on the staff member's generation too."""
+    caller, other = _create(stores, a_user()), _create(stores, a_user())
+    revoked = _revoke_sessions(stores, caller)
+    renamed = other.changed(username=f"Renamed_{tag()}", updated_at=LATER)
+    ops = stores.users.change_ops(other, renamed, rebuilt_when_stale=True)
+
+    with pytest.raises(UserChangedError):
+        stores.tx.commit([*ops, stores.users.sessions_unrevoked_op(caller)])
+
+    assert stores.users.get(other.id) == other
+    assert stores.probe.claim_owner("username", renamed.username) is None
+    stores.tx.commit([*ops, stores.users.sessions_unrevoked_op(revoked)])
+    assert stores.users.get(other.id) == renamed
+    assert stores.users.get(caller.id) == revoked  # only checked, never written
+
+
+def test_a_change_holding_on_a_deleted_callers_sessions_is_stale(stores: Stores) -> None:
+    caller, other = _create(stores, a_user()), _create(stores, a_user())
+    stores.tx.commit(stores.users.delete_ops(caller))
+    banned = other.changed(banned_at=LATER, ban_reason="spam", updated_at=LATER)
+
+    with pytest.raises(UserChangedError):
+        stores.tx.commit(
+            [*stores.users.change_ops(other, banned), stores.users.sessions_unrevoked_op(caller)]
+        )
+
+    assert stores.users.get(other.id) == other
+
+
 def test_change_can_clear_an_attribute(stores: Stores) -> None:
     user = _create(stores, a_user().changed(verified_at=STAMP, subdomain="mine"))
 

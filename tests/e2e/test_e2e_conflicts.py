@@ -11,8 +11,10 @@ its invariants (tests/invariants.py, through ``stack_whole``).
 What "a serial order" means here: a request reads the account when it authenticates and writes it
 when it commits, and is placed in the order by its commit. A request already authenticated when a
 revocation commits may still commit after it (CONTRACT section 3: revocation takes effect on the
-*next* request); what must never happen is a write lost, a session surviving what revoked it, or an
-answer the contract does not give for the case.
+*next* request) where its write cannot outlive the revocation (an API key created then is born
+revoked); a change of an account holds on the session it was read with, and is told that session
+is gone. What must never happen is a write lost, a session surviving what revoked it, or an answer
+the contract does not give for the case.
 """
 
 from __future__ import annotations
@@ -694,3 +696,46 @@ def test_a_staff_password_set_racing_the_users_own_change_lands_and_the_change_h
         return EARLY if changed.outcome == SESSION_GONE else LATE
 
     print(f"staff set vs own change: {_report(hunt(attempt, delay=0.04, step=0.005, rounds=10))}")
+
+
+# ------------------------------------------------------ revoke-all-but-mine vs another session's change
+
+# Found here once: "revoke every other session" racing a password change from another session of the
+# same user was told 401 INVALID_PASSWORD_ERROR, on an endpoint that takes no password: its write had
+# gone stale, and the answer was taken from the field that moved. A stale write now reads the
+# caller's session again: the password change revoked it, and that is the answer.
+
+REVOKED: Outcome = (200, "DELETE_SESSIONS_SUCCESS")
+
+
+def test_revoke_all_but_mine_racing_another_sessions_password_change_tells_the_loser_its_session_is_gone(
+    client: Client,
+) -> None:
+    """Each request revokes the other's session: the first to commit wins, and the other hears that
+    its session is gone (401 INVALID_SESSION_ERROR), whether it authenticated after that commit or
+    was already in flight. The revoke-all is held back into the window where it reads the account
+    before the password change commits and commits after it."""
+
+    def attempt(held: float) -> str:
+        name, revoking, _ = _user(client)
+        changing = _login(client, name)
+        body = {"password": PASSWORD, "newPassword": NEW_PASSWORD, "confirmNewPassword": NEW_PASSWORD}
+
+        changed, revoked = at_once(
+            partial(client.call, "PUT", "/users/me/password", body, token=changing, ip=new_ip()),
+            partial(client.call, "DELETE", "/users/me/sessions/all", token=revoking, ip=new_ip()),
+            delays=(0, held),
+        )
+
+        outcomes = (changed.outcome, revoked.outcome)
+        assert outcomes in {(OK, SESSION_GONE), (SESSION_GONE, REVOKED)}, (changed.body, revoked.body)
+        if changed.outcome == OK:
+            assert [_me(client, t) for t in (changing, revoking)] == [OK, SESSION_GONE]
+            assert client.login(name, NEW_PASSWORD).status == 201
+            return LATE
+        assert revoked.body["count"] == 1
+        assert [_me(client, t) for t in (changing, revoking)] == [SESSION_GONE, OK]
+        assert client.login(name).status == 201
+        return EARLY
+
+    print(f"revoke-all-but-mine vs password change: {_report(hunt(attempt, delay=0.07, step=0.005))}")

@@ -17,14 +17,20 @@ _log = Logger(child=True)
 
 
 def change_username(deps: Deps, caller: Caller, username: str, now: float) -> User:
-    """Rename the caller; the old and new claims swap in the same transaction as the user."""
-    return account_changes.rename(deps, caller.user, username, now)
+    """Rename the caller; the old and new claims swap in the same transaction as the user.
+
+    The write holds on the session generation read; when it went stale, the caller is read again
+    (:func:`~nimbus_core.account_changes.on_fresh_read`, as for the address, domain and resend
+    below): a session revoked meanwhile is 401 INVALID_SESSION_ERROR with nothing written; a
+    session that stands has the rename built again on the user as stored now.
+    """
+    return account_changes.rename(deps, caller.user, username, now, by=caller)
 
 
 def change_email(deps: Deps, caller: Caller, email: str, now: float, *, actor: Actor) -> User:
     """Change the caller's address: it starts unverified and a verification email goes to it; the
     old address is told of the change (``actor``: the caller's IP and session)."""
-    return account_changes.change_email(deps, caller.user, email, now, actor=actor)
+    return account_changes.change_email(deps, caller.user, email, now, actor=actor, by=caller)
 
 
 def change_password(deps: Deps, caller: Caller, new_password: str, now: float, *, actor: Actor) -> User:
@@ -46,7 +52,7 @@ def change_password(deps: Deps, caller: Caller, new_password: str, now: float, *
         changed: User = user.changed(password_hash=hashed, updated_at=iso(now), pending_recovery=None)
         after, ops = revoke_all_but(deps, changed, current.session)
         notice = notice_op(deps, after, Notice.PASSWORD_CHANGED, actor=actor, now=now)
-        deps.tx.commit([*deps.users.change_ops(user, after, rebuilt_when_stale=True), *ops, notice])
+        deps.tx.commit([*account_changes.change_ops(deps, user, after, by=current), *ops, notice])
         return after
 
     return account_changes.on_fresh_caller(deps, caller, now, attempt)
@@ -54,12 +60,12 @@ def change_password(deps: Deps, caller: Caller, new_password: str, now: float, *
 
 def change_domain(deps: Deps, caller: Caller, domain: str, subdomain: str | None, now: float) -> User:
     """Choose an offered domain (and a subdomain where it allows one): checked inside the write."""
-    return account_changes.change_domain(deps, caller.user, domain, subdomain, now)
+    return account_changes.change_domain(deps, caller.user, domain, subdomain, now, by=caller)
 
 
 def resend_verification(deps: Deps, caller: Caller, now: float) -> None:
     """Send a new verification email (the previous link stops working)."""
-    account_changes.resend_verification(deps, caller.user, now)
+    account_changes.resend_verification(deps, caller.user, now, by=caller)
 
 
 def delete_account(deps: Deps, caller: Caller) -> None:

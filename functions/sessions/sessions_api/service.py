@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nimbus_core import clock, ids
+from nimbus_core import account_changes, clock, ids
 from nimbus_core.auth import Caller
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
@@ -117,14 +117,10 @@ def revoke_all_sessions(deps: Deps, owner: Owner, *, keep_current: bool, now: fl
     The stale items are deleted afterwards by the sweeper, paged and batched, from the users
     table's stream; until then they are invisible (never listed, counted or accepted).
     """
+    if keep_current and owner.current is not None:
+        return _revoke_all_but_mine(deps, Caller(owner.user, owner.current), now)
     # The count is for the answer (upstream's clients read it); the revocation does not depend on it.
     count = deps.sessions.count_live(owner.user.id, generation=owner.user.session_generation, now=now)
-    if keep_current and owner.current is not None:
-        # Conditional on the generation we read: if another session revoked this one meanwhile,
-        # the caller is revoked too (INVALID_SESSION_ERROR), never kept by a race.
-        after, ops = revoke_all_but(deps, owner.user, owner.current)
-        deps.tx.commit([*deps.users.change_ops(owner.user, after), *ops])
-        return max(count - 1, 0)
     user = owner.user
     for _ in range(_REVOKE_ATTEMPTS):
         try:
@@ -139,6 +135,26 @@ def revoke_all_sessions(deps: Deps, owner: Owner, *, keep_current: bool, now: fl
                 raise NimbusError(ErrorCode.INVALID_USER_ERROR) from None
             user = fresh
     raise NimbusError(ErrorCode.INTERNAL_SERVER_ERROR)
+
+
+def _revoke_all_but_mine(deps: Deps, caller: Caller, now: float) -> int:
+    """Revoke every session of the caller's but the caller's own; how many it revoked.
+
+    Conditional on the generation read: when another change of the account lands first, the caller
+    is read again (:func:`~nimbus_core.account_changes.on_fresh_caller`). A session revoked
+    meanwhile (by another session's revoke-all or password change, a ban, a reset) is 401
+    INVALID_SESSION_ERROR, never kept by a race; one kept by a change of its own (its password
+    change) revokes what is left, counted on that fresh read.
+    """
+
+    def attempt(current: Caller) -> int:
+        user = current.user
+        count = deps.sessions.count_live(user.id, generation=user.session_generation, now=now)
+        after, ops = revoke_all_but(deps, user, current.session)
+        deps.tx.commit([*account_changes.change_ops(deps, user, after, by=current), *ops])
+        return max(count - 1, 0)
+
+    return account_changes.on_fresh_caller(deps, caller, now, attempt)
 
 
 def create_scoped_session(

@@ -86,10 +86,14 @@ def set_username(request: Request) -> Response:
 
     Errors: 400 INVALID_USERNAME_ERROR.
     """
-    deleted_meanwhile = ErrorCode.INVALID_USER_ERROR
     return _user(
         account_changes.rename(
-            request.deps, request.target(), request.body.username, request.now, gone=deleted_meanwhile
+            request.deps,
+            request.target(),
+            request.body.username,
+            request.now,
+            by=request.require_caller(),
+            gone=ErrorCode.INVALID_USER_ERROR,
         )
     )
 
@@ -116,6 +120,7 @@ def set_email(request: Request) -> Response:
             request.body.email,
             request.now,
             actor=notices.STAFF,
+            by=request.require_caller(),
             gone=ErrorCode.INVALID_USER_ERROR,
         )
     )
@@ -156,7 +161,13 @@ def set_domain(request: Request) -> Response:
     """
     body: ChangeDomainBody = request.body
     user = account_changes.change_domain(
-        request.deps, request.target(), body.domain, body.subdomain, request.now
+        request.deps,
+        request.target(),
+        body.domain,
+        body.subdomain,
+        request.now,
+        by=request.require_caller(),
+        gone=ErrorCode.INVALID_USER_ERROR,
     )
     return _user(user)
 
@@ -166,13 +177,17 @@ def set_domain(request: Request) -> Response:
 )
 def set_verified(request: Request) -> Response:
     """PUT /users/:id/verify: 200 with the User; 400 EMAIL_ALREADY_VERIFIED_ERROR."""
-    return _user(service.set_verified(request.deps, request.target(), request.now))
+    return _user(
+        service.set_verified(request.deps, request.target(), request.now, by=request.require_caller())
+    )
 
 
 @routes.endpoint("DELETE", "/users/<id>/verify", replace(_MODIFY, summary="Remove a user's verified mark"))
 def clear_verified(request: Request) -> Response:
     """DELETE /users/:id/verify: 200 with the User; 400 EMAIL_NOT_VERIFIED_ERROR."""
-    return _user(service.clear_verified(request.deps, request.target(), request.now))
+    return _user(
+        service.clear_verified(request.deps, request.target(), request.now, by=request.require_caller())
+    )
 
 
 @routes.endpoint(
@@ -189,7 +204,11 @@ def clear_verified(request: Request) -> Response:
 def resend_verification(request: Request) -> Response:
     """GET /users/:id/verify: 201 SEND_VERIFICATION_EMAIL_SUCCESS; 400 EMAIL_ALREADY_VERIFIED_ERROR."""
     account_changes.resend_verification(
-        request.deps, request.target(), request.now, gone=ErrorCode.INVALID_USER_ERROR
+        request.deps,
+        request.target(),
+        request.now,
+        by=request.require_caller(),
+        gone=ErrorCode.INVALID_USER_ERROR,
     )
     return success_response(SuccessCode.SEND_VERIFICATION_EMAIL_SUCCESS)
 
@@ -201,13 +220,17 @@ def resend_verification(request: Request) -> Response:
 )
 def promote(request: Request) -> Response:
     """PUT /users/:id/staff: 200 with the User; 400 USER_REQUIRES_SECOND_FACTOR_ERROR."""
-    return _user(service.set_staff(request.deps, request.target(), True, request.now))
+    return _user(
+        service.set_staff(request.deps, request.target(), True, request.now, by=request.require_caller())
+    )
 
 
 @routes.endpoint("DELETE", "/users/<id>/staff", replace(_MODIFY, summary="Demote a user from staff"))
 def demote(request: Request) -> Response:
     """DELETE /users/:id/staff: 200 with the User."""
-    return _user(service.set_staff(request.deps, request.target(), False, request.now))
+    return _user(
+        service.set_staff(request.deps, request.target(), False, request.now, by=request.require_caller())
+    )
 
 
 @routes.endpoint(
@@ -217,13 +240,17 @@ def demote(request: Request) -> Response:
 )
 def ban(request: Request) -> Response:
     """PUT /users/:id/ban: 200 with the User (``bannedAt``, ``banReason``)."""
-    return _user(service.ban(request.deps, request.target(), request.body.reason, request.now))
+    return _user(
+        service.ban(
+            request.deps, request.target(), request.body.reason, request.now, by=request.require_caller()
+        )
+    )
 
 
 @routes.endpoint("DELETE", "/users/<id>/ban", replace(_MODIFY, summary="Lift a user's ban"))
 def unban(request: Request) -> Response:
     """DELETE /users/:id/ban: 200 with the User."""
-    return _user(service.unban(request.deps, request.target(), request.now))
+    return _user(service.unban(request.deps, request.target(), request.now, by=request.require_caller()))
 
 
 @routes.endpoint(
@@ -233,7 +260,7 @@ def unban(request: Request) -> Response:
 )
 def delete_user(request: Request) -> Response:
     """DELETE /users/:id: 200 DELETE_USER_SUCCESS; 404 INVALID_USER_ERROR (also if deleted meanwhile)."""
-    if not service.delete_user(request.deps, request.target()):
+    if not service.delete_user(request.deps, request.target(), by=request.require_caller(), now=request.now):
         raise NimbusError(ErrorCode.INVALID_USER_ERROR)  # deleted meanwhile
     return success_response(SuccessCode.DELETE_USER_SUCCESS)
 
@@ -256,5 +283,5 @@ def delete_users(request: Request) -> Response:
     """DELETE /users: 200 DELETE_USERS_SUCCESS with how many users this request deleted; nothing
     deleted when a scoped session names its own account among them."""
     request.refuse_own_account_to_scoped(request.body.ids)
-    count = service.delete_users(request.deps, request.body.ids)
+    count = service.delete_users(request.deps, request.body.ids, by=request.require_caller(), now=request.now)
     return success_response(SuccessCode.DELETE_USERS_SUCCESS, count=count)

@@ -9,7 +9,6 @@ session items are deleted afterwards by SweepFunction from the users stream).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from nimbus_core import account_changes, ids
 from nimbus_core.auth import Caller
@@ -34,10 +33,8 @@ def set_password(deps: Deps, user: User, password: str, now: float, *, by: Calle
     """Set ``user``'s password and revoke every session of theirs in the same write, which also
     queues the security notice (made by staff).
 
-    Built again on the stored user when a concurrent change of it lands first; with ``by`` (the
-    staff member's request) that fresh read also judges the staff member's session again: one
-    revoked meanwhile (their own account's password set by a request that landed first, a ban) is
-    401 INVALID_SESSION_ERROR and nothing is written."""
+    Built again on the stored user when a concurrent change of it lands first (see :func:`_change`
+    for ``by``)."""
     hashed = account_changes.new_password(user, password, now).password_hash  # hashed once
 
     def build(current: User) -> Built:
@@ -47,7 +44,7 @@ def set_password(deps: Deps, user: User, password: str, now: float, *, by: Calle
     return _change(deps, user, build, by=by, now=now)
 
 
-def set_verified(deps: Deps, user: User, now: float) -> User:
+def set_verified(deps: Deps, user: User, now: float, *, by: Caller | None = None) -> User:
     """Mark the address verified (400 EMAIL_ALREADY_VERIFIED_ERROR if it is); the pending link
     stops working."""
 
@@ -63,10 +60,10 @@ def set_verified(deps: Deps, user: User, now: float) -> User:
         pending = current.pending_verification
         return after, [deps.tokens.delete_op(pending)] if pending else []
 
-    return _change(deps, user, build)
+    return _change(deps, user, build, by=by, now=now)
 
 
-def clear_verified(deps: Deps, user: User, now: float) -> User:
+def clear_verified(deps: Deps, user: User, now: float, *, by: Caller | None = None) -> User:
     """Remove the verified mark (400 EMAIL_NOT_VERIFIED_ERROR if there is none)."""
 
     def build(current: User) -> Built | None:
@@ -76,10 +73,10 @@ def clear_verified(deps: Deps, user: User, now: float) -> User:
             raise NimbusError(ErrorCode.EMAIL_NOT_VERIFIED_ERROR)
         return current.changed(verified_at=None, updated_at=iso(now)), []
 
-    return _change(deps, user, build)
+    return _change(deps, user, build, by=by, now=now)
 
 
-def set_staff(deps: Deps, user: User, staff: bool, now: float) -> User:
+def set_staff(deps: Deps, user: User, staff: bool, now: float, *, by: Caller | None = None) -> User:
     """Promote or demote, telling the user in the same transaction (nothing is sent when nothing
     changes). Promotion needs a second factor on the target (400 USER_REQUIRES_SECOND_FACTOR_ERROR):
     staff endpoints would refuse them anyway (CONTRACT 4)."""
@@ -93,10 +90,10 @@ def set_staff(deps: Deps, user: User, staff: bool, now: float) -> User:
         notice = Notice.STAFF_GRANTED if staff else Notice.STAFF_REMOVED
         return after, [notice_op(deps, after, notice, actor=STAFF, now=now)]
 
-    return _change(deps, user, build)
+    return _change(deps, user, build, by=by, now=now)
 
 
-def ban(deps: Deps, user: User, reason: str, now: float) -> User:
+def ban(deps: Deps, user: User, reason: str, now: float, *, by: Caller | None = None) -> User:
     """Ban ``user``: ``bannedAt`` (kept when already banned) and ``banReason``, every session revoked,
     and a ban notice queued, all in one transaction. Banning again with the same reason changes
     nothing; with another reason, it is stored and mailed again."""
@@ -112,10 +109,10 @@ def ban(deps: Deps, user: User, reason: str, now: float) -> User:
         notice = ban_email(to=current.email, username=current.username, reason=reason)
         return after, [deps.outbox.enqueue_op(notice, now=now, kind="ban", user_id=current.id)]
 
-    return _change(deps, user, build)
+    return _change(deps, user, build, by=by, now=now)
 
 
-def unban(deps: Deps, user: User, now: float) -> User:
+def unban(deps: Deps, user: User, now: float, *, by: Caller | None = None) -> User:
     """Lift a ban (a user who is not banned is answered as they are)."""
 
     def build(current: User) -> Built | None:
@@ -123,29 +120,33 @@ def unban(deps: Deps, user: User, now: float) -> User:
             return None
         return current.changed(banned_at=None, ban_reason=None, updated_at=iso(now)), []
 
-    return _change(deps, user, build)
+    return _change(deps, user, build, by=by, now=now)
 
 
-def delete_user(deps: Deps, user: User) -> bool:
-    """Delete ``user`` as they are at commit time (see :func:`nimbus_core.account_changes.delete_user`);
-    False if another request deleted them first, so they are not counted twice."""
+def delete_user(deps: Deps, user: User, *, by: Caller | None = None, now: float = 0.0) -> bool:
+    """Delete ``user`` as they are at commit time (see :func:`nimbus_core.account_changes.delete_user`;
+    ``by`` as for :func:`_change`); False if another request deleted them first, so they are not
+    counted twice."""
     try:
-        account_changes.delete_user(deps, user)
+        account_changes.delete_user(deps, user, by=by, now=now, gone=ErrorCode.INVALID_USER_ERROR)
     except NimbusError as gone:
-        if gone.code is ErrorCode.INVALID_SESSION_ERROR:  # the user item was no longer there
+        if gone.code is ErrorCode.INVALID_USER_ERROR:  # the user item was no longer there
             return False
         raise
     return True
 
 
-def delete_users(deps: Deps, user_ids: list[str]) -> int:
+def delete_users(deps: Deps, user_ids: list[str], *, by: Caller | None = None, now: float = 0.0) -> int:
     """Delete the users among ``user_ids`` (unknown ids skipped): how many this request deleted.
 
     One read for all of them, then one transaction per user, so a fault part way leaves every
-    user either wholly deleted or untouched, and the same request, repeated, deletes the rest.
+    user either wholly deleted or untouched, and the same request, repeated, deletes the rest
+    (``by`` as for :func:`_change`: a staff session revoked part way stops it there, with 401).
     """
     wellformed = [u for u in user_ids if ids.is_id(u)]  # anything else names no user
-    return sum(delete_user(deps, user) for user in deps.users.get_many(wellformed))
+    # The staff member's own account last: the deletions after it would find their session gone.
+    users = sorted(deps.users.get_many(wellformed), key=lambda u: by is not None and u.id == by.user.id)
+    return sum(delete_user(deps, user, by=by, now=now) for user in users)
 
 
 def _change(
@@ -160,24 +161,18 @@ def _change(
     change), built again on the stored user whenever a concurrent write to the same user (theirs or
     another staff member's) landed after the read, so no staff change is lost to a race or answered
     with an error meant for the user's own request. A user deleted meanwhile is 404 INVALID_USER_ERROR.
-    With ``by``, the staff member's session is read again with the user (one round trip) and must
-    still stand at ``now`` (else 401 INVALID_SESSION_ERROR)."""
+    With ``by`` (the staff member's request, read at ``now``) the write also holds on the staff
+    member's session: one revoked meanwhile (a ban of theirs, their password set or reset) is 401
+    INVALID_SESSION_ERROR and nothing is written (:func:`nimbus_core.account_changes.on_fresh_read`)."""
 
-    def attempt(current: User) -> User:
+    def attempt(current: User, made_by: Caller | None) -> User:
         built = build(current)
         if built is None:
             return current
         after, ops = built
-        deps.tx.commit([*deps.users.change_ops(current, after, rebuilt_when_stale=True), *ops])
+        deps.tx.commit([*account_changes.change_ops(deps, current, after, by=made_by), *ops])
         return after
 
-    gone = ErrorCode.INVALID_USER_ERROR
-    if by is None:
-        return account_changes.on_fresh_user(deps, user, attempt, gone=gone)
-
-    def as_staff(caller: Caller) -> User:
-        if caller.target is None:
-            raise NimbusError(gone)  # deleted meanwhile
-        return account_changes.answering_gone(deps, caller.target, attempt, gone)
-
-    return account_changes.on_fresh_caller(deps, replace(by, target_id=user.id, target=user), now, as_staff)
+    return account_changes.on_fresh_read(
+        deps, user, attempt, by=by, now=now, gone=ErrorCode.INVALID_USER_ERROR
+    )

@@ -328,11 +328,18 @@ class DynamoUsers:
         return ids
 
     def change_ops(
-        self, before: User, after: User, *, assume_unchanged: bool = False, rebuilt_when_stale: bool = False
+        self,
+        before: User,
+        after: User,
+        *,
+        assume_unchanged: bool = False,
+        rebuilt_when_stale: bool = False,
+        sessions_unrevoked: bool = False,
     ) -> list[WriteOp]:
         """Replace ``before`` by ``after``, swapping the claims whose keys changed (one transaction);
         with ``assume_unchanged``, only while the stored hash and address are still ``before``'s;
-        with ``rebuilt_when_stale``, any stale read is a UserChangedError (see the port)."""
+        with ``sessions_unrevoked``, only while its session generation is; with
+        ``rebuilt_when_stale``, any stale read is a UserChangedError (see the port)."""
         conditions = ["attribute_exists(pk)"]
         values: dict[str, Any] = {}
         if assume_unchanged:
@@ -356,8 +363,9 @@ class DynamoUsers:
         if before.password_hash != after.password_hash:
             conditions.append("passwordHash = :oldHash")
             values[":oldHash"] = {"S": before.password_hash}
-        if before.session_generation != after.session_generation:
-            # Two "revoke all but mine" from two sessions must not both keep theirs.
+        if sessions_unrevoked or before.session_generation != after.session_generation:
+            # Two "revoke all but mine" from two sessions must not both keep theirs; and a change
+            # made by a session of this user must not land once that session has been revoked.
             conditions.append("sessionGeneration = :oldGeneration")
             values[":oldGeneration"] = {"N": str(before.session_generation)}
         if before.recovery_mails != after.recovery_mails:
@@ -519,6 +527,21 @@ class DynamoUsers:
         if values:
             body["ExpressionAttributeValues"] = values
         return TransactOp({"Update": body}, explain)
+
+    def sessions_unrevoked_op(self, user: User) -> WriteOp:
+        """A ConditionCheck that ``user`` is still stored with the session generation read (see the
+        port): any failure is a UserChangedError, judged on a fresh read of the caller."""
+        return TransactOp(
+            {
+                "ConditionCheck": {
+                    "TableName": self._table,
+                    "Key": user_key(user.id),
+                    "ConditionExpression": "attribute_exists(pk) AND sessionGeneration = :generation",
+                    "ExpressionAttributeValues": {":generation": _n(user.session_generation)},
+                }
+            },
+            lambda _old: UserChangedError(),
+        )
 
     def delete_ops(self, user: User) -> list[WriteOp]:
         """Remove the user and both claims (each claim only if it is still this user's) and count
