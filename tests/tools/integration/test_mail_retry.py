@@ -47,7 +47,7 @@ def _records(dynamodb: Any, table: str) -> list[dict[str, Any]]:
     iterator = streams.get_shard_iterator(
         StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
     )["ShardIterator"]
-    records: list[dict[str, Any]] = streams.get_records(ShardIterator=iterator, Limit=100)["Records"]
+    records = streams.get_records(ShardIterator=iterator, Limit=100)["Records"]
     return [{**r, "shardId": shard["ShardId"], "streamArn": arn} for r in records]
 
 
