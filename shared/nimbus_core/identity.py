@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nimbus_core.models import User
+    from nimbus_core.ports import UserStore
+
 # No account has a longer login name (usernames <= 64, emails <= 254); DynamoDB refuses longer keys.
 MAX_LOGIN_NAME = 320
 
@@ -27,3 +33,20 @@ def email_key(email: str) -> str:
     except (idna.IDNAError, UnicodeError):
         domain = domain.casefold()
     return f"{local}@{domain}".casefold()
+
+
+def find_by_login_name(users: UserStore, login_name: str) -> User | None:
+    """The account a login name names, as login matches them: a username, or an address (checked
+    by the maintained validator, then looked up by its key). None for a name no account can have.
+    """
+    if not login_name or len(login_name) > MAX_LOGIN_NAME:
+        return None
+    if "@" not in login_name:
+        return users.find_by_username(login_name)
+    from email_validator import EmailNotValidError, validate_email
+
+    try:
+        email = validate_email(login_name, check_deliverability=False).normalized
+    except EmailNotValidError:
+        return None
+    return users.find_by_email(email)

@@ -10,6 +10,7 @@ from nimbus_core import challenges, credentials, ids, metrics, passwords, verifi
 from nimbus_core.clock import iso
 from nimbus_core.deps import Deps
 from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.identity import find_by_login_name
 from nimbus_core.models import User
 from nimbus_core.ports import WriteOp
 from nimbus_core.ratelimits import ACCOUNT_AUTH_FAILURES
@@ -22,9 +23,6 @@ if TYPE_CHECKING:  # the validated bodies the routes pass: imported by the first
 _log = Logger(child=True)
 
 _LOGIN = challenges.Binding(endpoint="POST /login")
-# No account can have a longer login name (usernames <= 64, emails <= 254), and DynamoDB refuses
-# index keys over 2 KiB, so longer input is simply "no such user".
-_MAX_LOGIN_NAME = 320
 
 
 def register(
@@ -72,7 +70,7 @@ def login(
         parsed = challenges.parse_answer(body.two_factor)
         user, answer_ops = challenges.answer(deps, parsed, _LOGIN, now, expected_user=None)
     else:
-        found = _find_user(deps, body.username or "")
+        found = find_by_login_name(deps.users, body.username or "")
         if found is None:
             raise NimbusError(ErrorCode.INVALID_USER_ERROR)
         user = found
@@ -145,20 +143,6 @@ def _rehashed_meanwhile(deps: Deps, read: User, password: str) -> User | None:
     ):
         return None
     return fresh
-
-
-def _find_user(deps: Deps, login_name: str) -> User | None:
-    if not login_name or len(login_name) > _MAX_LOGIN_NAME:
-        return None
-    if "@" not in login_name:
-        return deps.users.find_by_username(login_name)
-    from email_validator import EmailNotValidError, validate_email
-
-    try:
-        email = validate_email(login_name, check_deliverability=False).normalized
-    except EmailNotValidError:
-        return None
-    return deps.users.find_by_email(email)
 
 
 def _explain_refused_login(

@@ -24,7 +24,7 @@ from nimbus_core import clock, metrics
 from nimbus_core.account_changes import FRESH_USER_ATTEMPTS
 from nimbus_core.deps import Deps
 from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
-from nimbus_core.identity import MAX_LOGIN_NAME
+from nimbus_core.identity import find_by_login_name
 from nimbus_core.mail_templates import recovery_email
 from nimbus_core.models import RecoveryToken, User
 from nimbus_core.ports import RecoveryRequest, RecoveryRequestGoneError, WriteOp
@@ -46,7 +46,7 @@ def handle_request(deps: Deps, request: RecoveryRequest, now: float) -> Outcome:
     """Mail a recovery link for ``request`` if it names an account that may have one, and remove
     the request, in one transaction; raise if the store fails (the record is retried)."""
     done = deps.outbox.recovery_done_op(request.id)
-    user = None if request.expired(now) else find_user(deps, request.login_name)
+    user = None if request.expired(now) else find_by_login_name(deps.users, request.login_name)
     for _ in range(FRESH_USER_ATTEMPTS):
         mail = _mail_ops(deps, user, now) if user is not None and user.banned_at is None else []
         try:
@@ -75,22 +75,6 @@ def _outcome(request: RecoveryRequest, outcome: Outcome, user: User | None = Non
         extra={"request_id": request.id, "outcome": outcome, "user_id": user.id if user else None},
     )
     return outcome
-
-
-def find_user(deps: Deps, login_name: str) -> User | None:
-    """The account a login name names, as login matches them (strongly consistent on a miss of the
-    index, so an account registered a moment ago is found)."""
-    if not login_name or len(login_name) > MAX_LOGIN_NAME:
-        return None
-    if "@" not in login_name:
-        return deps.users.find_by_username(login_name)
-    from email_validator import EmailNotValidError, validate_email
-
-    try:
-        email = validate_email(login_name, check_deliverability=False).normalized
-    except EmailNotValidError:
-        return None
-    return deps.users.find_by_email(email)
 
 
 def _mail_ops(deps: Deps, user: User, now: float) -> list[WriteOp]:
