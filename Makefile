@@ -73,17 +73,21 @@ validate: $(SAM) deps-layer-check
 	$(SAM) validate --lint --region us-east-1
 
 # Rules on fakes, contracts and handlers on moto run in parallel (moto provisioned once per
-# worker); the end-to-end tests share one local API, so they run in one process.
+# worker). The end-to-end tests run in parallel too, one local API per worker and each module on
+# one worker (its tests share fixtures and order); schemathesis' generated tests do not survive
+# xdist's collection, so the contract fuzzing runs apart, against a local API of its own.
 PARALLEL_TESTS := tests/unit tests/contract tests/integration tests/tools tests/migration
+E2E_FUZZING := tests/e2e/test_contract_fuzzing.py
+E2E := $(VENV)/bin/pytest -n auto --dist loadfile -q tests/e2e --ignore=$(E2E_FUZZING) && $(VENV)/bin/pytest -q $(E2E_FUZZING)
 pytest: $(VENV)/.synced $(NODE_MODULES) chromium
 	$(VENV)/bin/pytest -n auto -q $(wildcard $(PARALLEL_TESTS))
-	$(VENV)/bin/pytest -q tests/e2e
+	$(E2E)
 
 unit integration contract tools: $(VENV)/.synced
 	$(VENV)/bin/pytest -n auto tests/$@
 
 e2e: $(VENV)/.synced $(NODE_MODULES) chromium
-	$(VENV)/bin/pytest tests/e2e
+	$(E2E)
 
 # Headless Chromium (Debian's package) for the account console's browser tests (tests/e2e/test_console.py).
 .PHONY: chromium

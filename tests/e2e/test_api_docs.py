@@ -5,28 +5,15 @@ in headless Chromium."""
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from playwright.sync_api import Browser, Request, sync_playwright
+from playwright.sync_api import Browser, Request
 
 from nimbus_tools.local.launcher import LocalApiProcess
 from tests.e2e.conftest import SCREENSHOTS, Client
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT = json.loads((ROOT / "docs" / "openapi.json").read_text(encoding="utf-8"))
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Browser]:
-    executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert executable, "Chromium is missing: `make test` installs Debian's chromium package"
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        yield browser
-        browser.close()
 
 
 def test_the_served_document_is_the_committed_one(client: Client) -> None:
@@ -38,10 +25,10 @@ def test_the_served_document_is_the_committed_one(client: Client) -> None:
 
 
 def test_swagger_ui_renders_every_operation_from_local_assets_only(
-    local_api: LocalApiProcess, chromium: Browser
+    local_api: LocalApiProcess, browser: Browser
 ) -> None:
     operations = sum(len(item) for item in DOCUMENT["paths"].values())
-    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
     fetched: list[str] = []
 
     def remember(request: Request) -> None:
