@@ -533,14 +533,17 @@ class FakeSessions:
             (("session", *key),),
         )
 
-    def replace_op(self, session: Session) -> WriteOp:
-        """Overwrite an existing session."""
-        key = (session.user_id, session.id)
+    def move_to_generation_op(self, session: Session, generation: int) -> WriteOp:
+        """Move an existing session to ``generation`` (the rest as stored now)."""
+        sessions, key = self.db.sessions, (session.user_id, session.id)
 
         def check() -> NimbusError | None:
-            return None if key in self.db.sessions else NimbusError(ErrorCode.INVALID_SESSION_ERROR)
+            return None if key in sessions else NimbusError(ErrorCode.INVALID_SESSION_ERROR)
 
-        return FakeOp(check, lambda: self.db.sessions.__setitem__(key, session), (("session", *key),))
+        def apply() -> None:
+            sessions[key] = sessions[key].changed(generation=generation)
+
+        return FakeOp(check, apply, (("session", *key),))
 
     def delete_op(self, user_id: str, session_id: str) -> WriteOp:
         """Remove a session."""

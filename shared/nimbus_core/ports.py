@@ -229,8 +229,9 @@ class SessionStore(Protocol):
         """Store a new session."""
         ...
 
-    def replace_op(self, session: Session) -> WriteOp:
-        """Overwrite an existing session (it must still exist)."""
+    def move_to_generation_op(self, session: Session, generation: int) -> WriteOp:
+        """Move an existing session (it must still exist) to ``generation``, changing nothing else
+        of what is stored: a failure counted on it since it was read stays counted."""
         ...
 
     def delete_op(self, user_id: str, session_id: str) -> WriteOp:

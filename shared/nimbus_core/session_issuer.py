@@ -72,7 +72,7 @@ def revoke_all(user: User) -> User:
 
 
 def revoke_all_but(deps: Deps, user: User, keep: Session) -> tuple[User, list[WriteOp]]:
-    """Revoke every session of ``user`` except ``keep``, which moves to the new generation."""
+    """Revoke every session of ``user`` except ``keep``, which moves to the new generation (only
+    that attribute is written, so a reverification failure counted on it meanwhile stays)."""
     revoked = revoke_all(user)
-    kept: Session = keep.changed(generation=revoked.session_generation)
-    return revoked, [deps.sessions.replace_op(kept)]
+    return revoked, [deps.sessions.move_to_generation_op(keep, revoked.session_generation)]

@@ -61,23 +61,27 @@ def test_putting_an_existing_session_id_is_a_bug_and_writes_nothing(stores: Stor
     assert stores.sessions.get_with_user(user.id, session.id)[0] == session
 
 
-def test_replace_overwrites_an_existing_session(stores: Stores) -> None:
+def test_moving_a_session_to_a_generation_keeps_what_was_counted_on_it_meanwhile(stores: Stores) -> None:
     user = _user(stores)
     session = a_session(user)
     _put(stores, session)
-    replaced = session.changed(generation=1, name="Renamed", updated_at=LATER)
+    # A failed reverification counted after ``session`` was read, before the move commits.
+    stores.sessions.count_reverify_failure(user.id, session.id, limit=5, window=900, now=NOW)
 
-    stores.tx.commit([stores.sessions.replace_op(replaced)])
+    stores.tx.commit([stores.sessions.move_to_generation_op(session, 1)])
 
-    assert stores.sessions.get_with_user(user.id, session.id)[0] == replaced
+    stored = stores.sessions.get_with_user(user.id, session.id)[0]
+    assert stored is not None
+    assert (stored.generation, stored.reverify_failures) == (1, 1)
+    assert stored.changed(generation=0, reverify_failures=0, reverify_failures_reset_at=0) == session
 
 
-def test_replace_of_a_missing_session_is_invalid_session_and_writes_nothing(stores: Stores) -> None:
+def test_moving_a_missing_session_is_invalid_session_and_writes_nothing(stores: Stores) -> None:
     user = _user(stores)
     gone = a_session(user)
 
     with pytest.raises(NimbusError) as refused:
-        stores.tx.commit([stores.sessions.replace_op(gone)])
+        stores.tx.commit([stores.sessions.move_to_generation_op(gone, 1)])
 
     assert refused.value.code is ErrorCode.INVALID_SESSION_ERROR
     assert stores.sessions.get_with_user(user.id, gone.id)[0] is None

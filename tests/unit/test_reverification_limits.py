@@ -203,3 +203,26 @@ def test_concurrent_wrong_passwords_from_one_session_give_exactly_five_401_and_t
 
     assert sorted(outcomes) == ["401"] * 5 + ["429"] * 5
     assert _user(world).auth_failures == 0
+
+
+def test_revoking_every_other_session_keeps_the_failures_counted_on_the_callers_since_its_read(
+    world: FakeWorld,
+) -> None:
+    from sessions_api import service as sessions
+
+    token = _register(world)
+    caller = _caller(world, token)  # the read "revoke all but mine" works from
+    for _ in range(4):  # wrong reverifications counted on the session meanwhile
+        with pytest.raises(NimbusError):
+            reverify(
+                world.deps, _caller(world, token), {"password": "wrong"}, world.clock.now(), endpoint=CHANGE
+            )
+
+    sessions.revoke_all_sessions(
+        world.deps, sessions.Owner.me(caller), keep_current=True, now=world.clock.now()
+    )
+    with pytest.raises(NimbusError):
+        reverify(world.deps, _caller(world, token), {"password": "wrong"}, world.clock.now(), endpoint=CHANGE)
+
+    with pytest.raises(RateLimitedError):  # the 6th: the four before the revocation still count
+        reverify(world.deps, _caller(world, token), {"password": "wrong"}, world.clock.now(), endpoint=CHANGE)

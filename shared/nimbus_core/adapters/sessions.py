@@ -177,14 +177,17 @@ class DynamoSessions:
             }
         )
 
-    def replace_op(self, session: Session) -> WriteOp:
-        """Overwrite a session that must still exist (revoked meanwhile: INVALID_SESSION_ERROR)."""
+    def move_to_generation_op(self, session: Session, generation: int) -> WriteOp:
+        """Move a session that must still exist (revoked meanwhile: INVALID_SESSION_ERROR) to
+        ``generation``: one attribute set, so what was counted on it since its read stays."""
         return TransactOp(
             {
-                "Put": {
+                "Update": {
                     "TableName": self._table,
-                    "Item": session_item(session),
+                    "Key": session_key(session.user_id, session.id),
+                    "UpdateExpression": "SET generation = :g",
                     "ConditionExpression": "attribute_exists(sessionId)",
+                    "ExpressionAttributeValues": {":g": {"N": str(generation)}},
                 }
             },
             fails_with(ErrorCode.INVALID_SESSION_ERROR),
