@@ -8,7 +8,7 @@ import json
 import re
 from typing import Any
 
-from nimbus_tools.template import load_template, resources_of_type
+from nimbus_tools.template import load_template, resources_of_type, stream_subscriptions
 
 TEMPLATE = load_template()
 ALARMS = resources_of_type(TEMPLATE, "AWS::CloudWatch::Alarm")
@@ -46,6 +46,19 @@ def test_every_function_has_an_errors_and_a_throttles_alarm() -> None:
     assert len(functions) == 9
     assert _alarms_on("AWS/Lambda", "Errors") == functions
     assert _alarms_on("AWS/Lambda", "Throttles") == functions
+
+
+def test_every_stream_fed_function_has_an_alarm_on_its_backlog() -> None:
+    """A stream read falling behind fails nothing (no error, no throttle, no dead letter), but mail
+    goes out late and recovery requests older than their hour are dropped: IteratorAge tells."""
+    fed = {s.function for s in stream_subscriptions(TEMPLATE)}
+    assert fed == {"MailFunction", "SweepFunction", "RecoveryFunction"}
+    assert _alarms_on("AWS/Lambda", "IteratorAge") == fed
+    for alarm in ALARMS.values():
+        props = alarm["Properties"]
+        if props.get("MetricName") == "IteratorAge":
+            assert props["Statistic"] == "Maximum"
+            assert props["Threshold"] <= 5 * 60 * 1000  # milliseconds: well within a request's hour
 
 
 def test_every_dead_letter_queue_has_an_alarm_on_waiting_messages() -> None:
