@@ -45,7 +45,7 @@ from bench.sessions import stored_sessions
 from bench.sweep import _store, _stored
 from bench.table import render
 from nimbus_core.adapters import clients
-from nimbus_core.settings import get_settings
+from nimbus_core.platform.settings import get_settings
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub
 from nimbus_tools.local.provision import provision
 from nimbus_tools.local.streams import StreamReader, lambda_event, latest_stream_arn, matches

@@ -37,13 +37,13 @@ from typing import Any
 from bench.calls import FAKE_AWS
 from bench.imports import DROPPED_ENV
 from bench.table import render
-from nimbus_core import passwords
 from nimbus_core.adapters.sessions import session_item, session_key
 from nimbus_core.adapters.users import user_item, user_key
-from nimbus_core.ids import new_id
-from nimbus_core.killswitches import OFF, parameter_names
-from nimbus_core.ratelimits import LOGIN
-from nimbus_core.session_issuer import new_session
+from nimbus_core.domain.killswitches import OFF, parameter_names
+from nimbus_core.domain.ratelimits import LOGIN
+from nimbus_core.platform.ids import new_id
+from nimbus_core.sessions import passwords
+from nimbus_core.sessions.session_issuer import new_session
 from nimbus_tools.local.events import HttpRequest, build_event
 from nimbus_tools.local.router import Router
 from nimbus_tools.template import REPO_ROOT, FunctionSpec, Template, function_specs

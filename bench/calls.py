@@ -28,18 +28,18 @@ from botocore.handlers import BUILTIN_HANDLERS
 from moto import mock_aws
 
 from bench.table import render
-from nimbus_core import clock
 from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.items import stored_values, to_item
 from nimbus_core.adapters.outbox import RECOVERY_REQUEST
 from nimbus_core.adapters.users import COUNT_KEY_PREFIX, user_item
-from nimbus_core.auth import USED_AT_REFRESH_SECONDS
-from nimbus_core.ids import new_id
-from nimbus_core.killswitches import KillSwitch, parameter_names, stored_value
-from nimbus_core.models import SecondFactor
-from nimbus_core.otp import new_totp_secret
-from nimbus_core.settings import get_settings
-from nimbus_core.tokens import parse_session_token
+from nimbus_core.domain.killswitches import KillSwitch, parameter_names, stored_value
+from nimbus_core.domain.models import SecondFactor
+from nimbus_core.factors.otp import new_totp_secret
+from nimbus_core.platform import clock
+from nimbus_core.platform.ids import new_id
+from nimbus_core.platform.settings import get_settings
+from nimbus_core.sessions.auth import USED_AT_REFRESH_SECONDS
+from nimbus_core.sessions.tokens import parse_session_token
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub, Reply
 from nimbus_tools.local.provision import provision
 from nimbus_tools.local.streams import lambda_event, lambda_record

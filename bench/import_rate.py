@@ -29,7 +29,7 @@ from moto import mock_aws
 
 from bench.aws_hook import CannedAws
 from bench.calls import FAKE_AWS, REGION, _environment
-from nimbus_core import passwords
+from nimbus_core.sessions import passwords
 from nimbus_tools.local.provision import provision
 from nimbus_tools.migrate.importer import Report, Stores, run_import
 from nimbus_tools.migrate.source import UpstreamSource

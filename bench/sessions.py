@@ -33,11 +33,11 @@ from bench.table import render
 from nimbus_core.adapters import clients
 from nimbus_core.adapters.batch import WRITE_BATCH
 from nimbus_core.adapters.sessions import session_item
-from nimbus_core.clock import iso
-from nimbus_core.ids import new_id
-from nimbus_core.models import Session
-from nimbus_core.settings import get_settings
-from nimbus_core.tokens import hash_secret
+from nimbus_core.domain.models import Session
+from nimbus_core.platform.clock import iso
+from nimbus_core.platform.ids import new_id
+from nimbus_core.platform.settings import get_settings
+from nimbus_core.sessions.tokens import hash_secret
 from nimbus_tools.local.inprocess import InProcessApi
 from nimbus_tools.local.provision import provision
 from nimbus_tools.template import Template

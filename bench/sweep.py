@@ -28,12 +28,12 @@ from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.sessions import session_item
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
-from nimbus_core.clock import iso
-from nimbus_core.ids import new_id
-from nimbus_core.models import Session, User
-from nimbus_core.session_issuer import revoke_all
-from nimbus_core.settings import get_settings
-from nimbus_core.tokens import hash_secret
+from nimbus_core.domain.models import Session, User
+from nimbus_core.platform.clock import iso
+from nimbus_core.platform.ids import new_id
+from nimbus_core.platform.settings import get_settings
+from nimbus_core.sessions.session_issuer import revoke_all
+from nimbus_core.sessions.tokens import hash_secret
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub
 from nimbus_tools.local.provision import provision
 from nimbus_tools.local.streams import StreamReader, lambda_event, latest_stream_arn, matches

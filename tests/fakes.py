@@ -1,4 +1,4 @@
-"""In-memory fakes of every port (``nimbus_core.ports``), for service and guard tests in milliseconds.
+"""In-memory fakes of every port (``nimbus_core.domain.ports``), for service and guard tests in milliseconds.
 
 They share one :class:`FakeDb` so a transaction spanning stores is atomic, as in DynamoDB: a
 :class:`FakeOp` checks its condition and applies its change; :class:`FakeTransactor` checks every
@@ -15,16 +15,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nimbus_core.clock import iso
-from nimbus_core.deps import Deps
-from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
-from nimbus_core.identity import email_key, username_key
-from nimbus_core.ids import new_id, session_order
-from nimbus_core.killswitches import KillSwitch
-from nimbus_core.mail_templates import Email
-from nimbus_core.models import (
+from nimbus_core.domain.deps import Deps
+from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
+from nimbus_core.domain.identity import email_key, username_key
+from nimbus_core.domain.killswitches import KillSwitch
+from nimbus_core.domain.models import (
     Challenge,
     Domain,
+    Email,
     PendingFactor,
     RecoveryToken,
     SecondFactor,
@@ -33,7 +31,7 @@ from nimbus_core.models import (
     VerificationToken,
     iso_to_epoch,
 )
-from nimbus_core.ports import (
+from nimbus_core.domain.ports import (
     CounterState,
     CounterWindowMovedError,
     RecoveryRequest,
@@ -41,7 +39,9 @@ from nimbus_core.ports import (
     RuntimeConfig,
     WriteOp,
 )
-from nimbus_core.settings import Settings
+from nimbus_core.platform.clock import iso
+from nimbus_core.platform.ids import new_id, session_order
+from nimbus_core.platform.settings import Settings
 
 USER_FIELDS = tuple(f.name for f in dataclasses.fields(User))
 

@@ -9,7 +9,7 @@ The users table (:func:`users_table_violations`):
 Across the tables (:func:`stack_violations`, which includes the above):
 
 - sessions: no stored session can authenticate when it must not, now or after a later change of its
-  user (see :func:`_session_violations` for what "authenticate" means in ``nimbus_core.auth``);
+  user (see :func:`_session_violations` for what "authenticate" means in ``nimbus_core.sessions.auth``);
 - tokens: no verification token outlives its user (the kinds that may are named, with why, in
   :data:`_OUTLIVE_THEIR_USER`), and every item of the tokens table is of a kind the code writes;
 - outbox: every message names the user it is about, and a message carrying a one-time link
@@ -38,9 +38,9 @@ from nimbus_core.adapters.outbox import (
     message_from_image,
     recovery_request_from_image,
 )
-from nimbus_core.models import Session, User, iso_to_epoch
-from nimbus_core.settings import Settings
-from nimbus_core.tokens import hash_secret, parse_user_token
+from nimbus_core.domain.models import Session, User, iso_to_epoch
+from nimbus_core.platform.settings import Settings
+from nimbus_core.sessions.tokens import hash_secret, parse_user_token
 
 # The link tokens' lifetimes when a deployment keeps the defaults (CONTRACT sections 8 and 14): a
 # pending link whose record TTL has removed is no finding once its lifetime is over.
@@ -67,7 +67,7 @@ _LINK_KINDS = {
 }
 _OTHER_KINDS = {"ban"}
 _NOTICE_PREFIX = "notice-"
-# A one-time token as a link carries it: ``<userId>.<secret>`` (nimbus_core.tokens.UserToken).
+# A one-time token as a link carries it: ``<userId>.<secret>`` (nimbus_core.sessions.tokens.UserToken).
 _LINK_TOKEN = re.compile(
     r"(?<![A-Za-z0-9_-])([0-9A-Z]{26}|[0-9]{1,20})\.([A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])"
 )
@@ -142,7 +142,7 @@ def stack_violations(dynamodb: Any, tables: Mapping[str, str], *, now: float | N
 
 
 def _session_violations(sessions: list[dict[str, Any]], users: dict[str, User], now: float) -> list[str]:
-    """``nimbus_core.auth.authenticate`` accepts a session when its item and its user are read in the
+    """``nimbus_core.sessions.auth.authenticate`` accepts a session when its item and its user are read in the
     same BatchGetItem, the secret matches, it has not expired, the user is not banned and the session
     is of the user's current generation (``sessionGeneration``: a revoke-all moves it on).
 

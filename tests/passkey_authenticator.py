@@ -1,7 +1,7 @@
 """A software WebAuthn authenticator and browser: real keys, real signatures, the JSON browsers send.
 
 ``SoftwareAuthenticator.create(options, origin=...)`` answers PublicKeyCredentialCreationOptions (as
-``nimbus_core.passkeys.registration_options`` returns them) with what ``PublicKeyCredential.toJSON()``
+``nimbus_core.factors.passkeys.registration_options`` returns them) with what ``PublicKeyCredential.toJSON()``
 gives for ``navigator.credentials.create``: a CBOR attestation object in the "none" format whose authData
 carries the rp id hash, flags, counter, AAGUID, credential id and COSE public key. ``get(options,
 origin=...)`` answers request options with an assertion signed over ``authData || SHA-256(clientDataJSON)``

@@ -16,12 +16,12 @@ import pytest
 
 from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody
-from nimbus_core.auth import Caller, authenticate
-from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.http.app import create_app
 from nimbus_core.http.registry import EndpointRouter
-from nimbus_core.session_issuer import IssuedSession
-from nimbus_core.tokens import parse_session_token
+from nimbus_core.sessions.auth import Caller, authenticate
+from nimbus_core.sessions.session_issuer import IssuedSession
+from nimbus_core.sessions.tokens import parse_session_token
 from staff_api.routes import routes as staff_routes
 from tests.fakes import SETTINGS, FakeWorld
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from auth_api import recovery
 from auth_api.models import RecoverBody
-from nimbus_core.deps import Deps
+from nimbus_core.domain.deps import Deps
 from recovery_api.service import Outcome, handle_request
 
 

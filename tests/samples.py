@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nimbus_core.models import User
+from nimbus_core.domain.models import User
 
 STAMP = "2027-01-15T08:00:00.250Z"
 

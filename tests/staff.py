@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from nimbus_core import otp
 from nimbus_core.adapters.items import stored_values, to_item
-from nimbus_core.ids import new_id
-from nimbus_core.models import SecondFactor
+from nimbus_core.domain.models import SecondFactor
+from nimbus_core.factors import otp
+from nimbus_core.platform.ids import new_id
 
 STAMP = "2026-01-01T00:00:00.000Z"
 

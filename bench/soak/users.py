@@ -10,7 +10,7 @@ from bench.soak.accounts import Account, Exposed
 from bench.soak.actor import CHALLENGE, PASSWORD, Actor
 from bench.soak.hostile import send_hostile
 from bench.soak.recorder import LifeAbortedError, expect
-from nimbus_core.scopes import Scope
+from nimbus_core.domain.scopes import Scope
 
 VERIFY_LINK = re.compile(r"verify\?token=([A-Za-z0-9_.-]+)")
 RECOVER_LINK = re.compile(r"recover\?token=([A-Za-z0-9_.-]+)")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from nimbus_core.clock import iso
-from nimbus_core.ids import new_id
-from nimbus_core.models import Session, User, VerificationToken
-from nimbus_core.tokens import hash_secret
+from nimbus_core.domain.models import Session, User, VerificationToken
+from nimbus_core.platform.clock import iso
+from nimbus_core.platform.ids import new_id
+from nimbus_core.sessions.tokens import hash_secret
 
 NOW = 1_800_000_000.25  # 2027-01-15T08:00:00.250Z
 STAMP = iso(NOW)

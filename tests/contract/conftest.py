@@ -26,8 +26,8 @@ from nimbus_core.adapters.sessions import DynamoSessions
 from nimbus_core.adapters.tokens import DynamoTokens
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
-from nimbus_core.identity import email_key, username_key
-from nimbus_core.ports import (
+from nimbus_core.domain.identity import email_key, username_key
+from nimbus_core.domain.ports import (
     ChallengeStore,
     CounterStore,
     DomainStore,

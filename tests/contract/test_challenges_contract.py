@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from nimbus_core.errors import ErrorCode, NimbusError
-from nimbus_core.ids import new_id
-from nimbus_core.models import Challenge, PendingFactor, User
-from nimbus_core.tokens import hash_secret
+from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.models import Challenge, PendingFactor, User
+from nimbus_core.platform.ids import new_id
+from nimbus_core.sessions.tokens import hash_secret
 from tests.contract.builders import NOW, STAMP, a_user
 from tests.contract.conftest import Stores
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from nimbus_core.clock import iso
-from nimbus_core.errors import ErrorCode, NimbusError
-from nimbus_core.ids import new_id
-from nimbus_core.models import RecoveryToken, User
-from nimbus_core.tokens import hash_secret
+from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.models import RecoveryToken, User
+from nimbus_core.platform.clock import iso
+from nimbus_core.platform.ids import new_id
+from nimbus_core.sessions.tokens import hash_secret
 from tests.contract.builders import NOW, a_session, a_user
 from tests.contract.conftest import Stores
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from nimbus_core.errors import ErrorCode, NimbusError
-from nimbus_core.ids import new_id
-from nimbus_core.models import Challenge, SecondFactor, User
+from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.models import Challenge, SecondFactor, User
+from nimbus_core.platform.ids import new_id
 from tests.contract.builders import LATER, NOW, STAMP, a_session, a_user
 from tests.contract.conftest import Stores
 

@@ -6,10 +6,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from nimbus_core.errors import DependencyError, ErrorCode, NimbusError
-from nimbus_core.mail_templates import Email
-from nimbus_core.models import User
-from nimbus_core.ports import CounterWindowMovedError, RecoveryRequestGoneError, WriteOp
+from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError
+from nimbus_core.domain.models import Email, User
+from nimbus_core.domain.ports import CounterWindowMovedError, RecoveryRequestGoneError, WriteOp
 from tests.contract.builders import LATER, NOW, STAMP, a_token, a_user, tag
 from tests.contract.conftest import PAGE, Stores
 

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from nimbus_core.errors import ErrorCode, NimbusError
-from nimbus_core.ids import new_id
-from nimbus_core.models import SecondFactor, User
-from nimbus_core.ports import WriteOp
+from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.models import SecondFactor, User
+from nimbus_core.domain.ports import WriteOp
+from nimbus_core.platform.ids import new_id
 from tests.contract.builders import LATER, STAMP, a_session, a_user
 from tests.contract.conftest import Stores
 

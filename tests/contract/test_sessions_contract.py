@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from nimbus_core.clock import iso
-from nimbus_core.errors import DependencyError, ErrorCode, NimbusError
-from nimbus_core.ids import new_id
-from nimbus_core.models import Session, User
+from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError
+from nimbus_core.domain.models import Session, User
+from nimbus_core.platform.clock import iso
+from nimbus_core.platform.ids import new_id
 from tests.contract.builders import LATER, NOW, a_session, a_user
 from tests.contract.conftest import PAGE, Stores
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from nimbus_core.errors import ErrorCode, NimbusError
-from nimbus_core.mail_templates import Email
-from nimbus_core.models import User
+from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.models import Email, User
 from tests.contract.builders import NOW, a_user, tag
 from tests.contract.conftest import Stores
 

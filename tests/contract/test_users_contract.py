@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
-from nimbus_core.models import User
-from nimbus_core.ports import WriteOp
+from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
+from nimbus_core.domain.models import User
+from nimbus_core.domain.ports import WriteOp
 from tests.contract.builders import LATER, NOW, STAMP, a_session, a_user, tag
 from tests.contract.conftest import Stores
 

@@ -29,9 +29,9 @@ from typing import Any
 
 import pytest
 
+from nimbus_core.accounts.notices import Notice
 from nimbus_core.adapters.items import from_item
-from nimbus_core.identity import email_key, username_key
-from nimbus_core.notices import Notice
+from nimbus_core.domain.identity import email_key, username_key
 from nimbus_tools.local.launcher import LocalApiProcess
 from tests.e2e.conftest import Client, Reply, new_ip, new_name, parallel, run_cli, with_totp
 

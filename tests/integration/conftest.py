@@ -34,11 +34,12 @@ from moto import mock_aws
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 
-from nimbus_core import metrics, passwords
 from nimbus_core.adapters import clients, container, runtime_config
+from nimbus_core.domain.killswitches import KillSwitch, enabled_in, parameter_names, stored_value
 from nimbus_core.http.policy import Endpoint
-from nimbus_core.killswitches import KillSwitch, enabled_in, parameter_names, stored_value
-from nimbus_core.settings import get_settings
+from nimbus_core.platform import metrics
+from nimbus_core.platform.settings import get_settings
+from nimbus_core.sessions import passwords
 from nimbus_tools.local.faults import Fault, FaultRegistry, botocore_hook
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub, Reply
 from nimbus_tools.local.provision import ProvisionedStack, provision, put_default_domain
@@ -435,7 +436,7 @@ NOW = 1_800_000_000.25  # 2027-01-15T08:00:00.250Z: a fixed moment for exact exp
 
 
 class Clock:
-    """A clock the service reads through ``nimbus_core.clock.now``; tests move it by hand."""
+    """A clock the service reads through ``nimbus_core.platform.clock.now``; tests move it by hand."""
 
     def __init__(self, now: float) -> None:
         self.now = now
@@ -447,7 +448,7 @@ class Clock:
 @pytest.fixture
 def frozen(monkeypatch: pytest.MonkeyPatch) -> Clock:
     """Freeze the service's clock at NOW so expiries and timestamps are exact."""
-    from nimbus_core import clock
+    from nimbus_core.platform import clock
 
     fixed = Clock(NOW)
     monkeypatch.setattr(clock, "now", fixed)

@@ -46,11 +46,11 @@ from botocore.model import OperationModel
 from botocore.parsers import create_parser
 
 from bench.calls import PASSWORD, Harness, Leftovers, Scenario, scenarios
-from nimbus_core import clock
 from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.items import from_item
 from nimbus_core.adapters.users import COUNT_KEY_PREFIX
-from nimbus_core.errors import DependencyError
+from nimbus_core.domain.errors import DependencyError
+from nimbus_core.platform import clock
 from nimbus_tools.local.faults import SdkAnswer
 from nimbus_tools.local.inprocess import Reply
 from nimbus_tools.template import function_specs, load_template, stream_subscriptions

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from nimbus_core import clock
 from nimbus_core.adapters import container
-from nimbus_core.settings import get_settings
+from nimbus_core.platform import clock
+from nimbus_core.platform.settings import get_settings
 from nimbus_tools.local.inprocess import Reply
 from tests.integration.conftest import Api, Faults, Stack
 

@@ -30,11 +30,12 @@ import pytest
 from botocore.config import Config
 from botocore.model import OperationModel
 
-import nimbus_core.clock
-from nimbus_core import metrics, passwords
+import nimbus_core.platform.clock
 from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.items import from_item
-from nimbus_core.settings import get_settings
+from nimbus_core.platform import metrics
+from nimbus_core.platform.settings import get_settings
+from nimbus_core.sessions import passwords
 from nimbus_tools.local.faults import FaultRegistry, botocore_hook
 from nimbus_tools.local.inprocess import Reply
 from nimbus_tools.template import REPO_ROOT, function_specs, load_template, stream_subscriptions
@@ -1031,7 +1032,7 @@ def recording(_provisioned: Stack) -> Recording:
     try:
         with pytest.MonkeyPatch.context() as patch:
             clock = Clock(NOW)
-            patch.setattr(nimbus_core.clock, "now", clock)
+            patch.setattr(nimbus_core.platform.clock, "now", clock)
             patch.setattr(clients, "session", recorded.session_factory())
             patch.setattr(passwords, "_hasher", cheap_hasher)  # argon2 still runs, in milliseconds
             patch.setattr(passwords, "hash_password", recorded.argon2_work(passwords.hash_password))

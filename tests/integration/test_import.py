@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from nimbus_core import passwords
 from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.items import from_item
 from nimbus_core.adapters.sessions import DynamoSessions
 from nimbus_core.adapters.users import DynamoUsers
-from nimbus_core.errors import DependencyError
-from nimbus_core.settings import get_settings
+from nimbus_core.domain.errors import DependencyError
+from nimbus_core.platform.settings import get_settings
+from nimbus_core.sessions import passwords
 from nimbus_tools.migrate.importer import Report, Stores, run_import
 from nimbus_tools.migrate.source import UpstreamSource
 from tests import totp_reference

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from nimbus_core.adapters import container
-from nimbus_core.killswitches import KillSwitch
-from nimbus_core.settings import get_settings
+from nimbus_core.domain.killswitches import KillSwitch
+from nimbus_core.platform.settings import get_settings
 from tests.integration.conftest import Api, Clock, Stack
 from tests.integration.test_staff_accounts import Staff
 

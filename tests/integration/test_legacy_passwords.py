@@ -10,8 +10,8 @@ from typing import Any
 import bcrypt
 import pytest
 
-from nimbus_core import passwords
 from nimbus_core.adapters.items import from_item
+from nimbus_core.sessions import passwords
 from tests.integration.conftest import Api, Clock, Stack
 from tests.integration.test_second_factor_challenge import enrol_totp, totp_now
 from tests.integration.test_user_races import before_next_transaction

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from argon2 import PasswordHasher
 
-from nimbus_core import passwords
 from nimbus_core.adapters.items import from_item
+from nimbus_core.sessions import passwords
 from nimbus_tools.local.inprocess import Reply
 from tests.integration.conftest import NOW, Api, Clock, Stack
 

@@ -15,7 +15,7 @@ from nimbus_core.adapters.dead_letters import dead_letter_from_body
 from nimbus_core.adapters.items import from_item
 from nimbus_core.adapters.outbox import DynamoOutbox, OutboxMessage
 from nimbus_core.adapters.transactions import DynamoTransactor
-from nimbus_core.mail_templates import Email
+from nimbus_core.domain.models import Email
 from tests.integration.conftest import NOW, REGION, Api, Clock, Faults, Stack
 
 LINK = re.compile(r"https://files\.test/verify\?token=[A-Za-z0-9]+\.([A-Za-z0-9_-]+)")

@@ -65,7 +65,7 @@ def test_a_failure_to_emit_metrics_never_fails_the_request(api: Api, monkeypatch
 def test_metrics_recorded_outside_an_invocation_do_not_leak_into_the_next(
     api: Api, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from nimbus_core import metrics
+    from nimbus_core.platform import metrics
 
     metrics.count(metrics.Event.LOGIN_FAILED)  # e.g. left over by code run outside a handler
     assert api.register().status == 201

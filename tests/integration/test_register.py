@@ -12,7 +12,7 @@ from argon2 import PasswordHasher
 
 from nimbus_core.adapters.items import from_item, read_record
 from nimbus_core.adapters.users import count_shard
-from nimbus_core.models import Session
+from nimbus_core.domain.models import Session
 from nimbus_tools.local.events import HttpRequest, build_event
 from nimbus_tools.local.inprocess import LambdaContextStub, Reply
 from tests.integration.conftest import NOW, Api, Clock, Faults, Stack

@@ -13,7 +13,7 @@ import pytest
 
 from nimbus_core.adapters import clients
 from nimbus_core.adapters.runtime_config import SsmRuntimeConfig
-from nimbus_core.killswitches import KillSwitch
+from nimbus_core.domain.killswitches import KillSwitch
 from tests.integration.conftest import Api, Clock, Stack
 from tests.integration.test_staff_accounts import Staff, code, fresh_ip, new_user
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from nimbus_core.adapters.items import from_item
-from nimbus_core.ids import new_id
-from nimbus_core.scopes import Scope
+from nimbus_core.domain.scopes import Scope
+from nimbus_core.platform.ids import new_id
 from tests.integration.conftest import PARAMS, Api, Stack
 from tests.integration.test_self_service import code, new_user, scoped_token
 from tests.integration.test_staff_accounts import Staff, staff  # noqa: F401 (the fixture)

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
+from nimbus_core.domain.scopes import STAFF_BITS, Scope
 from nimbus_core.http.policy import Auth, Endpoint
-from nimbus_core.ids import new_id
-from nimbus_core.scopes import STAFF_BITS, Scope
+from nimbus_core.platform.ids import new_id
 from nimbus_tools.local.inprocess import Reply
 from nimbus_tools.template import function_specs, load_template
 from tests.integration.conftest import PARAMS, Api, Stack

@@ -14,12 +14,12 @@ from typing import Any
 import pyotp
 import pytest
 
-from nimbus_core import otp
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
-from nimbus_core.clock import iso
-from nimbus_core.ids import new_id
-from nimbus_core.models import SecondFactor, User
+from nimbus_core.domain.models import SecondFactor, User
+from nimbus_core.factors import otp
+from nimbus_core.platform.clock import iso
+from nimbus_core.platform.ids import new_id
 from nimbus_tools.local.inprocess import Reply
 from tests import totp_reference
 from tests.integration.conftest import NOW, Api, Clock, Stack

@@ -8,7 +8,7 @@ from typing import Any
 import pyotp
 import pytest
 
-from nimbus_core.ids import new_id
+from nimbus_core.platform.ids import new_id
 from nimbus_tools.local.inprocess import Reply
 from tests.integration.conftest import NOW, Api, Clock, Stack
 from tests.staff import promote

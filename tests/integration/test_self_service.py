@@ -13,9 +13,9 @@ from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_core.adapters.sessions import DynamoSessions
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
-from nimbus_core.ids import new_id
-from nimbus_core.models import Session
-from nimbus_core.tokens import hash_secret
+from nimbus_core.domain.models import Session
+from nimbus_core.platform.ids import new_id
+from nimbus_core.sessions.tokens import hash_secret
 from nimbus_tools.local.inprocess import Reply
 from tests.integration.conftest import Api, Clock, Faults, Stack
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from nimbus_core.ids import new_id
-from nimbus_core.scopes import ALL_BITS, STAFF_BITS, Scope
+from nimbus_core.domain.scopes import ALL_BITS, STAFF_BITS, Scope
+from nimbus_core.platform.ids import new_id
 from nimbus_tools.local.inprocess import Reply
 from tests.integration.conftest import NOW, Api, Clock, Faults, Stack
 from tests.staff import promote
@@ -379,8 +379,8 @@ def test_revoke_all_from_a_revoked_view_does_not_keep_the_caller(api: Api, stack
     """Two sessions revoking "all but mine" at once: the one that loses the race is revoked too. The
     race is replayed in order here: the second request was authenticated before the first committed."""
     from nimbus_core.adapters.container import production_deps
-    from nimbus_core.auth import authenticate
-    from nimbus_core.tokens import parse_session_token
+    from nimbus_core.sessions.auth import authenticate
+    from nimbus_core.sessions.tokens import parse_session_token
     from sessions_api import service
 
     username, first = new_user(api)
@@ -392,7 +392,7 @@ def test_revoke_all_from_a_revoked_view_does_not_keep_the_caller(api: Api, stack
     assert stale_view is not None
 
     assert api.call("DELETE", "/users/me/sessions/all", token=first).status == 200
-    from nimbus_core.errors import NimbusError
+    from nimbus_core.domain.errors import NimbusError
 
     with pytest.raises(NimbusError) as refused:
         service.revoke_all_sessions(deps, service.Owner.me(stale_view), keep_current=True, now=time.time())
@@ -717,7 +717,7 @@ def test_the_staff_second_factor_rule_is_a_deployment_setting(
     api: Api, stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from nimbus_core.adapters import container
-    from nimbus_core.settings import get_settings
+    from nimbus_core.platform.settings import get_settings
 
     _, target = new_user(api)
     _, staff = new_user(api)

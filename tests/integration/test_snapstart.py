@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from snapshot_restore_py import get_after_restore, get_before_snapshot
 
-from nimbus_core import ids, snapstart
-from nimbus_core.adapters import clients, container
+from nimbus_core.adapters import clients, container, snapstart
+from nimbus_core.platform import ids
 from tests.integration.conftest import Api, Stack
 
 HANDLERS = (

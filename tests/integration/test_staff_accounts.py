@@ -12,8 +12,8 @@ from typing import Any
 import pyotp
 import pytest
 
-from nimbus_core.clock import iso
-from nimbus_core.ids import new_id
+from nimbus_core.platform.clock import iso
+from nimbus_core.platform.ids import new_id
 from nimbus_tools.local.inprocess import Reply
 from tests.integration.conftest import NOW, Api, Clock, Faults, Stack
 from tests.staff import promote

@@ -29,7 +29,7 @@ import pytest
 from botocore.config import Config
 
 from mail_api.service import MailService
-from nimbus_core import ids
+from nimbus_core.accounts.mail_templates import verification_email
 from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.dead_letters import dead_letter_from_body
 from nimbus_core.adapters.items import to_item
@@ -37,9 +37,9 @@ from nimbus_core.adapters.outbox import DynamoOutbox, OutboxMessage, message_to_
 from nimbus_core.adapters.sessions import DynamoSessions, session_item
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
-from nimbus_core.mail_templates import verification_email
-from nimbus_core.models import User
-from nimbus_core.session_issuer import revoke_all
+from nimbus_core.domain.models import User
+from nimbus_core.platform import ids
+from nimbus_core.sessions.session_issuer import revoke_all
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub
 from nimbus_tools.local.streams import StreamReader, lambda_event, latest_stream_arn, matches
 from tests.contract.builders import a_session, a_user

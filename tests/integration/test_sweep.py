@@ -14,8 +14,8 @@ from nimbus_core.adapters import clients
 from nimbus_core.adapters.sessions import DynamoSessions, session_item
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
-from nimbus_core.models import Session, User
-from nimbus_core.session_issuer import revoke_all
+from nimbus_core.domain.models import Session, User
+from nimbus_core.sessions.session_issuer import revoke_all
 from tests.contract.builders import a_session
 from tests.integration.conftest import Api, Faults, Stack
 from tests.integration.stream_feed import Invocation

@@ -18,10 +18,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.transactions import DynamoTransactor
-from nimbus_core.clock import iso
-from nimbus_core.models import Session
-from nimbus_core.settings import get_settings
-from nimbus_core.upstream_tokens import UPSTREAM_SECRET_HASH, parse_upstream_token
+from nimbus_core.domain.models import Session
+from nimbus_core.platform.clock import iso
+from nimbus_core.platform.settings import get_settings
+from nimbus_core.sessions.upstream_tokens import UPSTREAM_SECRET_HASH, parse_upstream_token
 from tests.integration.conftest import NOW, PARAMS, Api, Clock, Stack
 from tests.integration.test_mail import record_calls
 from tests.migration.upstream import UpstreamSigner

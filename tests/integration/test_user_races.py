@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from nimbus_core import account_changes, notices
+from nimbus_core.accounts import account_changes, notices
 from nimbus_core.adapters import clients, container
 from tests.integration.conftest import NOW, Api, Clock, Stack
 from tests.integration.test_second_factor_challenge import enrol_totp, totp_now

@@ -13,8 +13,8 @@ import pyotp
 import pytest
 
 from nimbus_core.adapters import container
-from nimbus_core.ids import new_id
-from nimbus_core.settings import get_settings
+from nimbus_core.platform.ids import new_id
+from nimbus_core.platform.settings import get_settings
 from nimbus_tools.local.inprocess import Reply
 from tests.integration.conftest import NOW, ORIGIN, PARAMS, Api, Clock, Faults, Stack
 from tests.passkey_authenticator import AuthenticatorRefusedError, SoftwareAuthenticator, b64url

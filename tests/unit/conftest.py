@@ -18,8 +18,8 @@ def _no_network() -> object:
 @pytest.fixture(autouse=True)
 def _settings(monkeypatch: pytest.MonkeyPatch) -> object:
     """Deployment settings as the template would set them (names only; nothing is reached)."""
-    from nimbus_core import metrics
-    from nimbus_core.settings import get_settings
+    from nimbus_core.platform import metrics
+    from nimbus_core.platform.settings import get_settings
 
     # The fakes' settings, as the template would set them (names only; nothing is reached).
     from tests.fakes import SETTINGS
@@ -39,7 +39,7 @@ def cheap_password_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
     """argon2id with the smallest parameters: the rules are the same, the tests stay fast."""
     from argon2 import PasswordHasher
 
-    from nimbus_core import passwords
+    from nimbus_core.sessions import passwords
 
     cheap = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
     monkeypatch.setattr(passwords, "_hasher", lambda: cheap)

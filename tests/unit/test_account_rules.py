@@ -15,17 +15,18 @@ from accounts_api import service as accounts
 from accounts_api.routes import routes as account_routes
 from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody
-from nimbus_core import passwords, verification
-from nimbus_core.auth import Caller, authenticate
-from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, RateLimitedError
+from nimbus_core.accounts import verification
+from nimbus_core.accounts.notices import Actor
+from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError, RateLimitedError
+from nimbus_core.domain.identity import email_key, username_key
+from nimbus_core.domain.models import User
+from nimbus_core.domain.scopes import Scope
+from nimbus_core.factors.reverify import reverify
 from nimbus_core.http.app import create_app
-from nimbus_core.identity import email_key, username_key
-from nimbus_core.models import User
-from nimbus_core.notices import Actor
-from nimbus_core.reverify import reverify
-from nimbus_core.scopes import Scope
-from nimbus_core.session_issuer import IssuedSession, new_session
-from nimbus_core.tokens import parse_session_token
+from nimbus_core.sessions import passwords
+from nimbus_core.sessions.auth import Caller, authenticate
+from nimbus_core.sessions.session_issuer import IssuedSession, new_session
+from nimbus_core.sessions.tokens import parse_session_token
 from staff_api import service as staff
 from tests.fakes import FakeWorld
 from tests.recovery_requests import ask_for_recovery

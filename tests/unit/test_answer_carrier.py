@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from nimbus_core.errors import UserChangedError
-from nimbus_core.ports import WriteOp
-from nimbus_core.reverify import AnswerCarrier
+from nimbus_core.domain.errors import UserChangedError
+from nimbus_core.domain.ports import WriteOp
+from nimbus_core.factors.reverify import AnswerCarrier
 
 ANSWER: list[WriteOp] = [WriteOp()]
 CHANGE: list[WriteOp] = [WriteOp()]

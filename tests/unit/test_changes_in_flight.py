@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from accounts_api import service as accounts
-from nimbus_core.auth import Caller
-from nimbus_core.errors import ErrorCode
-from nimbus_core.models import SecondFactor, User
-from nimbus_core.notices import Actor
+from nimbus_core.accounts.notices import Actor
+from nimbus_core.domain.errors import ErrorCode
+from nimbus_core.domain.models import SecondFactor, User
+from nimbus_core.sessions.auth import Caller
 from sessions_api import service as sessions
 from staff_api import service as staff
 from tests.fakes import FakeWorld, fake_world

@@ -36,7 +36,7 @@ DATA_CLASSES = "aws_lambda_powertools.utilities.data_classes"
 NOT_AT_IMPORT = (
     "boto3",
     "s3transfer",
-    "nimbus_core.views",
+    "nimbus_core.http.views",
     "ua_parser",
     "pydantic",
     "pydantic_core",
@@ -47,7 +47,7 @@ NOT_AT_IMPORT = (
 REQUEST_MODELS = sorted(
     f"{path.parent.name}.models" for path in Path(REPO_ROOT, "functions").glob("*/*_api/models.py")
 )
-MODELS_NOT_AT_IMPORT = ("nimbus_core.validation", "nimbus_core.account_bodies", *REQUEST_MODELS)
+MODELS_NOT_AT_IMPORT = ("nimbus_core.http.validation", "nimbus_core.http.account_bodies", *REQUEST_MODELS)
 
 
 @functools.cache

@@ -12,7 +12,9 @@ from typing import Any, cast
 import pytest
 from pydantic import BaseModel
 
-from nimbus_core.deps import Deps
+from nimbus_core.domain.deps import Deps
+from nimbus_core.domain.killswitches import KillSwitch
+from nimbus_core.domain.scopes import Scope
 from nimbus_core.http.app import NimbusApp, create_app
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Endpoint, Policy
@@ -20,8 +22,6 @@ from nimbus_core.http.registry import Declared, EndpointRouter, UnguardedRouteEr
 from nimbus_core.http.request_models import ModelKind, UnknownModelError, request_model
 from nimbus_core.http.responses import Response, json_response
 from nimbus_core.http.routing import DuplicateRouteError
-from nimbus_core.killswitches import KillSwitch
-from nimbus_core.scopes import Scope
 from nimbus_tools.openapi import endpoint_errors
 from nimbus_tools.template import FunctionSpec, function_specs, load_template
 from tests.seed_endpoints import BY_KEY, SEED_ENDPOINTS, SeedEndpoint
@@ -166,8 +166,8 @@ def test_documented_statuses_follow_the_seeds_observed_rules(function: str, endp
 def test_login_asks_for_the_password_in_its_own_body() -> None:
     """The login row's Reverify is not the guard's: the body itself must require the password,
     unless it answers a second-factor challenge."""
-    from nimbus_core.errors import NimbusError
-    from nimbus_core.validation import validate
+    from nimbus_core.domain.errors import NimbusError
+    from nimbus_core.http.validation import validate
 
     (login,) = [e for _, e in REGISTERED if (e.method, e.path) == ("POST", "/login")]
     body = login.model("body")
@@ -223,7 +223,7 @@ def test_a_misspelt_model_name_is_refused_when_resolved() -> None:
 
 
 def test_a_policy_names_its_models_and_its_group_the_module_they_are_in() -> None:
-    from nimbus_core.validation import Body
+    from nimbus_core.http.validation import Body
 
     with pytest.raises(TypeError, match=r"POST /a: Policy\.body names its model by class name"):
         EndpointRouter(models="auth_api.models").endpoint("POST", "/a", Policy(body=cast(Any, Body)))

@@ -9,21 +9,21 @@ from typing import Any, cast
 import pytest
 from pydantic import Field
 
-from nimbus_core.errors import DependencyError
+from nimbus_core.domain.errors import DependencyError
+from nimbus_core.domain.killswitches import KillSwitch
+from nimbus_core.domain.models import Session, User
+from nimbus_core.domain.ports import RuntimeConfig
+from nimbus_core.domain.ratelimits import Per, RateLimit
+from nimbus_core.domain.scopes import Scope
 from nimbus_core.http.app import NimbusApp, create_app, create_handler
 from nimbus_core.http.app import logger as app_logger
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import Response, json_response
-from nimbus_core.ids import new_id
-from nimbus_core.killswitches import KillSwitch
-from nimbus_core.models import Session, User
-from nimbus_core.ports import RuntimeConfig
-from nimbus_core.ratelimits import Per, RateLimit
-from nimbus_core.scopes import Scope
-from nimbus_core.tokens import hash_secret
-from nimbus_core.validation import Body, Query, QueryBool
+from nimbus_core.http.validation import Body, Query, QueryBool
+from nimbus_core.platform.ids import new_id
+from nimbus_core.sessions.tokens import hash_secret
 from nimbus_tools.local.inprocess import LambdaContextStub
 from tests.fakes import FakeConfig, fake_world
 

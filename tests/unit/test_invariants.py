@@ -22,7 +22,8 @@ from accounts_api import service as accounts
 from auth_api import recovery
 from auth_api import service as auth
 from auth_api.models import RecoverBody, RegisterBody, ResetPasswordBody
-from nimbus_core import account_changes, ids, verification
+from nimbus_core.accounts import account_changes, verification
+from nimbus_core.accounts.notices import Actor
 from nimbus_core.adapters.challenges import DynamoChallenges
 from nimbus_core.adapters.counters import DynamoCounters
 from nimbus_core.adapters.domains import DynamoDomains
@@ -32,13 +33,13 @@ from nimbus_core.adapters.sessions import DynamoSessions, session_item
 from nimbus_core.adapters.tokens import DynamoTokens
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
-from nimbus_core.auth import Caller, authenticate
-from nimbus_core.clock import iso
-from nimbus_core.deps import Deps
-from nimbus_core.models import Challenge, PendingFactor, Session, User
-from nimbus_core.notices import Actor
-from nimbus_core.session_issuer import new_session
-from nimbus_core.tokens import SessionToken, hash_secret
+from nimbus_core.domain.deps import Deps
+from nimbus_core.domain.models import Challenge, PendingFactor, Session, User
+from nimbus_core.platform import ids
+from nimbus_core.platform.clock import iso
+from nimbus_core.sessions.auth import Caller, authenticate
+from nimbus_core.sessions.session_issuer import new_session
+from nimbus_core.sessions.tokens import SessionToken, hash_secret
 from nimbus_tools.local.provision import create_tables
 from nimbus_tools.migrate.importer import Stores, run_import
 from nimbus_tools.migrate.source import UpstreamAccount, UpstreamSession, UpstreamSource

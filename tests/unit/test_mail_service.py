@@ -10,10 +10,10 @@ import pytest
 
 from mail_api import handler
 from mail_api.service import MailService, MessageBusy, RetryPolicy
+from nimbus_core.accounts.mail_templates import verification_email
 from nimbus_core.adapters.dead_letters import DeadLetter, dead_letter_from_body
 from nimbus_core.adapters.items import to_item
 from nimbus_core.adapters.outbox import Claim, OutboxMessage, Settlement, message_to_values
-from nimbus_core.mail_templates import verification_email
 from nimbus_tools.local.inprocess import LambdaContextStub
 
 SECRET = "s3cr3t-one-time-token-AAAAAAAAAAAAAAAAAAAAAAAAAAAA"

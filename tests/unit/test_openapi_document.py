@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from openapi_spec_validator import validate
 
-from nimbus_core.errors import ErrorCode
+from nimbus_core.domain.errors import ErrorCode
 from nimbus_core.http.policy import Auth
 from nimbus_tools.openapi import build_document, documented_errors, registered_endpoints, render
 from tests.seed_endpoints import BY_KEY

@@ -18,7 +18,7 @@ import pyotp
 import pytest
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
-from nimbus_core import otp
+from nimbus_core.factors import otp
 from tests import totp_reference
 from tests.migration.upstream import totp_secret as upstream_totp_secret
 
@@ -166,6 +166,6 @@ def test_backup_codes_are_read_forgivingly_and_hashed() -> None:
 
 
 def test_importing_otp_imports_no_otp_library() -> None:
-    probe = "import sys, nimbus_core.otp; print(sorted({'pyotp', 'cryptography'} & {*sys.modules}))"
+    probe = "import sys, nimbus_core.factors.otp; print(sorted({'pyotp', 'cryptography'} & {*sys.modules}))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -19,17 +19,17 @@ from typing import Any
 import cbor2
 import pytest
 
-from nimbus_core.passkeys import (
+from nimbus_core.factors.passkeys import (
     CHALLENGE_SECONDS,
     NewCredential,
     PasskeyError,
-    RelyingParty,
     authentication_options,
     credential_id_of,
     registration_options,
     verify_authentication,
     verify_registration,
 )
+from nimbus_core.platform.settings import RelyingParty
 from tests.passkey_authenticator import (
     TEST_AAGUID,
     Algorithm,
@@ -844,19 +844,20 @@ def test_random_corruptions_are_refused_with_passkey_error_only(
 
 _PROBE = """
 import json, sys
-import nimbus_core.passkeys as p
+import nimbus_core.factors.passkeys as p
+import nimbus_core.platform.settings as s
 heavy = ("webauthn", "cbor2", "cryptography", "OpenSSL", "pyasn1")
 def loaded():
     return sorted({m.split(".")[0] for m in sys.modules if m.split(".")[0] in heavy})
 print(json.dumps(loaded()))
-p.RelyingParty(id="localhost", name="n", origins=("http://localhost",), user_verification="preferred")
+s.RelyingParty(id="localhost", name="n", origins=("http://localhost",), user_verification="preferred")
 try:
     p.credential_id_of({"id": "AAAA", "rawId": "AAAA"})
     p.credential_id_of(None)
 except p.PasskeyError:
     pass
 print(json.dumps(loaded()))
-p.authentication_options(p.RelyingParty(id="localhost", name="n", origins=("http://localhost",),
+p.authentication_options(s.RelyingParty(id="localhost", name="n", origins=("http://localhost",),
                          user_verification="preferred"), credential_ids=[b"x"])
 print(json.dumps(loaded()))
 """

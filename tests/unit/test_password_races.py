@@ -16,9 +16,9 @@ import bcrypt
 import pytest
 
 from accounts_api import service as accounts
-from nimbus_core import passwords
-from nimbus_core.errors import ErrorCode
-from nimbus_core.notices import Actor, Notice
+from nimbus_core.accounts.notices import Actor, Notice
+from nimbus_core.domain.errors import ErrorCode
+from nimbus_core.sessions import passwords
 from staff_api import service as staff
 from tests.fakes import FakeWorld, fake_world
 from tests.races import (

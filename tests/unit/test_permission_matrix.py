@@ -17,14 +17,14 @@ from typing import Any, Literal
 
 import pytest
 
-from nimbus_core import otp
-from nimbus_core.clock import iso
+from nimbus_core.domain.models import SecondFactor, Session, User
+from nimbus_core.domain.scopes import Scope
+from nimbus_core.factors import otp
 from nimbus_core.http.app import NimbusApp
 from nimbus_core.http.policy import Endpoint
-from nimbus_core.ids import new_id, new_secret
-from nimbus_core.models import SecondFactor, Session, User
-from nimbus_core.scopes import Scope
-from nimbus_core.tokens import hash_secret
+from nimbus_core.platform.clock import iso
+from nimbus_core.platform.ids import new_id, new_secret
+from nimbus_core.sessions.tokens import hash_secret
 from nimbus_tools.template import function_specs, load_template
 from tests.fakes import SETTINGS, FakeWorld, fake_world
 from tests.samples import sample_user

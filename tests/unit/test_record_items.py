@@ -9,7 +9,7 @@ import pytest
 from nimbus_core.adapters.items import read_record, record_item, stored_name, stored_values
 from nimbus_core.adapters.sessions import session_item
 from nimbus_core.adapters.users import user_item
-from nimbus_core.models import (
+from nimbus_core.domain.models import (
     Challenge,
     Domain,
     PendingFactor,

@@ -13,8 +13,8 @@ import pytest
 from auth_api import recovery
 from auth_api import service as auth
 from auth_api.models import RecoverBody, RegisterBody
-from nimbus_core.models import User
-from nimbus_core.ports import RecoveryRequest
+from nimbus_core.domain.models import User
+from nimbus_core.domain.ports import RecoveryRequest
 from recovery_api.service import handle_request
 from tests.fakes import FakeWorld
 from tests.recovery_requests import ask_for_recovery

@@ -14,13 +14,14 @@ import pytest
 from auth_api import recovery
 from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody, ResetPasswordBody
-from nimbus_core import challenges, otp, passwords
-from nimbus_core.auth import Caller, authenticate
-from nimbus_core.errors import ErrorCode, NimbusError, RateLimitedError
-from nimbus_core.ids import new_id
-from nimbus_core.models import SecondFactor, User
-from nimbus_core.session_issuer import IssuedSession
-from nimbus_core.tokens import parse_session_token
+from nimbus_core.domain.errors import ErrorCode, NimbusError, RateLimitedError
+from nimbus_core.domain.models import SecondFactor, User
+from nimbus_core.factors import challenges, otp
+from nimbus_core.platform.ids import new_id
+from nimbus_core.sessions import passwords
+from nimbus_core.sessions.auth import Caller, authenticate
+from nimbus_core.sessions.session_issuer import IssuedSession
+from nimbus_core.sessions.tokens import parse_session_token
 from tests.fakes import FakeWorld
 from tests.recovery_requests import ask_for_recovery
 

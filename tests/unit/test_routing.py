@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from nimbus_core.errors import NimbusError
+from nimbus_core.domain.errors import NimbusError
 from nimbus_core.http.event import HttpEvent
 from nimbus_core.http.responses import json_response
 from nimbus_core.http.routing import DuplicateRouteError, RouteTable, literal_siblings

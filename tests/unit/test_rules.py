@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from nimbus_core import passwords
-from nimbus_core.errors import ErrorCode, NimbusError
-from nimbus_core.killswitches import KillSwitch, enabled_in, is_on, parameter_names, stored_value
-from nimbus_core.loglevels import normalize
-from nimbus_core.scopes import ALL_BITS, STAFF_BITS, Scope, grants
-from nimbus_core.useragent import device_name
+from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.killswitches import KillSwitch, enabled_in, is_on, parameter_names, stored_value
+from nimbus_core.domain.loglevels import normalize
+from nimbus_core.domain.scopes import ALL_BITS, STAFF_BITS, Scope, grants
+from nimbus_core.domain.useragent import device_name
+from nimbus_core.sessions import passwords
 
 
 def test_normal_sessions_and_scope_all_grant_everything() -> None:

@@ -13,12 +13,13 @@ import pytest
 from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody
 from factors_api import service as factors
-from nimbus_core import challenges, notices, otp
-from nimbus_core.auth import Caller, authenticate
-from nimbus_core.errors import ErrorCode, NimbusError, RateLimitedError
-from nimbus_core.ids import new_id
-from nimbus_core.reverify import AnswerCarrier, reverify
-from nimbus_core.tokens import parse_session_token
+from nimbus_core.accounts import notices
+from nimbus_core.domain.errors import ErrorCode, NimbusError, RateLimitedError
+from nimbus_core.factors import challenges, otp
+from nimbus_core.factors.reverify import AnswerCarrier, reverify
+from nimbus_core.platform.ids import new_id
+from nimbus_core.sessions.auth import Caller, authenticate
+from nimbus_core.sessions.tokens import parse_session_token
 from tests.fakes import FakeWorld
 
 PASSWORD = "correct horse"

@@ -7,13 +7,13 @@ import pytest
 
 from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody
-from nimbus_core import notices
-from nimbus_core.auth import Caller, authenticate
-from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.accounts import notices
+from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.scopes import Scope
 from nimbus_core.http.guard import Request
-from nimbus_core.ids import new_id
-from nimbus_core.scopes import Scope
-from nimbus_core.tokens import parse_session_token
+from nimbus_core.platform.ids import new_id
+from nimbus_core.sessions.auth import Caller, authenticate
+from nimbus_core.sessions.tokens import parse_session_token
 from sessions_api import service
 from sessions_api.service import Owner
 from tests.fakes import FakeWorld, fake_world

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nimbus_core.settings import Settings, SettingsError
+from nimbus_core.platform.settings import Settings, SettingsError
 from tests.fakes import SETTINGS
 
 

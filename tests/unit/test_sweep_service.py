@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from nimbus_core import metrics
 from nimbus_core.adapters.users import user_id_from_key
-from nimbus_core.errors import DependencyError
-from nimbus_core.models import Session, User
-from nimbus_core.session_issuer import revoke_all
+from nimbus_core.domain.errors import DependencyError
+from nimbus_core.domain.models import Session, User
+from nimbus_core.platform import metrics
+from nimbus_core.sessions.session_issuer import revoke_all
 from nimbus_tools.local.inprocess import LambdaContextStub
 from sweep_api import handler
 from sweep_api.service import Sweeper, Swept, sweep_user

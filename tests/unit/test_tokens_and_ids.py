@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nimbus_core.ids import is_id, is_session_id, new_id, new_secret, session_order
-from nimbus_core.tokens import hash_secret, new_session_token, parse_session_token, secret_matches
+from nimbus_core.platform.ids import is_id, is_session_id, new_id, new_secret, session_order
+from nimbus_core.sessions.tokens import hash_secret, new_session_token, parse_session_token, secret_matches
 
 
 def test_ids_are_url_safe_time_ordered_and_unique() -> None:

@@ -9,7 +9,7 @@ import pytest
 from botocore.stub import Stubber
 
 from nimbus_core.adapters.transactions import DynamoTransactor, TransactOp, fails_with
-from nimbus_core.errors import DependencyError, ErrorCode, NimbusError
+from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError
 
 PUT = {"Put": {"TableName": "t", "Item": {"pk": {"S": "a"}}}}
 CLAIM = {

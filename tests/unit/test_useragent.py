@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from ua_parser import Domain, parse
 
-from nimbus_core.ids import new_id
-from nimbus_core.models import Session
-from nimbus_core.session_issuer import new_session
-from nimbus_core.useragent import device_name, trimmed_parser
+from nimbus_core.domain.models import Session
+from nimbus_core.domain.useragent import device_name, trimmed_parser
+from nimbus_core.platform.ids import new_id
+from nimbus_core.sessions.session_issuer import new_session
 from tests.samples import sample_user
 
 AGENTS = [

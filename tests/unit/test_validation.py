@@ -10,9 +10,9 @@ import pytest
 from pydantic import Field
 
 from auth_api.models import LoginBody, RegisterBody
-from nimbus_core.errors import ErrorCode, NimbusError
-from nimbus_core.request_input import read_json_body, read_query
-from nimbus_core.validation import Body, Pagination, Query, QueryBool, validate
+from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.http.request_input import read_json_body, read_query
+from nimbus_core.http.validation import Body, Pagination, Query, QueryBool, validate
 
 GOOD = {"username": "alice", "email": "alice@example.com", "password": "correct horse"}
 

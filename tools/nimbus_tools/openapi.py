@@ -5,7 +5,7 @@ Every HTTP function's app (as template.yaml lists them) declares its endpoints o
 
 - the path, query and body parameters from the pydantic models the policy names (found in its
   group's models module, as the guard finds them: :meth:`Endpoint.model`), and the success
-  response from its response model (named in ``nimbus_core.views``: :func:`response_model`);
+  response from its response model (named in ``nimbus_core.http.views``: :func:`response_model`);
 - the errors: the ones the guard answers for that policy (session, staff, scope, kill switches,
   validation, reverification, rate limit, target user), plus the codes the route's docstring names
   (``404 INVALID_USER_ERROR``: a status before a code overrides the code's usual one);
@@ -28,10 +28,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from nimbus_core import __version__, views
-from nimbus_core.errors import ErrorCode
+from nimbus_core import __version__
+from nimbus_core.domain.errors import ErrorCode
+from nimbus_core.domain.killswitches import KillSwitch
+from nimbus_core.http import views
 from nimbus_core.http.policy import Auth, Endpoint, Policy
-from nimbus_core.killswitches import KillSwitch
 from nimbus_tools.template import Template, function_specs, load_template
 
 OPENAPI_VERSION = "3.1.0"
@@ -298,10 +299,10 @@ def _operation(registered: Registered, schemas: _Schemas) -> dict[str, Any]:
 
 
 def response_model(policy: Policy) -> type[BaseModel]:
-    """The view class that the policy's ``response`` names in ``nimbus_core.views``."""
+    """The view class that the policy's ``response`` names in ``nimbus_core.http.views``."""
     model = getattr(views, policy.response or "", None)
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
-        raise LookupError(f"nimbus_core.views has no response model {policy.response!r}")
+        raise LookupError(f"nimbus_core.http.views has no response model {policy.response!r}")
     return model
 
 

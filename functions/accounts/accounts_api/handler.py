@@ -1,8 +1,10 @@
 """Lambda entry point of the accounts group (/users..., /domains): wiring only."""
 
 from accounts_api.routes import routes
+from nimbus_core.adapters import snapstart
 from nimbus_core.adapters.container import production_deps
 from nimbus_core.http.app import create_app, create_handler
 
+snapstart.register_hooks()
 app = create_app(routes, deps=production_deps)
 lambda_handler = create_handler(app)

@@ -1,6 +1,6 @@
 """Request bodies of the account endpoints (``password`` and ``2fa`` are the guard's: reverification).
 
-The account changes' bodies are shared with the staff endpoints: :mod:`nimbus_core.account_bodies`.
+The account changes' bodies are shared with the staff endpoints: :mod:`nimbus_core.http.account_bodies`.
 """
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from typing import Annotated
 
 from pydantic import Field
 
-from nimbus_core.account_bodies import (
+from nimbus_core.http.account_bodies import (
     ChangeDomainBody,
     ChangeEmailBody,
     ChangePasswordBody,
     ChangeUsernameBody,
 )
-from nimbus_core.validation import Body, Pagination
+from nimbus_core.http.validation import Body, Pagination
 
 __all__ = [
     "ChangeDomainBody",

@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from accounts_api import service
-from nimbus_core import ratelimits, verification
-from nimbus_core.errors import SuccessCode
+from nimbus_core.accounts import verification
+from nimbus_core.domain import ratelimits
+from nimbus_core.domain.errors import SuccessCode
+from nimbus_core.domain.killswitches import KillSwitch
+from nimbus_core.domain.scopes import Scope
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import Response, json_response, success_response
-from nimbus_core.killswitches import KillSwitch
-from nimbus_core.scopes import Scope
 
 if TYPE_CHECKING:
     from accounts_api.models import ChangeDomainBody

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from aws_lambda_powertools import Logger
 
-from nimbus_core import account_changes
-from nimbus_core.auth import Caller
-from nimbus_core.clock import iso
-from nimbus_core.deps import Deps
-from nimbus_core.errors import DependencyError, ErrorCode, NimbusError
-from nimbus_core.models import Domain, User
-from nimbus_core.notices import Actor, Notice, notice_op
-from nimbus_core.session_issuer import revoke_all_but
+from nimbus_core.accounts import account_changes
+from nimbus_core.accounts.notices import Actor, Notice, notice_op
+from nimbus_core.domain.deps import Deps
+from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError
+from nimbus_core.domain.models import Domain, User
+from nimbus_core.platform.clock import iso
+from nimbus_core.sessions.auth import Caller
+from nimbus_core.sessions.session_issuer import revoke_all_but
 
 _log = Logger(child=True)
 
@@ -20,7 +20,7 @@ def change_username(deps: Deps, caller: Caller, username: str, now: float) -> Us
     """Rename the caller; the old and new claims swap in the same transaction as the user.
 
     The write holds on the session generation read; when it went stale, the caller is read again
-    (:func:`~nimbus_core.account_changes.on_fresh_read`, as for the address, domain and resend
+    (:func:`~nimbus_core.accounts.account_changes.on_fresh_read`, as for the address, domain and resend
     below): a session revoked meanwhile is 401 INVALID_SESSION_ERROR with nothing written; a
     session that stands has the rename built again on the user as stored now.
     """
@@ -38,7 +38,7 @@ def change_password(deps: Deps, caller: Caller, new_password: str, now: float, *
     the security notice naming ``actor`` is queued in the same transaction.
 
     The write holds only on the hash and session generation it read. When a concurrent change
-    lands first, the caller is read again (:func:`~nimbus_core.account_changes.on_fresh_caller`):
+    lands first, the caller is read again (:func:`~nimbus_core.accounts.account_changes.on_fresh_caller`):
     a reset, a staff password set, a ban or a change from another session revoked this session
     (401 INVALID_SESSION_ERROR, nothing written); a session that still stands was kept by a change
     of its own (the same session's other request) or by none (a rehash of the same password), so

@@ -7,9 +7,9 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel
 from pydantic_core import PydanticCustomError
 
-from nimbus_core.killswitches import KillSwitch, by_id
-from nimbus_core.loglevels import normalize
-from nimbus_core.validation import Body
+from nimbus_core.domain.killswitches import KillSwitch, by_id
+from nimbus_core.domain.loglevels import normalize
+from nimbus_core.http.validation import Body
 
 
 def _level(value: str) -> str:

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 import nimbus_core
 from admin_api import service
+from nimbus_core.domain.ports import RuntimeConfig
+from nimbus_core.domain.scopes import Scope
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import Response, json_response, json_text_response
-from nimbus_core.ports import RuntimeConfig
-from nimbus_core.scopes import Scope
 
 if TYPE_CHECKING:
     from admin_api.models import KillSwitchPath

@@ -11,9 +11,9 @@ from functools import cache
 from pathlib import Path
 
 import nimbus_core
-from nimbus_core.deps import Deps
-from nimbus_core.killswitches import KillSwitch
-from nimbus_core.ports import RuntimeConfig
+from nimbus_core.domain.deps import Deps
+from nimbus_core.domain.killswitches import KillSwitch
+from nimbus_core.domain.ports import RuntimeConfig
 
 # docs/openapi.json, shipped in the shared layer: nimbus_core/openapi.json is a symbolic link to it,
 # which `sam build` copies as the file itself (one committed document, `make openapi` writes it).

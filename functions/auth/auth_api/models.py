@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
-from nimbus_core.validation import Body, EmailAddress, Username, trim
+from nimbus_core.http.validation import Body, EmailAddress, Username, trim
 
 Password = Annotated[str, Field(min_length=8, max_length=64)]
 

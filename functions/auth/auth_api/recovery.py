@@ -18,17 +18,19 @@ from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
-from nimbus_core import challenges, clock, metrics, passwords
-from nimbus_core.account_changes import FRESH_USER_ATTEMPTS
-from nimbus_core.deps import Deps
-from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
-from nimbus_core.identity import MAX_LOGIN_NAME
-from nimbus_core.models import Challenge, RecoveryToken, User
-from nimbus_core.notices import Actor, Notice, notice_op
-from nimbus_core.ports import RecoveryRequest, WriteOp
-from nimbus_core.ratelimits import RECOVERY_WRONG_ANSWERS
-from nimbus_core.session_issuer import IssuedSession, new_session, normal_lifetime, revoke_all
-from nimbus_core.tokens import hash_secret, parse_user_token, secret_matches
+from nimbus_core.accounts.account_changes import FRESH_USER_ATTEMPTS
+from nimbus_core.accounts.notices import Actor, Notice, notice_op
+from nimbus_core.domain.deps import Deps
+from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
+from nimbus_core.domain.identity import MAX_LOGIN_NAME
+from nimbus_core.domain.models import Challenge, RecoveryToken, User
+from nimbus_core.domain.ports import RecoveryRequest, WriteOp
+from nimbus_core.domain.ratelimits import RECOVERY_WRONG_ANSWERS
+from nimbus_core.factors import challenges
+from nimbus_core.platform import clock, metrics
+from nimbus_core.sessions import passwords
+from nimbus_core.sessions.session_issuer import IssuedSession, new_session, normal_lifetime, revoke_all
+from nimbus_core.sessions.tokens import hash_secret, parse_user_token, secret_matches
 
 if TYPE_CHECKING:  # the validated bodies the routes pass
     from auth_api.models import RecoverBody, ResetPasswordBody

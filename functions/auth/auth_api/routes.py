@@ -4,13 +4,13 @@ function, shape the answer."""
 from __future__ import annotations
 
 from auth_api import recovery, service
-from nimbus_core import ratelimits
-from nimbus_core.errors import SuccessCode
+from nimbus_core.domain import ratelimits
+from nimbus_core.domain.errors import SuccessCode
+from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import Response, json_response, success_response
-from nimbus_core.killswitches import KillSwitch
 
 routes = EndpointRouter(models="auth_api.models")
 

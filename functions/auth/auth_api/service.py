@@ -6,15 +6,18 @@ from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
-from nimbus_core import challenges, credentials, ids, metrics, passwords, verification
-from nimbus_core.clock import iso
-from nimbus_core.deps import Deps
-from nimbus_core.errors import ErrorCode, NimbusError
-from nimbus_core.identity import find_by_login_name
-from nimbus_core.models import User
-from nimbus_core.ports import WriteOp
-from nimbus_core.ratelimits import ACCOUNT_AUTH_FAILURES
-from nimbus_core.session_issuer import IssuedSession, new_session, normal_lifetime
+from nimbus_core.accounts import verification
+from nimbus_core.domain.deps import Deps
+from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.identity import find_by_login_name
+from nimbus_core.domain.models import User
+from nimbus_core.domain.ports import WriteOp
+from nimbus_core.domain.ratelimits import ACCOUNT_AUTH_FAILURES
+from nimbus_core.factors import challenges
+from nimbus_core.platform import ids, metrics
+from nimbus_core.platform.clock import iso
+from nimbus_core.sessions import credentials, passwords
+from nimbus_core.sessions.session_issuer import IssuedSession, new_session, normal_lifetime
 
 if TYPE_CHECKING:  # the validated bodies the routes pass: imported by the first request, not here
     from auth_api.models import LoginBody, RegisterBody

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from nimbus_core.validation import Body, IdList, Name, Pagination
+from nimbus_core.http.validation import Body, IdList, Name, Pagination
 
 Token = Annotated[str, Field(max_length=128)]
 

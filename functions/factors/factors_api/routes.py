@@ -7,15 +7,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from factors_api import service
-from nimbus_core.errors import SuccessCode
+from nimbus_core.accounts.notices import STAFF
+from nimbus_core.domain.errors import SuccessCode
+from nimbus_core.domain.killswitches import KillSwitch
+from nimbus_core.domain.models import SecondFactor
+from nimbus_core.domain.scopes import Scope
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Policy
 from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import Response, json_response, success_response
-from nimbus_core.killswitches import KillSwitch
-from nimbus_core.models import SecondFactor
-from nimbus_core.notices import STAFF
-from nimbus_core.scopes import Scope
 
 if TYPE_CHECKING:
     from factors_api.models import ConfirmTotpBody, ConfirmWebAuthnBody, FactorsQuery

@@ -1,6 +1,6 @@
 """Second-factor rules: enrol TOTP (two steps), regenerate backup codes, list and remove factors.
 
-Factors live in the user item (see ``nimbus_core.models.SecondFactor``), so reading them costs no
+Factors live in the user item (see ``nimbus_core.domain.models.SecondFactor``), so reading them costs no
 round trip beyond authentication, and every change is one conditional write of that item.
 Enrolment is two-step: the reverified request stores a *pending* factor (the TOTP seed, or the
 WebAuthn creation challenge; 10 minutes, bound to the user and the session) and shows the seed or
@@ -15,13 +15,14 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from nimbus_core import clock, ids, otp, passkeys
-from nimbus_core.auth import Caller
-from nimbus_core.deps import Deps
-from nimbus_core.errors import ErrorCode, NimbusError
-from nimbus_core.models import PendingFactor, SecondFactor, User
-from nimbus_core.notices import Actor, Notice, notice_op
-from nimbus_core.tokens import hash_secret
+from nimbus_core.accounts.notices import Actor, Notice, notice_op
+from nimbus_core.domain.deps import Deps
+from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.models import PendingFactor, SecondFactor, User
+from nimbus_core.factors import otp, passkeys
+from nimbus_core.platform import clock, ids
+from nimbus_core.sessions.auth import Caller
+from nimbus_core.sessions.tokens import hash_secret
 
 _log = Logger(child=True)
 

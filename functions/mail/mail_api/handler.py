@@ -1,6 +1,6 @@
 """Lambda entry point of the mail function (the outbox table's stream): wiring only.
 
-Batches go through :func:`nimbus_core.stream_batch.process_batch`: the records whose delivery
+Batches go through :func:`nimbus_core.platform.stream_batch.process_batch`: the records whose delivery
 raised are reported for the stream to retry.
 """
 
@@ -14,16 +14,16 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from mail_api.service import MailService
-from nimbus_core import clock, snapstart
-from nimbus_core.adapters import clients
+from nimbus_core.adapters import clients, snapstart
 from nimbus_core.adapters.container import production_deps
 from nimbus_core.adapters.dead_letters import SqsDeadLetterQueue
 from nimbus_core.adapters.items import from_item
 from nimbus_core.adapters.mail import SesMailer
 from nimbus_core.adapters.outbox import DynamoOutbox, message_from_image
-from nimbus_core.loglevels import apply_log_level
-from nimbus_core.settings import get_settings
-from nimbus_core.stream_batch import process_batch
+from nimbus_core.domain.loglevels import apply_log_level
+from nimbus_core.platform import clock
+from nimbus_core.platform.settings import get_settings
+from nimbus_core.platform.stream_batch import process_batch
 
 logger = Logger()
 snapstart.register_hooks()

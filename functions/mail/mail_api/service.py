@@ -25,10 +25,10 @@ from typing import Protocol
 
 from aws_lambda_powertools import Logger
 
-from nimbus_core import clock, metrics
 from nimbus_core.adapters.dead_letters import DeadLetter
 from nimbus_core.adapters.outbox import Claim, OutboxMessage, Settlement
-from nimbus_core.mail_templates import Email
+from nimbus_core.domain.models import Email
+from nimbus_core.platform import clock, metrics
 
 # A child of the function's Powertools logger. Never log an email's body, link or token.
 _log = Logger(child=True)

@@ -3,7 +3,7 @@ only): wiring only.
 
 FilterCriteria hand it the INSERTs of kind ``recover-request`` (the mail function's exclude them);
 each becomes a recovery mail, or nothing, by :func:`recovery_api.service.handle_request`. Batches
-go through :func:`nimbus_core.stream_batch.process_batch`: the records whose handling raised are
+go through :func:`nimbus_core.platform.stream_batch.process_batch`: the records whose handling raised are
 reported for the stream to retry; handling a request again does nothing.
 """
 
@@ -16,11 +16,12 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from nimbus_core import clock, snapstart
+from nimbus_core.adapters import snapstart
 from nimbus_core.adapters.container import production_deps
 from nimbus_core.adapters.outbox import recovery_request_from_image
-from nimbus_core.loglevels import apply_log_level
-from nimbus_core.stream_batch import process_batch
+from nimbus_core.domain.loglevels import apply_log_level
+from nimbus_core.platform import clock
+from nimbus_core.platform.stream_batch import process_batch
 from recovery_api.service import handle_request
 
 logger = Logger()

@@ -20,16 +20,16 @@ from typing import Literal
 
 from aws_lambda_powertools import Logger
 
-from nimbus_core import clock, metrics
-from nimbus_core.account_changes import FRESH_USER_ATTEMPTS
-from nimbus_core.deps import Deps
-from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
-from nimbus_core.identity import find_by_login_name
-from nimbus_core.mail_templates import recovery_email
-from nimbus_core.models import RecoveryToken, User
-from nimbus_core.ports import RecoveryRequest, RecoveryRequestGoneError, WriteOp
-from nimbus_core.ratelimits import RECOVERY_MAILS
-from nimbus_core.tokens import hash_secret, new_user_token
+from nimbus_core.accounts.account_changes import FRESH_USER_ATTEMPTS
+from nimbus_core.accounts.mail_templates import recovery_email
+from nimbus_core.domain.deps import Deps
+from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
+from nimbus_core.domain.identity import find_by_login_name
+from nimbus_core.domain.models import RecoveryToken, User
+from nimbus_core.domain.ports import RecoveryRequest, RecoveryRequestGoneError, WriteOp
+from nimbus_core.domain.ratelimits import RECOVERY_MAILS
+from nimbus_core.platform import clock, metrics
+from nimbus_core.sessions.tokens import hash_secret, new_user_token
 
 # A child of the function's Powertools logger. Ids and outcomes only: never the name asked (it
 # may be an address), a token or a link.

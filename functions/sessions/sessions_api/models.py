@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
-from nimbus_core.scopes import ALL_BITS
-from nimbus_core.validation import Body, IdList, Name, Pagination, Query, QueryBool
+from nimbus_core.domain.scopes import ALL_BITS
+from nimbus_core.http.validation import Body, IdList, Name, Pagination, Query, QueryBool
 
 
 class SessionsQuery(Pagination):

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nimbus_core import ratelimits
-from nimbus_core.errors import SuccessCode
+from nimbus_core.domain import ratelimits
+from nimbus_core.domain.errors import SuccessCode
+from nimbus_core.domain.killswitches import KillSwitch
+from nimbus_core.domain.models import Session
+from nimbus_core.domain.scopes import Scope
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Policy
 from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import Response, json_response, success_response
-from nimbus_core.killswitches import KillSwitch
-from nimbus_core.models import Session
-from nimbus_core.scopes import Scope
 from sessions_api import service
 from sessions_api.service import Owner
 

@@ -12,14 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nimbus_core import account_changes, clock, ids
-from nimbus_core.auth import Caller
-from nimbus_core.deps import Deps
-from nimbus_core.errors import ErrorCode, NimbusError
-from nimbus_core.models import Session, User
-from nimbus_core.notices import Actor, Notice, notice_op, scope_names
-from nimbus_core.scopes import STAFF_BITS
-from nimbus_core.session_issuer import IssuedSession, new_session, revoke_all, revoke_all_but
+from nimbus_core.accounts import account_changes
+from nimbus_core.accounts.notices import Actor, Notice, notice_op, scope_names
+from nimbus_core.domain.deps import Deps
+from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.models import Session, User
+from nimbus_core.domain.scopes import STAFF_BITS
+from nimbus_core.platform import clock, ids
+from nimbus_core.sessions.auth import Caller
+from nimbus_core.sessions.session_issuer import IssuedSession, new_session, revoke_all, revoke_all_but
 
 ME = "me"
 # A staff revoke-all retries when the target's sessions were revoked meanwhile by someone else.
@@ -141,7 +142,7 @@ def _revoke_all_but_mine(deps: Deps, caller: Caller, now: float) -> int:
     """Revoke every session of the caller's but the caller's own; how many it revoked.
 
     Conditional on the generation read: when another change of the account lands first, the caller
-    is read again (:func:`~nimbus_core.account_changes.on_fresh_caller`). A session revoked
+    is read again (:func:`~nimbus_core.accounts.account_changes.on_fresh_caller`). A session revoked
     meanwhile (by another session's revoke-all or password change, a ban, a reset) is 401
     INVALID_SESSION_ERROR, never kept by a race; one kept by a change of its own (its password
     change) revokes what is left, counted on that fresh read.

@@ -1,7 +1,7 @@
 """Request bodies and queries of the staff account endpoints (``password`` and ``2fa`` are the
 guard's: reverification of the staff member).
 
-The account changes' bodies are shared with the accounts endpoints (:mod:`nimbus_core.account_bodies`)
+The account changes' bodies are shared with the accounts endpoints (:mod:`nimbus_core.http.account_bodies`)
 and named here, where the staff routes' policies find them.
 """
 
@@ -12,14 +12,14 @@ from typing import Annotated
 from pydantic import AfterValidator, BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
-from nimbus_core.account_bodies import (
+from nimbus_core.http.account_bodies import (
     ChangeDomainBody,
     ChangeEmailBody,
     ChangePasswordBody,
     ChangeUsernameBody,
 )
-from nimbus_core.request_input import printable
-from nimbus_core.validation import Body, IdList, Pagination, trim
+from nimbus_core.http.request_input import printable
+from nimbus_core.http.validation import Body, IdList, Pagination, trim
 
 __all__ = [
     "BanBody",

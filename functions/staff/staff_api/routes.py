@@ -9,21 +9,21 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from nimbus_core import account_changes, notices
-from nimbus_core.errors import ErrorCode, NimbusError, SuccessCode
+from nimbus_core.accounts import account_changes, notices
+from nimbus_core.domain.errors import ErrorCode, NimbusError, SuccessCode
+from nimbus_core.domain.models import User
+from nimbus_core.domain.scopes import Scope
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Policy
 from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import Response, json_response, success_response
-from nimbus_core.models import User
-from nimbus_core.scopes import Scope
 from staff_api import service
 
 if TYPE_CHECKING:
     from staff_api.models import ChangeDomainBody, ChangePasswordBody, UsersQuery
 
 # /users/me/... belongs to the self-service functions: "me" is never a user id here (CONTRACT 1).
-# Its bodies and queries are named in staff_api.models, with the shared nimbus_core.account_bodies.
+# Its bodies and queries are named in staff_api.models, with the shared nimbus_core.http.account_bodies.
 routes = EndpointRouter(models="staff_api.models", reserved={"id": frozenset({"me"})})
 
 

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from nimbus_core import account_changes, ids
-from nimbus_core.auth import Caller
-from nimbus_core.clock import iso
-from nimbus_core.deps import Deps
-from nimbus_core.errors import ErrorCode, NimbusError
-from nimbus_core.mail_templates import ban_email
-from nimbus_core.models import User
-from nimbus_core.notices import STAFF, Notice, notice_op
-from nimbus_core.ports import WriteOp
-from nimbus_core.session_issuer import revoke_all
+from nimbus_core.accounts import account_changes
+from nimbus_core.accounts.mail_templates import ban_email
+from nimbus_core.accounts.notices import STAFF, Notice, notice_op
+from nimbus_core.domain.deps import Deps
+from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.models import User
+from nimbus_core.domain.ports import WriteOp
+from nimbus_core.platform import ids
+from nimbus_core.platform.clock import iso
+from nimbus_core.sessions.auth import Caller
+from nimbus_core.sessions.session_issuer import revoke_all
 
 Built = tuple[User, list[WriteOp]]  # the user after a change, and the writes that go with it
 
@@ -124,7 +125,8 @@ def unban(deps: Deps, user: User, now: float, *, by: Caller | None = None) -> Us
 
 
 def delete_user(deps: Deps, user: User, *, by: Caller | None = None, now: float = 0.0) -> bool:
-    """Delete ``user`` as they are at commit time (see :func:`nimbus_core.account_changes.delete_user`;
+    """Delete ``user`` as they are at commit time (see
+    :func:`nimbus_core.accounts.account_changes.delete_user`;
     ``by`` as for :func:`_change`); False if another request deleted them first, so they are not
     counted twice."""
     try:
@@ -163,7 +165,8 @@ def _change(
     with an error meant for the user's own request. A user deleted meanwhile is 404 INVALID_USER_ERROR.
     With ``by`` (the staff member's request, read at ``now``) the write also holds on the staff
     member's session: one revoked meanwhile (a ban of theirs, their password set or reset) is 401
-    INVALID_SESSION_ERROR and nothing is written (:func:`nimbus_core.account_changes.on_fresh_read`)."""
+    INVALID_SESSION_ERROR and nothing is written
+    (:func:`nimbus_core.accounts.account_changes.on_fresh_read`)."""
 
     def attempt(current: User, made_by: Caller | None) -> User:
         built = build(current)

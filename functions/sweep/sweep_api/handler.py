@@ -2,7 +2,7 @@
 
 Each record names a user item that changed or was removed (FilterCriteria keep claim items and
 inserts out); the user's stale sessions are deleted by :mod:`sweep_api.service`. Batches go
-through :func:`nimbus_core.stream_batch.process_batch`: the records whose sweep raised are reported
+through :func:`nimbus_core.platform.stream_batch.process_batch`: the records whose sweep raised are reported
 for the stream to retry; sweeping again is harmless.
 """
 
@@ -15,11 +15,11 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from nimbus_core import snapstart
+from nimbus_core.adapters import snapstart
 from nimbus_core.adapters.container import production_deps
 from nimbus_core.adapters.users import user_id_from_key
-from nimbus_core.loglevels import apply_log_level
-from nimbus_core.stream_batch import process_batch
+from nimbus_core.domain.loglevels import apply_log_level
+from nimbus_core.platform.stream_batch import process_batch
 from sweep_api.service import Sweeper
 
 logger = Logger()

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from aws_lambda_powertools import Logger
 
-from nimbus_core import metrics
-from nimbus_core.deps import Deps
+from nimbus_core.domain.deps import Deps
+from nimbus_core.platform import metrics
 
 # A child of the function's Powertools logger. Counts and ids only: never tokens or hashes.
 _log = Logger(child=True)

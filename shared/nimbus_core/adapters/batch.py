@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from nimbus_core.adapters.errors import aws_errors
-from nimbus_core.errors import DependencyError
+from nimbus_core.domain.errors import DependencyError
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient

@@ -12,9 +12,9 @@ from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import read_record, record_item
 from nimbus_core.adapters.transactions import TransactOp, fails_with
 from nimbus_core.adapters.users import user_key
-from nimbus_core.errors import ErrorCode
-from nimbus_core.models import Challenge, PendingFactor, User
-from nimbus_core.ports import WriteOp
+from nimbus_core.domain.errors import ErrorCode
+from nimbus_core.domain.models import Challenge, PendingFactor, User
+from nimbus_core.domain.ports import WriteOp
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -30,7 +30,7 @@ def _pending_key(token_hash: str) -> dict[str, Any]:
 
 
 class DynamoChallenges:
-    """The :class:`nimbus_core.ports.ChallengeStore` on the tokens table."""
+    """The :class:`nimbus_core.domain.ports.ChallengeStore` on the tokens table."""
 
     def __init__(self, client: DynamoDBClient, table: str, users_table: str) -> None:
         self._client = client

@@ -14,9 +14,9 @@ from nimbus_core.adapters.sessions import DynamoSessions
 from nimbus_core.adapters.tokens import DynamoTokens
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
-from nimbus_core.clock import SystemClock
-from nimbus_core.deps import Deps
-from nimbus_core.settings import get_settings
+from nimbus_core.domain.deps import Deps
+from nimbus_core.platform.clock import SystemClock
+from nimbus_core.platform.settings import get_settings
 
 
 @cache

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import from_item
 from nimbus_core.adapters.transactions import TransactOp
-from nimbus_core.ports import CounterState, CounterWindowMovedError, WriteOp
+from nimbus_core.domain.ports import CounterState, CounterWindowMovedError, WriteOp
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -41,7 +41,7 @@ class CounterTargetMissingError(Exception):
 
 
 class DynamoCounters:
-    """The :class:`nimbus_core.ports.CounterStore` on a counters table keyed by ``pk``."""
+    """The :class:`nimbus_core.domain.ports.CounterStore` on a counters table keyed by ``pk``."""
 
     def __init__(self, client: DynamoDBClient, table: str) -> None:
         self._client = client

@@ -10,9 +10,9 @@ from botocore.exceptions import ClientError
 from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import read_record, record_item
 from nimbus_core.adapters.transactions import TransactOp
-from nimbus_core.errors import ErrorCode, NimbusError
-from nimbus_core.models import Domain
-from nimbus_core.ports import WriteOp
+from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.models import Domain
+from nimbus_core.domain.ports import WriteOp
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -25,7 +25,7 @@ def _key(name: str) -> dict[str, Any]:
 
 
 class DynamoDomains:
-    """The :class:`nimbus_core.ports.DomainStore` on the domains table."""
+    """The :class:`nimbus_core.domain.ports.DomainStore` on the domains table."""
 
     def __init__(self, client: DynamoDBClient, table: str) -> None:
         self._client = client

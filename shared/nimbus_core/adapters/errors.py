@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from nimbus_core.errors import DependencyError
+from nimbus_core.domain.errors import DependencyError
 
 
 def error_code(exc: ClientError) -> str:

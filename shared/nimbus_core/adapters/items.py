@@ -1,6 +1,6 @@
 """Conversion between records and DynamoDB items for the low-level client.
 
-Records (``nimbus_core.models``) are dataclasses whose field names in camelCase are the stored
+Records (``nimbus_core.domain.models``) are dataclasses whose field names in camelCase are the stored
 attribute names, so one pair of functions maps every entity. Attributes whose value is None are
 omitted rather than stored as NULL, so condition expressions can use ``attribute_not_exists`` (e.g.
 "not banned"). Stored attributes a record has no field for (keys, index attributes) are ignored.
@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Set
 from decimal import Decimal
 from typing import Any
 
-from nimbus_core.models import RECORDS, Record
+from nimbus_core.domain.models import RECORDS, Record
 
 
 def to_item(values: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nimbus_core.mail_templates import Email
+from nimbus_core.domain.models import Email
 
 if TYPE_CHECKING:
     from types_boto3_sesv2 import SESV2Client

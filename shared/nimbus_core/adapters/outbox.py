@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from nimbus_core import clock, ids
 from nimbus_core.adapters.batch import batch_delete
 from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import from_item, to_item
 from nimbus_core.adapters.transactions import TransactOp
-from nimbus_core.errors import DependencyError
-from nimbus_core.mail_templates import Email
-from nimbus_core.ports import RecoveryRequest, RecoveryRequestGoneError
+from nimbus_core.domain.errors import DependencyError
+from nimbus_core.domain.models import Email
+from nimbus_core.domain.ports import RecoveryRequest, RecoveryRequestGoneError
+from nimbus_core.platform import clock, ids
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient

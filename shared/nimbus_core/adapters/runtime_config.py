@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 from aws_lambda_powertools import Logger
 
 from nimbus_core.adapters.errors import aws_errors
-from nimbus_core.errors import DependencyError
-from nimbus_core.killswitches import KillSwitch, enabled_in, parameter_names, stored_value
-from nimbus_core.loglevels import DEFAULT_LEVEL, normalize
-from nimbus_core.ports import RuntimeConfig
+from nimbus_core.domain.errors import DependencyError
+from nimbus_core.domain.killswitches import KillSwitch, enabled_in, parameter_names, stored_value
+from nimbus_core.domain.loglevels import DEFAULT_LEVEL, normalize
+from nimbus_core.domain.ports import RuntimeConfig
 
 if TYPE_CHECKING:
     from types_boto3_ssm import SSMClient
@@ -33,7 +33,7 @@ _log = Logger(child=True)
 
 
 class SsmRuntimeConfig:
-    """The :class:`nimbus_core.ports.RuntimeConfigSource` on SSM: one parameter per kill switch
+    """The :class:`nimbus_core.domain.ports.RuntimeConfigSource` on SSM: one parameter per kill switch
     under ``killswitch_path``, and the log level."""
 
     def __init__(

@@ -14,10 +14,10 @@ from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import read_record, record_item
 from nimbus_core.adapters.transactions import TransactOp, fails_with
 from nimbus_core.adapters.users import user_key
-from nimbus_core.errors import ErrorCode
-from nimbus_core.ids import session_order
-from nimbus_core.models import Challenge, Session, User
-from nimbus_core.ports import CounterState, WriteOp
+from nimbus_core.domain.errors import ErrorCode
+from nimbus_core.domain.models import Challenge, Session, User
+from nimbus_core.domain.ports import CounterState, WriteOp
+from nimbus_core.platform.ids import session_order
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -55,7 +55,7 @@ def _read_session(item: dict[str, Any]) -> Session:
 
 
 class DynamoSessions:
-    """The :class:`nimbus_core.ports.SessionStore` on the sessions table."""
+    """The :class:`nimbus_core.domain.ports.SessionStore` on the sessions table."""
 
     def __init__(self, client: DynamoDBClient, table: str, users_table: str, tokens_table: str) -> None:
         self._client = client
@@ -236,7 +236,7 @@ class DynamoSessions:
 
         One Query on the user's partition, filtered in DynamoDB; a further page only per MB of
         stored sessions (some thousands). The items are put newest first by
-        :func:`nimbus_core.ids.session_order` (our ids are time-ordered, but an imported upstream
+        :func:`nimbus_core.platform.ids.session_order` (our ids are time-ordered, but an imported upstream
         session's decimal id sorts elsewhere by its digits). Only the page's items are turned into
         records.
         """

@@ -13,9 +13,9 @@ from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import read_record, record_item
 from nimbus_core.adapters.transactions import TransactOp, fails_with
 from nimbus_core.adapters.users import user_key
-from nimbus_core.errors import ErrorCode
-from nimbus_core.models import Challenge, RecoveryToken, User, VerificationToken
-from nimbus_core.ports import WriteOp
+from nimbus_core.domain.errors import ErrorCode
+from nimbus_core.domain.models import Challenge, RecoveryToken, User, VerificationToken
+from nimbus_core.domain.ports import WriteOp
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -34,7 +34,7 @@ _RECOVERY_USABLE = "attribute_exists(pk) AND (attribute_not_exists(attempts) OR 
 
 
 class DynamoTokens:
-    """The :class:`nimbus_core.ports.TokenStore` on the tokens table."""
+    """The :class:`nimbus_core.domain.ports.TokenStore` on the tokens table."""
 
     def __init__(self, client: DynamoDBClient, table: str, users_table: str) -> None:
         self._client = client

@@ -13,8 +13,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from nimbus_core.adapters.errors import error_code
 from nimbus_core.adapters.items import from_item
-from nimbus_core.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
-from nimbus_core.ports import WriteOp
+from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
+from nimbus_core.domain.ports import WriteOp
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -43,7 +43,7 @@ class ConditionFailedError(DependencyError):
 
 
 class DynamoTransactor:
-    """The :class:`nimbus_core.ports.Transactor` on DynamoDB ``TransactWriteItems``."""
+    """The :class:`nimbus_core.domain.ports.Transactor` on DynamoDB ``TransactWriteItems``."""
 
     def __init__(self, client: DynamoDBClient) -> None:
         self._client = client

@@ -12,10 +12,10 @@ from nimbus_core.adapters.counters import CounterSpec, CounterTargetMissingError
 from nimbus_core.adapters.errors import aws_errors
 from nimbus_core.adapters.items import read_record, record_item, stored_values, to_item
 from nimbus_core.adapters.transactions import Explain, TransactOp, fails_with
-from nimbus_core.errors import ErrorCode, NimbusError, UserChangedError
-from nimbus_core.identity import email_key, username_key
-from nimbus_core.models import SecondFactor, User, iso_to_epoch
-from nimbus_core.ports import CounterState, WriteOp
+from nimbus_core.domain.errors import ErrorCode, NimbusError, UserChangedError
+from nimbus_core.domain.identity import email_key, username_key
+from nimbus_core.domain.models import SecondFactor, User, iso_to_epoch
+from nimbus_core.domain.ports import CounterState, WriteOp
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -99,7 +99,7 @@ def _email_claim(user: User) -> str:
 
 
 class DynamoUsers:
-    """The :class:`nimbus_core.ports.UserStore` on the users table."""
+    """The :class:`nimbus_core.domain.ports.UserStore` on the users table."""
 
     def __init__(self, client: DynamoDBClient, table: str) -> None:
         self._client = client

@@ -1,2 +1,6 @@
-"""The HTTP edge shared by every function: app and handler, route table, event accessors, the
-endpoint guard, responses."""
+"""The HTTP edge shared by every function: the app and its Lambda handler, endpoint declarations
+(policy, registry), route matching, event accessors, the endpoint guard, request input and
+validation, the response shapes, and the one place errors become responses.
+
+May import: platform, domain, sessions, factors, accounts.
+"""

@@ -14,17 +14,17 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from nimbus_core import metrics, snapstart
-from nimbus_core.deps import Deps
-from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.domain.deps import Deps
+from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.loglevels import set_log_level
+from nimbus_core.domain.ports import RuntimeConfig
 from nimbus_core.http.event import HttpEvent
 from nimbus_core.http.guard import GuardedRoute, guard
 from nimbus_core.http.policy import Endpoint, Policy
 from nimbus_core.http.registry import Declared, EndpointRouter, UnguardedRouteError
 from nimbus_core.http.responses import error_response, response_for_exception
 from nimbus_core.http.routing import RouteTable, literal_siblings
-from nimbus_core.loglevels import set_log_level
-from nimbus_core.ports import RuntimeConfig
+from nimbus_core.platform import metrics
 
 LambdaHandler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 DepsFactory = Callable[[], Deps]
@@ -110,8 +110,7 @@ def _reserved(
 
 def create_handler(app: NimbusApp) -> LambdaHandler:
     """The Lambda handler for ``app``: structured logging with the request id, the operator's log
-    level, a tolerated trailing slash, and the SnapStart hooks registered."""
-    snapstart.register_hooks()
+    level and a tolerated trailing slash (the handler module registers the SnapStart hooks)."""
 
     # The correlation id is set from the event directly: the decorator's correlation_id_path would
     # run a JMESPath query on every request to read the same key.

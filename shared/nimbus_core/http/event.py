@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nimbus_core.request_input import read_json_body
+from nimbus_core.http.request_input import read_json_body
 
 
 class HttpEvent:
@@ -67,5 +67,5 @@ class HttpEvent:
 
     def json_body(self) -> dict[str, Any]:
         """The body as a JSON object, base64-decoded first when it was encoded; a missing body is
-        ``{}``; anything else is 400 (see :func:`nimbus_core.request_input.read_json_body`)."""
+        ``{}``; anything else is 400 (see :func:`nimbus_core.http.request_input.read_json_body`)."""
         return read_json_body(self.body, is_base64=self.is_base64_encoded)

@@ -22,26 +22,28 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nimbus_core import audit, challenges, ids, metrics
-from nimbus_core.auth import Caller, authenticate
-from nimbus_core.challenges import ChallengeRequiredError
-from nimbus_core.deps import Deps
-from nimbus_core.errors import ErrorCode, NimbusError, RateLimitedError
+from nimbus_core.accounts import audit
+from nimbus_core.accounts.notices import Actor
+from nimbus_core.domain.deps import Deps
+from nimbus_core.domain.errors import ErrorCode, NimbusError, RateLimitedError
+from nimbus_core.domain.killswitches import KillSwitch
+from nimbus_core.domain.limiter import RateLimiter
+from nimbus_core.domain.models import User
+from nimbus_core.domain.ports import RuntimeConfig
+from nimbus_core.domain.ratelimits import Per, RateLimit
+from nimbus_core.domain.scopes import grants
+from nimbus_core.factors import challenges
+from nimbus_core.factors.challenges import ChallengeRequiredError
+from nimbus_core.factors.reverify import AnswerCarrier, reverify
 from nimbus_core.http.event import HttpEvent
 from nimbus_core.http.policy import Auth, Policy
+from nimbus_core.http.request_input import MAX_NAME, printable, read_query
 from nimbus_core.http.request_models import validated
 from nimbus_core.http.responses import Response, rate_limit_headers, response_for_exception
-from nimbus_core.killswitches import KillSwitch
-from nimbus_core.limiter import RateLimiter
-from nimbus_core.models import User
-from nimbus_core.notices import Actor
-from nimbus_core.ports import RuntimeConfig
-from nimbus_core.ratelimits import Per, RateLimit
-from nimbus_core.request_input import MAX_NAME, printable, read_query
-from nimbus_core.reverify import AnswerCarrier, reverify
-from nimbus_core.scopes import grants
-from nimbus_core.tokens import SessionToken, parse_session_token
-from nimbus_core.upstream_tokens import parse_upstream_token
+from nimbus_core.platform import ids, metrics
+from nimbus_core.sessions.auth import Caller, authenticate
+from nimbus_core.sessions.tokens import SessionToken, parse_session_token
+from nimbus_core.sessions.upstream_tokens import parse_upstream_token
 
 
 @dataclass(slots=True)

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from nimbus_core.domain.killswitches import KillSwitch
+from nimbus_core.domain.ratelimits import RateLimit
+from nimbus_core.domain.scopes import Scope
 from nimbus_core.http.request_models import ModelKind, UnknownModelError, request_model
-from nimbus_core.killswitches import KillSwitch
-from nimbus_core.ratelimits import RateLimit
-from nimbus_core.scopes import Scope
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -59,12 +59,12 @@ class Policy:
     # its password or address), so no path around that rule exists: 403
     # INSUFFICIENT_PERMISSIONS_ERROR, at the scope step for the path's user (CONTRACT section 4).
     scoped_self: bool = True
-    # Staff changes to other accounts and to the service leave an audit line (nimbus_core.audit).
+    # Staff changes to other accounts and to the service leave an audit line (nimbus_core.accounts.audit).
     audit: bool = False
     # For the OpenAPI document (nimbus_tools.openapi): the success status and its response model.
     # The error statuses are derived from the policy and the route's docstring, never listed by hand.
     success: int = 200
-    # The name of its response model in ``nimbus_core.views``: named, not imported, because the
+    # The name of its response model in ``nimbus_core.http.views``: named, not imported, because the
     # views only describe responses (the routes build the JSON themselves) and their twenty-odd
     # pydantic classes would weigh on every cold start. The document's test resolves each name.
     response: str | None = None

@@ -3,7 +3,7 @@
 A policy names its body, query and path models by class name (``Policy(body="ChangeUsernameBody")``)
 and its group's router names the module that holds them (``EndpointRouter(models="accounts_api.models")``).
 Importing a handler therefore imports neither that module nor pydantic's validation
-(:mod:`nimbus_core.validation`): the first request that validates a model imports its module, and
+(:mod:`nimbus_core.http.validation`): the first request that validates a model imports its module, and
 every later one finds the class in this module's cache. ``tests/unit/test_endpoint_registry.py``
 resolves every name a function declares, so a misspelt name fails a test, never a request.
 """
@@ -56,9 +56,9 @@ def request_model(module: str, name: str) -> type[BaseModel]:
 
 def validated(module: str | None, name: str, data: dict[str, Any]) -> Any:
     """``data`` validated by the model ``name`` of ``module``: the model's instance, or the CONTRACT's
-    400 (see :func:`nimbus_core.validation.validate`). Pydantic's validation is imported here, with
+    400 (see :func:`nimbus_core.http.validation.validate`). Pydantic's validation is imported here, with
     the first request that needs it."""
-    from nimbus_core.validation import validate
+    from nimbus_core.http.validation import validate
 
     if module is None:  # refused where the route was declared (check_model_name); never reached
         raise UnknownModelError(f"no models module to find {name!r} in")

@@ -8,8 +8,8 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from nimbus_core.errors import ErrorCode, NimbusError, RateLimitedError, SuccessCode
-from nimbus_core.ports import CounterState
+from nimbus_core.domain.errors import ErrorCode, NimbusError, RateLimitedError, SuccessCode
+from nimbus_core.domain.ports import CounterState
 
 # A child of the function's Powertools logger: JSON lines, the operator's log level.
 _log = Logger(child=True)

@@ -14,7 +14,7 @@ import pytest
 from nimbus_core.adapters.outbox import OutboxMessage, message_from_image
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
-from nimbus_core.killswitches import KillSwitch
+from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_tools.cli.main import main
 from nimbus_tools.template import load_template, resources_of_type
 from tests.integration.conftest import fresh_aws

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from nimbus_core.errors import ErrorCode, NimbusError
+from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.http.responses import error_response
 from nimbus_tools.local.events import HttpRequest
 from nimbus_tools.local.functions import Invocation

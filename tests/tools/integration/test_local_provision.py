@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import boto3
 import pytest
 
-from nimbus_core.killswitches import KillSwitch
+from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_tools.local.provision import provision
 from nimbus_tools.template import load_template
 from tests.integration.conftest import fresh_aws

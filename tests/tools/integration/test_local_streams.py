@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from nimbus_core import clock
+from nimbus_core.platform import clock
 from nimbus_tools.local.aws import AwsEmulator
 from nimbus_tools.local.functions import Invocation
 from nimbus_tools.local.session import emulator_session

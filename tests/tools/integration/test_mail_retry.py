@@ -13,10 +13,10 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from nimbus_core import clock
 from nimbus_core.adapters.outbox import DynamoOutbox
 from nimbus_core.adapters.transactions import DynamoTransactor
-from nimbus_core.mail_templates import Email
+from nimbus_core.domain.models import Email
+from nimbus_core.platform import clock
 from nimbus_tools.cli.mailqueue import QUEUE, retry
 from nimbus_tools.cli.target import Target
 from nimbus_tools.local.provision import ProvisionedStack, provision

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nimbus_core.scopes import Scope
+from nimbus_core.domain.scopes import Scope
 from nimbus_tools.local.events import HttpRequest, HttpResponse
 from nimbus_tools.local.static import StaticSite, console_url
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nimbus_core.killswitches import KillSwitch, parameter_names
+from nimbus_core.domain.killswitches import KillSwitch, parameter_names
 from nimbus_tools.template import (
     TemplateError,
     function_specs,

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from nimbus_core.otp import legacy_backup_code_key
-from nimbus_core.upstream_tokens import UPSTREAM_SECRET_HASH
+from nimbus_core.factors.otp import legacy_backup_code_key
+from nimbus_core.sessions.upstream_tokens import UPSTREAM_SECRET_HASH
 from nimbus_tools.migrate.importer import source_collisions
 from nimbus_tools.migrate.records import RefusedError, account
 from nimbus_tools.migrate.source import UpstreamAccount, UpstreamFactor, UpstreamSession

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from nimbus_core.killswitches import KillSwitch, by_id
-from nimbus_core.loglevels import LEVELS, normalize
+from nimbus_core.domain.killswitches import KillSwitch, by_id
+from nimbus_core.domain.loglevels import LEVELS, normalize
 from nimbus_tools.cli.errors import EXIT_USAGE, CliError
 
 _LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")

@@ -20,10 +20,10 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from nimbus_core import clock
 from nimbus_core.adapters.dead_letters import DeadLetter, dead_letter_from_body
 from nimbus_core.adapters.mail import SesMailer
 from nimbus_core.adapters.outbox import RECOVERY_REQUEST, DynamoOutbox
+from nimbus_core.platform import clock
 from nimbus_tools.cli import render
 from nimbus_tools.cli.errors import EXIT_USAGE, CliError
 from nimbus_tools.cli.target import Target

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from nimbus_core.killswitches import KillSwitch
-from nimbus_core.models import Domain
+from nimbus_core.domain.killswitches import KillSwitch
+from nimbus_core.domain.models import Domain
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from nimbus_core import clock
+from nimbus_core.accounts.notices import OPERATOR, Notice, compose
 from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_core.adapters.outbox import DynamoOutbox
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
-from nimbus_core.errors import NimbusError
-from nimbus_core.killswitches import KillSwitch, enabled_in, stored_value
-from nimbus_core.models import Domain, User
-from nimbus_core.notices import OPERATOR, Notice, compose
+from nimbus_core.domain.errors import NimbusError
+from nimbus_core.domain.killswitches import KillSwitch, enabled_in, stored_value
+from nimbus_core.domain.models import Domain, User
+from nimbus_core.platform import clock
 from nimbus_tools.cli.errors import CliError
 from nimbus_tools.cli.target import Target
 

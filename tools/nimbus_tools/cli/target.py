@@ -10,7 +10,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
 
-from nimbus_core.killswitches import KillSwitch, parameter_names
+from nimbus_core.domain.killswitches import KillSwitch, parameter_names
 from nimbus_tools.cli.errors import CliError
 from nimbus_tools.local.session import emulator_session
 from nimbus_tools.local.state import read_state, state_path

@@ -34,7 +34,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wrappers import Response
 from werkzeug.wsgi import get_input_stream
 
-from nimbus_core import clock
+from nimbus_core.platform import clock
 from nimbus_tools.local.faults import FaultRegistry, FaultSpecError, fault_response
 from nimbus_tools.local.operations import AwsOperation, identify_operation
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.exceptions import ClientError
 
-from nimbus_core import clock
 from nimbus_core.adapters.domains import DynamoDomains
+from nimbus_core.platform import clock
 from nimbus_tools.template import (
     Template,
     parameter_values,

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from nimbus_core import clock
+from nimbus_core.platform import clock
 from nimbus_tools.local.control import ControlError, trim_stream
 from nimbus_tools.template import LOCAL_ACCOUNT_ID, LOCAL_REGION, StreamSubscription
 

@@ -28,9 +28,9 @@ from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_core.adapters.sessions import DynamoSessions
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers, ImportState
-from nimbus_core.errors import ErrorCode, NimbusError
-from nimbus_core.identity import email_key, username_key
-from nimbus_core.models import Session, User
+from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.identity import email_key, username_key
+from nimbus_core.domain.models import Session, User
 from nimbus_tools.migrate import records
 from nimbus_tools.migrate.source import UpstreamAccount, UpstreamSource
 

@@ -15,13 +15,13 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from nimbus_core import passwords
-from nimbus_core.clock import iso
-from nimbus_core.ids import is_id, is_upstream_session_id
-from nimbus_core.models import Domain, SecondFactor, Session, User
-from nimbus_core.otp import legacy_backup_code_key
-from nimbus_core.scopes import ALL_BITS
-from nimbus_core.upstream_tokens import UPSTREAM_SECRET_HASH
+from nimbus_core.domain.models import Domain, SecondFactor, Session, User
+from nimbus_core.domain.scopes import ALL_BITS
+from nimbus_core.factors.otp import legacy_backup_code_key
+from nimbus_core.platform.clock import iso
+from nimbus_core.platform.ids import is_id, is_upstream_session_id
+from nimbus_core.sessions import passwords
+from nimbus_core.sessions.upstream_tokens import UPSTREAM_SECRET_HASH
 from nimbus_tools.migrate.source import UpstreamAccount, UpstreamDomain, UpstreamFactor, UpstreamSession
 
 _USERNAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")

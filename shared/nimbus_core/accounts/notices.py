@@ -1,0 +1,157 @@
+"""Security notices (CONTRACT section 14): the mail that tells a user a sensitive change was made.
+
+A notice is queued in the outbox by the change's own transaction (never optional: a change that
+lands has told its user, a change that fails has told nobody). It says what changed, when, and, for
+a change the user made, from which IP address and device (the session's name); then what to do if
+it was not them. It carries no link and no secret, so nothing in it can act on the account, and
+every value in its HTML is escaped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from nimbus_core.accounts.mail_templates import security_notice
+from nimbus_core.domain.deps import Deps
+from nimbus_core.domain.models import Email, Session, User
+from nimbus_core.domain.ports import WriteOp
+from nimbus_core.domain.scopes import Scope
+from nimbus_core.platform import clock
+
+
+class Notice(Enum):
+    """The changes that are notified: (outbox kind, subject, what the notice says changed)."""
+
+    PASSWORD_CHANGED = (
+        "password-changed",
+        "Your password was changed",
+        "The password of your account was changed.",
+    )
+    EMAIL_CHANGED = (
+        "email-changed",
+        "Your email address was changed",
+        "The email address of your account was changed; mail about the account now goes to the new address.",
+    )
+    FACTOR_ADDED = ("factor-added", "A second factor was added", "A second factor was added to your account.")
+    FACTOR_REMOVED = (
+        "factor-removed",
+        "A second factor was removed",
+        "A second factor was removed from your account.",
+    )
+    BACKUP_CODES_REGENERATED = (
+        "backup-codes",
+        "New backup codes were made",
+        "A new set of backup codes was made for your account; the previous codes no longer work.",
+    )
+    SCOPED_SESSION_CREATED = (
+        "api-key-created",
+        "An API key was created",
+        "A scoped session (API key) was created for your account.",
+    )
+    STAFF_GRANTED = ("staff-granted", "You are now staff", "Your account was given staff permissions.")
+    STAFF_REMOVED = (
+        "staff-removed",
+        "You are no longer staff",
+        "Your account's staff permissions were removed.",
+    )
+
+    @property
+    def kind(self) -> str:
+        """The outbox kind of the message (``notice-<name>``)."""
+        return f"notice-{self.value[0]}"
+
+
+_ADVICE_USER = (
+    'If this was not you, reset your password at once (use "Forgot password?" on the login page), '
+    "sign out every other session, and contact us by replying to this email."
+)
+_ADVICE_STAFF = "If you did not expect this, contact us by replying to this email."
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who made a change, as the notice tells it."""
+
+    # "user" (one of the account's sessions), "staff", "recovery" (the emailed link), or "operator"
+    # (the operator tool, run with the deployment's AWS credentials rather than through the API)
+    kind: str
+    source_ip: str | None = None
+    device: str | None = None
+
+    @classmethod
+    def user(cls, source_ip: str, session: Session) -> Actor:
+        """The user, from one of their sessions (named as the session list shows it)."""
+        return cls("user", source_ip, session.display_name)
+
+    @classmethod
+    def recovery(cls, source_ip: str) -> Actor:
+        """Whoever opened the recovery link mailed to the account's address."""
+        return cls("recovery", source_ip)
+
+    def describe(self) -> str:
+        """The notice's "by whom" line."""
+        if self.kind == "staff":
+            return "By: a member of our staff."
+        if self.kind == "operator":
+            return "By: an operator of this service, with its operator tool."
+        if self.kind == "recovery":
+            return f"By: the password recovery link mailed to you, opened from IP address {self.source_ip}."
+        return f'By: you, from IP address {self.source_ip}, device "{self.device}".'
+
+
+STAFF = Actor("staff")
+OPERATOR = Actor("operator")
+
+
+def mask_email(address: str) -> str:
+    """``a***@example.com``: enough for its owner to recognise the address, not to learn it."""
+    local, at, domain = address.rpartition("@")
+    if not at:
+        return "***"
+    return f"{local[:1]}***@{domain}"
+
+
+def scope_names(flags: int) -> str:
+    """The scopes of ``permissionFlags``, by name."""
+    names = [scope.name for scope in Scope if scope.name and flags & scope.value]
+    return ", ".join(names) or "none"
+
+
+def compose(
+    user: User,
+    notice: Notice,
+    *,
+    actor: Actor,
+    now: float,
+    details: Sequence[str] = (),
+    to: str | None = None,
+) -> Email:
+    """The notice of ``notice`` for ``user``, to ``to`` (by default the account's address)."""
+    _, subject, what = notice.value
+    return security_notice(
+        to=to or user.email,
+        username=user.username,
+        subject=subject,
+        what=what,
+        details=list(details),
+        when=clock.iso(now),
+        by=actor.describe(),
+        advice=_ADVICE_STAFF if notice in {Notice.STAFF_GRANTED, Notice.STAFF_REMOVED} else _ADVICE_USER,
+    )
+
+
+def notice_op(
+    deps: Deps,
+    user: User,
+    notice: Notice,
+    *,
+    actor: Actor,
+    now: float,
+    details: Sequence[str] = (),
+    to: str | None = None,
+) -> WriteOp:
+    """The outbox write of a notice, to commit in the change's own transaction."""
+    email = compose(user, notice, actor=actor, now=now, details=details, to=to)
+    return deps.outbox.enqueue_op(email, now=now, kind=notice.kind, user_id=user.id)

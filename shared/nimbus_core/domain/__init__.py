@@ -1,0 +1,7 @@
+"""Domain: what every rule shares: the records and their public JSON (``models``), the errors
+(``errors``), the ports to the outside world (``ports``, bundled in ``deps``), the uniqueness keys
+(``identity``), and the seed's controls: scopes, kill switches, rate limits and their limiter, log
+levels; plus readable device names (``useragent``).
+
+May import: platform.
+"""

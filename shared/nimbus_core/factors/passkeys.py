@@ -1,0 +1,358 @@
+"""WebAuthn (security keys, passkeys) as a second factor: browser options, verification of the answers.
+
+Pure functions over plain data: options come back as plain JSON dicts (what
+``navigator.credentials.create``/``get`` take) with the challenge bytes the caller keeps server-side for
+:data:`CHALLENGE_SECONDS`; responses go in as the dicts browsers send (``PublicKeyCredential.toJSON()``);
+stored keys are bytes. No I/O here: the second-factor store and the challenge flow live elsewhere.
+
+py_webauthn (and through it cryptography, cbor2, pyOpenSSL, pyasn1) is imported inside the functions
+that need it, never at module import: every function's guard may import this module, and only the
+WebAuthn routes should pay that import cost (ARCHITECTURE principle 7; a unit test checks it).
+
+Every invalid response, whatever its shape, raises :class:`PasskeyError` and nothing else; invalid
+*arguments* from our own code (a relying party without origins, an empty username) raise ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from aws_lambda_powertools import Logger
+
+# No webauthn (nor cryptography, cbor2) import at module level: each function imports what it uses, so
+# importing this module costs nothing until a WebAuthn ceremony runs. Annotations only below.
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from webauthn.helpers.cose import COSEAlgorithmIdentifier
+    from webauthn.helpers.structs import UserVerificationRequirement
+
+    from nimbus_core.domain.models import SecondFactor
+    from nimbus_core.platform.settings import RelyingParty
+
+CHALLENGE_SECONDS: Final = 300
+"""How long a challenge is valid; also the browser's timeout hint in the options."""
+
+# WebAuthn caps credential ids at 1023 bytes; user handles at 64 bytes.
+MAX_CREDENTIAL_ID_BYTES: Final = 1023
+_MAX_USER_HANDLE_BYTES: Final = 64
+# The longest string accepted in a response field. A "none" attestation object with an RSA-2048 key is
+# about 400 bytes and a packed one with a certificate chain a few KiB; this only stops waste on junk.
+_MAX_FIELD_CHARS: Final = 32 * 1024
+_MIN_CHALLENGE_BYTES: Final = 16
+_MAX_SIGN_COUNT: Final = 2**32 - 1
+_BASE64URL: Final = re.compile(r"[A-Za-z0-9_-]*")
+
+_log = Logger(child=True)
+
+
+class PasskeyError(Exception):
+    """A WebAuthn response that must be refused: malformed, not for us, or not proven.
+
+    The message says why, for logs only; the API answers a fixed error code, never this text.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class NewCredential:
+    """A verified new key, as the second-factor store should keep it."""
+
+    credential_id: bytes
+    public_key: bytes  # the COSE_Key, as verify_authentication takes it back
+    sign_count: int
+    transports: list[str]  # what the browser reported, e.g. ["usb", "nfc"]; known values only
+    aaguid: str  # the authenticator model, "00000000-0000-0000-0000-000000000000" when anonymised
+
+
+# The algorithms we accept, in order of preference: ES256, EdDSA (Ed25519), RS256.
+_ALGORITHMS: Final = (-7, -8, -257)
+
+
+def _algorithms() -> list[COSEAlgorithmIdentifier]:
+    from webauthn.helpers.cose import COSEAlgorithmIdentifier
+
+    return [COSEAlgorithmIdentifier(alg) for alg in _ALGORITHMS]
+
+
+def _user_verification(rp: RelyingParty) -> UserVerificationRequirement:
+    from webauthn.helpers.structs import UserVerificationRequirement
+
+    return UserVerificationRequirement(rp.user_verification)
+
+
+def registration_options(
+    rp: RelyingParty, *, user_id: str, username: str, exclude_credential_ids: list[bytes]
+) -> tuple[dict[str, Any], bytes]:
+    """PublicKeyCredentialCreationOptions for ``navigator.credentials.create`` and their challenge.
+
+    The user handle is ``user_id``'s UTF-8 bytes (a Nimbus id: opaque, no personal data).
+    ``exclude_credential_ids`` are the user's enrolled keys, so an authenticator is not enrolled twice.
+    Attestation "none" (we do not vet authenticator models), resident key preferred (passkeys welcome,
+    plain security keys too), ES256/EdDSA/RS256. Raises ``ValueError`` for empty or oversized arguments.
+    """
+    from webauthn import generate_registration_options
+    from webauthn.helpers import options_to_json
+    from webauthn.helpers.structs import (
+        AttestationConveyancePreference,
+        AuthenticatorSelectionCriteria,
+        PublicKeyCredentialDescriptor,
+        ResidentKeyRequirement,
+    )
+
+    user_handle = user_id.encode()
+    if not 0 < len(user_handle) <= _MAX_USER_HANDLE_BYTES:
+        raise ValueError("user_id must be 1..64 bytes in UTF-8")
+    if not username:
+        raise ValueError("username must not be empty")
+    options = generate_registration_options(
+        rp_id=rp.id,
+        rp_name=rp.name,
+        user_id=user_handle,
+        user_name=username,
+        user_display_name=username,
+        timeout=CHALLENGE_SECONDS * 1000,
+        attestation=AttestationConveyancePreference.NONE,
+        authenticator_selection=AuthenticatorSelectionCriteria(
+            resident_key=ResidentKeyRequirement.PREFERRED,
+            require_resident_key=False,
+            user_verification=_user_verification(rp),
+        ),
+        exclude_credentials=[PublicKeyCredentialDescriptor(id=bytes(cid)) for cid in exclude_credential_ids],
+        supported_pub_key_algs=_algorithms(),
+    )
+    return json.loads(options_to_json(options)), options.challenge
+
+
+def authentication_options(rp: RelyingParty, *, credential_ids: list[bytes]) -> tuple[dict[str, Any], bytes]:
+    """PublicKeyCredentialRequestOptions for ``navigator.credentials.get`` and their challenge.
+
+    ``credential_ids`` are the user's enrolled keys (allowCredentials): a second factor always knows its
+    user. Raises ``ValueError`` when there are none (there is nothing to ask for).
+    """
+    from webauthn import generate_authentication_options
+    from webauthn.helpers import options_to_json
+    from webauthn.helpers.structs import PublicKeyCredentialDescriptor
+
+    if not credential_ids:
+        raise ValueError("authentication options need at least one enrolled credential")
+    options = generate_authentication_options(
+        rp_id=rp.id,
+        timeout=CHALLENGE_SECONDS * 1000,
+        allow_credentials=[PublicKeyCredentialDescriptor(id=bytes(cid)) for cid in credential_ids],
+        user_verification=_user_verification(rp),
+    )
+    return json.loads(options_to_json(options)), options.challenge
+
+
+def verify_registration(
+    rp: RelyingParty, *, response: dict[str, Any], expected_challenge: bytes
+) -> NewCredential:
+    """Verify the browser's answer to :func:`registration_options` and return the key to store.
+
+    Checks (py_webauthn): type, challenge, origin among ``rp.origins``, rp id hash, user presence,
+    user verification when ``rp.user_verification`` is "required", an accepted algorithm, a "none" (or
+    otherwise valid) attestation. Checks (here): ``rawId`` is the attested credential id and at most
+    1023 bytes, the public key is a usable P-256 / Ed25519 / RSA >= 2048 key for its algorithm.
+    Raises :class:`PasskeyError` for anything else, whatever the shape of ``response``.
+    """
+    _check_shape(response, ("clientDataJSON", "attestationObject"))
+    _check_challenge(expected_challenge)
+    raw_id = credential_id_of(response)
+
+    from webauthn import verify_registration_response
+    from webauthn.helpers import parse_registration_credential_json
+
+    try:
+        credential = parse_registration_credential_json(response)
+        verified = verify_registration_response(
+            credential=credential,
+            expected_challenge=expected_challenge,
+            expected_rp_id=rp.id,
+            expected_origin=list(rp.origins),
+            require_user_presence=True,
+            require_user_verification=rp.user_verification == "required",
+            supported_pub_key_algs=_algorithms(),
+        )
+        _check_public_key(verified.credential_public_key)
+    except Exception as exc:  # see _refused: any failure on hostile input is a refusal
+        raise _refused("registration", exc) from exc
+
+    # py_webauthn checks id == base64url(rawId) but not rawId against the attested credential id.
+    if not hmac.compare_digest(raw_id, verified.credential_id):
+        raise PasskeyError("registration refused: rawId is not the attested credential id")
+    if len(verified.credential_id) > MAX_CREDENTIAL_ID_BYTES:
+        raise PasskeyError("registration refused: credential id longer than 1023 bytes")
+    transports = list(dict.fromkeys(t.value for t in credential.response.transports or []))
+    return NewCredential(
+        credential_id=verified.credential_id,
+        public_key=verified.credential_public_key,
+        sign_count=verified.sign_count,
+        transports=transports,
+        aaguid=verified.aaguid,
+    )
+
+
+def verify_authentication(
+    rp: RelyingParty,
+    *,
+    response: dict[str, Any],
+    expected_challenge: bytes,
+    credential_id: bytes,
+    credential_public_key: bytes,
+    current_sign_count: int,
+) -> int:
+    """Verify the browser's answer to :func:`authentication_options` against one stored key.
+
+    ``credential_id``, ``credential_public_key`` and ``current_sign_count`` are the stored key's (found
+    with :func:`credential_id_of`; the count as an ``int``, not DynamoDB's ``Decimal``). Returns the
+    new signature counter, to store (compare-and-set it, so two racing assertions cannot both pass). Raises
+    :class:`PasskeyError` when the response names another credential, its challenge, origin or rp id
+    is not ours, the user was not present (or not verified when ``rp.user_verification`` is
+    "required"), the signature does not verify with the stored key, or the counter did not grow while
+    either counter is non-zero (a cloned key or a replay; authenticators without a counter send 0).
+    """
+    _check_shape(response, ("clientDataJSON", "authenticatorData", "signature"))
+    _check_challenge(expected_challenge)
+    if type(current_sign_count) is not int or not 0 <= current_sign_count <= _MAX_SIGN_COUNT:
+        raise PasskeyError("authentication refused: the stored signature counter is not a 32-bit count")
+    # py_webauthn 3.0.1 checks only that id and rawId agree with each other, not that they name the key
+    # the signature is checked with; an assertion for another credential must not pass as this one's.
+    if not hmac.compare_digest(credential_id_of(response), credential_id):
+        raise PasskeyError("authentication refused: the response is for another credential")
+
+    from webauthn import verify_authentication_response
+    from webauthn.helpers import parse_authentication_credential_json
+
+    try:
+        credential = parse_authentication_credential_json(response)
+        verified = verify_authentication_response(
+            credential=credential,
+            expected_challenge=expected_challenge,
+            expected_rp_id=rp.id,
+            expected_origin=list(rp.origins),
+            credential_public_key=credential_public_key,
+            credential_current_sign_count=current_sign_count,
+            require_user_verification=rp.user_verification == "required",
+        )
+    except Exception as exc:  # see _refused: any failure on hostile input is a refusal
+        raise _refused("authentication", exc) from exc
+    return verified.new_sign_count
+
+
+def credential_id_of(response: object) -> bytes:
+    """The raw credential id an assertion (or attestation) response names, to find the stored key.
+
+    ``rawId`` must be canonical unpadded base64url of 1..1023 bytes and ``id`` must be the same text.
+    Raises :class:`PasskeyError` otherwise. Does not import py_webauthn.
+    """
+    if not isinstance(response, dict):
+        raise PasskeyError("response is not an object")
+    raw_id, text_id = response.get("rawId"), response.get("id")
+    if not isinstance(raw_id, str) or raw_id != text_id:
+        raise PasskeyError("response id and rawId missing or different")
+    decoded = _base64url_decode(raw_id)
+    if not 0 < len(decoded) <= MAX_CREDENTIAL_ID_BYTES:
+        raise PasskeyError("credential id is empty or longer than 1023 bytes")
+    return decoded
+
+
+def b64url(data: bytes) -> str:
+    """Unpadded base64url: how WebAuthn's JSON carries bytes, and how we store keys and challenges."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def b64url_decode(text: str) -> bytes:
+    """Bytes we stored with :func:`b64url` (client input goes through the strict decoder instead).
+
+    Stored data is ours or an import's, but a value no encoder makes raises :class:`PasskeyError`,
+    so a damaged key is a refused answer, never a 500.
+    """
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError) as exc:
+        raise PasskeyError("stored value is not base64url") from exc
+
+
+def stored_credential_ids(factors: Iterable[SecondFactor]) -> list[bytes]:
+    """The raw credential ids of the stored ``factors`` (to name in options). A damaged one is
+    left out and logged as an error naming its factor, so the user's other factors still work."""
+    found = []
+    for factor in factors:
+        try:
+            found.append(b64url_decode(factor.credential_id or ""))
+        except PasskeyError:
+            _log.error(
+                "stored WebAuthn credential id is not base64url: the key is left out",
+                extra={"factor": factor.id},
+            )
+    return found
+
+
+def _base64url_decode(text: str) -> bytes:
+    """Strict unpadded base64url (py_webauthn's decoder silently drops characters it does not know)."""
+    if len(text) > _MAX_FIELD_CHARS or len(text) % 4 == 1 or not _BASE64URL.fullmatch(text):
+        raise PasskeyError("not unpadded base64url")
+    try:
+        decoded = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError) as exc:
+        raise PasskeyError("not unpadded base64url") from exc
+    if base64.urlsafe_b64encode(decoded).rstrip(b"=").decode() != text:
+        raise PasskeyError("not canonical base64url")
+    return decoded
+
+
+def _refused(ceremony: str, exc: Exception) -> PasskeyError:
+    """The refusal for whatever py_webauthn raised while parsing or verifying a response.
+
+    Everything is caught, not a list of types: py_webauthn 3.0.1 wraps most failures in
+    ``InvalidRegistrationResponse``/``InvalidAuthenticationResponse`` but lets others through (shape
+    errors are ``InvalidJSONStructure``, a malformed COSE key a ``KeyError``, ``TypeError`` or
+    ``IndexError``, an off-curve point or non-ASCII base64 a ``ValueError``, all seen in the fuzz tests),
+    and the attestation formats it verifies on request of the *client* (packed, tpm, android-key,
+    apple, fido-u2f) parse certificates with cryptography, pyOpenSSL and pyasn1, each with its own
+    exceptions. Only calls on the response are inside the ``try``; the cause is chained for the logs.
+    """
+    return PasskeyError(f"{ceremony} refused: {type(exc).__name__}: {str(exc)[:200]}")
+
+
+def _check_shape(response: object, fields: tuple[str, ...]) -> None:
+    """A dict with the ids and the given ``response`` fields as bounded strings (py_webauthn checks more)."""
+    if not isinstance(response, dict):
+        raise PasskeyError("response is not an object")
+    inner = response.get("response")
+    if not isinstance(inner, dict):
+        raise PasskeyError("response.response is not an object")
+    for name, value in [(n, response.get(n)) for n in ("id", "rawId")] + [(n, inner.get(n)) for n in fields]:
+        if not isinstance(value, str) or not value or len(value) > _MAX_FIELD_CHARS:
+            raise PasskeyError(f"{name} missing, empty, not a string or too long")
+    handle = inner.get("userHandle")
+    if isinstance(handle, str) and len(handle) > _MAX_FIELD_CHARS:
+        raise PasskeyError("userHandle too long")
+
+
+def _check_challenge(expected_challenge: bytes) -> None:
+    if not isinstance(expected_challenge, bytes) or len(expected_challenge) < _MIN_CHALLENGE_BYTES:
+        raise PasskeyError("expected challenge missing or shorter than 16 bytes")
+
+
+def _check_public_key(cose_key: bytes) -> None:
+    """The attested key must be usable with its algorithm, so a stored key never fails only at sign-in."""
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+    from webauthn.helpers import decode_credential_public_key, decoded_public_key_to_cryptography
+
+    decoded = decode_credential_public_key(cose_key)
+    key = decoded_public_key_to_cryptography(decoded)
+    alg = int(decoded.alg)
+    usable = (
+        (alg == -7 and isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name == "secp256r1")
+        or (alg == -8 and isinstance(key, ed25519.Ed25519PublicKey))
+        or (alg == -257 and isinstance(key, rsa.RSAPublicKey) and key.key_size >= 2048)
+    )
+    if not usable:
+        raise ValueError(f"public key of type {type(key).__name__} is not usable with algorithm {alg}")
