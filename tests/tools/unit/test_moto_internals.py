@@ -1,0 +1,174 @@
+"""The pinned moto still has the internals nimbus_tools.moto_internals relies on, in the same shape.
+
+Each test drives moto through boto3 (in process, ``mock_aws``) and checks the helper's effect
+through the public AWS API: a moto upgrade that renames or reshapes one of those internals fails
+here, not in a long ``make serve`` or a slow suite.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from moto import mock_aws
+from werkzeug.serving import WSGIRequestHandler
+from werkzeug.test import Client
+
+from nimbus_tools.moto_internals import (
+    empty_tables,
+    forget_model_instances,
+    server_app,
+    stop_stream_records,
+    tracked_model_instances,
+    trim_stream,
+)
+
+REGION = "us-east-1"
+
+
+@pytest.fixture
+def dynamodb() -> Iterator[Any]:
+    with mock_aws():
+        yield boto3.client("dynamodb", region_name=REGION)
+
+
+def _table(dynamodb: Any, name: str) -> str:
+    """Create ``name`` with a stream; return the stream's ARN."""
+    described = dynamodb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
+    )
+    return str(described["TableDescription"]["LatestStreamArn"])
+
+
+def _put(dynamodb: Any, table: str, *ids: str) -> None:
+    for item_id in ids:
+        dynamodb.put_item(TableName=table, Item={"id": {"S": item_id}})
+
+
+def _iterator(stream_arn: str, iterator_type: str = "TRIM_HORIZON") -> str:
+    streams = _streams()
+    shard = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"][0]["ShardId"]
+    return str(
+        streams.get_shard_iterator(StreamArn=stream_arn, ShardId=shard, ShardIteratorType=iterator_type)[
+            "ShardIterator"
+        ]
+    )
+
+
+def _read(iterator: str) -> list[tuple[str, str]]:
+    """(sequence number, item id) of every record from ``iterator`` on."""
+    records = _streams().get_records(ShardIterator=iterator)["Records"]
+    return [(r["dynamodb"]["SequenceNumber"], r["dynamodb"]["Keys"]["id"]["S"]) for r in records]
+
+
+def _records(stream_arn: str) -> list[tuple[str, str]]:
+    return _read(_iterator(stream_arn))
+
+
+def _streams() -> Any:
+    return boto3.client(
+        "dynamodbstreams", region_name=REGION, config=Config(account_id_endpoint_mode="disabled")
+    )
+
+
+def test_the_server_app_answers_aws_requests_served_by_moto_s_request_handler() -> None:
+    app, handler = server_app()
+    assert issubclass(handler, WSGIRequestHandler)
+    with mock_aws():
+        reply = Client(app).post(
+            "/",
+            data="{}",
+            headers={
+                "X-Amz-Target": "DynamoDB_20120810.ListTables",
+                "Content-Type": "application/x-amz-json-1.0",
+                "Authorization": f"AWS4-HMAC-SHA256 Credential=test/20240101/{REGION}/dynamodb/aws4_request",
+            },
+        )
+    assert reply.status_code == 200
+    assert json.loads(reply.get_data()) == {"TableNames": []}
+
+
+def test_forgetting_model_instances_empties_moto_s_record_of_them(dynamodb: Any) -> None:
+    _table(dynamodb, "users")
+    assert tracked_model_instances() > 0
+
+    forget_model_instances()
+
+    assert tracked_model_instances() == 0
+    assert dynamodb.list_tables()["TableNames"] == ["users"]  # no backend state is touched
+
+
+def test_trimming_drops_the_older_records_and_keeps_the_sequence_numbers(dynamodb: Any) -> None:
+    arn = _table(dynamodb, "users")
+    _put(dynamodb, "users", "a", "b", "c", "d", "e")
+    before = _records(arn)
+
+    assert trim_stream(arn, int(before[3][0]), kept_iterators=1000) == 3
+
+    assert _records(arn) == before[3:]
+    _put(dynamodb, "users", "f")
+    assert _records(arn)[-1] == (str(int(before[-1][0]) + 1), "f")
+    assert trim_stream(arn, 0, kept_iterators=1000) == 0  # nothing below the start any more
+
+
+def test_trimming_forgets_the_iterators_below_the_start_then_all_but_the_newest_kept(dynamodb: Any) -> None:
+    arn = _table(dynamodb, "users")
+    _put(dynamodb, "users", "a", "b")
+    start = int(_records(arn)[1][0])  # the trim keeps "b" on
+    below, older = _iterator(arn), _iterator(arn, "LATEST")  # at "a", and after "b"
+
+    trim_stream(arn, start, kept_iterators=1000)
+
+    with pytest.raises(KeyError):  # moto has no expiry error: it no longer finds the iterator
+        _read(below)
+    newer, newest = _iterator(arn, "LATEST"), _iterator(arn, "LATEST")
+
+    trim_stream(arn, start, kept_iterators=2)
+
+    with pytest.raises(KeyError):
+        _read(older)
+    _put(dynamodb, "users", "c")
+    assert [r[1] for r in _read(newer)] == [r[1] for r in _read(newest)] == ["c"]
+
+
+def test_trimming_an_unknown_stream_is_a_lookup_error_and_a_bad_arn_a_value_error(dynamodb: Any) -> None:
+    arn = _table(dynamodb, "users")
+    with pytest.raises(LookupError):
+        trim_stream(arn.replace("table/users", "table/nope"), 1, kept_iterators=1000)
+    with pytest.raises(ValueError, match="unpack"):
+        trim_stream("arn:aws:dynamodb", 1, kept_iterators=1000)
+
+
+def test_emptying_tables_drops_items_and_stream_records_and_keeps_the_tables(dynamodb: Any) -> None:
+    users, other = _table(dynamodb, "users"), _table(dynamodb, "other")
+    _put(dynamodb, "users", "a", "b")
+    _put(dynamodb, "other", "x")
+
+    empty_tables(REGION, ["users"])
+
+    assert dynamodb.scan(TableName="users")["Items"] == []
+    assert _records(users) == []
+    assert [r[1] for r in _records(other)] == ["x"]  # a table not named is left alone
+    _put(dynamodb, "users", "c")
+    assert [r[1] for r in _records(users)] == ["c"]
+
+
+def test_stopping_stream_records_leaves_only_the_kept_tables_recording(dynamodb: Any) -> None:
+    users, other = _table(dynamodb, "users"), _table(dynamodb, "other")
+    readers = {"users": _iterator(users, "LATEST"), "other": _iterator(other, "LATEST")}
+
+    stop_stream_records(keep={"users"})
+    _put(dynamodb, "users", "a")
+    _put(dynamodb, "other", "x")
+
+    assert [r[1] for r in _read(readers["users"])] == ["a"]
+    assert _read(readers["other"]) == []
+    assert dynamodb.scan(TableName="other")["Count"] == 1

@@ -1,0 +1,152 @@
+"""Every use of moto's internal state in the repository, in one place, checked against the pinned moto.
+
+moto's public surface is ``mock_aws``, ``moto.server.ThreadedMotoServer`` and the AWS APIs it
+answers; its documentation shows its backends (``<service>_backends[account][region]``) only as an
+"internal API" to check state with, with no promise of shape. What the local API, the integration
+tests and ``make bench`` need beyond that is here, one function each: moto's server app to put our
+middleware in front of, emptying its record of model objects, trimming a stream, emptying tables,
+turning stream records off. Each docstring names the internals it relies on and why no public API
+does it. Nothing else in tools/, tests/ or bench/ imports from moto beyond ``mock_aws``, and
+tests/tools/unit/test_moto_internals.py fails if the pinned moto changes the shape of any of them.
+moto is imported inside each function: its server stack takes a second or two to import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
+
+from werkzeug.serving import WSGIRequestHandler
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def server_app() -> tuple[WsgiApp, type[WSGIRequestHandler]]:
+    """moto's server: its WSGI app (every service, dispatched by host and path) and the werkzeug
+    request handler it serves that app with.
+
+    Relies on ``moto.moto_server.werkzeug_app``: ``DomainDispatcherApplication``,
+    ``create_backend_app`` and ``MotoRequestHandler``. The public ``ThreadedMotoServer`` builds
+    the app inside its serving thread, so our middleware could only be put in front afterwards
+    (moto serving unguarded meanwhile) through its private ``_server``, and its ``stop()`` leaves
+    the port bound.
+    """
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+
+    return DomainDispatcherApplication(create_backend_app), MotoRequestHandler
+
+
+def forget_model_instances() -> None:
+    """Empty moto's record of every model object it has created (kept for its server's dashboard).
+
+    Relies on ``moto.core.model_instances.reset_model_data``, which clears each model class's
+    ``instances_tracked`` and touches no backend state. moto keeps every model object it ever
+    creates, its TransactWriteItems rollback copies of whole tables included, so a long-running
+    emulator grows without end; moto offers no setting to stop recording and no public reset short
+    of its ``/moto-api/reset``, which drops every table too.
+    """
+    from moto.core.model_instances import reset_model_data
+
+    reset_model_data()
+
+
+def tracked_model_instances() -> int:
+    """How many model objects moto's record (emptied by :func:`forget_model_instances`) holds.
+
+    Relies on ``moto.core.model_instances.model_data`` (model classes by service and name) and each
+    class's ``instances_tracked`` list; moto shows them only through its server's dashboard.
+    """
+    from moto.core.model_instances import model_data
+
+    return sum(
+        len(getattr(model, "instances_tracked", ()))
+        for models in model_data.values()
+        for model in models.values()
+    )
+
+
+def trim_stream(stream_arn: str, before: int, kept_iterators: int) -> int:
+    """Drop the records of ``stream_arn`` below sequence number ``before`` from moto's memory, as
+    DynamoDB trims a stream, then every shard iterator no longer usable and all but the newest
+    ``kept_iterators``; returns how many records were dropped.
+
+    Relies on ``moto.dynamodb.models.dynamodb_backends`` (a table's ``stream_shard``, its ``items``
+    list and ``starting_sequence_number``) and ``moto.dynamodbstreams.models.
+    dynamodbstreams_backends`` (``shard_iterators``, each with its ``stream_shard`` and
+    ``sequence_number``). moto keeps every stream record and shard iterator forever (DynamoDB
+    drops records after 24 hours and iterators after 15 minutes) and offers no way to drop them.
+
+    Sequence numbers stay right: moto numbers a new record ``len(items) +
+    starting_sequence_number`` and finds sequence number n at ``items[n -
+    starting_sequence_number]``, so the start moves up by what is dropped. Reading below the new
+    start is refused, as DynamoDB refuses a trimmed position.
+
+    Raises ``ValueError`` for a malformed ARN, ``LookupError`` for a table or region moto lacks.
+    """
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.dynamodbstreams.models import dynamodbstreams_backends
+
+    # arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>
+    _, _, _, region, account, resource = stream_arn.split(":", 5)
+    table = dynamodb_backends[account][region].tables.get(resource.split("/")[1])
+    if table is None:
+        raise LookupError(f"no table for {stream_arn}")
+    shard = table.stream_shard
+    if shard is None:
+        return 0
+    count = max(0, min(before - shard.starting_sequence_number, len(shard.items)))
+    del shard.items[:count]
+    shard.starting_sequence_number += count
+    iterators = dynamodbstreams_backends[account][region].shard_iterators
+    stale = [
+        key
+        for key, it in iterators.items()
+        if it.stream_shard is shard and it.sequence_number < shard.starting_sequence_number
+    ]
+    stale += list(iterators)[: max(0, len(iterators) - kept_iterators)]  # the oldest
+    for key in stale:
+        iterators.pop(key, None)
+    return count
+
+
+def empty_tables(region: str, names: Iterable[str]) -> None:
+    """Drop every item and stream record of the tables ``names`` of moto's default account in
+    ``region``, keeping the tables.
+
+    Relies on ``moto.dynamodb.models.dynamodb_backends`` (a backend's ``tables``, each table's
+    ``items`` and ``stream_shard.items``). Deleting through the API costs a call per item and
+    leaves a REMOVE record per item in the stream, which moto deep-copies on every
+    TransactWriteItems (its rollback copy); DeleteTable and CreateTable cost more still.
+    """
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    tables = dynamodb_backends[DEFAULT_ACCOUNT_ID][region].tables
+    for name in names:
+        table = tables[name]
+        table.items.clear()
+        if table.stream_shard is not None:
+            table.stream_shard.items.clear()
+
+
+def stop_stream_records(keep: Collection[str] = ()) -> None:
+    """Make every table moto holds, but those named in ``keep``, record no stream from now on.
+
+    Relies on ``moto.dynamodb.models.dynamodb_backends`` (each table's ``stream_shard``, which moto
+    appends a record to on each write when set). UpdateTable can turn a stream off, but a table's
+    stream settings are what the code under measure is provisioned with. moto keeps every stream
+    record in its table object and deep-copies each table a TransactWriteItems touches, records
+    included, once per item of the transaction: left on, every request makes every later
+    transaction slower.
+    """
+    from moto.dynamodb.models import dynamodb_backends
+
+    for regions in list(dynamodb_backends.values()):
+        for backend in list(regions.values()):
+            for table in backend.tables.values():
+                if table.stream_shard is not None and table.name not in keep:
+                    table.stream_shard = None
