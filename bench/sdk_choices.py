@@ -8,7 +8,9 @@ Beside botocore's defaults, this measures each public choice alone and all of th
   data loader; botocore with our trimmed service data (``aws_models/``); ours as the functions
   create it (trimmed data plus the client options below);
 - warm: CPU per ``BatchGetItem`` on one client with botocore's default options, with a fixed
-  User-Agent, with parameter validation off, and with both (``clients.CONFIG``).
+  User-Agent, with parameter validation off, and with both (``clients.CONFIG``);
+- libraries: the import alone (the bare handler's with its client) of what a library offers where
+  Nimbus writes its own, beside our own modules (``docs/decisions/``).
 
 AWS is answered by ``bench.aws_hook`` (a ``before-send`` hook): the SDK does all its work and
 only the network is left out. Times are CPU time; the figures are medians.
@@ -74,6 +76,46 @@ COLD = {
         "client = clients.dynamodb()\n"
     ),
 }
+# What a library costs where Nimbus writes its own (docs/decisions/), beside ours: the import alone,
+# or, after "(after X)", only what it adds to X (X imported first, then the clock restarted).
+_LOGGER = "from aws_lambda_powertools import Logger\nLogger()\n"
+_AFTER_LOGGER = _LOGGER + "started = time.process_time()\n"
+_AFTER_BOTOCORE = "import botocore.session\nstarted = time.process_time()\n"
+_RESOLVER = _AFTER_LOGGER + "from aws_lambda_powertools.event_handler import APIGatewayHttpResolver\n"
+LIBRARIES = {
+    "bare boto3 handler: boto3 + DynamoDB client": "import boto3\nclient = boto3.client('dynamodb')\n",
+    "ours: accounts_api.handler": "import accounts_api.handler\n",
+    "ours: accounts_api.handler + DynamoDB client": (
+        "import accounts_api.handler\nfrom nimbus_core.adapters import clients\nclient = clients.dynamodb()\n"
+    ),
+    "Powertools Logger": _LOGGER,
+    "APIGatewayHttpResolver() (after Logger)": _RESOLVER + "APIGatewayHttpResolver()\n",
+    "APIGatewayHttpResolver(enable_validation=True) (after Logger)": (
+        _RESOLVER + "APIGatewayHttpResolver(enable_validation=True)\n"
+    ),
+    "ours: http.routing, http.event, http.responses (after Logger)": (
+        _AFTER_LOGGER
+        + "import nimbus_core.http.routing, nimbus_core.http.event, nimbus_core.http.responses\n"
+    ),
+    "ours: http.app, with the guard and its rules (after Logger)": (
+        _AFTER_LOGGER + "import nimbus_core.http.app\n"
+    ),
+    "Powertools get_parameters_by_name (after botocore.session)": (
+        _AFTER_BOTOCORE + "from aws_lambda_powertools.utilities.parameters import get_parameters_by_name\n"
+    ),
+    "boto3 TypeSerializer + TypeDeserializer (after botocore.session)": (
+        _AFTER_BOTOCORE + "from boto3.dynamodb.types import TypeDeserializer, TypeSerializer\n"
+    ),
+    "ours: adapters.items (after domain.models)": (
+        "import nimbus_core.domain.models\nstarted = time.process_time()\nimport nimbus_core.adapters.items\n"
+    ),
+}
+_IMPORT_CHILD = """
+import time
+started = time.process_time()
+{setup}
+print("SDK_RESULT", (time.process_time() - started) * 1000)
+"""
 _CHILD = """
 import json, time
 from bench.aws_hook import CannedAws
@@ -85,8 +127,8 @@ print("SDK_RESULT", (time.process_time() - started) * 1000)
 """
 
 
-def _cold_once(setup: str) -> float:
-    code = _CHILD.format(canned=CANNED, setup=setup, request=REQUEST)
+def _cold_once(setup: str, child: str = _CHILD) -> float:
+    code = child.format(canned=CANNED, setup=setup, request=REQUEST)
     env = {**os.environ, **CHILD_ENV}
     for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_PROFILE"):
         env.pop(name, None)
@@ -97,14 +139,15 @@ def _cold_once(setup: str) -> float:
     return float(line.split()[1])
 
 
-def measure_cold(runs: int) -> dict[str, float]:
-    """Median CPU ms of import + client + first call per cold variant (round-robin, one warm-up)."""
-    for setup in COLD.values():
-        _cold_once(setup)  # the page cache and bytecode, equal for all
-    samples: dict[str, list[float]] = {name: [] for name in COLD}
+def measure_cold(runs: int, variants: dict[str, str] = COLD, child: str = _CHILD) -> dict[str, float]:
+    """Median CPU ms of each variant in fresh interpreters (round-robin, one warm-up): by default the
+    cold variants' import + client + first call."""
+    for setup in variants.values():
+        _cold_once(setup, child)  # the page cache and bytecode, equal for all
+    samples: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(runs):
-        for name, setup in COLD.items():
-            samples[name].append(_cold_once(setup))
+        for name, setup in variants.items():
+            samples[name].append(_cold_once(setup, child))
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
@@ -148,8 +191,9 @@ def measure_warm(rounds: int = 31, batch: int = 200) -> dict[str, float]:
 
 
 def measure_sdk(runs: int) -> dict[str, dict[str, float]]:
-    """Both measurements."""
-    return {"cold_ms": measure_cold(runs), "warm_us": measure_warm()}
+    """The three measurements."""
+    libraries = measure_cold(runs, LIBRARIES, _IMPORT_CHILD)
+    return {"cold_ms": measure_cold(runs), "warm_us": measure_warm(), "libraries_ms": libraries}
 
 
 def format_sdk(result: dict[str, dict[str, float]], runs: int) -> str:
@@ -158,6 +202,7 @@ def format_sdk(result: dict[str, dict[str, float]], runs: int) -> str:
     first_cold, first_warm = next(iter(cold.values())), next(iter(warm.values()))
     cold_rows = [[name, f"{ms:.1f}", f"{ms / first_cold:.2f}x"] for name, ms in cold.items()]
     warm_rows = [[name, f"{us:.0f}", f"{us / first_warm:.2f}x"] for name, us in warm.items()]
+    lib_rows = [[name, f"{ms:.1f}"] for name, ms in result["libraries_ms"].items()]
     return "\n".join(
         [
             render(
@@ -169,6 +214,9 @@ def format_sdk(result: dict[str, dict[str, float]], runs: int) -> str:
             "",
             render(["Warm: one BatchGetItem", "CPU us", "vs defaults"], warm_rows, frozenset({1, 2})),
             "Medians of 31 batches of 200 calls per client, alternating their order.",
+            "",
+            render(["Import only (docs/decisions/)", "CPU ms"], lib_rows, frozenset({1})),
+            f"Medians of {runs} fresh interpreters per variant (round-robin, after one warm-up each).",
         ]
     )
 
