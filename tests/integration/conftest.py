@@ -31,8 +31,6 @@ from argon2 import PasswordHasher
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from botocore.config import Config
 from moto import mock_aws
-from moto.core.models import DEFAULT_ACCOUNT_ID
-from moto.dynamodb.models import dynamodb_backends
 
 from nimbus_core.adapters import clients, container, runtime_config
 from nimbus_core.domain.killswitches import KillSwitch, enabled_in, parameter_names, stored_value
@@ -44,6 +42,7 @@ from nimbus_tools.local.faults import Fault, FaultRegistry, botocore_hook
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub, Reply
 from nimbus_tools.local.provision import ProvisionedStack, provision, put_default_domain
 from nimbus_tools.local.streams import StreamReader, committed, lambda_event, latest_stream_arn, matches
+from nimbus_tools.moto_internals import empty_tables
 from nimbus_tools.openapi import endpoint_errors, response_model
 from nimbus_tools.template import Template, load_template, stream_subscriptions
 from tests.integration.stream_feed import Handler, Invocation, StreamFeed
@@ -188,17 +187,11 @@ class Stack:
         """Empty every table and its stream, then offer the default domain again (provisioned state,
         cheaply).
 
-        The items and stream records are dropped inside moto's backend rather than deleted through
-        the API: a per-test DeleteItem per item was slow, and its REMOVE records stayed in the
-        stream, which moto deep-copies on every TransactWriteItems (its rollback snapshot), so every
-        transaction of a worker grew slower test after test.
+        The items and stream records are dropped inside moto (``moto_internals.empty_tables``):
+        a DeleteItem per item left a REMOVE record per item, which moto deep-copies on every
+        TransactWriteItems, so every transaction of a worker grew slower test after test.
         """
-        tables = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION].tables
-        for name in self.provisioned.tables.values():
-            table = tables[name]
-            table.items.clear()
-            if table.stream_shard is not None:
-                table.stream_shard.items.clear()
+        empty_tables(REGION, self.provisioned.tables.values())
         # The stream readers start again on the emptied streams.
         self._outbox = None
         self._feeds.clear()

@@ -23,7 +23,8 @@ WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 def server_app() -> tuple[WsgiApp, type[WSGIRequestHandler]]:
     """moto's server: its WSGI app (every service, dispatched by host and path) and the werkzeug
-    request handler it serves that app with.
+    request handler it serves that app with, here without a console line per AWS call (errors are
+    still logged).
 
     Relies on ``moto.moto_server.werkzeug_app``: ``DomainDispatcherApplication``,
     ``create_backend_app`` and ``MotoRequestHandler``. The public ``ThreadedMotoServer`` builds
@@ -37,7 +38,11 @@ def server_app() -> tuple[WsgiApp, type[WSGIRequestHandler]]:
         create_backend_app,
     )
 
-    return DomainDispatcherApplication(create_backend_app), MotoRequestHandler
+    class QuietRequestHandler(MotoRequestHandler):
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            return None
+
+    return DomainDispatcherApplication(create_backend_app), QuietRequestHandler
 
 
 def forget_model_instances() -> None:

@@ -8,9 +8,12 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import boto3
+from moto import mock_aws
 from werkzeug.test import Client, TestResponse
 
 from nimbus_tools.local.aws import FORGET_EVERY, EmulatorMiddleware
+from nimbus_tools.moto_internals import tracked_model_instances
 
 SEND_EMAIL = {
     "FromEmailAddress": "no-reply@nimbus.example",
@@ -209,18 +212,14 @@ def test_aws_requests_are_served_one_at_a_time() -> None:
 def test_motos_record_of_every_model_object_is_emptied_every_few_requests() -> None:
     """moto keeps each model object it creates (TransactWriteItems' copies of whole tables too) for
     a dashboard the local API does not serve: kept, a long `make serve` grows without end."""
-    from moto.core.common_models import BaseModel
-
-    class Tracked(BaseModel):  # moto's own bookkeeping records every instance of a model
-        pass
-
     client = Client(EmulatorMiddleware(FakeMoto()))
-    for _ in range(FORGET_EVERY - 1):
-        Tracked()
+    with mock_aws():
+        boto3.client("ssm", region_name="us-east-1").put_parameter(Name="p", Value="v", Type="String")
+        for _ in range(FORGET_EVERY - 1):
+            _dynamodb(client, "GetItem")
+        held = tracked_model_instances()
+
         _dynamodb(client, "GetItem")
-    held = len(Tracked.instances_tracked)  # type: ignore[attr-defined]
 
-    _dynamodb(client, "GetItem")
-
-    assert held == FORGET_EVERY - 1
-    assert Tracked.instances_tracked == []  # type: ignore[attr-defined]
+        assert held > 0
+        assert tracked_model_instances() == 0

@@ -5,19 +5,15 @@ The middleware adds what the local API needs on top of moto:
 * one lock around every AWS request, because moto's backends are not safe under concurrent
   threads while DynamoDB guarantees atomic conditional writes and transactions;
 * capture of every accepted SES v2 SendEmail (``GET``/``DELETE /_nimbus/mail``): moto's own record
-  of sent mail (its SES backend's ``sent_messages``) keeps one body, the HTML one when there are two,
-  and the text body is what people and tests read the verification link from;
+  of sent mail keeps one body, the HTML one when there are two, and the text body is what people
+  and tests read the verification link from;
 * fault injection for tests (``POST``/``GET``/``DELETE /_nimbus/faults``, see ``faults.py``);
 * trimming of DynamoDB streams (``POST /_nimbus/streams/trim``, for the stream poller);
-* a bounded memory: moto records every model object it ever creates for its dashboard (which the
-  local API does not serve), its TransactWriteItems rollback copies of whole tables included, so a
-  long ``make serve`` grew without end (``make soak`` measured it); that record is emptied every
-  :data:`FORGET_EVERY` requests with moto's own ``reset_model_data``, which touches no backend state.
+* a bounded memory: moto's record of every model object it creates is emptied every
+  :data:`FORGET_EVERY` requests (``moto_internals.forget_model_instances``).
 
-moto's ``ThreadedMotoServer`` is not used: it builds its app inside its serving thread, so the
-middleware could only be put in front afterwards (moto serving unlocked meanwhile) through its
-private ``_server``, and its ``stop()`` leaves the port bound. :class:`AwsEmulator` serves moto's
-own app and request handler with werkzeug's threaded server, as it does.
+moto's internals used here (its server app, its model record, its stream shards) are reached
+through :mod:`nimbus_tools.moto_internals` only.
 """
 
 from __future__ import annotations
@@ -29,7 +25,6 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from moto.core.model_instances import reset_model_data
 from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wrappers import Response
 from werkzeug.wsgi import get_input_stream
@@ -37,10 +32,10 @@ from werkzeug.wsgi import get_input_stream
 from nimbus_core.platform import clock
 from nimbus_tools.local.faults import FaultRegistry, FaultSpecError, fault_response
 from nimbus_tools.local.operations import AwsOperation, identify_operation
+from nimbus_tools.moto_internals import WsgiApp, forget_model_instances, server_app, trim_stream
 
 SES_SEND_EMAIL = AwsOperation("ses", "SendEmail", "rest-json")
 
-WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 StartResponse = Callable[..., Any]
 
 CONTROL_PREFIX = "/_nimbus/"
@@ -107,7 +102,7 @@ class EmulatorMiddleware:
                 self.mail.append(_sent_email(body, b"".join(chunks)))
             self._served += 1
             if self._served >= FORGET_EVERY:
-                reset_model_data()
+                forget_model_instances()
                 self._served = 0
         return chunks
 
@@ -161,45 +156,11 @@ class EmulatorMiddleware:
             arn, before = str(request["streamArn"]), int(request["before"])
         except (ValueError, TypeError, KeyError):
             return 400, {"message": 'expected {"streamArn": "...", "before": "<sequence number>"}'}
-        from moto.core.exceptions import JsonRESTError  # imported late, as moto's server stack is
-
         with self._aws_lock:  # moto's backends are changed here as by any request
             try:
-                return 200, {"trimmed": trim_stream(arn, before)}
-            except (JsonRESTError, ValueError, KeyError) as error:
+                return 200, {"trimmed": trim_stream(arn, before, KEPT_SHARD_ITERATORS)}
+            except (ValueError, LookupError) as error:
                 return 404, {"message": f"no stream {arn}: {error}"}
-
-
-def trim_stream(stream_arn: str, before: int) -> int:
-    """Drop the records of ``stream_arn`` below sequence number ``before`` from moto's memory, as
-    DynamoDB trims a stream, and the shard iterators no longer usable; returns how many records.
-
-    Sequence numbers stay right: moto numbers a new record ``len(items) + starting_sequence_number``
-    and finds sequence number n at ``items[n - starting_sequence_number]``, so the start moves up by
-    what is dropped. Reading below the new start is refused (moto asserts), as DynamoDB refuses a
-    trimmed position: readers keep their last record (see ``streams.StreamPoller``).
-    """
-    from moto.dynamodb.models import dynamodb_backends
-    from moto.dynamodbstreams.models import dynamodbstreams_backends
-
-    # arn:aws:dynamodb:<region>:<account>:table/<name>/stream/<label>
-    _, _, _, region, account, resource = stream_arn.split(":", 5)
-    shard = dynamodb_backends[account][region].get_table(resource.split("/")[1]).stream_shard
-    if shard is None:
-        return 0
-    count = max(0, min(before - shard.starting_sequence_number, len(shard.items)))
-    del shard.items[:count]
-    shard.starting_sequence_number += count
-    iterators = dynamodbstreams_backends[account][region].shard_iterators
-    stale = [
-        key
-        for key, it in iterators.items()
-        if it.stream_shard is shard and it.sequence_number < shard.starting_sequence_number
-    ]
-    stale += list(iterators)[: max(0, len(iterators) - KEPT_SHARD_ITERATORS)]  # the oldest
-    for key in stale:
-        iterators.pop(key, None)
-    return count
 
 
 def _sent_email(request: bytes, response: bytes) -> dict[str, Any]:
@@ -243,22 +204,9 @@ class AwsEmulator:
 
     def start(self) -> str:
         """Bind (port 0 picks a free port), start serving on a daemon thread, return the URL."""
-        # Imported here: moto's server stack takes a second or two to import.
-        from moto.moto_server.werkzeug_app import (
-            DomainDispatcherApplication,
-            MotoRequestHandler,
-            create_backend_app,
-        )
-
-        class QuietRequestHandler(MotoRequestHandler):
-            """moto's handler without a console line per AWS call (errors are still logged)."""
-
-            def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-                return None
-
-        middleware = EmulatorMiddleware(DomainDispatcherApplication(create_backend_app))
+        app, request_handler = server_app()
         self._server = make_server(
-            self.host, self.port, middleware, threaded=True, request_handler=QuietRequestHandler
+            self.host, self.port, EmulatorMiddleware(app), threaded=True, request_handler=request_handler
         )
         self._thread = threading.Thread(target=self._server.serve_forever, name="aws-emulator", daemon=True)
         self._thread.start()
