@@ -1,0 +1,101 @@
+"""The users table's items: their keys, the stored form of a user, and the table each part of
+:class:`nimbus_core.adapters.users.DynamoUsers` works on.
+
+One table holds the user items (``USER#<id>``), the uniqueness claims of usernames and addresses
+(``USERNAME#<key>``, ``EMAIL#<key>``), the marks imported accounts leave (``IMPORTED#<id>``) and the
+shards of the user count (``USERCOUNT#<n>``).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from nimbus_core.adapters.items import record_item
+from nimbus_core.domain.identity import email_key, username_key
+from nimbus_core.domain.models import User, iso_to_epoch
+
+if TYPE_CHECKING:
+    from types_boto3_dynamodb import DynamoDBClient
+
+NOT_EXISTS = "attribute_not_exists(pk)"
+USER_KEY_PREFIX = "USER#"  # the key of a user item; claims are USERNAME#... and EMAIL#...
+# An account imported from upstream leaves IMPORTED#<id> behind, which its deletion keeps.
+IMPORTED_KEY_PREFIX = "IMPORTED#"
+# GET /users: every user item carries LIST_PARTITION in ``listPartition`` and its creation time in
+# ``listOrder``, so CreatedIndex (keys only) lists the newest first with one Query and no Scan, the
+# accounts imported from upstream (whose ids are not time-ordered) among the others.
+LIST_INDEX = "CreatedIndex"
+LIST_PARTITION = "USERS"
+# The number of users is kept exact by the transactions that create and delete them, spread over
+# COUNT_SHARDS counter items (USERCOUNT#<n>, n from the user id) so that no single item takes every
+# registration: DynamoDB allows about 1,000 writes per second on one item, 500 in transactions.
+# Raising it later is safe (new shards start at 0); lowering it would drop counts.
+COUNT_SHARDS = 16
+COUNT_KEY_PREFIX = "USERCOUNT#"
+
+
+class UsersTable:
+    """The client and the name of the users table, shared by every part of ``DynamoUsers``."""
+
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
+        self._client = client
+        self._table = table
+
+
+def user_key(user_id: str) -> dict[str, Any]:
+    """The primary key of a user item."""
+    return {"pk": {"S": f"USER#{user_id}"}}
+
+
+def user_id_from_key(keys: Mapping[str, Any]) -> str | None:
+    """The user id of a users-table key in DynamoDB's JSON (a stream record's ``Keys``); None for a
+    claim item (``USERNAME#``/``EMAIL#``) or anything else."""
+    pk = keys.get("pk")
+    value = pk.get("S") if isinstance(pk, Mapping) else None
+    if not isinstance(value, str) or not value.startswith(USER_KEY_PREFIX):
+        return None
+    return value.removeprefix(USER_KEY_PREFIX) or None
+
+
+def user_item(user: User) -> dict[str, Any]:
+    """The stored form of a user, with the index keys login and the staff listing look it up by."""
+    return record_item(
+        user,
+        pk=f"USER#{user.id}",
+        usernameKey=username_key(user.username),
+        emailKey=email_key(user.email),
+        listPartition=LIST_PARTITION,
+        listOrder=list_order(user),
+    )
+
+
+def list_order(user: User) -> str:
+    """Where ``user`` sorts in the list: creation time (milliseconds, fixed width), then id."""
+    return f"{round(iso_to_epoch(user.created_at) * 1000):015d}#{user.id}"
+
+
+def count_key(shard: int) -> dict[str, Any]:
+    """The primary key of one shard of the user count."""
+    return {"pk": {"S": f"{COUNT_KEY_PREFIX}{shard}"}}
+
+
+def count_shard(user_id: str) -> int:
+    """The count shard a user is counted in (fixed by the id, so a deletion undoes its creation)."""
+    return zlib.crc32(user_id.encode()) % COUNT_SHARDS
+
+
+def username_claim(user: User) -> str:
+    """The key of the item that claims ``user``'s username."""
+    return f"USERNAME#{username_key(user.username)}"
+
+
+def email_claim(user: User) -> str:
+    """The key of the item that claims ``user``'s address."""
+    return f"EMAIL#{email_key(user.email)}"
+
+
+def number(value: int) -> dict[str, str]:
+    """An integer as a DynamoDB number value."""
+    return {"N": str(value)}
