@@ -1,26 +1,26 @@
-"""``python -m bench.soak`` (``make soak``): the command line, the local API started (or attached
-to) and stopped, PASS or FAIL."""
+"""``python -m bench.soak`` (``make soak``): the command line, the local API, the threads, the verdict."""
 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
+from threading import Thread
 
-from bench.soak.run import run_soak
+from bench.soak.client import Soak, traffic_random
+from bench.soak.memory import Sampler, memory_figures
+from bench.soak.report import report, verdict
+from bench.soak.traffic import look_after, staff_member, user_life
 from nimbus_tools.local.launcher import LocalApiProcess, start_local_api
-from nimbus_tools.local.state import process_alive, read_state
+from nimbus_tools.local.state import ServeState, process_alive, read_state
 
-DEFAULT_MINUTES = 2.0
-DEFAULT_CLIENTS = 8
-THINK_MS = 200.0  # a user's average pause before a request
-SAMPLE_SECONDS = 2.0
-INVARIANT_SECONDS = 30.0
-WARM_UP_FRACTION = 0.25
 STOP_SECONDS = 60.0  # for the local API to stop on Ctrl-C
 
 
@@ -28,51 +28,55 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line."""
     parser = argparse.ArgumentParser(
         prog="python -m bench.soak",
-        description=(
-            "Minutes of mixed traffic (users, staff, hostile input) against the local API: fails on any "
-            "5xx, on memory growth beyond the allowance, or on a broken invariant."
-        ),
+        description="Minutes of mixed traffic (users, staff, hostile input) against the local API: fails "
+        "on any 5xx, on memory growth beyond the allowance, or on a broken invariant.",
     )
-    parser.add_argument(
-        "--minutes", type=float, default=DEFAULT_MINUTES, help=f"traffic time (default {DEFAULT_MINUTES:g})"
-    )
-    parser.add_argument(
-        "--clients",
-        type=int,
-        default=DEFAULT_CLIENTS,
-        help=f"concurrent users (default {DEFAULT_CLIENTS}), plus one staff member",
-    )
-    parser.add_argument(
-        "--state",
-        type=Path,
-        help="attach to the local API that wrote this serve.json (`make serve`: .local/serve.json)",
-    )
-    parser.add_argument(
-        "--think-ms",
-        type=float,
-        default=THINK_MS,
-        help=f"a user's average pause before each request (default {THINK_MS:g} ms)",
-    )
-    parser.add_argument("--seed", type=int, help="random seed of the traffic (default: a new one, printed)")
-    parser.add_argument("--sample-seconds", type=float, default=SAMPLE_SECONDS, help="memory sampling period")
-    parser.add_argument(
-        "--invariant-seconds",
-        type=float,
-        default=INVARIANT_SECONDS,
-        help="invariant check period while traffic runs",
-    )
-    parser.add_argument(
-        "--warm-up",
-        type=float,
-        default=WARM_UP_FRACTION,
-        help="fraction of the run before the start figure (default 0.25)",
-    )
+    option = parser.add_argument
+    option("--minutes", type=float, default=2.0, help="traffic time (default 2)")
+    option("--clients", type=int, default=8, help="concurrent users (default 8), plus one staff member")
+    option("--state", type=Path, help="attach to the local API that wrote this serve.json (`make serve`)")
+    option("--think-ms", type=float, default=200.0, help="a user's average pause before each request")
+    option("--seed", type=int, help="random seed of the traffic (default: a new one, printed)")
+    option("--sample-seconds", type=float, default=2.0, help="memory sampling period (default 2)")
+    option("--invariant-seconds", type=float, default=30.0, help="invariant check period while traffic runs")
+    option("--warm-up", type=float, default=0.25, help="fraction of the run before the start figure")
     args = parser.parse_args(argv)
     if args.minutes <= 0 or args.clients < 1 or args.sample_seconds <= 0 or args.invariant_seconds <= 0:
         parser.error("--minutes, --clients, --sample-seconds and --invariant-seconds must be positive")
     if not 0 <= args.warm_up < 0.5:
         parser.error("--warm-up must be in [0, 0.5): the second half is judged")
     return args
+
+
+def run_soak(
+    args: argparse.Namespace, seed: int, state: ServeState, state_file: Path, api: LocalApiProcess | None
+) -> list[str]:
+    """The traffic (each actor and the sampler on a thread), the report; the reasons the soak fails."""
+    soak = Soak(state, state_file, seed, think=args.think_ms / 1000)
+    staff = staff_member(soak, seed - 1)
+    print(f"Soak: {args.minutes:g} min, {args.clients} users at a time and one staff member, seed {seed}")
+    sampler = Sampler(soak, api, every=args.sample_seconds, invariant_every=args.invariant_seconds)
+    soak.deadline = sampler.started + args.minutes * 60
+    users = [partial(soak.live, user_life, soak, traffic_random(seed + i)) for i in range(args.clients)]
+    actors = [Thread(target=actor, daemon=True) for actor in (*users, partial(soak.live, look_after, *staff))]
+    watcher = Thread(target=sampler.run, daemon=True)  # daemons: Ctrl-C must not wait for them
+    for thread in (watcher, *actors):
+        thread.start()
+    try:
+        for thread in actors:
+            thread.join()
+    except KeyboardInterrupt:  # Ctrl-C: every user skips to its cleanup, nothing more is judged
+        soak.deadline = -math.inf
+        raise
+    finally:
+        elapsed = time.monotonic() - sampler.started
+        soak.stop.set()
+    watcher.join()
+    sampler.finish()
+    memory = memory_figures(sampler.samples, args.warm_up * args.minutes * 60, state["pid"])
+    report(soak, sampler, memory, args, elapsed)
+    checks = {"invariant_checks": sampler.checks, "violations": len(sampler.violations)}
+    return verdict({**soak.counts, **checks}, memory)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,37 +86,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     api: LocalApiProcess | None = None
     state_dir: Path | None = None
     if args.state is not None:
-        state = read_state(args.state)
+        state, state_file = read_state(args.state), args.state
         if state is None or not process_alive(state["pid"]):
             print(f"no running local API wrote {args.state}: is `make serve` running?", file=sys.stderr)
             return 2
-        state_file = args.state
         print(f"Attached to the local API on {state['api_url']} (pid {state['pid']})", flush=True)
     else:
         state_dir = Path(tempfile.mkdtemp(prefix="nimbus-soak-"))
         print("Starting the local API...", flush=True)
         api = start_local_api(state_dir=state_dir, timeout=120)
         state, state_file = api.state, state_dir / "serve.json"
-        print(
-            f"Local API on {state['api_url']} (pid {state['pid']}, logs in {state_dir / 'logs'})", flush=True
-        )
+        print(f"Local API on {state['api_url']} (pid {state['pid']}, logs in {state_dir / 'logs'})")
     reasons = ["the soak did not finish"]
     try:
         reasons = run_soak(args, seed, state, state_file, api)
     finally:
         if api is not None:
             print("Stopping the local API...", flush=True)
-            stopped = api.stop(timeout=STOP_SECONDS)
-            if stopped != 0:
+            if (stopped := api.stop(timeout=STOP_SECONDS)) != 0:
                 reasons.append(f"the local API did not stop cleanly on Ctrl-C (exit status {stopped})")
                 print("\n".join(api.stdout[-10:] + api.stderr[-20:]))
-    print()
-    print("PASS" if not reasons else "FAIL:\n" + "\n".join(f"  {r}" for r in reasons), flush=True)
-    if state_dir is not None:
-        if reasons:
-            print(f"The local API's function logs are kept in {state_dir / 'logs'}")
-        else:
-            shutil.rmtree(state_dir, ignore_errors=True)
+    print("\nPASS" if not reasons else "\nFAIL:\n" + "\n".join(f"  {r}" for r in reasons), flush=True)
+    if state_dir is not None and reasons:
+        print(f"The local API's function logs are kept in {state_dir / 'logs'}")
+    elif state_dir is not None:
+        shutil.rmtree(state_dir, ignore_errors=True)
     return 1 if reasons else 0
 
 

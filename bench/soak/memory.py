@@ -1,60 +1,48 @@
-"""How the soak measures and judges memory: RSS samples, their slope, the growth and its allowance.
+"""The sampler thread (RSS, items and mail every few seconds, the invariants of tests/invariants.py
+now and then, finished users' rate-limit counters deleted, progress printed) and how memory is judged.
 
-The RSS of the local API's process and its descendants (the moto emulator, the gateway and the HTTP
-server live in the main process, each function's warm workers are its children) is read from /proc
-every ``--sample-seconds``. moto keeps every item in memory, so a growing data set raises the RSS
-legitimately. The data set is therefore kept bounded rather than judged per item: every user deletes
-its account at the end of its life (its sessions, factors, tokens and stored mail go with it), the
-staff member deletes its victims, the emulator's captured mail is cleared at every sample, and the
-rate-limit counters of finished users (their addresses and ids: no request comes from them
-again) are deleted every ``EXPIRY_SECONDS`` (sampler.py), as DynamoDB's TTL would once
-their windows closed; moto has no TTL. What stays is counted and allowed for: items still added (sweeps
-behind, counters of live users) and moto's own record of every email SES sent, which no API clears.
-
-The figure judged is the growth over the second half of the run of the processes alive through all
-of it (a worker spawned late is new memory, not growth), each less its largest rise between two
-readings if that rise is a step of at least ``STEP_MIB``: a one-time step, not a leak (a worker's
-first argon2 hash leaves 19 MiB mapped; its first request on a route imports that route's modules).
-It must stay within
-
-    allowance = 16 MiB + 8 KiB per item added + 16 KiB per email sent (over the second half)
-
-The per-item and per-email figures are twice what moto was measured to keep (tracemalloc, in
-process: 1.2 KiB per counter item, 4.8 KiB per outbox message, 7.7 KiB per email sent), so data
-never fails the soak. The fixed 16 MiB is noise: RSS read between requests across some twenty
-processes, and memory that settles late (pymalloc arenas kept after a peak, caches filling). With
-moto's instance tracker emptied (see docs/performance.md, "Soak") the default run measured +6 MiB
-and a five-minute run +3 MiB. At about 30 requests a second, 16 MiB is 8 KiB per request of the
-default run's second half, and under 1 KiB per request for ``--minutes 20``: run longer to catch
-smaller leaks.
+The RSS read is that of the local API and every descendant (its functions' warm workers). The figure
+judged is the growth over the second half of the run of the processes alive through all of it, each
+less its largest rise between two readings if that is a one-time step of at least ``STEP_MIB`` (a
+worker's first argon2 hash, a route's first import). It must stay within 16 MiB + 8 KiB per item
+added + 16 KiB per email sent: twice what moto keeps per item and per email, so data never fails the
+soak (docs/performance.md, "Soak", says where each figure comes from).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+import statistics
+import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from bench.soak.client import Soak
+from nimbus_tools.local.control import ControlError, clear_mail
+from nimbus_tools.local.launcher import LocalApiProcess
+from tests.invariants import stack_violations
 
 # The memory allowance over the second half, and the one-time step a process may take (module docstring).
 FIXED_ALLOWANCE_MIB = 16.0
 ITEM_ALLOWANCE_KIB = 8.0
 MAIL_ALLOWANCE_KIB = 16.0
 STEP_MIB = 4.0
-MIB = 1024 * 1024
+MIB, PAGE = 1024 * 1024, os.sysconf("SC_PAGE_SIZE")
+ALLOWANCE = (
+    f"{FIXED_ALLOWANCE_MIB:g} MiB + {ITEM_ALLOWANCE_KIB:g} KiB/item + {MAIL_ALLOWANCE_KIB:g} KiB/email"
+)
 
 
 def slope(points: Sequence[tuple[float, float]]) -> float:
     """The least-squares slope of ``(x, y)`` points (y per unit of x); 0.0 for fewer than two x."""
-    if len(points) < 2:
+    try:
+        return statistics.linear_regression(*zip(*points, strict=True)).slope
+    except (statistics.StatisticsError, TypeError):  # fewer than two points, or x constant
         return 0.0
-    mean_x = sum(x for x, _ in points) / len(points)
-    mean_y = sum(y for _, y in points) / len(points)
-    spread = sum((x - mean_x) ** 2 for x, _ in points)
-    if spread == 0:
-        return 0.0
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
 
 
 @dataclass(frozen=True)
@@ -98,18 +86,13 @@ class MemoryFigures:
 
 def allowance_bytes(items_added: int, mails_sent: int) -> float:
     """The growth the second half may show for ``items_added`` and ``mails_sent`` (module docstring)."""
-    return (
-        FIXED_ALLOWANCE_MIB * MIB
-        + max(items_added, 0) * ITEM_ALLOWANCE_KIB * 1024
-        + max(mails_sent, 0) * MAIL_ALLOWANCE_KIB * 1024
-    )
+    per_kib = max(items_added, 0) * ITEM_ALLOWANCE_KIB + max(mails_sent, 0) * MAIL_ALLOWANCE_KIB
+    return FIXED_ALLOWANCE_MIB * MIB + per_kib * 1024
 
 
 def stepless_growth(series: Sequence[int], step: int) -> tuple[int, int]:
-    """The growth of one process's RSS ``series`` (first to last), less its largest rise between two
-    readings when that rise is at least ``step``: a one-time step, not a leak (a worker's first
-    argon2 hash keeps 19 MiB mapped, its first request on a route imports that route's modules).
-    Returns (growth, the step discounted or 0)."""
+    """(The growth of one process's RSS ``series``, less its largest rise between two readings if
+    that is at least ``step``: a one-time step, not a leak; that step or 0)."""
     if len(series) < 2:
         return 0, 0
     largest = max(b - a for a, b in itertools.pairwise(series))
@@ -118,9 +101,8 @@ def stepless_growth(series: Sequence[int], step: int) -> tuple[int, int]:
 
 
 def memory_figures(samples: Sequence[Sample], warm_up: float, main: int) -> MemoryFigures | None:
-    """The figures of ``samples`` (in time order): start after ``warm_up`` seconds, the second half
-    from the midpoint of the sampled span; ``main`` is the local API's own pid. None without two
-    samples in the second half."""
+    """The figures of ``samples`` (start after ``warm_up`` s; second half from the midpoint of the
+    span; ``main``: the local API's pid), or None without two samples in the second half."""
     if not samples:
         return None
     measured = [s for s in samples if s.at >= warm_up] or list(samples)
@@ -152,30 +134,105 @@ def memory_figures(samples: Sequence[Sample], warm_up: float, main: int) -> Memo
 
 
 def process_tree_rss(root: int) -> dict[int, int]:
-    """RSS bytes of ``root`` and every descendant (read from /proc; a process that exits while it is
-    read is left out)."""
-    parents: dict[int, int] = {}
+    """RSS bytes of ``root`` and every live descendant, from /proc/<pid>/stat."""
+    stats: dict[int, tuple[int, int]] = {}  # pid: (parent pid, resident pages)
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        with contextlib.suppress(OSError, ValueError):  # not a process, or one that just exited
+            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+            stats[int(entry.name)] = (int(fields[1]), int(fields[21]))
     family, frontier = {root}, [root]
     while frontier:
         parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in family]
-        family.update(children)
-        frontier += children
-    rss: dict[int, int] = {}
-    for pid in family:
+        frontier += [pid for pid, (ppid, _) in stats.items() if ppid == parent and pid not in family]
+        family.update(frontier)
+    return {pid: stats[pid][1] * PAGE for pid in family if stats.get(pid, (0, 0))[1]}  # no zombie
+
+
+EVERY = {"expire": 10.0, "progress": 15.0}  # seconds between deleting finished users' counters, printing
+SETTLE_SECONDS = 60.0  # at most, after the traffic, for the stream-fed functions to catch up
+
+
+def table_items(soak: Soak) -> dict[str, int]:
+    """Items per table of the stack (DescribeTable; moto counts them live)."""
+    return {
+        logical: int(soak.dynamodb.describe_table(TableName=table)["Table"].get("ItemCount", 0))
+        for logical, table in soak.state["tables"].items()
+    }
+
+
+class Sampler:
+    """Memory, items and mail every ``every`` seconds; the invariants every ``invariant_every``."""
+
+    def __init__(self, soak: Soak, api: LocalApiProcess | None, every: float, invariant_every: float) -> None:
+        self.soak, self.api, self.pid, self.started = soak, api, soak.state["pid"], time.monotonic()
+        self.every, self.periods = every, {"check": invariant_every, **EVERY}
+        self.samples: list[Sample] = []
+        self.checks, self.violations, self.check_seconds = 0, list[str](), list[float]()
+        self.expired = 0  # rate-limit counters of retired subjects deleted
+        self.settled, self.settling = Sample(0, {}, 0, 0), 0.0  # after the traffic (finish)
+        self.errors: list[str] = []
+
+    def read(self) -> Sample:
+        """One reading (the emulator's captured mail cleared first: it would grow without bound)."""
         try:
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            continue
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                rss[pid] = int(line.split()[1]) * 1024
-    return rss
+            clear_mail(self.soak.state["aws_endpoint_url"])
+        except ControlError as error:
+            self.errors.append(f"clearing the captured mail: {error}")
+        if self.api is not None:  # the launcher keeps every line the server prints: the first will do
+            del self.api.stdout[100:]
+        mails = int(self.soak.ses.get_send_quota()["SentLast24Hours"])  # moto keeps every one sent
+        items = sum(table_items(self.soak).values())
+        return Sample(time.monotonic() - self.started, process_tree_rss(self.pid), items, mails)
+
+    def check(self, *, settled: bool) -> None:
+        """One check of tests/invariants.py. Its Scans are no snapshot: under traffic, a finding counts
+        only if a second check at once repeats it (a real one persists); ``settled``, every one."""
+        started, tables = time.perf_counter(), self.soak.state["tables"]
+        found = stack_violations(self.soak.dynamodb, tables)
+        if found and not settled:
+            found = [f for f in found if f in set(stack_violations(self.soak.dynamodb, tables))]
+        self.check_seconds.append(time.perf_counter() - started)
+        self.checks += 1
+        self.violations += found
+
+    def run(self) -> None:
+        """Until the traffic has stopped."""
+        due = {task: self.started + period for task, period in self.periods.items()}
+        while not self.soak.stop.wait(
+            max(0.0, self.started + len(self.samples) * self.every - time.monotonic())
+        ):
+            try:
+                self.samples.append(reading := self.read())
+                now, soak = time.monotonic(), self.soak
+                for task in [task for task, at in due.items() if now >= at]:
+                    due[task] = now + self.periods[task]
+                    if task == "expire":
+                        self.expired += soak.expire_counters()
+                    elif task == "check":
+                        self.check(settled=False)
+                    else:
+                        main, errors = reading.rss.get(self.pid, 0) / MIB, soak.counts["server_errors"]
+                        print(
+                            f"  {reading.at:5.0f} s {soak.requests:7d} requests  {errors} 5xx  RSS"
+                            f" {reading.total / MIB:6.1f} MiB (main {main:5.1f})  {reading.items} items"
+                            f"  {reading.mails} emails",
+                            flush=True,
+                        )
+            except Exception:
+                self.errors.append(traceback.format_exc())
+                self.soak.counts["soak_errors"] += 1
+
+    def finish(self) -> None:
+        """After the traffic: a last judged sample; the stream-fed functions' catching up (mail
+        sent, sweeps) until items and mail stop changing; the last invariant check."""
+        self.samples.append(self.read())
+        started = time.monotonic()
+        self.expired += self.soak.expire_counters()
+        last = self.read()
+        while time.monotonic() - started < SETTLE_SECONDS:
+            time.sleep(self.every)
+            previous, last = last, self.read()
+            if (last.items, last.mails) == (previous.items, previous.mails):
+                break
+        self.settled, self.settling = last, time.monotonic() - started
+        self.check(settled=True)

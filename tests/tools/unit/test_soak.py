@@ -1,4 +1,4 @@
-"""The soak's arithmetic (bench/soak/memory.py, report.py, verdict.py): percentiles, slopes, memory
+"""The soak's arithmetic (bench/soak/memory.py, report.py): percentiles, slopes, memory
 growth and the verdict."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from bench.soak.memory import (
     FIXED_ALLOWANCE_MIB,
     MIB,
     STEP_MIB,
+    MemoryFigures,
     Sample,
     allowance_bytes,
     memory_figures,
     slope,
     stepless_growth,
 )
-from bench.soak.report import percentile
-from bench.soak.verdict import verdict
+from bench.soak.report import percentile, verdict
 
 MAIN, WORKER, LATE = 100, 200, 300
 
@@ -101,19 +101,11 @@ def test_too_few_samples_are_no_figures() -> None:
     assert memory_figures(_samples([200], [50]), warm_up=0, main=MAIN) is None
 
 
-def _verdict(**changes: object) -> list[str]:
-    samples = _samples([200] * 6, [50] * 6)
-    figures: dict[str, object] = {
-        "server_errors": 0,
-        "transport_errors": 0,
-        "accepted_hostile": 0,
-        "soak_errors": 0,
-        "invariant_checks": 3,
-        "violations": 0,
-        "memory": memory_figures(samples, warm_up=0, main=MAIN),
-        **changes,
-    }
-    return verdict(**figures)  # type: ignore[arg-type]
+FLAT = memory_figures(_samples([200] * 6, [50] * 6), warm_up=0, main=MAIN)
+
+
+def _verdict(memory: MemoryFigures | None = FLAT, **changes: int) -> list[str]:
+    return verdict({"invariant_checks": 3, **changes}, memory)  # nothing wrong unless changed
 
 
 def test_the_verdict_names_every_reason_to_fail() -> None:
