@@ -26,17 +26,11 @@ from nimbus_core.adapters.sessions import DynamoSessions
 from nimbus_core.adapters.tokens import DynamoTokens
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
+from nimbus_core.domain.deployment_ports import CounterStore, DomainStore, Outbox
 from nimbus_core.domain.identity import email_key, username_key
-from nimbus_core.domain.ports import (
-    ChallengeStore,
-    CounterStore,
-    DomainStore,
-    Outbox,
-    SessionStore,
-    TokenStore,
-    Transactor,
-    UserStore,
-)
+from nimbus_core.domain.ports import Transactor
+from nimbus_core.domain.token_ports import ChallengeStore, TokenStore
+from nimbus_core.domain.user_ports import SessionStore, UserStore
 from nimbus_tools.local.provision import provision
 from nimbus_tools.template import load_template
 from tests.fakes import (

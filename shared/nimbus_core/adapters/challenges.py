@@ -30,7 +30,7 @@ def _pending_key(token_hash: str) -> dict[str, Any]:
 
 
 class DynamoChallenges:
-    """The :class:`nimbus_core.domain.ports.ChallengeStore` on the tokens table."""
+    """The :class:`nimbus_core.domain.token_ports.ChallengeStore` on the tokens table."""
 
     def __init__(self, client: DynamoDBClient, table: str, users_table: str) -> None:
         self._client = client

@@ -41,7 +41,7 @@ class CounterTargetMissingError(Exception):
 
 
 class DynamoCounters:
-    """The :class:`nimbus_core.domain.ports.CounterStore` on a counters table keyed by ``pk``."""
+    """The :class:`nimbus_core.domain.deployment_ports.CounterStore` on a counters table keyed by ``pk``."""
 
     def __init__(self, client: DynamoDBClient, table: str) -> None:
         self._client = client

@@ -25,7 +25,7 @@ def _key(name: str) -> dict[str, Any]:
 
 
 class DynamoDomains:
-    """The :class:`nimbus_core.domain.ports.DomainStore` on the domains table."""
+    """The :class:`nimbus_core.domain.deployment_ports.DomainStore` on the domains table."""
 
     def __init__(self, client: DynamoDBClient, table: str) -> None:
         self._client = client

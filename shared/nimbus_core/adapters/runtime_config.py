@@ -33,8 +33,8 @@ _log = Logger(child=True)
 
 
 class SsmRuntimeConfig:
-    """The :class:`nimbus_core.domain.ports.RuntimeConfigSource` on SSM: one parameter per kill switch
-    under ``killswitch_path``, and the log level."""
+    """The :class:`nimbus_core.domain.deployment_ports.RuntimeConfigSource` on SSM: one parameter
+    per kill switch under ``killswitch_path``, and the log level."""
 
     def __init__(
         self, client: SSMClient, *, killswitch_path: str, log_level_parameter: str, max_age: int

@@ -55,7 +55,7 @@ def _read_session(item: dict[str, Any]) -> Session:
 
 
 class DynamoSessions:
-    """The :class:`nimbus_core.domain.ports.SessionStore` on the sessions table."""
+    """The :class:`nimbus_core.domain.user_ports.SessionStore` on the sessions table."""
 
     def __init__(self, client: DynamoDBClient, table: str, users_table: str, tokens_table: str) -> None:
         self._client = client

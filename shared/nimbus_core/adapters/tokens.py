@@ -34,7 +34,7 @@ _RECOVERY_USABLE = "attribute_exists(pk) AND (attribute_not_exists(attempts) OR 
 
 
 class DynamoTokens:
-    """The :class:`nimbus_core.domain.ports.TokenStore` on the tokens table."""
+    """The :class:`nimbus_core.domain.token_ports.TokenStore` on the tokens table."""
 
     def __init__(self, client: DynamoDBClient, table: str, users_table: str) -> None:
         self._client = client

@@ -1,4 +1,4 @@
-"""The users table as the :class:`nimbus_core.domain.ports.UserStore`: :class:`DynamoUsers`.
+"""The users table as the :class:`nimbus_core.domain.user_ports.UserStore`: :class:`DynamoUsers`.
 
 Its parts live by concern beside it, each a class it inherits, all on the one table:
 
@@ -46,7 +46,7 @@ __all__ = [
 
 
 class DynamoUsers(UserClaims, UserChanges, UserFactors, UserListing, UserImports):
-    """The :class:`nimbus_core.domain.ports.UserStore` on the users table, built from
+    """The :class:`nimbus_core.domain.user_ports.UserStore` on the users table, built from
     ``(client, table name)``."""
 
     def get(self, user_id: str) -> User | None:

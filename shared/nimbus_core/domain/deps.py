@@ -7,20 +7,15 @@ clock); tests build a :class:`Deps` from the in-memory fakes and run the same ap
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from nimbus_core.domain.ports import (
-    ChallengeStore,
-    Clock,
-    CounterStore,
-    DomainStore,
-    Outbox,
-    RuntimeConfigSource,
-    SessionStore,
-    TokenStore,
-    Transactor,
-    UserStore,
-)
 from nimbus_core.platform.settings import Settings
+
+if TYPE_CHECKING:
+    from nimbus_core.domain.deployment_ports import CounterStore, DomainStore, Outbox, RuntimeConfigSource
+    from nimbus_core.domain.ports import Clock, Transactor
+    from nimbus_core.domain.token_ports import ChallengeStore, TokenStore
+    from nimbus_core.domain.user_ports import SessionStore, UserStore
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from nimbus_core.domain.models import User
-    from nimbus_core.domain.ports import UserStore
+    from nimbus_core.domain.user_ports import UserStore
 
 # No account has a longer login name (usernames <= 64, emails <= 254); DynamoDB refuses longer keys.
 MAX_LOGIN_NAME = 320

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from nimbus_core.domain.ports import CounterState, CounterStore, WriteOp
+from nimbus_core.domain.ports import CounterState, WriteOp
 from nimbus_core.domain.ratelimits import RateLimit
+
+if TYPE_CHECKING:
+    from nimbus_core.domain.deployment_ports import CounterStore
 
 
 @dataclass(frozen=True, slots=True)
