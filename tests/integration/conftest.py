@@ -308,8 +308,8 @@ def _recorder(sink: list[dict[str, Any]]) -> Callable[..., None]:
 class Api(InProcessApi):
     """The in-process API with shortcuts for the common requests.
 
-    Every successful answer is also checked against the response model its endpoint's policy
-    declares (``Policy.response``), so the models the OpenAPI document will use cannot drift.
+    Every successful answer is also checked against the view its route's signature returns
+    (``-> Reply[UserView]``) and the status it declares, so the document cannot drift from them.
     """
 
     def call(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Reply:
@@ -359,9 +359,10 @@ def _endpoint(api: InProcessApi, method: str, path: str, reply: Reply) -> Endpoi
 
 
 def _check_response_model(endpoint: Endpoint, reply: Reply) -> None:
-    assert endpoint.policy.response is not None, f"{endpoint.path} declares no response model"
-    assert reply.status == endpoint.policy.success, (endpoint.path, reply.status)
-    response_model(endpoint.policy).model_validate(reply.body)
+    view = response_model(endpoint)
+    assert view is not None, f"{endpoint.path} declares no response view"
+    assert reply.status == endpoint.status, (endpoint.path, reply.status)
+    view.model_validate(reply.body)
 
 
 def _check_documented_error(endpoint: Endpoint, reply: Reply) -> None:
@@ -370,7 +371,7 @@ def _check_documented_error(endpoint: Endpoint, reply: Reply) -> None:
     listed = endpoint_errors(endpoint).get(reply.status, [])
     assert code in listed, (
         f"{endpoint.method} {endpoint.path} answered {reply.status} {code}, which its document does not "
-        f"list ({listed}): name the code in the route's docstring"
+        f"list ({listed}): declare it with the route (errors=...)"
     )
 
 

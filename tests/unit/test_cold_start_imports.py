@@ -6,8 +6,10 @@ module is imported in a fresh interpreter, as Lambda's init phase does, and its 
 The stream-fed functions (mail, sweep) still import the data classes: Powertools' batch utility,
 which they use to report partial batch failures, imports them itself.
 
-Nor does an HTTP handler import a request model: its policies name their body, query and path models
-(``Policy(body="LoginBody")``), imported by the first request that validates one.
+Nor does an HTTP handler import a request model or a view: its routes name their body, query and
+path models and their success's view in their signatures (``request: Request[LoginBody]``,
+``-> Reply[SuccessfulAuthView]``), string annotations read when a route is declared; a model is
+imported by the first request that validates one, the views never to answer.
 """
 
 from __future__ import annotations

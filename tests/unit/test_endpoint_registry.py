@@ -1,11 +1,15 @@
 """One registry, four agreements: template routes = registered routes; every registered policy = the
-seed's requirements (tests/seed_endpoints.py); every model a policy names is a pydantic model of its
-group's models module; and no route can exist without a policy."""
+seed's requirements (tests/seed_endpoints.py); every type a route's signature names resolves, lazily,
+to the class Python and mypy see; and no route can exist without a policy and a typed signature."""
 
 from __future__ import annotations
 
+import ast
 import importlib
+import inspect
 import re
+import sys
+import typing
 from collections import Counter
 from typing import Any, cast
 
@@ -13,14 +17,16 @@ import pytest
 from pydantic import BaseModel
 
 from nimbus_core.domain.deps import Deps
+from nimbus_core.domain.errors import ErrorCode
 from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_core.domain.scopes import Scope
+from nimbus_core.http import views
 from nimbus_core.http.app import NimbusApp, create_app
 from nimbus_core.http.guard import Request
-from nimbus_core.http.policy import Auth, Endpoint, Policy
+from nimbus_core.http.policy import Auth, Endpoint, ErrorAt, Policy
 from nimbus_core.http.registry import Declared, EndpointRouter, UnguardedRouteError
-from nimbus_core.http.request_models import ModelKind, UnknownModelError, request_model
-from nimbus_core.http.responses import Response, json_response
+from nimbus_core.http.request_models import ModelKind, RouteSignatureError, UnknownModelError
+from nimbus_core.http.responses import Reply, Response, json_response
 from nimbus_core.http.routing import DuplicateRouteError
 from nimbus_tools.openapi import endpoint_errors
 from nimbus_tools.template import FunctionSpec, function_specs, load_template
@@ -50,6 +56,16 @@ def _seed_path(path: str) -> str:
 
 def _registered() -> list[tuple[str, Endpoint]]:
     return [(lid, e) for lid, spec in SPECS.items() for e in _app(spec).endpoints]
+
+
+def _declared() -> list[tuple[str, Declared]]:
+    """Every HTTP function's declarations (endpoint and route function)."""
+    found = []
+    for lid, spec in SPECS.items():
+        package = spec.handler_module.rpartition(".")[0]
+        routes = importlib.import_module(f"{package}.routes").routes
+        found += [(lid, declared) for declared in routes.declared]
+    return found
 
 
 # ---------------------------------------------------------------------------------------- (a) template
@@ -156,7 +172,7 @@ def test_documented_statuses_follow_the_seeds_observed_rules(function: str, endp
     generated OpenAPI document's errors)."""
     policy = endpoint.policy
     errors = endpoint_errors(endpoint)
-    assert policy.success not in errors, function
+    assert endpoint.status not in errors, function
     if policy.killswitches:
         assert "SERVICE_UNAVAILABLE_ERROR" in errors[503], function
     if policy.rate_limit is not None:
@@ -180,29 +196,75 @@ def test_login_asks_for_the_password_in_its_own_body() -> None:
     assert bypass.value.body()["fields"] == ["password"]
 
 
-# ------------------------------------------------------------------------------ (c) the named models
+# ------------------------------------------------------------------------------ (c) the typed signatures
 
-KINDS: tuple[ModelKind, ...] = ("body", "query", "path")
+KINDS: tuple[ModelKind, ...] = ("body", "query", "path", "response")
+DECLARED = _declared()
+_IDS = [f"{d.endpoint.method} {d.endpoint.path}" for _, d in DECLARED]
 
 
-@pytest.mark.parametrize(
-    ("function", "endpoint"), REGISTERED, ids=[f"{e.method} {e.path}" for _, e in REGISTERED]
-)
-def test_every_model_a_policy_names_is_a_pydantic_model_of_its_groups_models_module(
-    function: str, endpoint: Endpoint
+def _hints(declared: Declared) -> dict[str, Any]:
+    """The route's annotations as Python resolves them: its module's globals, then its group's
+    models module and the views (what its ``if TYPE_CHECKING:`` imports give mypy)."""
+    models = importlib.import_module(declared.endpoint.models or "")
+    namespace = {**vars(views), **vars(models), **declared.route.__globals__}
+    return typing.get_type_hints(declared.route, globalns=namespace)
+
+
+def _type_args(hint: Any) -> tuple[Any, ...]:
+    """``Request[A, None]`` -> ``(A, None, None)``; a bare ``Request`` -> ``(None, None, None)``."""
+    return tuple(None if a is type(None) else a for a in typing.get_args(hint) or (None, None, None))
+
+
+@pytest.mark.parametrize(("function", "declared"), DECLARED, ids=_IDS)
+def test_every_type_a_signature_names_resolves_to_the_class_python_resolves_it_to(
+    function: str, declared: Declared
 ) -> None:
-    """A misspelt or missing name fails here, not in a request: the guard resolves the same way."""
+    """A misspelt or missing name fails here, not in a request: the guard and the OpenAPI document
+    resolve each name alone and lazily (Endpoint.model), and must find what get_type_hints finds."""
+    endpoint = declared.endpoint
+    hints = _hints(declared)
+    request = next(iter(inspect.signature(declared.route).parameters))
+    assert typing.get_origin(hints[request]) is Request or hints[request] is Request, function
+    assert typing.get_origin(hints["return"]) is Reply, (function, "every product route answers a Reply")
+    expected = dict(zip(("body", "query", "path"), _type_args(hints[request]), strict=True))
+    (expected["response"],) = typing.get_args(hints["return"])
     for kind in KINDS:
-        name = endpoint.model_name(kind)
-        if name is None:
-            assert endpoint.model(kind) is None
-            continue
-        assert endpoint.models is not None, f"{function}: {endpoint.path} names {name!r} but no module"
         model = endpoint.model(kind)
-        assert isinstance(model, type), (function, kind, name)
-        assert issubclass(model, BaseModel), (function, kind, name)
-        # Its own name: the OpenAPI document's schema is named after the class.
-        assert model.__name__ == name, (function, kind, name)
+        assert model is expected[kind], (function, endpoint.path, kind)
+        if model is not None:
+            assert issubclass(model, BaseModel), (function, kind)
+            assert model.__name__ == endpoint.model_name(kind), (function, kind)  # the schema's name
+    assert expected["response"] is not None, f"{function}: {endpoint.path} declares no response view"
+
+
+ROUTES_MODULES = sorted({d.route.__module__ for _, d in DECLARED})
+
+
+@pytest.mark.parametrize("module", ROUTES_MODULES)
+def test_what_a_routes_module_imports_for_mypy_is_what_its_routes_resolve_to(module: str) -> None:
+    """mypy reads the names of ``if TYPE_CHECKING:`` imports; the guard finds them in the group's
+    models module or the views: each such name must be the very class the routes resolve to."""
+    source = inspect.getsource(sys.modules[module])
+    imported: dict[str, object] = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for statement in node.body:
+                assert isinstance(statement, ast.ImportFrom), ast.unparse(statement)
+                found = importlib.import_module(statement.module or "")
+                imported |= {
+                    alias.asname or alias.name: getattr(found, alias.name) for alias in statement.names
+                }
+    used = 0
+    for _, declared in DECLARED:
+        if declared.route.__module__ != module:
+            continue
+        for kind in KINDS:
+            name = declared.endpoint.model_name(kind)
+            if name is not None:
+                assert imported.get(name) is declared.endpoint.model(kind), (module, name)
+                used += 1
+    assert used, module
 
 
 def test_every_function_names_the_models_module_of_its_own_package() -> None:
@@ -211,33 +273,100 @@ def test_every_function_names_the_models_module_of_its_own_package() -> None:
         assert endpoint.models == f"{package}.models", (function, endpoint.method, endpoint.path)
 
 
-def test_a_misspelt_model_name_is_refused_when_resolved() -> None:
+def test_a_name_no_module_holds_is_refused_when_resolved() -> None:
     group = EndpointRouter(models="staff_api.models")
-    group.endpoint("PUT", "/users/<id>/ban", Policy(body="BanBdy"))(_hello)
+
+    def ban(request: Request[NoSuchBody]) -> Reply[NoSuchView]:  # type: ignore[name-defined]  # noqa: F821
+        raise AssertionError("never called")
+
+    group.endpoint("PUT", "/users/<id>/ban", Policy())(ban)
     (endpoint,) = group.endpoints
-    with pytest.raises(UnknownModelError, match=r"staff_api\.models has no pydantic model 'BanBdy'"):
+    with pytest.raises(
+        UnknownModelError, match=r"'NoSuchBody', which is no pydantic model of staff_api\.models"
+    ):
         endpoint.model("body")
-    # Anything else the module holds is no model either.
-    with pytest.raises(UnknownModelError):
-        request_model("staff_api.models", "MAX_REASON")
+    with pytest.raises(UnknownModelError, match=r"'NoSuchView', which is no pydantic model of nimbus_core"):
+        endpoint.model("response")
 
 
-def test_a_policy_names_its_models_and_its_group_the_module_they_are_in() -> None:
-    from nimbus_core.http.validation import Body
+@pytest.mark.parametrize(
+    ("annotation", "refusal"),
+    [
+        ("dict[str, Any]", "'dict' in its signature is not nimbus_core.http.guard.Request"),
+        ("Request[A, B, C, D]", "a body, query and path model, no more"),
+        ("Request[list[int]]", "not a class with names"),
+        ("Request[accounts_api.models.ChangeUsernameBody]", "not a class with names"),
+    ],
+)
+def test_a_route_whose_parameter_is_not_a_request_is_refused_where_it_is_declared(
+    annotation: str, refusal: str
+) -> None:
+    def route(request: Any) -> Response:
+        raise AssertionError("never called")
 
-    with pytest.raises(TypeError, match=r"POST /a: Policy\.body names its model by class name"):
-        EndpointRouter(models="auth_api.models").endpoint("POST", "/a", Policy(body=cast(Any, Body)))
-    with pytest.raises(UnknownModelError, match="names no models module"):
-        EndpointRouter().endpoint("GET", "/a", Policy(query="Pagination"))
-    with pytest.raises(UnknownModelError, match="is not a class name"):
-        EndpointRouter(models="admin_api.models").endpoint("PUT", "/a/<id>", Policy(path="admin_api.Path"))
+    route.__annotations__["request"] = annotation
+    with pytest.raises(RouteSignatureError, match=re.escape(refusal)):
+        EndpointRouter(models="staff_api.models").endpoint("GET", "/a", Policy())(route)
+
+
+def test_a_route_that_takes_more_than_its_request_is_refused_where_it_is_declared() -> None:
+    def route(request: Request, extra: int) -> Response:
+        raise AssertionError("never called")
+
+    with pytest.raises(RouteSignatureError, match="GET /a: a route takes one argument, its Request"):
+        EndpointRouter().endpoint("GET", "/a", Policy())(cast(Any, route))
+
+
+@pytest.mark.parametrize(
+    ("annotation", "refusal"),
+    [
+        ("dict[str, Any]", "returns Reply[View] (or a Response it builds), not dict"),
+        ("Reply", "returns Reply[View] (or a Response it builds), not Reply"),
+        ("Response[UserView]", "not Response"),
+    ],
+)
+def test_a_route_that_returns_no_reply_is_refused_where_it_is_declared(annotation: str, refusal: str) -> None:
+    def route(request: Request) -> Any:
+        raise AssertionError("never called")
+
+    route.__annotations__["return"] = annotation
+    with pytest.raises(RouteSignatureError, match=re.escape(refusal)):
+        EndpointRouter().endpoint("GET", "/a", Policy())(route)
+
+
+def test_a_signature_names_request_models_only_in_a_group_that_names_their_module() -> None:
+    with pytest.raises(RouteSignatureError, match="GET /a: its body model is named, but its EndpointRouter"):
+        EndpointRouter().endpoint("GET", "/a", Policy())(_any_body)
+
+
+def test_a_route_of_a_module_without_string_annotations_is_refused() -> None:
+    def route(request: Any) -> Any:
+        raise AssertionError("never called")
+
+    route.__annotations__.update(request=Request, **{"return": Response})
+    with pytest.raises(RouteSignatureError, match="from __future__ import annotations"):
+        EndpointRouter().endpoint("GET", "/a", Policy())(route)
 
 
 def test_declaring_and_guarding_a_route_imports_none_of_its_models() -> None:
     group = EndpointRouter(models="no_such_package.models")
-    group.endpoint("POST", "/a", Policy(auth=Auth.NONE, body="AnyBody"))(_hello)
+    group.endpoint("POST", "/a", Policy(auth=Auth.NONE))(_any_body)
     app = create_app(group, deps=_no_deps)
     assert [e.models for e in app.endpoints] == ["no_such_package.models"]
+    assert [e.model_name("body") for e in app.endpoints] == ["AnyBody"]
+
+
+def _any_body(request: Request[AnyBody]) -> Response:  # type: ignore[name-defined]  # noqa: F821
+    raise AssertionError("never called")
+
+
+def test_the_errors_a_route_declares_are_its_codes_at_their_status_or_the_one_given() -> None:
+    group = EndpointRouter()
+    errors = (ErrorCode.BANNED_ERROR, ErrorAt(404, ErrorCode.INVALID_SESSION_ERROR))
+    group.endpoint("GET", "/a", Policy(), status=201, errors=errors, summary="A")(_hello)
+    (endpoint,) = group.endpoints
+    assert endpoint.route_errors() == {(403, ErrorCode.BANNED_ERROR), (404, ErrorCode.INVALID_SESSION_ERROR)}
+    assert (endpoint.status, endpoint.summary) == (201, "A")
 
 
 # ---------------------------------------------------------------------------------------- (d) no policy

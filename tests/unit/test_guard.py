@@ -9,7 +9,7 @@ from typing import Any, cast
 import pytest
 from pydantic import Field
 
-from nimbus_core.domain.errors import DependencyError
+from nimbus_core.domain.errors import DependencyError, SuccessCode
 from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_core.domain.models import Session, User
 from nimbus_core.domain.ports import RuntimeConfig
@@ -20,7 +20,7 @@ from nimbus_core.http.app import logger as app_logger
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
-from nimbus_core.http.responses import Response, json_response
+from nimbus_core.http.responses import Reply, Response, json_response, success
 from nimbus_core.http.validation import Body, Query, QueryBool
 from nimbus_core.platform.ids import new_id
 from nimbus_core.sessions.tokens import hash_secret
@@ -32,7 +32,7 @@ TOKEN = f"{USER_ID}.{SESSION_ID}.{SECRET}"
 LIMIT = RateLimit("test", 2, 60, Per.IP, frozenset({404}))
 
 
-# The models these tests' policies name (body="NameBody"): their routers name this module.
+# The models these tests' routes name (request: Request[NameBody]): their routers name this module.
 class NameBody(Body):
     name: str
 
@@ -127,11 +127,12 @@ def _current(fakes: Fakes) -> Any:
     _CURRENT.clear()
 
 
-def _app(policy: Policy, status: int = 200) -> NimbusApp:
+def _app(policy: Policy, status: int = 200, *, body: bool = False) -> NimbusApp:
+    """An app with one route, POST /x, guarded by ``policy``; with ``body``, it takes a NameBody.
+    It answers ``status`` with a Response it builds (a 404 the rate limit gives back)."""
     routes = EndpointRouter(models=__name__)
 
-    @routes.endpoint("POST", "/x", policy)
-    def route(request: Request) -> Response:
+    def answer(request: Request[NameBody | None]) -> Response:
         return json_response(
             status,
             {
@@ -141,6 +142,13 @@ def _app(policy: Policy, status: int = 200) -> NimbusApp:
             },
         )
 
+    def without_body(request: Request) -> Response:
+        return answer(cast(Request[NameBody | None], request))
+
+    def with_body(request: Request[NameBody]) -> Response:
+        return answer(cast(Request[NameBody | None], request))
+
+    routes.endpoint("POST", "/x", policy)(with_body if body else without_body)
     return create_app(routes, deps=lambda: _CURRENT[0].world.deps)
 
 
@@ -233,14 +241,11 @@ def test_endpoints_closed_to_scoped_sessions_refuse_even_scope_all(fakes: Fakes)
 
 def test_permission_check_comes_before_body_validation(fakes: Fakes) -> None:
     fakes.caller = _caller()
-    assert (
-        _call(_app(Policy(staff=True, body="NameBody")), body="nope", headers={"authorization": TOKEN})[0]
-        == 403
-    )
+    assert _call(_app(Policy(staff=True), body=True), body="nope", headers={"authorization": TOKEN})[0] == 403
 
 
 def test_body_validation_comes_before_the_rate_limit(fakes: Fakes) -> None:
-    app = _app(Policy(auth=Auth.NONE, body="NameBody", rate_limit=LIMIT))
+    app = _app(Policy(auth=Auth.NONE, rate_limit=LIMIT), body=True)
     assert _call(app, body="{")[0] == 400
     assert fakes.hits == 0
 
@@ -302,8 +307,8 @@ def test_unexpected_errors_answer_a_clean_500(fakes: Fakes) -> None:
 def test_query_validation_runs_with_the_body_checks_before_the_rate_limit(fakes: Fakes) -> None:
     routes = EndpointRouter(models=__name__)
 
-    @routes.endpoint("GET", "/q", Policy(auth=Auth.NONE, query="Flags", rate_limit=LIMIT))
-    def route(request: Request) -> Response:
+    @routes.endpoint("GET", "/q", Policy(auth=Auth.NONE, rate_limit=LIMIT))
+    def route(request: Request[None, Flags]) -> Response:
         return json_response(200, {"includeSelf": request.query.include_self})
 
     app = create_app(routes, deps=lambda: fakes.world.deps)
@@ -433,3 +438,49 @@ def test_log_lines_carry_api_gateways_request_id_as_the_correlation_id(fakes: Fa
             del event["requestContext"]["requestId"]
         assert handler(event, cast(Any, LambdaContextStub("X")))["statusCode"] == 200
     assert seen == ["req-1", None]
+
+
+def _get(app: NimbusApp, path: str) -> tuple[int, dict[str, Any]]:
+    event = {
+        "version": "2.0",
+        "rawPath": path,
+        "headers": {},
+        "rawQueryString": "",
+        "requestContext": {
+            "http": {"method": "GET", "path": path, "sourceIp": "1.1.1.1"},
+            "stage": "$default",
+        },
+    }
+    result = app.resolve(event)
+    return result["statusCode"], json.loads(result["body"])
+
+
+def test_a_reply_is_answered_with_the_status_its_route_declares(fakes: Fakes) -> None:
+    routes = EndpointRouter()
+
+    @routes.endpoint("GET", "/made", Policy(auth=Auth.NONE), status=201)
+    def made(_request: Request) -> Reply[Any]:
+        return Reply({"made": True})
+
+    @routes.endpoint("GET", "/sent", Policy(auth=Auth.NONE), status=201)
+    def sent(_request: Request) -> Reply[Any]:
+        return success(SuccessCode.SEND_RECOVERY_EMAIL_SUCCESS)
+
+    app = create_app(routes, deps=lambda: fakes.world.deps)
+    assert _get(app, "/made") == (201, {"made": True})
+    assert _get(app, "/sent")[0] == 201
+
+
+def test_a_success_code_whose_status_is_not_the_declared_one_is_a_500_never_a_wrong_status(
+    fakes: Fakes,
+) -> None:
+    routes = EndpointRouter()
+
+    @routes.endpoint("GET", "/sent", Policy(auth=Auth.NONE))  # the code's status is 201
+    def sent(_request: Request) -> Reply[Any]:
+        return success(SuccessCode.SEND_RECOVERY_EMAIL_SUCCESS)
+
+    assert _get(create_app(routes, deps=lambda: fakes.world.deps), "/sent") == (
+        500,
+        {"code": "INTERNAL_SERVER_ERROR", "message": "Internal Server Error"},
+    )

@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from openapi_spec_validator import validate
 
 from nimbus_core.domain.errors import ErrorCode
-from nimbus_core.http.policy import Auth
-from nimbus_tools.openapi import build_document, documented_errors, registered_endpoints, render
+from nimbus_core.http.guard import Request
+from nimbus_core.http.policy import Auth, ErrorAt, Policy
+from nimbus_core.http.registry import EndpointRouter
+from nimbus_core.http.responses import Reply
+from nimbus_tools.openapi import Registered, build_document, registered_endpoints, render
 from tests.seed_endpoints import BY_KEY
+
+if TYPE_CHECKING:
+    from nimbus_core.http.views import UserView
 
 COMMITTED = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 REGISTERED = registered_endpoints()
@@ -67,11 +73,15 @@ def test_each_operation_carries_its_policy(registered: Any) -> None:
     assert operation["x-nimbus-killswitches"] == [s.name for s in policy.killswitches]
     assert ("x-nimbus-rate-limit" in operation) is (policy.rate_limit is not None)
     assert (operation["security"] == [{"session": []}]) is (policy.auth is Auth.REQUIRED)
-    assert str(policy.success) in operation["responses"]
+    endpoint = registered.endpoint
+    assert str(endpoint.status) in operation["responses"]
+    assert operation["summary"] == endpoint.summary
     body = json.dumps(operation.get("requestBody", {}))
     assert ("Reverification" in body) is policy.reverify
-    if policy.body is not None:
-        assert f'"#/components/schemas/{policy.body}"' in body
+    if endpoint.model_name("body") is not None:
+        assert f'"#/components/schemas/{endpoint.model_name("body")}"' in body
+    success = json.dumps(operation["responses"][str(endpoint.status)])
+    assert f'"#/components/schemas/{endpoint.model_name("response")}"' in success
     # Every operation can answer 500 and 503 (the GLOBAL switch); a session endpoint 401.
     assert {"500", "503"} <= set(operation["responses"])
     if policy.auth is Auth.REQUIRED:
@@ -101,13 +111,28 @@ def test_the_errors_a_route_documents_are_listed_under_their_status() -> None:
 
     assert "INVALID_USER_ERROR" in ban["404"]["x-nimbus-codes"]  # the target user (the guard's)
     assert "ENDPOINT_REQUIRES_SECOND_FACTOR_ERROR" in ban["401"]["x-nimbus-codes"]
-    assert "BANNED_ERROR" in login["403"]["x-nimbus-codes"]  # named in the route's docstring
+    assert "BANNED_ERROR" in login["403"]["x-nimbus-codes"]  # declared by the route (errors=)
     assert "RATELIMITED_ERROR" in login["429"]["x-nimbus-codes"]
 
 
-def test_a_docstring_status_overrides_the_codes_own_and_a_misspelt_code_fails() -> None:
-    found = documented_errors("200 with it; 404 INVALID_SESSION_ERROR, or BANNED_ERROR.")
+def _unknown_session(request: Request) -> Reply[UserView]:
+    """GET /a/:sid. Errors: 409 USER_EXISTS_ERROR (prose: never read for the document)."""
+    raise AssertionError("never called")
 
-    assert found == {(404, ErrorCode.INVALID_SESSION_ERROR), (403, ErrorCode.BANNED_ERROR)}
-    with pytest.raises(KeyError):
-        documented_errors("400 NO_SUCH_THING_ERROR")
+
+def test_a_declared_status_overrides_the_codes_own_and_docstring_prose_lists_nothing() -> None:
+    group = EndpointRouter()
+    errors = (ErrorAt(404, ErrorCode.INVALID_SESSION_ERROR), ErrorCode.BANNED_ERROR)
+    group.endpoint("GET", "/a/<sid>", Policy(), status=201, errors=errors, summary="S")(_unknown_session)
+    document = build_document([Registered("TestFunction", e) for e in group.endpoints])
+    operation = document["paths"]["/a/{sid}"]["get"]
+
+    assert operation["summary"] == "S"
+    assert "UserView" in json.dumps(operation["responses"]["201"])
+    assert "200" not in operation["responses"]
+    assert operation["responses"]["404"]["x-nimbus-codes"] == [
+        "INVALID_ENDPOINT_ERROR",
+        "INVALID_SESSION_ERROR",
+    ]
+    assert operation["responses"]["403"]["x-nimbus-codes"] == ["BANNED_ERROR"]
+    assert "409" not in operation["responses"]

@@ -1,14 +1,15 @@
 """The OpenAPI 3.1 document, generated from the endpoint registry (never written by hand).
 
-Every HTTP function's app (as template.yaml lists them) declares its endpoints once, each with a
-:class:`~nimbus_core.http.policy.Policy`; this module turns those declarations into the document:
+Every HTTP function's app (as template.yaml lists them) declares its endpoints once
+(:mod:`nimbus_core.http.registry`); this module turns those declarations into the document:
 
-- the path, query and body parameters from the pydantic models the policy names (found in its
-  group's models module, as the guard finds them: :meth:`Endpoint.model`), and the success
-  response from its response model (named in ``nimbus_core.http.views``: :func:`response_model`);
-- the errors: the ones the guard answers for that policy (session, staff, scope, kill switches,
-  validation, reverification, rate limit, target user), plus the codes the route's docstring names
-  (``404 INVALID_USER_ERROR``: a status before a code overrides the code's usual one);
+- the path, query and body parameters from the pydantic models the route's signature names
+  (``Request[ChangeUsernameBody]``, found as the guard finds them: :meth:`Endpoint.model`), and the
+  success response, under its declared status, from the view its signature returns
+  (``Reply[UserView]``, in ``nimbus_core.http.views``: :func:`response_model`);
+- the errors: the ones the guard answers for that policy and signature (session, staff, scope, kill
+  switches, validation, reverification, rate limit, target user), plus the ones the route declares
+  (``errors=(ErrorCode.USER_EXISTS_ERROR, ErrorAt(404, ErrorCode.INVALID_SESSION_ERROR))``);
 - the ``Authorization`` security scheme, and per operation the ``x-nimbus-*`` extensions for what
   OpenAPI has no field for: scope, staff, kill switches, reverification, rate limit, scoped sessions
   (and whether they may name their own account).
@@ -31,12 +32,10 @@ from pydantic import BaseModel
 from nimbus_core import __version__
 from nimbus_core.domain.errors import ErrorCode
 from nimbus_core.domain.killswitches import KillSwitch
-from nimbus_core.http import views
 from nimbus_core.http.policy import Auth, Endpoint, Policy
 from nimbus_tools.template import Template, function_specs, load_template
 
 OPENAPI_VERSION = "3.1.0"
-_CODE = re.compile(r"(?:\b([1-5]\d\d) )?\b([A-Z][A-Z0-9_]*_ERROR)\b")
 _PARAM = re.compile(r"<(\w+)>")
 _REF = "#/components/schemas/"
 
@@ -78,8 +77,9 @@ def registered_endpoints(template: Template | None = None) -> list[Registered]:
 # ------------------------------------------------------------------------------------------ errors
 
 
-def guard_errors(policy: Policy, path: str = "") -> set[tuple[int, ErrorCode]]:
-    """The (status, code) pairs the guard can answer for ``policy`` on ``path`` (CONTRACT section 4)."""
+def guard_errors(endpoint: Endpoint) -> set[tuple[int, ErrorCode]]:
+    """The (status, code) pairs the guard can answer for ``endpoint`` (CONTRACT section 4)."""
+    policy, signature = endpoint.policy, endpoint.signature
     # The GLOBAL kill switch closes every endpoint (to all but staff).
     errors = {(500, ErrorCode.INTERNAL_SERVER_ERROR), (503, ErrorCode.SERVICE_UNAVAILABLE_ERROR)}
     if policy.auth is not Auth.NONE:
@@ -90,14 +90,14 @@ def guard_errors(policy: Policy, path: str = "") -> set[tuple[int, ErrorCode]]:
         errors.add((403, ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR))
     if policy.staff:
         errors.add((401, ErrorCode.ENDPOINT_REQUIRES_SECOND_FACTOR_ERROR))
-    if policy.body is not None or policy.reverify:
+    if signature.body is not None or policy.reverify:
         errors |= {
             (400, ErrorCode.INVALID_BODY_ERROR),
             (400, ErrorCode.BODY_TOO_LARGE_ERROR),
             (400, ErrorCode.MISSING_FIELDS_ERROR),
             (400, ErrorCode.INVALID_FIELDS_ERROR),
         }
-    if policy.query is not None or policy.path is not None or policy.names_session:
+    if signature.query is not None or signature.path is not None or policy.names_session:
         errors |= {(400, ErrorCode.MISSING_FIELDS_ERROR), (400, ErrorCode.INVALID_FIELDS_ERROR)}
     if policy.reverify:
         errors |= {
@@ -111,24 +111,16 @@ def guard_errors(policy: Policy, path: str = "") -> set[tuple[int, ErrorCode]]:
         errors.add((429, ErrorCode.RATELIMITED_ERROR))
     if policy.target is not None:
         errors.add((404, ErrorCode.INVALID_USER_ERROR))
-    if _PARAM.search(path):  # a parameter spelling a sibling route's literal ("me", "all") is no route
+    # A parameter spelling a sibling route's literal ("me", "all") is no route.
+    if _PARAM.search(endpoint.path):
         errors.add((404, ErrorCode.INVALID_ENDPOINT_ERROR))
     return errors
-
-
-def documented_errors(doc: str) -> set[tuple[int, ErrorCode]]:
-    """The codes a route's docstring names, with the status written before each (else its own)."""
-    found = set()
-    for status, name in _CODE.findall(doc):
-        code = ErrorCode[name]  # a misspelt code fails the build of the document
-        found.add((int(status) if status else code.status, code))
-    return found
 
 
 def endpoint_errors(endpoint: Endpoint) -> dict[int, list[str]]:
     """Every error status the endpoint can answer, with its codes (sorted)."""
     by_status: dict[int, set[str]] = {}
-    for status, code in guard_errors(endpoint.policy, endpoint.path) | documented_errors(endpoint.doc):
+    for status, code in guard_errors(endpoint) | endpoint.route_errors():
         by_status.setdefault(status, set()).add(code.name)
     return {status: sorted(codes) for status, codes in sorted(by_status.items())}
 
@@ -206,7 +198,6 @@ def _reverification_schema() -> dict[str, Any]:
 
 
 def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
-    policy = endpoint.policy
     path_schemas: dict[str, Any] = {}
     path_model = endpoint.model("path")
     if path_model is not None:
@@ -223,7 +214,7 @@ def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
             {"name": name, "in": "query", "required": name in required, "schema": field}
             for name, field in schema.get("properties", {}).items()
         ]
-    if policy.names_session:
+    if endpoint.policy.names_session:
         parameters.append(
             {
                 "name": "X-Session-Name",
@@ -262,7 +253,7 @@ def _operation(registered: Registered, schemas: _Schemas) -> dict[str, Any]:
     endpoint, policy = registered.endpoint, registered.endpoint.policy
     operation: dict[str, Any] = {
         "operationId": registered.operation_id,
-        "summary": policy.summary,
+        "summary": endpoint.summary,
         "description": endpoint.doc,
         "tags": [registered.group],
     }
@@ -279,11 +270,10 @@ def _operation(registered: Registered, schemas: _Schemas) -> dict[str, Any]:
     if body is not None:
         operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
     success: dict[str, Any] = {"description": "Success"}
-    if policy.response is not None:
-        success["content"] = {
-            "application/json": {"schema": schemas.ref(response_model(policy), mode="serialization")}
-        }
-    responses: dict[str, Any] = {str(policy.success): success}
+    view = response_model(endpoint)
+    if view is not None:
+        success["content"] = {"application/json": {"schema": schemas.ref(view, mode="serialization")}}
+    responses: dict[str, Any] = {str(endpoint.status): success}
     for status, codes in endpoint_errors(endpoint).items():
         responses[str(status)] = {
             "description": ", ".join(codes),
@@ -298,12 +288,10 @@ def _operation(registered: Registered, schemas: _Schemas) -> dict[str, Any]:
     return operation | _extensions(policy)
 
 
-def response_model(policy: Policy) -> type[BaseModel]:
-    """The view class that the policy's ``response`` names in ``nimbus_core.http.views``."""
-    model = getattr(views, policy.response or "", None)
-    if not (isinstance(model, type) and issubclass(model, BaseModel)):
-        raise LookupError(f"nimbus_core.http.views has no response model {policy.response!r}")
-    return model
+def response_model(endpoint: Endpoint) -> type[BaseModel] | None:
+    """The view its route's signature returns (``-> Reply[UserView]``), None for a route that
+    builds its own Response."""
+    return endpoint.model("response")
 
 
 def build_document(endpoints: Iterable[Registered] | None = None) -> dict[str, Any]:

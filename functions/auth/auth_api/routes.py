@@ -3,14 +3,20 @@ function, shape the answer."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from auth_api import recovery, service
 from nimbus_core.domain import ratelimits
-from nimbus_core.domain.errors import SuccessCode
+from nimbus_core.domain.errors import ErrorCode, SuccessCode
 from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
-from nimbus_core.http.responses import Response, json_response, success_response
+from nimbus_core.http.responses import Reply, success
+
+if TYPE_CHECKING:
+    from auth_api.models import LoginBody, RecoverBody, RegisterBody, ResetPasswordBody
+    from nimbus_core.http.views import ResetPasswordView, SuccessfulAuthView, SuccessView
 
 routes = EndpointRouter(models="auth_api.models")
 
@@ -21,20 +27,21 @@ routes = EndpointRouter(models="auth_api.models")
     Policy(
         auth=Auth.GUEST,
         killswitches=(KillSwitch.ACCOUNT_CREATE, KillSwitch.ACCOUNT_EMAIL_VERIFY),
-        body="RegisterBody",
         names_session=True,
         rate_limit=ratelimits.REGISTER,
-        success=201,
-        response="SuccessfulAuthView",
-        summary="Register a user and log in",
     ),
+    status=201,
+    errors=(
+        ErrorCode.INVALID_USERNAME_ERROR,
+        ErrorCode.INVALID_EMAIL_ERROR,
+        ErrorCode.PASSWORDS_DO_NOT_MATCH_ERROR,
+        ErrorCode.INVALID_DOMAIN_ERROR,
+        ErrorCode.USER_EXISTS_ERROR,
+    ),
+    summary="Register a user and log in",
 )
-def register(request: Request) -> Response:
-    """POST /register: create an account and log it in (201 SuccessfulAuth).
-
-    Errors: 400 INVALID_USERNAME_ERROR, 400 INVALID_EMAIL_ERROR, 400 PASSWORDS_DO_NOT_MATCH_ERROR,
-    404 INVALID_DOMAIN_ERROR, 409 USER_EXISTS_ERROR.
-    """
+def register(request: Request[RegisterBody]) -> Reply[SuccessfulAuthView]:
+    """POST /register: create an account and log it in (201 SuccessfulAuth)."""
     issued = service.register(
         request.deps,
         request.body,
@@ -42,7 +49,7 @@ def register(request: Request) -> Response:
         user_agent=request.user_agent,
         now=request.now,
     )
-    return json_response(201, issued.to_public())
+    return Reply(issued.to_public())
 
 
 @routes.endpoint(
@@ -51,21 +58,22 @@ def register(request: Request) -> Response:
     Policy(
         auth=Auth.GUEST,
         killswitches=(KillSwitch.ACCOUNT_LOGIN,),
-        body="LoginBody",
         names_session=True,
         rate_limit=ratelimits.LOGIN,
-        success=201,
-        response="SuccessfulAuthView",
-        summary="Log in with a username or email and a password",
     ),
+    status=201,
+    errors=(
+        ErrorCode.INVALID_SECOND_FACTOR_METHOD_ERROR,
+        ErrorCode.INVALID_PASSWORD_ERROR,
+        ErrorCode.SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR,
+        ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR,
+        ErrorCode.BANNED_ERROR,
+        ErrorCode.INVALID_USER_ERROR,
+    ),
+    summary="Log in with a username or email and a password",
 )
-def login(request: Request) -> Response:
-    """POST /login: open a normal session with a username or email and a password (201 SuccessfulAuth).
-
-    Errors: 400 INVALID_SECOND_FACTOR_METHOD_ERROR, 401 INVALID_PASSWORD_ERROR,
-    401 SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR, 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR, 403 BANNED_ERROR,
-    404 INVALID_USER_ERROR.
-    """
+def login(request: Request[LoginBody]) -> Reply[SuccessfulAuthView]:
+    """POST /login: open a normal session with a username or email and a password (201 SuccessfulAuth)."""
     issued = service.login(
         request.deps,
         request.body,
@@ -73,7 +81,7 @@ def login(request: Request) -> Response:
         user_agent=request.user_agent,
         now=request.now,
     )
-    return json_response(201, issued.to_public())
+    return Reply(issued.to_public())
 
 
 @routes.endpoint(
@@ -82,18 +90,16 @@ def login(request: Request) -> Response:
     Policy(
         auth=Auth.GUEST,
         killswitches=(KillSwitch.ACCOUNT_LOGIN,),
-        body="RecoverBody",
         rate_limit=ratelimits.RECOVER,
-        success=201,
-        response="SuccessView",
-        summary="Mail a password recovery link (the same answer whether or not the account exists)",
     ),
+    status=201,
+    summary="Mail a password recovery link (the same answer whether or not the account exists)",
 )
-def request_recovery(request: Request) -> Response:
+def request_recovery(request: Request[RecoverBody]) -> Reply[SuccessView]:
     """POST /users/recover: 201 SEND_RECOVERY_EMAIL_SUCCESS, whatever the name names: an account,
     none, a banned one, or one past its silent limit of recovery mails."""
     recovery.request_recovery(request.deps, request.body, request.now)
-    return success_response(SuccessCode.SEND_RECOVERY_EMAIL_SUCCESS)
+    return success(SuccessCode.SEND_RECOVERY_EMAIL_SUCCESS)
 
 
 @routes.endpoint(
@@ -102,21 +108,21 @@ def request_recovery(request: Request) -> Response:
     Policy(
         auth=Auth.NONE,
         killswitches=(KillSwitch.ACCOUNT_LOGIN,),
-        body="ResetPasswordBody",
         names_session=True,
         rate_limit=ratelimits.RESET_PASSWORD,
-        response="ResetPasswordView",
-        summary="Choose a new password with the mailed recovery token, and be signed in",
     ),
+    errors=(
+        ErrorCode.INVALID_RECOVERY_TOKEN_ERROR,
+        ErrorCode.INVALID_SECOND_FACTOR_METHOD_ERROR,
+        ErrorCode.SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR,
+        ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR,
+        ErrorCode.BANNED_ERROR,
+    ),
+    summary="Choose a new password with the mailed recovery token, and be signed in",
 )
-def reset_password(request: Request) -> Response:
+def reset_password(request: Request[ResetPasswordBody]) -> Reply[ResetPasswordView]:
     """PUT /users/recover: 200 RESET_PASSWORD_SUCCESS with the token and expiry of a new normal
-    session (named as at login); every other session revoked, the login lock cleared.
-
-    Errors: 400 INVALID_RECOVERY_TOKEN_ERROR, 400 INVALID_SECOND_FACTOR_METHOD_ERROR,
-    401 SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR, 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR,
-    403 BANNED_ERROR.
-    """
+    session (named as at login); every other session revoked, the login lock cleared."""
     issued = recovery.reset_password(
         request.deps,
         request.body,
@@ -125,4 +131,5 @@ def reset_password(request: Request) -> Response:
         session_name=request.session_name,
         user_agent=request.user_agent,
     )
-    return success_response(SuccessCode.RESET_PASSWORD_SUCCESS, **issued.to_public())
+    answer = success(SuccessCode.RESET_PASSWORD_SUCCESS, **issued.to_public())
+    return Reply(answer.payload, answer.code)  # the success, with the new session's token and expiry

@@ -2,7 +2,8 @@
 
 A request goes: handler (logging context, runtime configuration, trailing slash) -> the app's route
 table (:mod:`nimbus_core.http.routing`) -> the route's guard (:mod:`nimbus_core.http.guard`) ->
-the route; whatever it raises becomes a response in :func:`response_for_exception`, and the
+the route; its :class:`~nimbus_core.http.responses.Reply` is sent with the status the route was
+declared with, whatever it raises becomes a response in :func:`response_for_exception`, and the
 :class:`~nimbus_core.http.responses.Response` becomes the payload 2.0 result.
 """
 
@@ -45,13 +46,7 @@ class NimbusApp:
             (
                 d.endpoint.method,
                 d.endpoint.path,
-                guard(
-                    d.endpoint.policy,
-                    d.route,
-                    endpoint=f"{d.endpoint.method} {d.endpoint.path}",
-                    reserved=reserved.get(d.endpoint.path, {}),
-                    models=d.endpoint.models,
-                ),
+                guard(d.endpoint, d.route, reserved=reserved.get(d.endpoint.path, {})),
             )
             for d in declared
         )

@@ -7,13 +7,14 @@
 4. staff required (403); on staff endpoints, a staff caller without a second factor: 401
 5. scope of a scoped session (403), or scoped sessions refused outright, or refused the path's
    user when it is their own account where the policy closes it to them (``scoped_self``)
-6. body, query and header validation (400); the policy names its models, imported with the first
-   request that validates one (:mod:`nimbus_core.http.request_models`)
+6. body, query and header validation (400); the route's signature names its models, imported with
+   the first request that validates one (:mod:`nimbus_core.http.request_models`)
 7. endpoint rate limit (429), with RateLimit-* headers; "not counted" responses give the hit back
    (a second-factor challenge in the same transaction that stores it)
 8. identity reverification of normal sessions (400 / 401 / 429 account lock / the second-factor
    challenge); a challenge answered is recorded with the route's first transaction
-Then the route runs with a :class:`Request` that holds all of the above.
+Then the route runs with a :class:`Request` that holds all of the above, and its
+:class:`~nimbus_core.http.responses.Reply` is sent with the status the endpoint was declared with.
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ from nimbus_core.factors import challenges
 from nimbus_core.factors.challenges import ChallengeRequiredError
 from nimbus_core.factors.reverify import AnswerCarrier, reverify
 from nimbus_core.http.event import HttpEvent
-from nimbus_core.http.policy import Auth, Policy
-from nimbus_core.http.request_input import MAX_NAME, printable, read_query
+from nimbus_core.http.policy import Auth, Endpoint, Policy
+from nimbus_core.http.request_input import read_query, session_name
 from nimbus_core.http.request_models import validated
-from nimbus_core.http.responses import Response, rate_limit_headers, response_for_exception
+from nimbus_core.http.responses import Reply, Response, rate_limit_headers, response_for_exception
 from nimbus_core.platform import ids, metrics
 from nimbus_core.sessions.auth import Caller, authenticate
 from nimbus_core.sessions.tokens import SessionToken, parse_session_token
@@ -47,8 +48,10 @@ from nimbus_core.sessions.upstream_tokens import parse_upstream_token
 
 
 @dataclass(slots=True)
-class Request:
-    """What the guard learnt about the request, for the route to use."""
+class Request[B = None, Q = None, P = None]:
+    """What the guard learnt about the request, for the route to use: ``body``, ``query`` and
+    ``path_model`` are the validated models of the route's signature (``Request[ChangeUsernameBody]``,
+    ``Request[None, SessionsQuery]``), None where it names none."""
 
     deps: Deps
     source_ip: str
@@ -56,10 +59,10 @@ class Request:
     now: float
     token: SessionToken | None
     raw_body: dict[str, Any] = field(default_factory=dict)
-    body: Any = None
-    query: Any = None
+    body: B = None  # type: ignore[assignment]  # None until step 6 validates it
+    query: Q = None  # type: ignore[assignment]
     path: dict[str, str] = field(default_factory=dict)
-    path_model: Any = None  # the policy's path model, validated (step 6)
+    path_model: P = None  # type: ignore[assignment]  # the path parameters' model, validated (step 6)
     # Sessions created here: the X-Session-Name given, else None (named after the User-Agent when
     # shown, see Session.display_name: parsing it is no part of the login's work).
     session_name: str | None = None
@@ -137,91 +140,120 @@ class Request:
         return Actor.user(self.source_ip, self.require_caller().session)
 
 
-RouteFunction = Callable[[Request], Response]
+RouteFunction = Callable[[Request[Any, Any, Any]], Reply[Any] | Response]
 # A guarded route, as the app's route table holds it: the event, the path parameters matched, this
 # request's dependencies and the runtime configuration the handler read (None: not read).
 GuardedRoute = Callable[[HttpEvent, dict[str, str], Deps, RuntimeConfig | None], Response]
 
 
 def guard(
-    policy: Policy,
-    route: RouteFunction,
-    *,
-    endpoint: str,
-    reserved: Mapping[str, frozenset[str]],
-    models: str | None = None,
+    endpoint: Endpoint, route: RouteFunction, *, reserved: Mapping[str, frozenset[str]]
 ) -> GuardedRoute:
-    """``route`` behind ``policy`` (see the module docstring for the order of the checks).
+    """``route`` behind ``endpoint``'s policy (see the module docstring for the order of the checks),
+    its success sent with the endpoint's declared status.
 
-    ``endpoint`` is ``"METHOD /path/<param>"`` (what a second-factor challenge is bound to, and the
-    audit's action); ``reserved`` holds the values each path parameter must not take because a
-    sibling route spells them literally (step 0); ``models`` is the module where the policy's body,
-    query and path models are found (step 6).
+    ``reserved`` holds the values each path parameter must not take because a sibling route spells
+    them literally (step 0).
     """
+    policy = endpoint.policy
 
     def guarded(event: HttpEvent, path: dict[str, str], deps: Deps, config: RuntimeConfig | None) -> Response:
         _check_literal_siblings(reserved, path)
-        headers = event.headers()
-        now = deps.clock.now()
-        request = Request(
-            deps=deps,
-            source_ip=event.source_ip,
-            headers=headers,
-            now=now,
-            token=_session_token(headers.get("authorization"), deps, now),
-            target_id=_target_id(policy, path),
-            scoped_self=policy.scoped_self,
-            endpoint=endpoint,
-            path=path,
-            config=config,
-        )
-        # A reverified request answering a challenge: the challenge is read with the session (one
-        # round trip). The body is only peeked at here; its errors are answered at step 6.
-        peeked = _peek_body(event) if policy.reverify and request.token else None
-        if peeked is not None:
-            request.challenge_hash = challenges.answered_hash(peeked.get("2fa"))
+        request = _request(endpoint, event, path, deps, config)
+        peeked = _peek_answer(policy, event, request)
         _check_killswitches(policy, request)
         caller = _check_session(policy, request)
-        _check_permissions(
-            policy,
-            caller,
-            staff_need_factor=deps.settings.staff_require_second_factor,
-            target_id=request.target_id,
-        )
-        if policy.body is not None or policy.reverify:
-            request.raw_body = peeked if peeked is not None else event.json_body()
-        if policy.body is not None:
-            request.body = validated(models, policy.body, request.raw_body)
-        if policy.query is not None:
-            request.query = validated(models, policy.query, read_query(event.query))
-        if policy.path is not None:
-            request.path_model = validated(models, policy.path, dict(path))
-        if policy.names_session:
-            request.session_name = _session_name(headers)
-            request.user_agent = headers.get("user-agent")
+        staff_need_factor = deps.settings.staff_require_second_factor
+        _check_permissions(policy, caller, staff_need_factor=staff_need_factor, target_id=request.target_id)
+        _read_input(endpoint, event, request, peeked)
 
         def proceed() -> Response:
-            answer_ops = []
-            if policy.reverify and caller is not None:
-                answer_ops = reverify(deps, caller, request.raw_body, request.now, endpoint=endpoint)
-            if not answer_ops:
-                return route(request)
-            # A challenge answered: recorded in the change's own transaction.
-            carrier = AnswerCarrier(deps.tx, answer_ops)
-            request.deps = replace(deps, tx=carrier)
-            try:
-                response = route(request)
-            except NimbusError:
-                carrier.settle()  # a refused change still used the challenge up
-                raise
-            carrier.settle()
-            return response
+            return _answered(endpoint, route, request, caller)
 
         if policy.audit and caller is not None:
             return _audited(request, caller, lambda: _limited(policy, request, caller, proceed))
         return _limited(policy, request, caller, proceed)
 
     return guarded
+
+
+def _request(
+    endpoint: Endpoint, event: HttpEvent, path: dict[str, str], deps: Deps, config: RuntimeConfig | None
+) -> Request[Any, Any, Any]:
+    """The request as the guard starts it: headers, time, the token read (step 1), the path."""
+    headers = event.headers()
+    now = deps.clock.now()
+    return Request(
+        deps=deps,
+        source_ip=event.source_ip,
+        headers=headers,
+        now=now,
+        token=_session_token(headers.get("authorization"), deps, now),
+        target_id=_target_id(endpoint.policy, path),
+        scoped_self=endpoint.policy.scoped_self,
+        endpoint=f"{endpoint.method} {endpoint.path}",
+        path=path,
+        config=config,
+    )
+
+
+def _peek_answer(policy: Policy, event: HttpEvent, request: Request[Any, Any, Any]) -> dict[str, Any] | None:
+    """A reverified request answering a challenge: the challenge is read with the session (one
+    round trip). The body is only peeked at here: when it is no JSON object, its error is raised
+    again at step 6."""
+    if not (policy.reverify and request.token):
+        return None
+    try:
+        peeked = event.json_body()
+    except NimbusError:
+        return None
+    request.challenge_hash = challenges.answered_hash(peeked.get("2fa"))
+    return peeked
+
+
+def _read_input(
+    endpoint: Endpoint, event: HttpEvent, request: Request[Any, Any, Any], peeked: dict[str, Any] | None
+) -> None:
+    """Step 6: the body, query and path models of the route's signature, validated (each found,
+    and its module imported, by the first request that validates it), and the session's name."""
+    signature = endpoint.signature
+    if signature.body is not None or endpoint.policy.reverify:
+        request.raw_body = peeked if peeked is not None else event.json_body()
+    if (body := endpoint.model("body")) is not None:
+        request.body = validated(body, request.raw_body)
+    if (query := endpoint.model("query")) is not None:
+        request.query = validated(query, read_query(event.query))
+    if (path := endpoint.model("path")) is not None:
+        request.path_model = validated(path, dict(request.path))
+    if endpoint.policy.names_session:
+        request.session_name = session_name(request.headers)
+        request.user_agent = request.headers.get("user-agent")
+
+
+def _answered(
+    endpoint: Endpoint, route: RouteFunction, request: Request[Any, Any, Any], caller: Caller | None
+) -> Response:
+    """The route's answer (step 8 first: reverification), its Reply sent with the declared status.
+    A challenge answered is recorded in the change's own transaction, and used up by a refusal."""
+    answer_ops = []
+    if endpoint.policy.reverify and caller is not None:
+        answer_ops = reverify(request.deps, caller, request.raw_body, request.now, endpoint=request.endpoint)
+    if not answer_ops:
+        return _response(route(request), endpoint.status)
+    carrier = AnswerCarrier(request.deps.tx, answer_ops)
+    request.deps = replace(request.deps, tx=carrier)
+    try:
+        response = _response(route(request), endpoint.status)
+    except NimbusError:
+        carrier.settle()  # a refused change still used the challenge up
+        raise
+    carrier.settle()
+    return response
+
+
+def _response(answer: Reply[Any] | Response, status: int) -> Response:
+    """A route's Reply sent with its declared status; a Response it built, as it is."""
+    return answer if isinstance(answer, Response) else answer.response(status)
 
 
 def _limited(
@@ -253,14 +285,6 @@ def _audited(request: Request, caller: Caller, respond: Callable[[], Response]) 
             source_ip=request.source_ip,
             now=request.now,
         )
-
-
-def _peek_body(event: HttpEvent) -> dict[str, Any] | None:
-    """The JSON body, or None when it is not one (the error is raised again, in its turn)."""
-    try:
-        return event.json_body()
-    except NimbusError:
-        return None
 
 
 def _challenge_stored(request: Request, proceed: Callable[[], Response]) -> Response:
@@ -337,16 +361,6 @@ def _check_permissions(
     # a change that /users/me keeps from scoped sessions is closed to them on their own account.
     if flags is not None and not policy.scoped_self and target_id == caller.user.id:
         raise NimbusError(ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR)
-
-
-def _session_name(headers: dict[str, str]) -> str | None:
-    given = headers.get("x-session-name")
-    if given is None:
-        return None
-    name = given.strip(" ")
-    if not 1 <= len(name) <= MAX_NAME or not printable(name):
-        raise NimbusError(ErrorCode.INVALID_FIELDS_ERROR, fields=["X-Session-Name"])
-    return name
 
 
 def _rate_limited(

@@ -1,15 +1,22 @@
-"""What an endpoint requires, declared once next to its route (CONTRACT section 4 and the seed)."""
+"""What an endpoint requires, declared once next to its route (CONTRACT section 4 and the seed).
+
+A :class:`Policy` holds what the guard checks; an :class:`Endpoint` is one declared route: its method
+and path, its policy, the types its signature names (:mod:`nimbus_core.http.request_models`), its
+success status and the errors it answers beyond the guard's (:class:`ErrorAt` for a code answered
+with a status other than its own).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from nimbus_core.domain.errors import ErrorCode
 from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_core.domain.ratelimits import RateLimit
 from nimbus_core.domain.scopes import Scope
-from nimbus_core.http.request_models import ModelKind, UnknownModelError, request_model
+from nimbus_core.http.request_models import ModelKind, RouteSignature, resolve
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -25,15 +32,11 @@ class Auth(Enum):
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """Everything the guard checks for one endpoint, plus what the OpenAPI document needs.
+    """Everything the guard checks for one endpoint (the body, query and path models it validates
+    are the route's signature's, see :class:`Endpoint`).
 
     ``scope=None`` on an endpoint that requires a session means "no scoped session may call it"
     only when ``scoped_sessions`` is False; otherwise it needs no particular scope.
-
-    ``body``, ``query`` and ``path`` are class names in the module its group's
-    :class:`~nimbus_core.http.registry.EndpointRouter` names (``models="accounts_api.models"``):
-    named, not imported, so that importing a handler imports no pydantic model; the first request
-    that validates one imports it (:mod:`nimbus_core.http.request_models`).
     """
 
     auth: Auth = Auth.REQUIRED
@@ -41,10 +44,6 @@ class Policy:
     staff: bool = False
     scope: Scope | None = None
     scoped_sessions: bool = True
-    body: str | None = None
-    query: str | None = None
-    # Path parameters with rules of their own (a kill switch's number), checked with the body.
-    path: str | None = None
     rate_limit: RateLimit | None = None
     # Identity reverification (CONTRACT section 9): normal sessions must send their password.
     reverify: bool = False
@@ -61,41 +60,53 @@ class Policy:
     scoped_self: bool = True
     # Staff changes to other accounts and to the service leave an audit line (nimbus_core.accounts.audit).
     audit: bool = False
-    # For the OpenAPI document (nimbus_tools.openapi): the success status and its response model.
-    # The error statuses are derived from the policy and the route's docstring, never listed by hand.
-    success: int = 200
-    # The name of its response model in ``nimbus_core.http.views``: named, not imported, because the
-    # views only describe responses (the routes build the JSON themselves) and their twenty-odd
-    # pydantic classes would weigh on every cold start. The document's test resolves each name.
-    response: str | None = None
-    summary: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorAt:
+    """An error a route answers with a status other than its code's own (404 INVALID_SESSION_ERROR
+    for an unknown session id, where the code's own is 401)."""
+
+    status: int
+    code: ErrorCode
+
+
+type RouteError = ErrorCode | ErrorAt
+"""An error a route declares it can answer: a code (with its own status), or :class:`ErrorAt`."""
 
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """One registered route: method, path (``/users/<id>`` style) and its policy, with the route
-    function's name and docstring (the OpenAPI document's operation id and description: the
-    docstring names the error codes the route answers beyond the guard's), and the module its
-    group's models are in (where the policy's ``body``, ``query`` and ``path`` names are found)."""
+    """One declared route: method, path (``/users/<id>`` style) and policy; the route function's name
+    and docstring (the OpenAPI document's operation id and description); the types its signature
+    names (``signature``: the body, query and path models, the view of its success); the status of
+    its success, the errors it can answer beyond the guard's, and its one-line summary."""
 
     method: str
     path: str
     policy: Policy
     name: str
     doc: str = ""
-    models: str | None = None
+    signature: RouteSignature = field(default_factory=RouteSignature)
+    status: int = 200
+    errors: tuple[RouteError, ...] = ()
+    summary: str = ""
+
+    @property
+    def models(self) -> str | None:
+        """The group's models module, where the signature's request models are found."""
+        return self.signature.models
 
     def model_name(self, kind: ModelKind) -> str | None:
-        """The class name the policy gives for ``kind`` (body, query or path), None when it has none."""
-        return {"body": self.policy.body, "query": self.policy.query, "path": self.policy.path}[kind]
+        """The class name the signature gives for ``kind`` (body, query, path or response), or None."""
+        return self.signature.name(kind)
 
     def model(self, kind: ModelKind) -> type[BaseModel] | None:
-        """The pydantic class the policy names for ``kind``, imported from the group's models module
-        (on first use; cached), None when the policy names none; :class:`UnknownModelError` when
-        the module holds no such model."""
-        name = self.model_name(kind)
-        if name is None:
-            return None
-        if self.models is None:
-            raise UnknownModelError(f"{self.method} {self.path} names {name!r}, but no models module")
-        return request_model(self.models, name)
+        """The pydantic class the signature names for ``kind``, found on first use (cached), None
+        when it names none; :class:`~nimbus_core.http.request_models.UnknownModelError` when no
+        such model exists where it is looked for."""
+        return resolve(self.signature, kind)
+
+    def route_errors(self) -> set[tuple[int, ErrorCode]]:
+        """The (status, code) pairs the route declares, beyond the guard's."""
+        return {(e.status, e.code) if isinstance(e, ErrorAt) else (e.status, e) for e in self.errors}

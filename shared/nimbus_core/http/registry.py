@@ -1,14 +1,21 @@
-"""One endpoint registry: each route is declared once, with its policy, by one decorator.
+"""One endpoint registry: each route is declared once, by one decorator on a typed function.
 
-``@router.endpoint("PUT", "/users/me/username", Policy(...))`` declares the route AND its guard. It
-is the only way to declare a route: a group holds nothing else, and
-:func:`nimbus_core.http.app.create_app` builds its route table from these declarations alone, each
-behind :func:`nimbus_core.http.guard.guard` with its policy.
+::
+
+    @routes.endpoint("PUT", "/users/me/username", Policy(...), errors=(ErrorCode.USER_EXISTS_ERROR,))
+    def change_username(request: Request[ChangeUsernameBody]) -> Reply[UserView]: ...
+
+declares the route AND its guard: the policy (what the guard checks), the body, query and path
+models and the success's view (the signature's types, which mypy checks), the success status
+(``status=``, 200 unless given: the one the answer is sent with and the document lists), the
+errors it answers beyond the guard's (``errors=``) and its summary. It is the only way to declare a
+route: a group holds nothing else, and :func:`nimbus_core.http.app.create_app` builds its route
+table from these declarations alone, each behind :func:`nimbus_core.http.guard.guard`.
 
 A group's router names the module that holds its request models
-(``EndpointRouter(models="accounts_api.models")``); its policies name their body, query and path
-models in it by class name (``Policy(body="ChangeUsernameBody")``), resolved on first use
-(:mod:`nimbus_core.http.request_models`).
+(``EndpointRouter(models="accounts_api.models")``), where the names of its routes' signatures are
+found on first use (:mod:`nimbus_core.http.request_models`); the routes module imports them only
+under ``if TYPE_CHECKING:``. A signature of any other shape is refused where it is declared.
 """
 
 from __future__ import annotations
@@ -17,9 +24,10 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nimbus_core.http.guard import RouteFunction
-from nimbus_core.http.policy import Endpoint, Policy
-from nimbus_core.http.request_models import ModelKind, check_model_name
+from nimbus_core.http.guard import Request, RouteFunction
+from nimbus_core.http.policy import Endpoint, Policy, RouteError
+from nimbus_core.http.request_models import REQUEST_KINDS, RouteSignatureError, read_signature
+from nimbus_core.http.responses import Reply, Response
 
 
 class UnguardedRouteError(RuntimeError):
@@ -42,7 +50,7 @@ class EndpointRouter:
     ) -> None:
         self.declared: list[Declared] = []
         # The module (``accounts_api.models``) holding the body, query and path models that this
-        # group's policies name; imported by the first request that validates one, never before.
+        # group's signatures name; imported by the first request that validates one, never before.
         self.models = models
         # Values a path parameter must not take because another function's literal route spells
         # them (``/users/me/...`` is Accounts', so ``/users/<id>/ban`` with id=me is no route).
@@ -53,27 +61,55 @@ class EndpointRouter:
         """The declared endpoints, in declaration order."""
         return [declared.endpoint for declared in self.declared]
 
-    def endpoint(self, method: str, path: str, policy: Policy) -> Callable[[RouteFunction], RouteFunction]:
-        """Declare ``method path`` guarded by ``policy``; the function receives the guarded Request.
+    def endpoint[R: RouteFunction](
+        self,
+        method: str,
+        path: str,
+        policy: Policy,
+        *,
+        status: int = 200,
+        errors: tuple[RouteError, ...] = (),
+        summary: str = "",
+    ) -> Callable[[R], R]:
+        """Declare ``method path`` guarded by ``policy``, answering ``status`` on success (the
+        function's :class:`~nimbus_core.http.responses.Reply` is sent with it) and, beyond the
+        guard's errors, ``errors``; the function receives the guarded :class:`Request`.
 
-        Refuses anything but a :class:`Policy` at once, where the route is declared, and a policy
-        whose body, query or path model is not a class name this group could resolve (no module
-        is imported here: see :func:`~nimbus_core.http.request_models.check_model_name`).
+        Refuses, where the route is declared, anything but a :class:`Policy`, and a function whose
+        signature is not ``(request: Request[...]) -> Reply[...]`` (or ``-> Response``: a route
+        that builds its own answer) with names its group can resolve later (nothing is imported
+        here: see :func:`~nimbus_core.http.request_models.read_signature`).
         """
+        label = f"{method.upper()} {path}"
         if not isinstance(policy, Policy):
-            raise UnguardedRouteError(f"{method.upper()} {path} has no policy")
-        named: tuple[tuple[ModelKind, str | None], ...] = (
-            ("body", policy.body),
-            ("query", policy.query),
-            ("path", policy.path),
-        )
-        for kind, name in named:
-            check_model_name(f"{method.upper()} {path}", kind, name, self.models)
+            raise UnguardedRouteError(f"{label} has no policy")
 
-        def register(func: RouteFunction) -> RouteFunction:
+        def register(func: R) -> R:
+            head, signature = read_signature(
+                func, label, models=self.models, returns=(Reply.__name__, Response.__name__)
+            )
+            _check_spelt_with(func, label, head, Request)
+            returned = {Reply.__name__: Reply, Response.__name__: Response}[signature.returns]
+            _check_spelt_with(func, label, signature.returns, returned)
+            for kind in REQUEST_KINDS:
+                if signature.name(kind) is not None and self.models is None:
+                    raise RouteSignatureError(
+                        f"{label}: its {kind} model is named, but its EndpointRouter names no models module"
+                    )
             doc = inspect.getdoc(func) or ""
-            endpoint = Endpoint(method.upper(), path, policy, func.__name__, doc, self.models)
+            endpoint = Endpoint(
+                method.upper(), path, policy, func.__name__, doc, signature, status, errors, summary
+            )
             self.declared.append(Declared(endpoint, func))
             return func
 
         return register
+
+
+def _check_spelt_with(func: Callable[..., object], label: str, name: str, expected: type) -> None:
+    """The name an annotation is spelt with is ``expected`` in the route's module (its own
+    import of ``Request``, ``Reply`` or ``Response``), not another class of that name."""
+    if getattr(func, "__globals__", {}).get(name) is not expected:
+        raise RouteSignatureError(
+            f"{label}: {name!r} in its signature is not {expected.__module__}.{expected.__qualname__}"
+        )

@@ -31,6 +31,18 @@ def printable(value: str) -> bool:
     return all(unicodedata.category(c)[0] != "C" for c in value)
 
 
+def session_name(headers: dict[str, str]) -> str | None:
+    """The ``X-Session-Name`` given (spaces around it trimmed), None when none is; 400
+    INVALID_FIELDS_ERROR when it is empty, longer than :data:`MAX_NAME` or not printable."""
+    given = headers.get("x-session-name")
+    if given is None:
+        return None
+    name = given.strip(" ")
+    if not 1 <= len(name) <= MAX_NAME or not printable(name):
+        raise NimbusError(ErrorCode.INVALID_FIELDS_ERROR, fields=["X-Session-Name"])
+    return name
+
+
 def read_query(params: dict[str, str] | None) -> dict[str, str]:
     """The query-string parameters (API Gateway joins repeated keys with commas)."""
     return dict(params or {})

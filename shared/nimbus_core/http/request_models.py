@@ -1,65 +1,147 @@
-"""The request models a policy names, resolved to their pydantic classes on first use.
+"""The types a route's signature names, read at declaration and resolved to classes on first use.
 
-A policy names its body, query and path models by class name (``Policy(body="ChangeUsernameBody")``)
-and its group's router names the module that holds them (``EndpointRouter(models="accounts_api.models")``).
-Importing a handler therefore imports neither that module nor pydantic's validation
-(:mod:`nimbus_core.http.validation`): the first request that validates a model imports its module, and
-every later one finds the class in this module's cache. ``tests/unit/test_endpoint_registry.py``
-resolves every name a function declares, so a misspelt name fails a test, never a request.
+A route declares its input and its answer in its signature, which mypy checks::
+
+    def change_username(request: Request[ChangeUsernameBody]) -> Reply[UserView]: ...
+
+``Request`` is generic over the body, query and path models (each ``None`` when absent:
+``Request[None, SessionsQuery]``), ``Reply`` over the view that describes the answer. Routes modules
+use ``from __future__ import annotations`` and import those classes only under ``if TYPE_CHECKING:``,
+so their annotations stay strings and importing a handler imports no pydantic model and no view.
+
+:func:`read_signature` reads the class NAMES out of those strings where the route is declared (no
+import; a signature of another shape is refused there), and :func:`resolve` finds each class when it
+is first needed: a request model with the first request that validates one (in the route module's
+globals, then in its group's models module, ``EndpointRouter(models="accounts_api.models")``), a view
+only for the OpenAPI document and the tests (in the route module, then ``nimbus_core.http.views``).
+Each annotation is resolved alone, so validating a body never imports the views.
+``tests/unit/test_endpoint_registry.py`` resolves every endpoint's annotations with
+:func:`typing.get_type_hints` and checks that both agree, so a misspelt name fails a test, not a request.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import re
+import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pydantic import BaseModel
 
-type ModelKind = Literal["body", "query", "path"]
-"""What a policy can name a model for: the JSON body, the query string, the path parameters."""
+type ModelKind = Literal["body", "query", "path", "response"]
+"""What a signature can name a model for: the JSON body, the query string, the path parameters (the
+request's type arguments, in that order), and the view of a success (the reply's)."""
+
+REQUEST_KINDS: tuple[ModelKind, ...] = ("body", "query", "path")
+VIEWS = "nimbus_core.http.views"
+# ``Request``, ``Request[A]``, ``Reply[UserView]``: a name, then optionally its type arguments.
+_GENERIC = re.compile(r"(\w+)\s*(?:\[(.*)\])?")
 
 
 class UnknownModelError(LookupError):
-    """A policy names a model its group's models module does not hold (or its group names no module)."""
+    """A signature names a class its group's models module (or the views) does not hold."""
 
 
-def check_model_name(endpoint: str, kind: ModelKind, name: object, module: str | None) -> None:
-    """Refuse, where ``endpoint`` (``"PUT /users/me/username"``) is declared, a ``kind`` model that
-    cannot be a name in ``module``: a class given instead of its name, a name that is no
-    identifier, or no module to look it up in. Nothing is imported: whether the module holds the
-    model is the registry test's to check."""
-    if name is None:
-        return
-    if not isinstance(name, str):
-        raise TypeError(f"{endpoint}: Policy.{kind} names its model by class name (a str), not {name!r}")
-    if not name.isidentifier():
-        raise UnknownModelError(f"{endpoint}: Policy.{kind}={name!r} is not a class name")
-    if module is None:
-        raise UnknownModelError(
-            f"{endpoint}: Policy.{kind}={name!r}, but its EndpointRouter names no models module (models=...)"
+class RouteSignatureError(TypeError):
+    """A route whose signature is not ``(request: Request[...]) -> Reply[View] | Response``."""
+
+
+@dataclass(frozen=True, slots=True)
+class RouteSignature:
+    """The class names a route's signature gives, where it finds them, and what it returns.
+
+    ``module`` is the route's module (its globals are searched first); ``models`` the group's models
+    module. ``returns`` is the name of what the route returns (``Reply`` or ``Response``).
+    """
+
+    module: str = ""
+    models: str | None = None
+    body: str | None = None
+    query: str | None = None
+    path: str | None = None
+    response: str | None = None
+    returns: str = "Response"
+
+    def name(self, kind: ModelKind) -> str | None:
+        """The class name given for ``kind``, None when the signature gives none."""
+        return {"body": self.body, "query": self.query, "path": self.path, "response": self.response}[kind]
+
+
+def read_signature(
+    route: Callable[..., object], endpoint: str, *, models: str | None, returns: tuple[str, str]
+) -> tuple[str, RouteSignature]:
+    """The names ``route`` (declared as ``endpoint``, ``"PUT /users/me/username"``) gives in its
+    annotations, and the name its first parameter's annotation is spelt with (``Request``), for the
+    registry to check. ``returns`` is (the generic reply's name, the plain response's name).
+
+    Refuses (:class:`RouteSignatureError`) anything but ``(request: Request[B, Q, P]) -> Reply[V]``
+    or ``-> Response``, with string annotations (``from __future__ import annotations``) whose type
+    arguments are plain names or ``None``. Nothing is imported here.
+    """
+    code = getattr(route, "__code__", None)
+    annotations: dict[str, object] = getattr(route, "__annotations__", {})
+    if code is None or code.co_argcount != 1:
+        raise RouteSignatureError(f"{endpoint}: a route takes one argument, its Request")
+    head, args = _generic(endpoint, annotations.get(code.co_varnames[0]), "its parameter")
+    if len(args) > len(REQUEST_KINDS):
+        raise RouteSignatureError(f"{endpoint}: Request takes a body, query and path model, no more")
+    body, query, path = (*args, None, None, None)[:3]
+    reply, views = _generic(endpoint, annotations.get("return"), "its return")
+    if reply not in returns or (reply == returns[0]) != (len(views) == 1) or len(views) > 1:
+        raise RouteSignatureError(
+            f"{endpoint}: a route returns {returns[0]}[View] (or a {returns[1]} it builds), not {reply}"
         )
+    response = views[0] if views else None
+    module = getattr(route, "__module__", "") or ""
+    return head, RouteSignature(module, models, body, query, path, response, reply)
+
+
+def _generic(endpoint: str, annotation: object, what: str) -> tuple[str, tuple[str | None, ...]]:
+    """``"Request[A, None]"`` -> ``("Request", ("A", None))``."""
+    if not isinstance(annotation, str):
+        raise RouteSignatureError(
+            f"{endpoint}: {what} is annotated {annotation!r}: routes modules use "
+            "`from __future__ import annotations` (their models are imported with the first request)"
+        )
+    found = _GENERIC.fullmatch(annotation.strip())
+    args = [] if found is None or found.group(2) is None else [a.strip() for a in found.group(2).split(",")]
+    if found is None or not all(a.isidentifier() for a in args):
+        raise RouteSignatureError(f"{endpoint}: {what} is annotated {annotation!r}: not a class with names")
+    return found.group(1), tuple(None if a == "None" else a for a in args)
+
+
+def resolve(signature: RouteSignature, kind: ModelKind) -> type[BaseModel] | None:
+    """The pydantic class the signature names for ``kind``, None when it names none; found (and its
+    module imported) on the first call, then cached. :class:`UnknownModelError` when neither the
+    route's module nor the group's models module (the views, for ``response``) holds such a model."""
+    name = signature.name(kind)
+    if name is None:
+        return None
+    where = VIEWS if kind == "response" else signature.models
+    return _find(signature.module, where, name)
 
 
 @functools.cache
-def request_model(module: str, name: str) -> type[BaseModel]:
-    """The pydantic class ``name`` of ``module``, imported on the first call and cached; raises
-    :class:`UnknownModelError` when the module holds no pydantic model of that name."""
+def _find(module: str, fallback: str | None, name: str) -> type[BaseModel]:
     from pydantic import BaseModel  # already imported by any module that holds a model
 
-    found = getattr(importlib.import_module(module), name, None)
+    found = getattr(sys.modules.get(module), name, None)
+    if found is None and fallback is not None:
+        found = getattr(importlib.import_module(fallback), name, None)
     if not (isinstance(found, type) and issubclass(found, BaseModel)):
-        raise UnknownModelError(f"{module} has no pydantic model {name!r}")
+        raise UnknownModelError(f"{module} names {name!r}, which is no pydantic model of {fallback}")
     return found
 
 
-def validated(module: str | None, name: str, data: dict[str, Any]) -> Any:
-    """``data`` validated by the model ``name`` of ``module``: the model's instance, or the CONTRACT's
-    400 (see :func:`nimbus_core.http.validation.validate`). Pydantic's validation is imported here, with
-    the first request that needs it."""
+def validated(model: type[BaseModel], data: dict[str, Any]) -> Any:
+    """``data`` validated by ``model``: its instance, or the CONTRACT's 400 (see
+    :func:`nimbus_core.http.validation.validate`). Pydantic's validation is imported here, with the
+    first request that needs it."""
     from nimbus_core.http.validation import validate
 
-    if module is None:  # refused where the route was declared (check_model_name); never reached
-        raise UnknownModelError(f"no models module to find {name!r} in")
-    return validate(request_model(module, name), data)
+    return validate(model, data)

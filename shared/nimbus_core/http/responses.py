@@ -1,15 +1,23 @@
-"""The one place where results and errors become HTTP responses (CONTRACT sections 1, 5, 6)."""
+"""The one place where results and errors become HTTP responses (CONTRACT sections 1, 5, 6).
+
+A route answers a success with a :class:`Reply` (``Reply(user.to_public())``, :func:`success`,
+:func:`counted`): its payload only. The guard sends it with the status the route was declared with
+(:meth:`Reply.response`), so that status is written once, where the OpenAPI document reads it too.
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
 from nimbus_core.domain.errors import ErrorCode, NimbusError, RateLimitedError, SuccessCode
 from nimbus_core.domain.ports import CounterState
+
+if TYPE_CHECKING:
+    from nimbus_core.http.views import CountedSuccessView, SuccessView
 
 # A child of the function's Powertools logger: JSON lines, the operator's log level.
 _log = Logger(child=True)
@@ -55,9 +63,39 @@ def json_text_response(status: int, text: str) -> Response:
     return Response(status, text, {**BASE_HEADERS, "Content-Type": JSON})
 
 
-def success_response(code: SuccessCode, **extra: Any) -> Response:
-    """A plain success: ``{code, message}`` plus e.g. ``count``."""
-    return json_response(code.status, {"code": code.name, "message": code.message, **extra})
+class MisdeclaredStatusError(RuntimeError):
+    """A route answered a success code whose status is not the one it was declared with."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reply[V]:
+    """A route's success: the JSON payload (or JSON text as it is, ``json_text``), sent with the
+    status its route was declared with. ``V`` is the view (``nimbus_core.http.views``) that
+    describes the payload: named by the route's return annotation (``-> Reply[UserView]``), for
+    mypy and the OpenAPI document; it is never imported to answer. ``code`` is the success code
+    the payload carries, if any (its status must be the declared one)."""
+
+    payload: Any = None
+    code: SuccessCode | None = None
+    json_text: str | None = None
+
+    def response(self, status: int) -> Response:
+        """This reply as the Response of a route declared with ``status``."""
+        if self.code is not None and self.code.status != status:
+            raise MisdeclaredStatusError(f"{self.code.name} is {self.code.status}, declared {status}")
+        if self.json_text is not None:
+            return json_text_response(status, self.json_text)
+        return json_response(status, self.payload)
+
+
+def success(code: SuccessCode, **extra: Any) -> Reply[SuccessView]:
+    """A plain success: ``{code, message}`` (plus ``extra``, e.g. a new session's token)."""
+    return Reply({"code": code.name, "message": code.message, **extra}, code)
+
+
+def counted(code: SuccessCode, count: int) -> Reply[CountedSuccessView]:
+    """A plural success: ``{code, message, count}``."""
+    return Reply({"code": code.name, "message": code.message, "count": count}, code)
 
 
 def rate_limit_headers(state: CounterState, now: float) -> dict[str, str]:

@@ -1,8 +1,9 @@
 """The response shapes of CONTRACT section 5, as models for the OpenAPI document.
 
 The routes build their JSON from the records' ``to_public()``; these models describe the same
-shapes so each endpoint's policy can name its success response (the OpenAPI document is generated
-from the registry). A test keeps each model equal to what the routes answer.
+shapes, and each route names its own in its return annotation (``-> Reply[UserView]``), imported
+only under ``if TYPE_CHECKING:``: this module is imported by the OpenAPI document and the tests,
+never to answer. The integration tests validate every success a route answers against its view.
 """
 
 from __future__ import annotations
