@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from playwright.sync_api import Browser, Page, ViewportSize, expect
 
 from nimbus_tools.local.launcher import LocalApiProcess
-from tests.e2e.conftest import SCREENSHOTS, new_ip
+from tests.api_client import new_ip
+from tests.e2e.conftest import SCREENSHOTS
 from tests.e2e.socks_relay import socks_relay
 
 PASSWORD = "correct horse"

@@ -7,18 +7,12 @@ so a test can be "another client" simply by binding another address.
 
 from __future__ import annotations
 
-import http.client
-import itertools
-import json
 import os
 import shutil
 import subprocess
-import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +21,7 @@ import pyotp
 import pytest
 
 from nimbus_tools.local.launcher import LocalApiProcess, start_local_api
+from tests.api_client import ApiClient, Reply, new_name, run_nimbus
 from tests.invariants import stack_violations, users_table_violations
 
 if TYPE_CHECKING:
@@ -36,76 +31,19 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.e2e
 
-_addresses = itertools.count(2)
-
 # The browser tests always take their screenshots; `make screenshots` keeps them for the README
 # (docs/screenshots/), any other run writes them under .local/ so a test run leaves no changed files.
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = Path(os.environ.get("NIMBUS_SCREENSHOTS") or ROOT / ".local" / "screenshots")
 
 
-def new_ip() -> str:
-    """A loopback address no other test uses."""
-    n = next(_addresses)
-    return f"127.0.{n // 250}.{n % 250 + 2}"
-
-
-def new_name(prefix: str = "u") -> str:
-    """A username no other test uses."""
-    return f"{prefix}_{uuid.uuid4().hex[:12]}"
-
-
-@dataclass
-class Reply:
-    """An HTTP response, decoded."""
-
-    status: int
-    body: Any
-    headers: dict[str, str]
-
-
-class Client:
-    """A minimal HTTP client that can choose its source address."""
+class Client(ApiClient):
+    """The client the soak shares (tests/api_client.py: requests from a chosen source address,
+    register, login, TOTP), pointed at a local API."""
 
     def __init__(self, api: LocalApiProcess) -> None:
+        super().__init__(api.api_url)
         self.api = api
-        host, port = api.api_url.removeprefix("http://").split(":")
-        self.host, self.port = host, int(port)
-
-    def call(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        *,
-        raw: bytes | None = None,
-        token: str | None = None,
-        headers: dict[str, str] | None = None,
-        ip: str = "127.0.0.1",
-    ) -> Reply:
-        connection = http.client.HTTPConnection(self.host, self.port, timeout=30, source_address=(ip, 0))
-        sent = dict(headers or {})
-        if token:
-            sent["Authorization"] = token
-        payload = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-        if payload is not None:
-            sent.setdefault("Content-Type", "application/json")
-        try:
-            connection.request(method, path, body=payload, headers=sent)
-            response = connection.getresponse()
-            data = response.read()
-        finally:
-            connection.close()
-        is_json = (response.getheader("Content-Type") or "").startswith("application/json")
-        decoded: Any = json.loads(data) if data and is_json else (data.decode() if data else None)
-        return Reply(response.status, decoded, dict(response.getheaders()))
-
-    def register(self, username: str, *, ip: str | None = None, password: str = "correct horse") -> Reply:
-        body = {"username": username, "email": f"{username}@example.com", "password": password}
-        return self.call("POST", "/register", body, ip=ip or new_ip())
-
-    def login(self, username: str, password: str = "correct horse", *, ip: str | None = None) -> Reply:
-        return self.call("POST", "/login", {"username": username, "password": password}, ip=ip or new_ip())
 
 
 @pytest.fixture(scope="session")
@@ -137,9 +75,7 @@ def dynamodb(aws: Any, local_api: LocalApiProcess) -> Any:
 
 def run_cli(local_api: LocalApiProcess, *args: str) -> subprocess.CompletedProcess[str]:
     """Run the operator tool against the running local API, as a person would."""
-    state = Path(local_api.state_dir) / "serve.json"
-    command = [sys.executable, "-m", "nimbus_tools.cli.main", "--state", str(state), *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    return run_nimbus(Path(local_api.state_dir) / "serve.json", *args)
 
 
 def recovery_requests_handled(dynamodb: Any, table: str = "OutboxTable", timeout: float = 15.0) -> None:
@@ -174,14 +110,8 @@ def with_totp(client: Client) -> tuple[str, str, pyotp.TOTP, list[str]]:
     current step is used up by the confirmation."""
     name = new_name()
     session = client.register(name).body["token"]
-    setup = client.call(
-        "POST", "/users/me/2fa/totp", {"password": "correct horse"}, token=session, ip=new_ip()
-    ).body
-    totp = pyotp.TOTP(setup["secret"])
-    confirm = {"token": setup["token"], "name": "Phone", "code": totp.now()}
-    enrolled = client.call("POST", "/users/me/2fa/totp/confirm", confirm, token=session, ip=new_ip())
-    assert enrolled.status == 201, enrolled.body
-    return name, session, totp, list(enrolled.body["codes"])
+    authenticator, codes = client.enrol_totp(session)
+    return name, session, authenticator.totp, codes
 
 
 @pytest.fixture

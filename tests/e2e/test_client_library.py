@@ -23,18 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyotp
 import pytest
 
 from nimbus_tools.local.launcher import LocalApiProcess
-from tests.e2e.conftest import Client, new_ip, new_name, run_cli
+from tests.api_client import TOTP_PERIOD, Authenticator, new_ip, new_name
+from tests.e2e.conftest import Client, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 FLOWS = Path(__file__).parent / "client_library" / "flows.mjs"
 LIBRARY = REPO / "node_modules" / "cumulonimbus-wrapper" / "package.json"
 LIBRARY_VERSION = "5.1.0"
 PASSWORD = "correct horse battery"
-TOTP_PERIOD = 30
 ACCOUNT_READ, SESSION_READ = 4, 32
 WRAPPER_SESSION_NAME = "Cumulonimbus-Wrapper 5 on an unknown OS"  # from its User-Agent
 CHALLENGE = "SecondFactorChallengeRequiredError"  # the library's error class for a challenge
@@ -113,29 +112,6 @@ class Library:
         username = new_name(prefix)
         flow = self.run("register", username=username, email=f"{username}@example.com", password=PASSWORD)
         return username, flow.result("self")["id"], flow.ok("register")["token"]
-
-
-class Authenticator:
-    """An authenticator app for one TOTP secret that never repeats a time step.
-
-    Nimbus accepts each TOTP time step once per factor and one step of drift either way, so a test
-    that needs several codes takes the next unused step: the current one, then the next (valid now
-    by the drift), and only a third code within one period waits for the clock.
-    """
-
-    def __init__(self, secret: str) -> None:
-        self.totp = pyotp.TOTP(secret, digits=6, interval=TOTP_PERIOD)
-        self.last_step = -1
-
-    def code(self) -> str:
-        """A code for a time step not used before, valid for at least the next 30 seconds."""
-        now = time.time()
-        step = max(self.last_step + 1, int(now) // TOTP_PERIOD)
-        wait = (step - 1) * TOTP_PERIOD - now  # until `step` is at most one step ahead
-        if wait > 0:
-            time.sleep(wait + 0.5)
-        self.last_step = step
-        return self.totp.generate_otp(step)
 
 
 @pytest.fixture(scope="module")

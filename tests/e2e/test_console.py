@@ -20,8 +20,9 @@ import pytest
 from playwright.sync_api import expect
 
 from nimbus_tools.local.launcher import LocalApiProcess
+from tests.api_client import new_ip, new_name
 from tests.e2e.browser_tab import PASSWORD, Console
-from tests.e2e.conftest import Client, new_ip, new_name, run_cli
+from tests.e2e.conftest import Client, run_cli
 
 pytestmark = pytest.mark.e2e
 
@@ -59,13 +60,8 @@ def _links_from_mail_list(
 
 def _enrol_totp(client: Client, token: str) -> tuple[pyotp.TOTP, list[str]]:
     """TOTP enrolled through the API: the generator and the first backup codes."""
-    setup = client.call("POST", "/users/me/2fa/totp", {"password": PASSWORD}, token=token)
-    assert setup.status == 200, setup.body
-    totp = pyotp.TOTP(setup.body["secret"])
-    body = {"token": setup.body["token"], "name": "Phone", "code": totp.now()}
-    done = client.call("POST", "/users/me/2fa/totp/confirm", body, token=token)
-    assert done.status == 201, done.body
-    return totp, list(done.body["codes"])
+    authenticator, codes = client.enrol_totp(token, PASSWORD)
+    return authenticator.totp, codes
 
 
 def _next_code(totp: pyotp.TOTP) -> str:

@@ -13,8 +13,9 @@ import pytest
 from playwright.sync_api import expect
 
 from nimbus_tools.local.launcher import LocalApiProcess
+from tests.api_client import new_ip, new_name
 from tests.e2e.browser_tab import PASSWORD, Console
-from tests.e2e.conftest import Client, new_ip, new_name, run_cli
+from tests.e2e.conftest import Client, run_cli
 from tests.e2e.test_console import (
     NEW_PASSWORD,
     _enrol_totp,

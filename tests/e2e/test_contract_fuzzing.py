@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, settings
 from schemathesis import checks
 
 from nimbus_tools.local.launcher import LocalApiProcess
-from tests.e2e.conftest import Client, new_ip, new_name
+from tests.api_client import new_ip, new_name
+from tests.e2e.conftest import Client
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 SCHEMA = schemathesis.openapi.from_path(str(DOCUMENT))

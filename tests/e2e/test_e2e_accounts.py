@@ -9,7 +9,8 @@ from typing import Any
 
 from nimbus_tools.local.control import read_mail
 from nimbus_tools.local.launcher import LocalApiProcess
-from tests.e2e.conftest import Client, new_ip, new_name, run_cli
+from tests.api_client import new_ip, new_name
+from tests.e2e.conftest import Client, run_cli
 
 VERIFY_LINK = r"http://localhost:\d+/console/verify\?token=[0-9A-Z]{26}\.[A-Za-z0-9_-]{43}"
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Client, Reply, new_ip, new_name, parallel
+from tests.api_client import Reply, new_ip, new_name
+from tests.e2e.conftest import Client, parallel
 
 # After every race here, the users table is whole (tests/invariants.py).
 pytestmark = pytest.mark.usefixtures("users_table_whole")

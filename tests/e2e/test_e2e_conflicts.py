@@ -30,10 +30,10 @@ from typing import Any
 import pytest
 
 from nimbus_core.accounts.notices import Notice
-from nimbus_core.adapters.items import from_item
 from nimbus_core.domain.identity import email_key, username_key
 from nimbus_tools.local.launcher import LocalApiProcess
-from tests.e2e.conftest import Client, Reply, new_ip, new_name, parallel, run_cli, with_totp
+from tests.api_client import Reply, link_token, new_ip, new_name, outbox_messages
+from tests.e2e.conftest import Client, parallel, run_cli, with_totp
 
 pytestmark = pytest.mark.usefixtures("stack_whole")
 
@@ -208,33 +208,24 @@ def _claims(dynamodb: Any, local_api: LocalApiProcess, *keys: str) -> list[str]:
 
 def _mails(dynamodb: Any, local_api: LocalApiProcess, user_id: str, kind: str) -> list[dict[str, Any]]:
     """The outbox messages of ``kind`` about ``user_id``, oldest first (found by its UserIndex)."""
-    table = local_api.state["tables"]["OutboxTable"]
-    keys = dynamodb.query(
-        TableName=table,
-        IndexName="UserIndex",
-        KeyConditionExpression="userId = :u",
-        ExpressionAttributeValues={":u": {"S": user_id}},
-    )["Items"]
-    found = dynamodb.batch_get_item(
-        RequestItems={table: {"Keys": [{"id": k["id"]} for k in keys], "ConsistentRead": True}}
-    )["Responses"][table]
-    return sorted((m for m in map(from_item, found) if m["kind"] == kind), key=lambda m: str(m["id"]))
+    return outbox_messages(dynamodb, local_api.state["tables"]["OutboxTable"], user_id, kind)
 
 
 def _recovery_mail(dynamodb: Any, local_api: LocalApiProcess, user_id: str) -> dict[str, Any]:
     """The one recovery mail of ``user_id``, waited for: the request is answered before the account
     is looked up and the mail queued (CONTRACT section 14)."""
-    deadline = time.monotonic() + 10
-    while not (mails := _mails(dynamodb, local_api, user_id, "recover-password")):
-        assert time.monotonic() < deadline, "no recovery mail was queued"
-        time.sleep(0.05)
+    table = local_api.state["tables"]["OutboxTable"]
+    mails = outbox_messages(dynamodb, table, user_id, "recover-password", wait=10)
+    assert mails, "no recovery mail was queued"
     (mail,) = mails
     return mail
 
 
 def _link(mail: dict[str, Any]) -> str:
     """The one-time token of a mailed link (the local API's links end with ``?token=<token>``)."""
-    return str(mail["text"]).split("?token=")[1].split()[0]
+    token = link_token(str(mail["text"]))
+    assert token is not None, mail["text"]
+    return token
 
 
 def _report(seen: Counter[Any]) -> str:

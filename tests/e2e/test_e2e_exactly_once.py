@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from nimbus_core.adapters.items import from_item
-from tests.e2e.conftest import Client, Reply, new_ip, new_name, parallel, with_totp
+from tests.api_client import Reply, new_ip, new_name
+from tests.e2e.conftest import Client, parallel, with_totp
 
 PASSWORD = "correct horse"
 WAYS = 30

@@ -10,7 +10,8 @@ from typing import Any
 
 from nimbus_tools.local.control import clear_faults, inject_fault
 from nimbus_tools.local.launcher import LocalApiProcess
-from tests.e2e.conftest import Client, new_name, run_cli
+from tests.api_client import new_name
+from tests.e2e.conftest import Client, run_cli
 
 LINK = "/verify?token="
 

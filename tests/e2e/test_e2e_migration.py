@@ -19,7 +19,8 @@ import pytest
 
 from nimbus_tools.local.launcher import LocalApiProcess, start_local_api
 from tests import totp_reference
-from tests.e2e.conftest import Client, Reply, new_ip
+from tests.api_client import Reply, new_ip
+from tests.e2e.conftest import Client
 from tests.e2e.test_client_library import FLOWS, REPO
 from tests.migration.conftest import postgres, upstream  # noqa: F401 (the fixtures)
 from tests.migration.upstream import Upstream, UpstreamSigner

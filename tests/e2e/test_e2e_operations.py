@@ -7,7 +7,8 @@ from typing import Any
 
 from nimbus_tools.local.control import clear_faults, inject_fault
 from nimbus_tools.local.launcher import LocalApiProcess
-from tests.e2e.conftest import Client, Reply, new_ip, new_name, parallel, run_cli, with_totp
+from tests.api_client import Reply, new_ip, new_name
+from tests.e2e.conftest import Client, parallel, run_cli, with_totp
 
 PASSWORD = "correct horse"
 

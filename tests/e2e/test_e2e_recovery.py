@@ -4,17 +4,16 @@ concurrent requests, and a token never outlives what it was bound to."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import Any
 
 import pytest
 
 from nimbus_core.adapters.items import from_item
-from tests.e2e.conftest import Client, Reply, new_ip, new_name, parallel, recovery_requests_handled
+from tests.api_client import Reply, link_token, new_ip, new_name
+from tests.e2e.conftest import Client, parallel, recovery_requests_handled
 
 PASSWORD = "correct horse"
-LINK = re.compile(r"recover\?token=([A-Za-z0-9_.-]+)")
 # Headers that differ between any two answers, whatever they answer.
 PER_REPLY = {"date", "x-amzn-requestid", "apigw-requestid", "content-length"}
 
@@ -41,7 +40,7 @@ def _tokens(dynamodb: Any, address: str) -> list[str]:
     mine = sorted(
         (m for m in messages if m["kind"] == "recover-password" and m["to"] == address), key=lambda m: m["id"]
     )
-    return [match.group(1) for match in (LINK.search(m["text"]) for m in mine) if match]
+    return [token for m in mine if (token := link_token(m["text"]))]
 
 
 def _shape(reply: Reply) -> tuple[int, Any, dict[str, str]]:

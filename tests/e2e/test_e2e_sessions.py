@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tests.e2e.conftest import Client, new_ip, new_name, parallel
+from tests.api_client import new_ip, new_name
+from tests.e2e.conftest import Client, parallel
 
 PASSWORD = "correct horse"
 

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from nimbus_tools.local.launcher import LocalApiProcess
-from tests.e2e.conftest import Client, new_name
+from tests.api_client import new_name
+from tests.e2e.conftest import Client
 from tests.e2e.test_e2e_mail import mail_to, poll
 
 PASSWORD = "correct horse"

@@ -16,8 +16,9 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from nimbus_tools.local.launcher import LocalApiProcess
+from tests.api_client import new_ip
 from tests.e2e.browser_tab import PASSWORD, Console, console_tab
-from tests.e2e.conftest import Client, new_ip, run_cli
+from tests.e2e.conftest import Client, run_cli
 from tests.e2e.test_console import _enrol_totp, _next_code, registered
 from tests.e2e.test_console_accessibility import violations
 
