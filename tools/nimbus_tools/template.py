@@ -1,10 +1,9 @@
 """Read template.yaml (the SAM template) and resolve what local tools need from it.
 
-The template is the single source of truth for tables, parameters, functions and routes; the local
-API, the provisioning code and the tests all derive their view of the stack from here instead of
-repeating names. Only the features the template actually uses are read (Ref, Fn::Sub in its string
-form, Fn::GetAtt .Arn, Fn::Join, AWS::NoValue, the pseudo parameters it names); anything else raises
-:class:`TemplateError` so a template change cannot be silently misread.
+The template is the single source of truth for tables, parameters, functions and routes. Only the
+features it uses are read (Ref, Fn::Sub in its string form, Fn::GetAtt .Arn, Fn::Join,
+AWS::NoValue, the pseudo parameters it names); anything else raises :class:`TemplateError`, so a
+template change cannot be silently misread.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any, TypedDict
 
 import yaml
 
@@ -29,6 +28,16 @@ TABLE_TYPE = "AWS::DynamoDB::Table"
 SSM_PARAMETER_TYPE = "AWS::SSM::Parameter"
 FUNCTION_TYPE = "AWS::Serverless::Function"
 QUEUE_TYPE = "AWS::SQS::Queue"
+# Resource type -> (the property naming it, its ARN's service and resource part).
+_NAMED = {
+    TABLE_TYPE: ("TableName", "dynamodb", "table/{}"),
+    QUEUE_TYPE: ("QueueName", "sqs", "{}"),
+    SSM_PARAMETER_TYPE: ("Name", "ssm", "parameter{}"),
+}
+# Queue properties that are also SQS queue attributes of the same name (the rest do not matter locally).
+_QUEUE_ATTRIBUTES: tuple[str, ...] = ("DelaySeconds", "MaximumMessageSize", "MessageRetentionPeriod")
+_QUEUE_ATTRIBUTES += ("ReceiveMessageWaitTimeSeconds", "VisibilityTimeout", "SqsManagedSseEnabled")
+_SUB_VARIABLE = re.compile(r"\$\{([^}]*)\}")
 
 Template = dict[str, Any]
 
@@ -37,39 +46,27 @@ class TemplateError(ValueError):
     """The template (or a parameter override) cannot be read or resolved for local use."""
 
 
-# ---------------------------------------------------------------------------------------------- loading
-
-
 class CloudFormationLoader(yaml.SafeLoader):
     """A SafeLoader that reads CloudFormation short-form tags (``!Ref X``) as long-form dicts."""
 
 
-def _long_form_key(tag: str) -> str:
-    name = tag.lstrip("!")
-    # Ref and Condition have no "Fn::" prefix in the long form.
-    return name if name in ("Ref", "Condition") else f"Fn::{name}"
-
-
 def _construct_intrinsic(loader: yaml.SafeLoader, tag_suffix: str, node: yaml.Node) -> dict[str, Any]:
-    key = _long_form_key(tag_suffix)
+    name = tag_suffix.lstrip("!")
+    key = name if name in ("Ref", "Condition") else f"Fn::{name}"  # no "Fn::" prefix for these two
     value: Any
     if isinstance(node, yaml.ScalarNode):
         value = loader.construct_scalar(node)
-        # The short GetAtt form is "Resource.Attribute"; the long form is a two-item list.
-        if key == "Fn::GetAtt" and isinstance(value, str):
-            resource, _, attribute = value.partition(".")
-            value = [resource, attribute]
+        if key == "Fn::GetAtt" and isinstance(value, str):  # "Resource.Attribute": a two-item list
+            value = list(value.partition(".")[::2])
     elif isinstance(node, yaml.SequenceNode):
         value = loader.construct_sequence(node, deep=True)
-    elif isinstance(node, yaml.MappingNode):
-        value = loader.construct_mapping(node, deep=True)
-    else:  # pragma: no cover - yaml has only these three node kinds
-        raise TemplateError(f"cannot read tag {tag_suffix!r}")
+    else:
+        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
     return {key: value}
 
 
-# "!" prefix: every short-form tag (!Ref, !Sub, !GetAtt, !Join, !If, !Select, ...) goes through one
-# constructor, so a tag the resolver does not support still loads and fails with a clear message later.
+# Every short-form tag goes through one constructor, so one the resolver does not support still
+# loads and fails with a clear message later.
 CloudFormationLoader.add_multi_constructor("!", _construct_intrinsic)
 
 
@@ -89,15 +86,9 @@ def resources_of_type(template: Template, resource_type: str) -> dict[str, dict[
     return {lid: res for lid, res in resources.items() if res.get("Type") == resource_type}
 
 
-# ---------------------------------------------------------------------------------------------- parameters
-
-
 def parameter_values(template: Template, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Every template parameter's value as a string: its Default, replaced by ``overrides``.
-
-    Overrides are checked like CloudFormation checks them (AllowedValues, AllowedPattern), and an
-    unknown name is refused, because a mistyped ``--param`` would otherwise be silently ignored.
-    """
+    """Every template parameter's value as a string: its Default, replaced by ``overrides``, which
+    are checked as CloudFormation checks them (an unknown name, AllowedValues, AllowedPattern)."""
     declared: dict[str, dict[str, Any]] = template.get("Parameters") or {}
     overrides = overrides or {}
     unknown = sorted(set(overrides) - set(declared))
@@ -106,9 +97,12 @@ def parameter_values(template: Template, overrides: Mapping[str, str] | None = N
     values: dict[str, str] = {}
     for name, spec in declared.items():
         if name in overrides:
-            value = overrides[name]
-            _check_allowed(name, spec, value)
-            values[name] = value
+            value = values[name] = overrides[name]
+            allowed, pattern = spec.get("AllowedValues"), spec.get("AllowedPattern")
+            if allowed is not None and value not in [_parameter_string(v) for v in allowed]:
+                raise TemplateError(f"parameter {name}={value!r} is not one of {allowed}")
+            if pattern is not None and re.fullmatch(pattern, value) is None:
+                raise TemplateError(f"parameter {name}={value!r} does not match {pattern}")
         elif "Default" in spec:
             values[name] = _parameter_string(spec["Default"])
     return values
@@ -123,20 +117,6 @@ def _parameter_string(value: object) -> str:
     return str(value)
 
 
-def _check_allowed(name: str, spec: Mapping[str, Any], value: str) -> None:
-    allowed = spec.get("AllowedValues")
-    if allowed is not None and value not in [_parameter_string(v) for v in allowed]:
-        raise TemplateError(f"parameter {name}={value!r} is not one of {allowed}")
-    pattern = spec.get("AllowedPattern")
-    if pattern is not None and re.fullmatch(pattern, value) is None:
-        raise TemplateError(f"parameter {name}={value!r} does not match {pattern}")
-
-
-# ---------------------------------------------------------------------------------------------- intrinsics
-
-_SUB_VARIABLE = re.compile(r"\$\{([^}]*)\}")
-
-
 class _NoValue:
     """``!Ref AWS::NoValue``: the key or list item holding it disappears, as in CloudFormation."""
 
@@ -149,11 +129,8 @@ NO_VALUE = _NoValue()
 
 @dataclass
 class Resolver:
-    """Resolves intrinsic functions the way the local stack names things.
-
-    Tables are named by their logical id (or their TableName), SSM parameters by their resolved
-    Name, and ARNs are fakes in moto's default account, which is all local tools need.
-    """
+    """Resolves intrinsic functions the way the local stack names things: tables and queues by
+    their name property or logical id, SSM parameters by their Name, ARNs in moto's account."""
 
     template: Template
     parameters: dict[str, str]
@@ -170,7 +147,11 @@ class Resolver:
         if len(value) == 1:
             ((key, arg),) = value.items()
             if key in {"Ref", "Condition"} or key.startswith("Fn::"):
-                return self._intrinsic(key, arg)
+                handlers = {"Ref": self._ref, "Fn::Sub": self._sub, "Fn::GetAtt": self._get_att}
+                handler = (handlers | {"Fn::Join": self._join}).get(key)
+                if handler is None:
+                    raise TemplateError(f"intrinsic function {key} is not supported locally")
+                return handler(arg)
         resolved = {k: self.resolve(v) for k, v in value.items()}
         return {k: v for k, v in resolved.items() if v is not NO_VALUE}
 
@@ -181,29 +162,13 @@ class Resolver:
             raise TemplateError(f"{where}: expected a string, got {resolved!r}")
         return _parameter_string(resolved)
 
-    def _intrinsic(self, key: str, arg: Any) -> Any:
-        handlers = {"Ref": self._ref, "Fn::Sub": self._sub, "Fn::GetAtt": self._get_att}
-        handlers["Fn::Join"] = self._join
-        handler = handlers.get(key)
-        if handler is None:
-            raise TemplateError(f"intrinsic function {key} is not supported locally")
-        return handler(arg)
-
-    # --- Ref / GetAtt
-
     def _ref(self, name: Any) -> Any:
         if not isinstance(name, str):
             raise TemplateError(f"Ref needs a name, got {name!r}")
-        pseudo = {
-            "AWS::Region": self.region,
-            "AWS::AccountId": self.account_id,
-            "AWS::Partition": "aws",
-            "AWS::URLSuffix": "amazonaws.com",
-        }
+        pseudo: dict[str, Any] = {"AWS::Region": self.region, "AWS::AccountId": self.account_id}
+        pseudo |= {"AWS::Partition": "aws", "AWS::URLSuffix": "amazonaws.com", "AWS::NoValue": NO_VALUE}
         if name in pseudo:
             return pseudo[name]
-        if name == "AWS::NoValue":
-            return NO_VALUE
         declared = self.template.get("Parameters") or {}
         if name in declared:
             if name not in self.parameters:
@@ -220,24 +185,16 @@ class Resolver:
         return self.physical_name(name, resource)
 
     def physical_name(self, logical_id: str, resource: Mapping[str, Any]) -> str:
-        """The name a resource gets locally: its template name, else one made from the stack's."""
+        """The name a resource gets locally: its template name, else its logical id."""
         resource_type = resource.get("Type")
-        properties = resource.get("Properties") or {}
-        if resource_type == TABLE_TYPE:
-            return self._named(logical_id, properties.get("TableName"), logical_id)
-        if resource_type == QUEUE_TYPE:
-            return self._named(logical_id, properties.get("QueueName"), logical_id)
-        if resource_type == SSM_PARAMETER_TYPE:
-            if "Name" not in properties:
-                raise TemplateError(f"{logical_id}: an SSM parameter needs a Name to be used locally")
-            return self._named(logical_id, properties["Name"], logical_id)
-        raise TemplateError(f"Ref to {logical_id} ({resource_type}) is not supported locally")
-
-    def _named(self, logical_id: str, name: Any, default: str) -> str:
+        if resource_type not in _NAMED:
+            raise TemplateError(f"Ref to {logical_id} ({resource_type}) is not supported locally")
+        name = (resource.get("Properties") or {}).get(_NAMED[str(resource_type)][0])
+        if name is None and resource_type == SSM_PARAMETER_TYPE:
+            raise TemplateError(f"{logical_id}: an SSM parameter needs a Name to be used locally")
         if name is None:
-            return default
-        # Guard against a Name that refers back to itself through Sub.
-        if logical_id in self._resolving:
+            return logical_id
+        if logical_id in self._resolving:  # a Name that refers back to itself through Sub
             raise TemplateError(f"{logical_id}: circular reference")
         self._resolving.add(logical_id)
         try:
@@ -254,22 +211,14 @@ class Resolver:
             raise TemplateError(f"Fn::GetAtt to unknown resource {logical_id!r}")
         if attribute != "Arn":
             raise TemplateError(f"Fn::GetAtt {logical_id}.{attribute}: only .Arn is supported locally")
-        return self._fake_arn(logical_id, resource)
-
-    def _fake_arn(self, logical_id: str, resource: Mapping[str, Any]) -> str:
-        prefix = f"arn:aws:{{}}:{self.region}:{self.account_id}"
         resource_type = resource.get("Type")
-        if resource_type == TABLE_TYPE:
-            return f"{prefix.format('dynamodb')}:table/{self.physical_name(logical_id, resource)}"
-        if resource_type == SSM_PARAMETER_TYPE:
-            return f"{prefix.format('ssm')}:parameter{self.physical_name(logical_id, resource)}"
-        if resource_type == QUEUE_TYPE:
-            return f"{prefix.format('sqs')}:{self.physical_name(logical_id, resource)}"
         if resource_type == "AWS::Logs::LogGroup":
-            return f"{prefix.format('logs')}:log-group:{logical_id}:*"
-        raise TemplateError(f"Fn::GetAtt {logical_id}.Arn ({resource_type}) is not supported locally")
-
-    # --- Sub / Join
+            return f"arn:aws:logs:{self.region}:{self.account_id}:log-group:{logical_id}:*"
+        if resource_type not in _NAMED:
+            raise TemplateError(f"Fn::GetAtt {logical_id}.Arn ({resource_type}) is not supported locally")
+        _, service, part = _NAMED[resource_type]
+        name = self.physical_name(logical_id, resource)
+        return f"arn:aws:{service}:{self.region}:{self.account_id}:{part.format(name)}"
 
     def _sub(self, arg: Any) -> str:
         if not isinstance(arg, str):
@@ -278,8 +227,7 @@ class Resolver:
         def replace(match: re.Match[str]) -> str:
             name = match.group(1)
             if "." in name and not name.startswith("AWS::"):
-                resource, _, attribute = name.partition(".")
-                return self._get_att([resource, attribute])
+                return self._get_att(list(name.partition(".")[::2]))
             value = self._ref(name)
             if isinstance(value, list):
                 raise TemplateError(f"Fn::Sub cannot substitute list parameter {name}")
@@ -301,9 +249,6 @@ def resolver(template: Template, params: Mapping[str, str] | None = None) -> Res
     return Resolver(template, parameter_values(template, params))
 
 
-# ---------------------------------------------------------------------------------------------- tables
-
-
 class TableDefinition(TypedDict):
     """How to create one table locally: ``create_table`` kwargs and the TTL attribute, if any."""
 
@@ -312,42 +257,27 @@ class TableDefinition(TypedDict):
 
 
 def table_definitions(template: Template) -> dict[str, TableDefinition]:
-    """Every DynamoDB table, by logical id, as kwargs for ``create_table`` plus its TTL attribute.
-
-    The local table name is the logical id (or the table's TableName, if the template sets one), so
-    the names in the functions' environment (``!Ref UsersTable``) match the tables created.
-    """
-    names = Resolver(template, parameter_values(template))
+    """Every DynamoDB table, by logical id, as kwargs for ``create_table`` plus its TTL attribute
+    (named as the functions' environment names it, ``!Ref UsersTable``)."""
+    names = resolver(template)
     definitions: dict[str, TableDefinition] = {}
     for logical_id, resource in resources_of_type(template, TABLE_TYPE).items():
         properties = names.resolve(resource.get("Properties") or {})
         if properties.get("BillingMode") != "PAY_PER_REQUEST":
             raise TemplateError(f"{logical_id}: only PAY_PER_REQUEST tables are supported locally")
-        kwargs: dict[str, Any] = {
-            "TableName": names.resolve({"Ref": logical_id}),
-            "AttributeDefinitions": properties["AttributeDefinitions"],
-            "KeySchema": properties["KeySchema"],
-            "BillingMode": "PAY_PER_REQUEST",
-        }
-        for key in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes"):
-            if properties.get(key):
-                kwargs[key] = properties[key]
-        stream = properties.get("StreamSpecification") or {}
-        if stream.get("StreamViewType"):
-            kwargs["StreamSpecification"] = {
-                "StreamEnabled": True,
-                "StreamViewType": stream["StreamViewType"],
-            }
+        keys = ("AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes", "LocalSecondaryIndexes")
+        kwargs = {"TableName": names.resolve({"Ref": logical_id}), "BillingMode": "PAY_PER_REQUEST"}
+        kwargs |= {key: properties[key] for key in keys if properties.get(key)}
+        view = (properties.get("StreamSpecification") or {}).get("StreamViewType")
+        if view:
+            kwargs["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": view}
         ttl = properties.get("TimeToLiveSpecification") or {}
-        ttl_enabled = ttl.get("Enabled") in (True, "true", "True")
+        enabled = ttl.get("Enabled") in (True, "true", "True")
         definitions[logical_id] = {
             "create_table": kwargs,
-            "ttl_attribute": ttl.get("AttributeName") if ttl_enabled else None,
+            "ttl_attribute": ttl.get("AttributeName") if enabled else None,
         }
     return definitions
-
-
-# ---------------------------------------------------------------------------------------------- SQS
 
 
 def queue_url(name: str, region: str = LOCAL_REGION, account_id: str = LOCAL_ACCOUNT_ID) -> str:
@@ -355,86 +285,47 @@ def queue_url(name: str, region: str = LOCAL_REGION, account_id: str = LOCAL_ACC
     return f"https://sqs.{region}.amazonaws.com/{account_id}/{name}"
 
 
-class QueueDefinition(TypedDict):
-    """How to create one queue locally: ``create_queue`` kwargs."""
-
-    QueueName: str
-    Attributes: dict[str, str]
-
-
-# Queue properties that are also SQS queue attributes of the same name (the rest do not matter locally).
-_QUEUE_ATTRIBUTES = (
-    "DelaySeconds",
-    "MaximumMessageSize",
-    "MessageRetentionPeriod",
-    "ReceiveMessageWaitTimeSeconds",
-    "VisibilityTimeout",
-    "SqsManagedSseEnabled",
-)
-
-
-def queue_definitions(template: Template) -> dict[str, QueueDefinition]:
-    """Every SQS queue, by logical id, as kwargs for ``create_queue``."""
-    names = Resolver(template, parameter_values(template))
-    definitions: dict[str, QueueDefinition] = {}
+def queue_definitions(template: Template) -> dict[str, dict[str, Any]]:
+    """Every SQS queue, by logical id, as kwargs for ``create_queue`` (QueueName, Attributes)."""
+    names = resolver(template)
+    definitions: dict[str, dict[str, Any]] = {}
     for logical_id, resource in resources_of_type(template, QUEUE_TYPE).items():
         properties = names.resolve(resource.get("Properties") or {})
+        attributes = {
+            key: _parameter_string(properties[key]) for key in _QUEUE_ATTRIBUTES if key in properties
+        }
         definitions[logical_id] = {
             "QueueName": names.physical_name(logical_id, resource),
-            "Attributes": {
-                key: _parameter_string(properties[key]) for key in _QUEUE_ATTRIBUTES if key in properties
-            },
+            "Attributes": attributes,
         }
     return definitions
 
 
-# ---------------------------------------------------------------------------------------------- SSM
-
-
-class SsmParameterDefinition(TypedDict):
-    """One AWS::SSM::Parameter resolved for local use."""
-
-    logical_id: str
-    name: str
-    value: str
-    type: str
-    description: NotRequired[str]
-    allowed_pattern: NotRequired[str]
-
-
 def ssm_parameter_definitions(
     template: Template, params: Mapping[str, str] | None = None
-) -> list[SsmParameterDefinition]:
-    """Every AWS::SSM::Parameter with its resolved name, template value, type and description."""
+) -> dict[str, dict[str, str]]:
+    """Every AWS::SSM::Parameter, by logical id, as kwargs for ``put_parameter`` (Name, Value, Type,
+    and Description and AllowedPattern where the template gives them)."""
     names = resolver(template, params)
-    definitions: list[SsmParameterDefinition] = []
+    definitions: dict[str, dict[str, str]] = {}
     for logical_id, resource in resources_of_type(template, SSM_PARAMETER_TYPE).items():
-        properties = resource.get("Properties") or {}
-        definition: SsmParameterDefinition = {
-            "logical_id": logical_id,
-            "name": names.resolve_string({"Ref": logical_id}, logical_id),
-            "value": names.resolve_string(properties.get("Value", ""), f"{logical_id}.Value"),
-            "type": names.resolve_string(properties.get("Type", "String"), f"{logical_id}.Type"),
-        }
-        if "Description" in properties:
-            definition["description"] = names.resolve_string(properties["Description"], logical_id)
-        if "AllowedPattern" in properties:
-            definition["allowed_pattern"] = names.resolve_string(properties["AllowedPattern"], logical_id)
-        definitions.append(definition)
+        properties = {"Value": "", "Type": "String"} | (resource.get("Properties") or {})
+        definition = {"Name": names.resolve_string({"Ref": logical_id}, logical_id)}
+        for key in ("Value", "Type", "Description", "AllowedPattern"):
+            if key in properties:
+                definition[key] = names.resolve_string(properties[key], f"{logical_id}.{key}")
+        definitions[logical_id] = definition
     return definitions
 
 
 def ssm_parameters(template: Template, params: Mapping[str, str] | None = None) -> dict[str, str]:
     """Every SSM parameter's resolved name -> its template Value."""
-    return {d["name"]: d["value"] for d in ssm_parameter_definitions(template, params)}
+    return {d["Name"]: d["Value"] for d in ssm_parameter_definitions(template, params).values()}
 
 
 def ssm_parameter_names(template: Template, params: Mapping[str, str] | None = None) -> dict[str, str]:
     """Every SSM parameter's logical id -> its resolved name (e.g. ``/nimbus/dev/killswitches``)."""
-    return {d["logical_id"]: d["name"] for d in ssm_parameter_definitions(template, params)}
-
-
-# ---------------------------------------------------------------------------------------------- functions
+    return {lid: d["Name"] for lid, d in ssm_parameter_definitions(template, params).items()}
 
 
 @dataclass(frozen=True)
@@ -474,11 +365,8 @@ class FunctionSpec:
 
 
 def function_specs(template: Template, params: Mapping[str, str] | None = None) -> list[FunctionSpec]:
-    """Every AWS::Serverless::Function with its handler, code, resolved environment and routes.
-
-    Globals.Function supplies defaults (environment variables are merged, the function's winning),
-    as SAM does.
-    """
+    """Every AWS::Serverless::Function with its handler, code, resolved environment and routes,
+    Globals.Function supplying defaults as SAM does (environments merged, the function's winning)."""
     names = resolver(template, params)
     globals_ = (template.get("Globals") or {}).get("Function") or {}
     global_env = ((globals_.get("Environment") or {}).get("Variables")) or {}
@@ -486,10 +374,12 @@ def function_specs(template: Template, params: Mapping[str, str] | None = None) 
     for logical_id, resource in resources_of_type(template, FUNCTION_TYPE).items():
         properties = resource.get("Properties") or {}
 
-        def setting(key: str, default: Any, props: Mapping[str, Any] = properties) -> Any:
-            return props.get(key, globals_.get(key, default))
+        def setting(
+            key: str, default: Any, props: Mapping[str, Any] = properties, lid: str = logical_id
+        ) -> str:
+            return names.resolve_string(props.get(key, globals_.get(key, default)), f"{lid}.{key}")
 
-        handler = names.resolve_string(setting("Handler", None), f"{logical_id}.Handler")
+        handler = setting("Handler", None)
         if "." not in handler:
             raise TemplateError(f"{logical_id}: Handler {handler!r} is not module.function")
         own_env = ((properties.get("Environment") or {}).get("Variables")) or {}
@@ -498,31 +388,24 @@ def function_specs(template: Template, params: Mapping[str, str] | None = None) 
             for key, value in {**global_env, **own_env}.items()
             if names.resolve(value) is not NO_VALUE
         }
+        routes = []
+        for event_name, event in (properties.get("Events") or {}).items():
+            if event.get("Type") == "HttpApi":  # without Method and Path: SAM's catch-all, ANY $default
+                where, route = f"{logical_id}.{event_name}", event.get("Properties") or {}
+                method = names.resolve_string(route.get("Method", "ANY"), where).upper()
+                routes.append(HttpRoute(method, names.resolve_string(route.get("Path", "$default"), where)))
         specs.append(
             FunctionSpec(
                 logical_id=logical_id,
                 handler=handler,
-                code_uri=names.resolve_string(setting("CodeUri", "."), f"{logical_id}.CodeUri"),
+                code_uri=setting("CodeUri", "."),
                 environment=environment,
-                routes=tuple(_http_routes(logical_id, properties.get("Events") or {}, names)),
-                memory_size=int(names.resolve_string(setting("MemorySize", 128), logical_id)),
-                timeout=int(names.resolve_string(setting("Timeout", 3), logical_id)),
+                routes=tuple(routes),
+                memory_size=int(setting("MemorySize", 128)),
+                timeout=int(setting("Timeout", 3)),
             )
         )
     return specs
-
-
-def _http_routes(logical_id: str, events: Mapping[str, Any], names: Resolver) -> list[HttpRoute]:
-    routes: list[HttpRoute] = []
-    for event_name, event in events.items():
-        if event.get("Type") != "HttpApi":
-            continue
-        properties = event.get("Properties") or {}
-        # An HttpApi event without Method/Path is SAM's catch-all: ANY on $default.
-        method = names.resolve_string(properties.get("Method", "ANY"), f"{logical_id}.{event_name}").upper()
-        path = names.resolve_string(properties.get("Path", "$default"), f"{logical_id}.{event_name}")
-        routes.append(HttpRoute(method=method, path=path))
-    return routes
 
 
 def http_api_cors(template: Template, params: Mapping[str, str] | None = None) -> dict[str, Any] | None:
@@ -533,9 +416,6 @@ def http_api_cors(template: Template, params: Mapping[str, str] | None = None) -
             resolved: dict[str, Any] = resolver(template, params).resolve(cors)
             return resolved
     return None
-
-
-# ---------------------------------------------------------------------------------------------- streams
 
 
 @dataclass(frozen=True)
@@ -564,44 +444,42 @@ def _logical_id_of(value: Any, attribute: str, where: str) -> str:
 
 def stream_subscriptions(template: Template) -> list[StreamSubscription]:
     """Every DynamoDB event of every function, in template order."""
-    names = Resolver(template, parameter_values(template))
+    names = resolver(template)
     subscriptions: list[StreamSubscription] = []
     for function, resource in resources_of_type(template, FUNCTION_TYPE).items():
         for event_name, event in ((resource.get("Properties") or {}).get("Events") or {}).items():
-            if event.get("Type") != "DynamoDB":
-                continue
-            where = f"{function}.Events.{event_name}"
-            raw = event.get("Properties") or {}
-            table = _logical_id_of(raw.get("Stream"), "StreamArn", f"{where}.Stream")
-            if table not in resources_of_type(template, TABLE_TYPE):
-                raise TemplateError(f"{where}: {table} is not a DynamoDB table of this template")
-            properties = names.resolve(
-                {k: v for k, v in raw.items() if k not in ("Stream", "DestinationConfig")}
-            )
-            on_failure = ((raw.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
-            patterns = []
-            for entry in (properties.get("FilterCriteria") or {}).get("Filters") or []:
-                try:
-                    patterns.append(json.loads(entry["Pattern"]))
-                except (KeyError, TypeError, ValueError) as error:
-                    raise TemplateError(f"{where}: unreadable filter pattern {entry!r}") from error
-            subscriptions.append(
-                StreamSubscription(
-                    function=function,
-                    event_name=event_name,
-                    table=table,
-                    batch_size=int(properties.get("BatchSize", 100)),
-                    starting_position=str(properties.get("StartingPosition", "LATEST")),
-                    filter_patterns=tuple(patterns),
-                    report_batch_item_failures="ReportBatchItemFailures"
-                    in (properties.get("FunctionResponseTypes") or []),
-                    maximum_retry_attempts=int(properties.get("MaximumRetryAttempts", -1)),
-                    bisect_on_error=properties.get("BisectBatchOnFunctionError") in (True, "true", "True"),
-                    on_failure_queue=(
-                        _logical_id_of(on_failure, "Arn", f"{where}.DestinationConfig")
-                        if on_failure is not None
-                        else None
-                    ),
+            if event.get("Type") == "DynamoDB":
+                subscriptions.append(
+                    _subscription(names, function, event_name, event.get("Properties") or {})
                 )
-            )
     return subscriptions
+
+
+def _subscription(names: Resolver, function: str, event_name: str, raw: dict[str, Any]) -> StreamSubscription:
+    where = f"{function}.Events.{event_name}"
+    table = _logical_id_of(raw.get("Stream"), "StreamArn", f"{where}.Stream")
+    if table not in resources_of_type(names.template, TABLE_TYPE):
+        raise TemplateError(f"{where}: {table} is not a DynamoDB table of this template")
+    properties = names.resolve({k: v for k, v in raw.items() if k not in ("Stream", "DestinationConfig")})
+    on_failure = ((raw.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
+    patterns = []
+    for entry in (properties.get("FilterCriteria") or {}).get("Filters") or []:
+        try:
+            patterns.append(json.loads(entry["Pattern"]))
+        except (KeyError, TypeError, ValueError) as error:
+            raise TemplateError(f"{where}: unreadable filter pattern {entry!r}") from error
+    return StreamSubscription(
+        function=function,
+        event_name=event_name,
+        table=table,
+        batch_size=int(properties.get("BatchSize", 100)),
+        starting_position=str(properties.get("StartingPosition", "LATEST")),
+        filter_patterns=tuple(patterns),
+        report_batch_item_failures="ReportBatchItemFailures"
+        in (properties.get("FunctionResponseTypes") or []),
+        maximum_retry_attempts=int(properties.get("MaximumRetryAttempts", -1)),
+        bisect_on_error=properties.get("BisectBatchOnFunctionError") in (True, "true", "True"),
+        on_failure_queue=(
+            None if on_failure is None else _logical_id_of(on_failure, "Arn", f"{where}.DestinationConfig")
+        ),
+    )

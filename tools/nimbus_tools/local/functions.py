@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnContext, SpawnProcess
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from nimbus_tools.local.worker import WorkerConfig, worker_main
 from nimbus_tools.template import FunctionSpec
@@ -40,6 +40,14 @@ class Invocation:
     error: str | None = None
 
 
+class Invoker(Protocol):
+    """Runs a function (by logical id) on an event: :class:`FunctionPools`, or a test's stand-in."""
+
+    def invoke(self, function: str, event: Mapping[str, Any], request_id: str) -> Invocation:
+        """Invoke ``function`` with ``event``."""
+        ...
+
+
 def worker_environment(
     spec: FunctionSpec,
     aws_endpoint_url: str,
@@ -50,24 +58,20 @@ def worker_environment(
     base = os.environ if base is None else base
     environment = {key: base[key] for key in _PASS_THROUGH if key in base}
     # No X-Ray daemon runs locally; a function's own setting still wins.
-    environment["POWERTOOLS_TRACE_DISABLED"] = "true"
-    environment.update(spec.environment)
-    environment.update(
-        {
-            "AWS_ENDPOINT_URL": aws_endpoint_url,
-            "AWS_DEFAULT_REGION": region,
-            "AWS_REGION": region,
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_LAMBDA_FUNCTION_NAME": spec.logical_id,
-            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_size),
-            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
-            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{spec.logical_id}",
-        }
-    )
-    environment.pop("POWERTOOLS_DEV", None)
-    environment.pop("AWS_PROFILE", None)
-    environment.pop("AWS_SESSION_TOKEN", None)
+    environment |= {"POWERTOOLS_TRACE_DISABLED": "true", **spec.environment}
+    environment |= {
+        "AWS_ENDPOINT_URL": aws_endpoint_url,
+        "AWS_DEFAULT_REGION": region,
+        "AWS_REGION": region,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_LAMBDA_FUNCTION_NAME": spec.logical_id,
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_size),
+        "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+        "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{spec.logical_id}",
+    }
+    for name in ("POWERTOOLS_DEV", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        environment.pop(name, None)
     return environment
 
 
@@ -75,8 +79,7 @@ class _Worker:
     """One worker process and the parent's end of its pipe."""
 
     def __init__(self, process: SpawnProcess, conn: Connection) -> None:
-        self.process = process
-        self.conn = conn
+        self.process, self.conn = process, conn
 
     def kill(self) -> None:
         self.conn.close()
@@ -91,8 +94,7 @@ class FunctionPool:
     def __init__(self, config: WorkerConfig, size: int, context: SpawnContext | None = None) -> None:
         if size < 1:
             raise ValueError("a pool needs at least one worker")
-        self.config = config
-        self.size = size
+        self.config, self.size = config, size
         self._context = context or multiprocessing.get_context("spawn")
         self._cond = threading.Condition()
         self._idle: list[_Worker] = []
@@ -128,8 +130,6 @@ class FunctionPool:
         for worker in busy:
             if worker.process.is_alive():
                 worker.process.kill()
-
-    # --- internals
 
     def _checkout(self) -> _Worker:
         with self._cond:
@@ -250,10 +250,6 @@ class FunctionPools:
     def invoke(self, function: str, event: Mapping[str, Any], request_id: str) -> Invocation:
         """Invoke ``function`` (a logical id) with ``event``."""
         return self.pools[function].invoke(event, request_id)
-
-    def log_path(self, function: str) -> str:
-        """Where ``function``'s output goes."""
-        return self.pools[function].config.log_path
 
     def close(self) -> None:
         """Stop every worker of every function."""

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 from nimbus_tools.local.cors import CorsPolicy
 from nimbus_tools.local.events import (
@@ -15,17 +13,9 @@ from nimbus_tools.local.events import (
     build_event,
     response_from_result,
 )
-from nimbus_tools.local.functions import Invocation
+from nimbus_tools.local.functions import Invoker
 from nimbus_tools.local.router import Router
 from nimbus_tools.local.static import StaticSite
-
-
-class Invoker(Protocol):
-    """Runs a function (by logical id) on an event; :class:`FunctionPools` is the real one."""
-
-    def invoke(self, function: str, event: Mapping[str, Any], request_id: str) -> Invocation:
-        """Invoke ``function`` with ``event``."""
-        ...
 
 
 @dataclass(frozen=True)

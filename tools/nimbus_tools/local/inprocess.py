@@ -14,9 +14,8 @@ from typing import Any
 
 from nimbus_tools.local.events import HttpRequest, build_event
 from nimbus_tools.local.router import Router
+from nimbus_tools.local.worker import LambdaContext
 from nimbus_tools.template import FunctionSpec, Template, function_specs
-
-REGION = "us-east-1"
 
 
 @dataclass
@@ -29,22 +28,8 @@ class Reply:
     function: str
 
 
-@dataclass
-class LambdaContextStub:
-    """The parts of the Lambda context our handlers read."""
-
-    function_name: str
-    memory_limit_in_mb: int = 512
-    aws_request_id: str = "in-process"
-
-    @property
-    def invoked_function_arn(self) -> str:
-        """An ARN shaped like Lambda's."""
-        return f"arn:aws:lambda:{REGION}:123456789012:function:{self.function_name}"
-
-    def get_remaining_time_in_millis(self) -> int:
-        """Plenty of time left."""
-        return 10_000
+# The context handlers are called with in process: the function's name is all a caller gives.
+LambdaContextStub = LambdaContext
 
 
 class InProcessApi:

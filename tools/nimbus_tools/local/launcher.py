@@ -34,23 +34,20 @@ class LocalApiProcess:
     """A running ``nimbus-local serve`` subprocess and its output."""
 
     def __init__(self, process: subprocess.Popen[str], state_dir: Path) -> None:
-        self.process = process
-        self.state_dir = state_dir
+        self.process, self.state_dir = process, state_dir
         self.stdout: list[str] = []
         self.stderr: list[str] = []
         self._changed = threading.Condition()
+        self._state: ServeState | None = None
         self._readers = [
-            threading.Thread(target=self._pump, args=(process.stdout, self.stdout), daemon=True),
-            threading.Thread(target=self._pump, args=(process.stderr, self.stderr), daemon=True),
+            threading.Thread(target=self._pump, args=(stream, lines), daemon=True)
+            for stream, lines in ((process.stdout, self.stdout), (process.stderr, self.stderr))
         ]
         for reader in self._readers:
             reader.start()
-        self._state: ServeState | None = None
 
     def _pump(self, stream: IO[str] | None, lines: list[str]) -> None:
-        if stream is None:
-            return
-        for line in stream:
+        for line in stream or ():
             with self._changed:
                 lines.append(line.rstrip("\n"))
                 self._changed.notify_all()
@@ -122,37 +119,6 @@ class LocalApiProcess:
         self.stop()
 
 
-def launch_local_api(
-    *,
-    state_dir: Path,
-    template: Path | None = None,
-    port: int = 0,
-    moto_port: int = 0,
-    params: Mapping[str, str] | None = None,
-    workers: int | None = None,
-    timeout: float = 60.0,
-    env: Mapping[str, str] | None = None,
-) -> LocalApiProcess:
-    """Start the local API and wait (at most ``timeout`` s) until it serves requests or exits: the
-    caller looks at :meth:`LocalApiProcess.ready` and the process to tell which."""
-    command = [sys.executable, "-m", "nimbus_tools.local.main", "serve"]
-    command += ["--port", str(port), "--moto-port", str(moto_port), "--state-dir", str(state_dir)]
-    if template is not None:
-        command += ["--template", str(template)]
-    if workers is not None:
-        command += ["--workers", str(workers)]
-    for key, value in (params or {}).items():
-        command += ["--param", f"{key}={value}"]
-    environment = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
-    # The command is this interpreter and our own module; nothing comes from untrusted input.
-    process = subprocess.Popen(  # noqa: S603
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
-    )
-    api = LocalApiProcess(process, state_dir)
-    api.wait_for(api.ready, timeout)
-    return api
-
-
 def start_local_api(
     *,
     state_dir: Path,
@@ -163,19 +129,25 @@ def start_local_api(
     workers: int | None = None,
     timeout: float = 60.0,
     env: Mapping[str, str] | None = None,
+    check: bool = True,
 ) -> LocalApiProcess:
-    """Start the local API (free ports by default) and return once it serves requests."""
-    api = launch_local_api(
-        state_dir=state_dir,
-        template=template,
-        port=port,
-        moto_port=moto_port,
-        params=params,
-        workers=workers,
-        timeout=timeout,
-        env=env,
+    """Start the local API (free ports by default) and wait (at most ``timeout`` s) until it serves
+    requests; RuntimeError if it does not, unless ``check`` is False (then the caller looks at
+    :meth:`LocalApiProcess.ready` and the process)."""
+    command = [sys.executable, "-m", "nimbus_tools.local.main", "serve", "--state-dir", str(state_dir)]
+    command += ["--port", str(port), "--moto-port", str(moto_port)]
+    command += ["--template", str(template)] if template is not None else []
+    command += ["--workers", str(workers)] if workers is not None else []
+    for key, value in (params or {}).items():
+        command += ["--param", f"{key}={value}"]
+    environment = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+    # The command is this interpreter and our own module; nothing comes from untrusted input.
+    process = subprocess.Popen(  # noqa: S603
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
     )
-    if not api.ready() or api.process.poll() is not None:
+    api = LocalApiProcess(process, state_dir)
+    api.wait_for(api.ready, timeout)
+    if check and (not api.ready() or api.process.poll() is not None):
         api.stop(signal.SIGKILL, timeout=5)
         output = "\n".join(api.stdout + api.stderr)
         raise RuntimeError(f"the local API did not start within {timeout:.0f}s:\n{output}")

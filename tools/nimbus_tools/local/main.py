@@ -10,9 +10,8 @@ import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from types import FrameType
 
-from nimbus_tools.local.stack import LocalStack, StackOptions, parse_params
+from nimbus_tools.local.stack import LocalStack, StackOptions
 from nimbus_tools.local.state import StateDirInUseError
 from nimbus_tools.local.static import console_url
 from nimbus_tools.template import DEFAULT_TEMPLATE_PATH, TemplateError, load_template, parameter_values
@@ -61,12 +60,11 @@ def _check_upstream_certificate(pem: str, source: str) -> None:
         raise ValueError(f"{source}: not an ES256 (P-256) key's certificate, as upstream's tokens need")
 
 
-def _default_port() -> int:
-    # `make serve PORT=8080` passes --port; a bare PORT in the environment works too.
-    try:
-        return int(os.environ.get("PORT", "3000"))
-    except ValueError:
-        return 3000
+def _pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--param expects Key=Value, got {text!r}")
+    return key, value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,20 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve the API on 127.0.0.1 with an in-process AWS emulator",
         description="Serve the API from template.yaml on 127.0.0.1, backed by an in-process moto server.",
     )
-    serve.add_argument(
-        "--port", type=int, default=_default_port(), help="API port (default: $PORT or 3000; 0 = any)"
-    )
-    serve.add_argument("--moto-port", type=int, default=0, help="AWS emulator port (default: any free port)")
-    serve.add_argument(
-        "--state-dir", type=Path, default=Path(".local"), help="serve.json and logs/ (default: .local)"
-    )
-    serve.add_argument(
-        "--param", action="append", metavar="KEY=VALUE", help="override a template parameter (repeatable)"
-    )
-    serve.add_argument(
-        "--workers", type=int, default=4, help="warm worker processes per function (default: 4)"
-    )
-    serve.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE_PATH, help="SAM template to serve")
+    # `make serve PORT=8080` passes --port; a bare PORT in the environment works too.
+    port = os.environ.get("PORT", "")
+    for flag, kind, default, text in (
+        ("--port", int, int(port) if port.isdigit() else 3000, "API port ($PORT or 3000; 0: any)"),
+        ("--moto-port", int, 0, "AWS emulator port (default: any free port)"),
+        ("--state-dir", Path, Path(".local"), "serve.json and logs/ (default: .local)"),
+        ("--workers", int, 4, "warm worker processes per function (default: 4)"),
+        ("--template", Path, DEFAULT_TEMPLATE_PATH, "SAM template to serve"),
+    ):
+        serve.add_argument(flag, type=kind, default=default, help=text)
+    help_text = "override a template parameter (repeatable)"
+    serve.add_argument("--param", action="append", type=_pair, metavar="KEY=VALUE", help=help_text)
     return parser
 
 
@@ -102,31 +98,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < 1:
         parser.error("--workers must be at least 1")
     try:
-        params = with_upstream_certificate(parse_params(args.param), os.environ)
+        params = with_upstream_certificate(dict(args.param or []), os.environ)
         # Bad --param values are usage errors: refuse them before starting anything.
         parameter_values(load_template(args.template), params)
     except (ValueError, OSError) as error:  # TemplateError is a ValueError
         parser.error(str(error))
-    options = StackOptions(
-        port=args.port,
-        moto_port=args.moto_port,
-        state_dir=args.state_dir,
-        params=params,
-        workers=args.workers,
-        template_path=args.template,
-    )
-    return serve(options)
+    return serve(StackOptions(args.port, args.moto_port, args.state_dir, params, args.workers, args.template))
 
 
 def serve(options: StackOptions) -> int:
     """Run the local stack until Ctrl-C or SIGTERM; 0 on a clean stop, 1 if it cannot start."""
     stop = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
 
     # This process only ever talks to its own emulator, and moto itself builds boto3 sessions, which
     # fail on a profile this machine does not have: a developer's AWS_PROFILE must not matter here.

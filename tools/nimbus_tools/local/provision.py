@@ -1,15 +1,12 @@
-"""Create the stack's data resources in an AWS emulator, from template.yaml.
-
-Used by ``nimbus-local serve`` (against the in-process moto server) and by tests under moto's
-``mock_aws`` (a plain ``boto3.Session`` with no endpoint), so both see the same tables, TTLs,
-parameters, SES identity and default domain as a deployed stack.
-"""
+"""Create the stack's data resources in an AWS emulator, from template.yaml: for ``nimbus-local
+serve`` (its moto server) and tests under ``mock_aws``, so both see a deployed stack's tables, TTLs,
+queues, parameters, SES identity and default domain."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import boto3
 from botocore.exceptions import ClientError
@@ -27,33 +24,6 @@ from nimbus_tools.template import (
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
-    from types_boto3_sesv2 import SESV2Client
-    from types_boto3_sqs import SQSClient
-    from types_boto3_ssm import SSMClient
-
-DOMAINS_TABLE = "DomainsTable"
-
-
-@dataclass(frozen=True)
-class AwsClients:
-    """The clients provisioning needs. ``ses`` is SES v1 (no type stubs are installed for it)."""
-
-    dynamodb: DynamoDBClient
-    ssm: SSMClient
-    sesv2: SESV2Client
-    ses: Any
-    sqs: SQSClient | None = None  # without it, no queue is created
-
-
-def clients_from_session(session: boto3.Session, endpoint_url: str | None = None) -> AwsClients:
-    """Clients from ``session``, pointed at ``endpoint_url`` when given (the local emulator)."""
-    return AwsClients(
-        dynamodb=session.client("dynamodb", endpoint_url=endpoint_url),
-        ssm=session.client("ssm", endpoint_url=endpoint_url),
-        sesv2=session.client("sesv2", endpoint_url=endpoint_url),
-        ses=session.client("ses", endpoint_url=endpoint_url),
-        sqs=session.client("sqs", endpoint_url=endpoint_url),
-    )
 
 
 @dataclass(frozen=True)
@@ -66,23 +36,45 @@ class ProvisionedStack:
 
 
 def provision(
-    target: boto3.Session | AwsClients, template: Template, params: Mapping[str, str] | None = None
+    session: boto3.Session,
+    template: Template,
+    params: Mapping[str, str] | None = None,
+    *,
+    endpoint_url: str | None = None,
 ) -> ProvisionedStack:
     """Create every table (TTL and stream where the template says), SQS queue, SSM parameter, SES
-    identity and the default domain.
+    identity and the default domain, through ``session``'s clients (at ``endpoint_url`` if given).
 
-    Safe to call twice: existing tables, identities and the domain item are left as they are,
-    parameters are reset to their template value.
+    Safe to call twice: existing tables, queues, identities and the domain item are left as they
+    are, parameters are reset to their template value.
     """
-    clients = target if isinstance(target, AwsClients) else clients_from_session(target)
     values = parameter_values(template, params)
-    tables = create_tables(clients.dynamodb, template)
-    queues = create_queues(clients.sqs, template) if clients.sqs is not None else {}
-    parameters = put_parameters(clients.ssm, template, params)
-    if "SenderEmail" in values:
-        verify_sender(clients, values["SenderEmail"])
-    if "DefaultDomain" in values and DOMAINS_TABLE in tables:
-        put_default_domain(clients.dynamodb, tables[DOMAINS_TABLE], values["DefaultDomain"])
+    dynamodb = session.client("dynamodb", endpoint_url=endpoint_url)
+    tables = create_tables(dynamodb, template)
+    sqs = session.client("sqs", endpoint_url=endpoint_url)
+    queues = {}
+    for logical_id, definition in queue_definitions(template).items():
+        sqs.create_queue(**definition)
+        # The URL the template's !Ref resolves to, whatever host the emulator answers with.
+        queues[logical_id] = queue_url(definition["QueueName"])
+    ssm = session.client("ssm", endpoint_url=endpoint_url)
+    parameters = {}
+    for logical_id, kwargs in ssm_parameter_definitions(template, params).items():
+        ssm.put_parameter(**kwargs, Overwrite=True)  # type: ignore[arg-type]
+        parameters[logical_id] = kwargs["Name"]
+    if "SenderEmail" in values:  # a verified identity for SES v2 and v1 SendEmail
+        try:
+            session.client("sesv2", endpoint_url=endpoint_url).create_email_identity(
+                EmailIdentity=values["SenderEmail"]
+            )
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "AlreadyExistsException":
+                raise
+        session.client("ses", endpoint_url=endpoint_url).verify_email_identity(
+            EmailAddress=values["SenderEmail"]
+        )
+    if "DefaultDomain" in values and "DomainsTable" in tables:
+        put_default_domain(dynamodb, tables["DomainsTable"], values["DefaultDomain"])
     return ProvisionedStack(tables=tables, parameters=parameters, queues=queues)
 
 
@@ -90,72 +82,21 @@ def create_tables(dynamodb: DynamoDBClient, template: Template) -> dict[str, str
     """Create every table of the template and enable its TTL; logical id -> table name."""
     names: dict[str, str] = {}
     for logical_id, definition in table_definitions(template).items():
-        kwargs = definition["create_table"]
+        name = names[logical_id] = definition["create_table"]["TableName"]
         try:
-            dynamodb.create_table(**kwargs)
+            dynamodb.create_table(**definition["create_table"])
         except ClientError as error:
             if error.response["Error"]["Code"] != "ResourceInUseException":
                 raise
-        dynamodb.get_waiter("table_exists").wait(
-            TableName=kwargs["TableName"], WaiterConfig={"Delay": 1, "MaxAttempts": 30}
-        )
-        if definition["ttl_attribute"]:
-            _enable_ttl(dynamodb, kwargs["TableName"], definition["ttl_attribute"])
-        names[logical_id] = kwargs["TableName"]
+        dynamodb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 30})
+        ttl = definition["ttl_attribute"]
+        if ttl and dynamodb.describe_time_to_live(TableName=name)["TimeToLiveDescription"].get(
+            "TimeToLiveStatus"
+        ) not in ("ENABLED", "ENABLING"):
+            dynamodb.update_time_to_live(
+                TableName=name, TimeToLiveSpecification={"AttributeName": ttl, "Enabled": True}
+            )
     return names
-
-
-def create_queues(sqs: SQSClient, template: Template) -> dict[str, str]:
-    """Create every SQS queue of the template (again: no-op); logical id -> the URL functions use.
-
-    The URL is the one the template's ``!Ref`` resolves to locally, so it matches the functions'
-    environment whatever host the emulator answers with.
-    """
-    urls: dict[str, str] = {}
-    for logical_id, definition in queue_definitions(template).items():
-        sqs.create_queue(QueueName=definition["QueueName"], Attributes=definition["Attributes"])  # type: ignore[arg-type]
-        urls[logical_id] = queue_url(definition["QueueName"])
-    return urls
-
-
-def _enable_ttl(dynamodb: DynamoDBClient, table: str, attribute: str) -> None:
-    current = dynamodb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
-    if current.get("TimeToLiveStatus") in ("ENABLED", "ENABLING"):
-        return
-    dynamodb.update_time_to_live(
-        TableName=table, TimeToLiveSpecification={"AttributeName": attribute, "Enabled": True}
-    )
-
-
-def put_parameters(
-    ssm: SSMClient, template: Template, params: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """Put every SSM parameter with its template Value; logical id -> parameter name."""
-    names: dict[str, str] = {}
-    for definition in ssm_parameter_definitions(template, params):
-        kwargs: dict[str, Any] = {
-            "Name": definition["name"],
-            "Value": definition["value"],
-            "Type": definition["type"],
-            "Overwrite": True,
-        }
-        if "description" in definition:
-            kwargs["Description"] = definition["description"]
-        if "allowed_pattern" in definition:
-            kwargs["AllowedPattern"] = definition["allowed_pattern"]
-        ssm.put_parameter(**kwargs)
-        names[definition["logical_id"]] = definition["name"]
-    return names
-
-
-def verify_sender(clients: AwsClients, sender: str) -> None:
-    """Make ``sender`` a verified identity for SES v2 and v1 SendEmail."""
-    try:
-        clients.sesv2.create_email_identity(EmailIdentity=sender)
-    except ClientError as error:
-        if error.response["Error"]["Code"] != "AlreadyExistsException":
-            raise
-    clients.ses.verify_email_identity(EmailAddress=sender)
 
 
 def put_default_domain(dynamodb: DynamoDBClient, table: str, domain: str) -> None:

@@ -1,14 +1,9 @@
 """The local API's HTTP server: waitress in front of the :class:`Gateway`, one console line per request.
 
-waitress (a maintained, pure-Python WSGI server) does the HTTP: request parsing and framing
-(malformed or conflicting ``Content-Length``, bad chunks and bad request lines are refused), a capped
-pool of worker threads, and a timeout that drops idle or stalled clients. It buffers a whole request
-before a worker thread sees it, so a slow client never holds a thread. Accepted sockets get
-``TCP_NODELAY`` (waitress's default), so keep-alive requests do not wait on Nagle's algorithm.
-
-Everything the server answers by itself (bad framing, a body over API Gateway's limit, a gateway
-bug) is one JSON response in the contract's error shape with ``Cache-Control: no-store``, after which
-the connection is closed.
+waitress does the HTTP (framing checks, a capped thread pool, whole requests buffered before a
+thread sees them, idle and stalled clients dropped, ``TCP_NODELAY``). What the server answers by
+itself (bad framing, a body over API Gateway's limit, a gateway bug) is the contract's JSON error
+with ``Cache-Control: no-store``, and the connection is closed.
 """
 
 from __future__ import annotations
@@ -47,21 +42,8 @@ THREADS = 16
 IDLE_TIMEOUT = 60
 
 # Framing headers are the server's to set; hop-by-hop headers cannot pass through WSGI.
-_SERVER_HEADERS = frozenset(
-    {
-        "content-length",
-        "connection",
-        "transfer-encoding",
-        "date",
-        "server",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailers",
-        "upgrade",
-    }
-)
+_SERVER_HEADERS = frozenset({"content-length", "connection", "transfer-encoding", "date", "server"})
+_SERVER_HEADERS |= {"keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers", "upgrade"}
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _BAD_VALUE = re.compile(r"[\r\n\x00]")
 
@@ -70,15 +52,13 @@ class RequestLog:
     """Prints ``22:01:11 POST /login 201 134ms AuthFunction``, one line per request, thread-safely."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
-        self._stream = stream
-        self._lock = threading.Lock()
+        self._stream, self._lock = stream, threading.Lock()
 
     def write(self, method: str, path: str, status: int, millis: float, result: GatewayResult | None) -> None:
         """Print one request's line (with the failure reason when the function failed)."""
-        function = result.function if result is not None and result.function else "-"
+        function = (result.function if result else None) or "-"
         line = f"{time.strftime('%H:%M:%S')} {method} {path} {status} {millis:.0f}ms {function}"
-        if result is not None and result.error:
-            line += f" ({result.error})"
+        line += f" ({result.error})" if result is not None and result.error else ""
         stream = self._stream or sys.stdout
         with self._lock:
             stream.write(line + "\n")
@@ -146,8 +126,7 @@ class GatewayApp:
 
     def __init__(self, request_log: RequestLog, server_port: int = 80) -> None:
         self.gateway: Gateway | None = None
-        self.request_log = request_log
-        self.server_port = server_port
+        self.request_log, self.server_port = request_log, server_port
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         """Answer one request."""
@@ -165,13 +144,8 @@ class GatewayApp:
         if not bodiless:  # (a HEAD response tells the length of the body it leaves out)
             headers.append(("Content-Length", str(len(response.body))))
         start_response(_status_line(response.status), headers)
-        self.request_log.write(
-            request.method,
-            _log_path(request.target),
-            response.status,
-            (time.monotonic() - started) * 1000,
-            result,
-        )
+        millis = (time.monotonic() - started) * 1000
+        self.request_log.write(request.method, _log_path(request.target), response.status, millis, result)
         if request.method == "HEAD" or bodiless:
             return [b""]  # no body goes out, whatever the function returned
         return [response.body]
@@ -202,10 +176,9 @@ class JsonErrorTask(ErrorTask):
         # Headers too large: waitress stopped reading before the request line could be trusted.
         command = getattr(request, "command", None)  # unset when the request line was unreadable
         readable = request.error.code != 431 and bool(command)
-        method = command if readable else "-"
         path = _log_path(getattr(request, "request_uri", "")) if readable else "-"
         millis = (time.time() - self.start_time) * 1000
-        server.request_log.write(method, path, response.status, millis, None)
+        server.request_log.write(command if readable else "-", path, response.status, millis, None)
 
 
 def _capitalized(name: str) -> str:

@@ -1,8 +1,6 @@
-"""The running local stack: AWS emulator, provisioned resources, function pools and HTTP server.
-
-:class:`LocalStack` owns the start-up order (the functions' environment depends on the ports that
-were actually bound) and a shutdown that releases everything it started.
-"""
+"""The running local stack: AWS emulator, provisioned resources, function pools and HTTP server,
+started in order (the functions' environment depends on the ports actually bound) and all
+released by :meth:`LocalStack.stop`."""
 
 from __future__ import annotations
 
@@ -15,7 +13,7 @@ from nimbus_tools.local.aws import AwsEmulator
 from nimbus_tools.local.cors import CorsPolicy
 from nimbus_tools.local.functions import FunctionPools
 from nimbus_tools.local.gateway import Gateway
-from nimbus_tools.local.provision import clients_from_session, provision
+from nimbus_tools.local.provision import ProvisionedStack, provision
 from nimbus_tools.local.router import Router
 from nimbus_tools.local.server import LocalApiServer, RequestLog
 from nimbus_tools.local.session import emulator_session
@@ -26,6 +24,7 @@ from nimbus_tools.template import (
     DEFAULT_TEMPLATE_PATH,
     LOCAL_REGION,
     FunctionSpec,
+    Template,
     function_specs,
     http_api_cors,
     load_template,
@@ -48,6 +47,20 @@ class StackOptions:
     template_path: Path = DEFAULT_TEMPLATE_PATH
 
 
+def local_parameters(template: Template, params: dict[str, str], port: int) -> dict[str, str]:
+    """``params`` with what points at this server on ``port`` unless given: the verification and
+    recovery links open the console, and the WebAuthn relying party is ``localhost`` (browsers
+    accept it over plain http, never an IP address), the console's one origin."""
+    declared, params = template.get("Parameters") or {}, dict(params)
+    for name, page in (("VerificationUrl", "verify"), ("RecoveryUrl", "recover")):
+        if name in declared:
+            params.setdefault(name, f"{console_url(port)}/{page}?token={{token}}")
+    if "WebAuthnRpId" in declared and "WebAuthnRpId" not in params:
+        params["WebAuthnRpId"] = "localhost"
+        params.setdefault("WebAuthnOrigins", f"http://localhost:{port}")
+    return params
+
+
 class LocalStack:
     """Start with :meth:`start`, stop with :meth:`stop` (idempotent)."""
 
@@ -62,11 +75,6 @@ class LocalStack:
         self.state: ServeState | None = None
         self._thread: threading.Thread | None = None
         self._lock: ServeLock | None = None
-
-    @property
-    def state_file(self) -> Path:
-        """Where serve.json is written."""
-        return state_path(self.options.state_dir)
 
     def start(self) -> ServeState:
         """Start everything, write serve.json, and return its contents (stops again on failure).
@@ -85,45 +93,27 @@ class LocalStack:
         template = load_template(options.template_path)
         parameter_values(template, options.params)  # refuse bad --param values before binding anything
         self._lock = ServeLock.acquire(options.state_dir)  # held until stop(), or the process ends
-
         self.emulator = AwsEmulator(HOST, options.moto_port)
         aws_url = self.emulator.start()
         self.server = LocalApiServer((HOST, options.port), self.request_log)
-        api_url = f"http://{HOST}:{self.server.port}"
-
-        params = dict(options.params)
-        declared = template.get("Parameters") or {}
-        if "VerificationUrl" in declared:
-            # Verification links open the account console on this server, on whatever port it got,
-            # at localhost: the console's one origin (passkeys work there, never on an IP address).
-            params.setdefault("VerificationUrl", f"{console_url(self.server.port)}/verify?token={{token}}")
-        if "RecoveryUrl" in declared:
-            params.setdefault("RecoveryUrl", f"{console_url(self.server.port)}/recover?token={{token}}")
-        if "WebAuthnRpId" in declared and "WebAuthnRpId" not in params:
-            # Security keys work on pages of this server: browsers accept "localhost" as a relying
-            # party over plain http, never an IP address, so the local origin is localhost:<port>.
-            params["WebAuthnRpId"] = "localhost"
-            params.setdefault("WebAuthnOrigins", f"http://localhost:{self.server.port}")
-        values = parameter_values(template, params)
-
-        clients = clients_from_session(emulator_session(LOCAL_REGION), endpoint_url=aws_url)
-        provisioned = provision(clients, template, params)
-
+        params = local_parameters(template, options.params, self.server.port)
+        provisioned = provision(emulator_session(LOCAL_REGION), template, params, endpoint_url=aws_url)
         self.specs = function_specs(template, params)
+        root = options.template_path.resolve().parent
         self.pools = FunctionPools(
             self.specs,
-            template_dir=options.template_path.resolve().parent,
+            template_dir=root,
             aws_endpoint_url=aws_url,
             log_dir=options.state_dir / "logs",
             workers=options.workers,
             region=LOCAL_REGION,
         )
-        cors_config = http_api_cors(template, params)
+        cors = http_api_cors(template, params)
         self.server.gateway = Gateway(
             Router.from_specs(self.specs),
             self.pools,
-            CorsPolicy.from_config(cors_config) if cors_config else None,
-            static=StaticSite(options.template_path.resolve().parent),
+            CorsPolicy.from_config(cors) if cors else None,
+            static=StaticSite(root),
         )
         # Functions fed by a table's stream (MailFunction by the outbox) run as Lambda would run them.
         self.poller = StreamPoller(
@@ -138,8 +128,17 @@ class LocalStack:
         self.poller.start()
         self._thread = threading.Thread(target=self.server.serve_forever, name="local-api", daemon=True)
         self._thread.start()
+        api_url = f"http://{HOST}:{self.server.port}"
+        self.state = self._serve_state(parameter_values(template, params), api_url, aws_url, provisioned)
+        write_state(state_path(options.state_dir), self.state)
+        return self.state
 
-        self.state = {
+    def _serve_state(
+        self, values: dict[str, str], api_url: str, aws_url: str, provisioned: ProvisionedStack
+    ) -> ServeState:
+        # The path the functions themselves read, so `nimbus killswitch` and the API agree.
+        paths = (s.environment["KILLSWITCH_PATH"] for s in self.specs if "KILLSWITCH_PATH" in s.environment)
+        return {
             "api_url": api_url,
             "aws_endpoint_url": aws_url,
             "region": LOCAL_REGION,
@@ -148,15 +147,9 @@ class LocalStack:
             "parameters": provisioned.parameters,
             "queues": provisioned.queues,
             "sender_email": values.get("SenderEmail", ""),
-            # The path the functions themselves read, so `nimbus killswitch` and the API agree.
-            "killswitch_path": next(
-                (s.environment["KILLSWITCH_PATH"] for s in self.specs if "KILLSWITCH_PATH" in s.environment),
-                "",
-            ),
+            "killswitch_path": next(paths, ""),
             "pid": os.getpid(),
         }
-        write_state(self.state_file, self.state)
-        return self.state
 
     def routes(self) -> list[tuple[str, str]]:
         """(route key, function) for every route, for the start-up banner."""
@@ -170,39 +163,16 @@ class LocalStack:
                 self.server.shutdown()
                 self._thread.join(timeout=5)
             self.server.server_close()
-            self.server = None
         if self.poller is not None:
             self.poller.request_stop()
         if self.pools is not None:
             self.pools.close()
-            self.pools = None
         if self.poller is not None:
             self.poller.stop()
-            self.poller = None
         if self.emulator is not None:
             self.emulator.stop()
-            self.emulator = None
         if self.state is not None:
-            remove_state(self.state_file, self.state["pid"])
-            self.state = None
+            remove_state(state_path(self.options.state_dir), self.state["pid"])
         if self._lock is not None:
             self._lock.release()
-            self._lock = None
-
-    def __enter__(self) -> LocalStack:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def parse_params(pairs: list[str] | None) -> dict[str, str]:
-    """``["Key=Value", ...]`` -> dict; raises ValueError on an item without ``=``."""
-    params: dict[str, str] = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--param expects Key=Value, got {pair!r}")
-        params[key] = value
-    return params
+        self.server = self.pools = self.poller = self.emulator = self.state = self._lock = None

@@ -1,26 +1,7 @@
-"""DynamoDB stream event sources for the local stack, as Lambda's event source mappings run them.
-
-For every function with a ``DynamoDB`` event in template.yaml, :class:`StreamPoller` reads that
-table's stream from the AWS emulator (moto), keeps the records the event's FilterCriteria accept,
-and invokes the function through its warm worker pool with a Lambda DynamoDB stream event
-(``Records[].eventName``, ``dynamodb.NewImage``, ``eventSourceARN``...), BatchSize at a time.
-
-Failures follow Lambda's rules closely enough for local work: with ReportBatchItemFailures, the
-records from the first reported failure on are invoked again; a function error retries the whole
-batch. After MaximumRetryAttempts retries the batch's description (``DDBStreamBatchInfo``, not the
-records) goes to the OnFailure SQS destination and the shard moves on. Not emulated: bisecting a
-failed batch, MaximumRecordAgeInSeconds, more than the stream's shards at start-up (moto has one).
-Delivery is at least once, as on AWS; locally a record is delivered once unless it is retried.
-
-moto keeps every stream record forever and deep-copies a table, stream included, on every
-TransactWriteItems (its rollback snapshot), so in a long session every transaction grew slower. The
-poller therefore has the emulator trim what every reader of a stream is done with (``POST
-/_nimbus/streams/trim``), except the records of a batch given up to an OnFailure destination: those
-stay until they are 24 hours old, as on DynamoDB, so ``nimbus mail retry`` can read them back.
-
-:class:`StreamReader` and :func:`lambda_event` are also used by the integration tests, which feed
-the mail function from moto's stream in process.
-"""
+"""DynamoDB stream event sources, as Lambda's event source mappings run them (docs/development.md):
+:class:`StreamPoller` reads, filters, invokes in batches, retries, gives up to the OnFailure queue,
+and has the emulator trim what every reader is done with (but what an OnFailure message points at,
+for 24 hours). Not emulated: bisecting, MaximumRecordAgeInSeconds, shards added after start-up."""
 
 from __future__ import annotations
 
@@ -31,7 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
@@ -44,25 +25,13 @@ if TYPE_CHECKING:
     import boto3
     from types_boto3_dynamodbstreams import DynamoDBStreamsClient
 
-    from nimbus_tools.local.functions import Invocation
+    from nimbus_tools.local.functions import Invoker
 
 # Lambda's default is "retry until the record expires" (-1); locally that would spin for a day.
 LOCAL_MAX_RETRIES = 5
 STREAM_CLIENT_CONFIG = Config(account_id_endpoint_mode="disabled")  # moto serves the regional endpoint
 RETENTION_SECONDS = 24 * 3600  # how long DynamoDB keeps a stream record
-# How often an idle poller still has the emulator trim: that also drops moto's used shard iterators.
-TRIM_INTERVAL_SECONDS = 30.0
-
-
-class Invoker(Protocol):
-    """What the poller needs from :class:`~nimbus_tools.local.functions.FunctionPools`."""
-
-    def invoke(self, function: str, event: Mapping[str, Any], request_id: str) -> Invocation:
-        """Run ``function`` on ``event``."""
-        ...
-
-
-# ---------------------------------------------------------------------------------------------- events
+TRIM_INTERVAL_SECONDS = 30.0  # an idle poller still trims this often (moto's used iterators go too)
 
 
 def lambda_record(record: Mapping[str, Any], stream_arn: str) -> dict[str, Any]:
@@ -88,14 +57,9 @@ def lambda_event(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def matches(record: Mapping[str, Any], patterns: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether ``record`` passes the FilterCriteria ``patterns`` (any one; none means all).
-
-    Supports the exact-value form of Lambda event filtering (``{"eventName": ["INSERT"]}``, nested
-    objects), string prefixes (``{"pk": {"S": [{"prefix": "USER#"}]}}``) and ``anything-but`` with
-    exact values (``{"kind": {"S": [{"anything-but": ["recover-request"]}]}}``); other forms raise
-    ValueError rather than be silently misread. As in Lambda, a rule on a field the record lacks
-    never matches, ``anything-but`` included.
-    """
+    """Whether ``record`` passes the FilterCriteria ``patterns`` (any one; none means all): exact
+    values, nested objects, ``prefix`` and ``anything-but`` of exact values; another form is a
+    ValueError, never misread. As in Lambda, a rule on a field the record lacks never matches."""
     return not patterns or any(_match(record, pattern) for pattern in patterns)
 
 
@@ -103,15 +67,14 @@ def _match(value: Any, pattern: Mapping[str, Any]) -> bool:
     if not isinstance(value, Mapping):
         return False
     for key, wanted in pattern.items():
-        if isinstance(wanted, Mapping):
-            if not _match(value.get(key), wanted):
-                return False
-        elif isinstance(wanted, list):
+        if isinstance(wanted, Mapping) and not _match(value.get(key), wanted):
+            return False
+        if isinstance(wanted, list):
             for rule in wanted:  # refuse a form the emulator cannot read, whatever the record holds
                 _check_rule(rule)
             if key not in value or not any(_rule_matches(value[key], rule) for rule in wanted):
                 return False
-        else:
+        elif not isinstance(wanted, Mapping):
             raise ValueError(f"filter pattern values must be lists or objects, got {wanted!r}")
     return True
 
@@ -119,13 +82,12 @@ def _match(value: Any, pattern: Mapping[str, Any]) -> bool:
 def _check_rule(rule: Any) -> None:
     prefix = isinstance(rule, Mapping) and set(rule) == {"prefix"} and isinstance(rule["prefix"], str)
     if isinstance(rule, (Mapping, list)) and not prefix and _excluded(rule) is None:
-        raise ValueError(
-            f"filter rule {rule!r} is not supported locally (exact values, prefix and anything-but only)"
-        )
+        supported = "exact values, prefix and anything-but only"
+        raise ValueError(f"filter rule {rule!r} is not supported locally ({supported})")
 
 
 def _excluded(rule: Any) -> list[Any] | None:
-    """The values of ``{"anything-but": value or [values]}`` (exact values only), else None."""
+    # The values of {"anything-but": value or [values]} (exact values only), else None.
     if not isinstance(rule, Mapping) or set(rule) != {"anything-but"}:
         return None
     values = rule["anything-but"]
@@ -134,8 +96,6 @@ def _excluded(rule: Any) -> list[Any] | None:
 
 
 def _rule_matches(value: Any, rule: Any) -> bool:
-    """One element of a filter's value list: an exact value, ``{"prefix": "..."}`` or
-    ``{"anything-but": [...]}``."""
     excluded = _excluded(rule)
     if excluded is not None:
         return value not in excluded
@@ -150,12 +110,11 @@ def on_failure_message(
     """What Lambda sends to the OnFailure destination for a batch it gave up on: where the records
     are in the stream (``DDBStreamBatchInfo``), never the records themselves."""
     created = [r["dynamodb"].get("ApproximateCreationDateTime", 0) for r in failed]
+    function = f"arn:aws:lambda:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:function:{subscription.function}"
     return {
         "requestContext": {
             "requestId": str(uuid.uuid4()),
-            "functionArn": (
-                f"arn:aws:lambda:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:function:{subscription.function}"
-            ),
+            "functionArn": function,
             "condition": "RetryAttemptsExhausted",
             "approximateInvokeCount": invocations,
         },
@@ -181,47 +140,32 @@ def batch_failures(result_json: str | None, batch: Sequence[Mapping[str, Any]]) 
     try:
         result = json.loads(result_json or "null")
     except ValueError:
-        return list(batch)  # type: ignore[arg-type]
-    if not isinstance(result, dict):
-        return []
-    failures = result.get("batchItemFailures") or []
+        result = {"batchItemFailures": [None]}
+    failures = (result.get("batchItemFailures") or []) if isinstance(result, dict) else []
+    ids = [str(f.get("itemIdentifier") or "") if isinstance(f, dict) else "" for f in failures]
     sequences = [str(r["dynamodb"]["SequenceNumber"]) for r in batch]
-    failed: list[int] = []
-    for failure in failures:
-        identifier = failure.get("itemIdentifier") if isinstance(failure, dict) else None
-        if not identifier or str(identifier) not in sequences:
-            return list(batch)  # type: ignore[arg-type]
-        failed.append(sequences.index(str(identifier)))
-    return list(batch[min(failed) :]) if failed else []  # type: ignore[arg-type]
-
-
-# ---------------------------------------------------------------------------------------------- reading
+    first = min((sequences.index(i) if i in sequences else 0 for i in ids), default=len(batch))
+    return list(batch[first:])  # type: ignore[arg-type]
 
 
 class StreamReader:
     """Reads a table's stream from where it was left, shard by shard (new records only).
 
-    Every read asks for a fresh iterator at the last record returned instead of following
-    ``NextShardIterator``: moto (5.2) rolls a cancelled TransactWriteItems back by replacing the
-    table with a copy, stream included, so sequence numbers are handed out again and an iterator
-    held across that would read a stream nobody writes to any more. Records are told apart by their
-    eventID, which moto never reuses: when the last record returned is no longer there, the shard
-    is scanned again and only records never returned are given out.
-
-    :meth:`position` tells how far the reader got; once the records before it are trimmed from the
-    stream, :meth:`forget` drops their eventIDs, so the reader's memory stays bounded too.
+    Each read takes a fresh iterator at the last record returned, never ``NextShardIterator``:
+    moto (5.2) rolls a cancelled TransactWriteItems back by replacing the table, stream included,
+    so sequence numbers are handed out again. Records are told apart by their eventID, which moto
+    never reuses: when the last record returned is gone, the shard is scanned again and only
+    records never returned are given out. :meth:`forget` drops the eventIDs of trimmed records.
     """
 
     def __init__(self, client: DynamoDBStreamsClient, stream_arn: str, starting_position: str) -> None:
-        self.client = client
-        self.stream_arn = stream_arn
+        self.client, self.stream_arn = client, stream_arn
         description = client.describe_stream(StreamArn=stream_arn)["StreamDescription"]
-        # Shard id -> (sequence number, eventID) of the last record returned; None: nothing yet.
-        self.last_seen: dict[str, tuple[str, str] | None] = {
-            s["ShardId"]: None for s in description.get("Shards", [])
-        }
-        # eventID -> sequence number of every record returned and not yet trimmed from the stream:
-        # after a rollback moto reuses sequence numbers, never eventIDs.
+        # Shard id -> (sequence number, eventID) of the last record returned (None: none yet).
+        self.last_seen: dict[str, tuple[str, str] | None] = dict.fromkeys(
+            s["ShardId"] for s in description.get("Shards", [])
+        )
+        # eventID -> sequence number of every record returned and not yet trimmed from the stream.
         self.returned: dict[str, int] = {}
         if starting_position == "LATEST":
             for shard_id in self.last_seen:
@@ -239,10 +183,8 @@ class StreamReader:
     def position(self) -> int | None:
         """The lowest sequence number among the shards' last records returned (every record before
         it was returned); None while a shard has returned nothing."""
-        seen = list(self.last_seen.values())
-        if not seen or any(last is None for last in seen):
-            return None
-        return min(int(last[0]) for last in seen if last is not None)
+        seen = [int(last[0]) for last in self.last_seen.values() if last is not None]
+        return min(seen) if seen and len(seen) == len(self.last_seen) else None
 
     def forget(self, before: int) -> None:
         """Drop the eventIDs of records below sequence number ``before`` (trimmed from the stream)."""
@@ -264,39 +206,33 @@ class StreamReader:
         if last is None:
             records = self._records(shard_id, "TRIM_HORIZON", None, limit)
         else:
-            # Re-read the last record returned: if it is not the same record any more, a rolled-back
-            # transaction rewound the shard, so scan it again from the start, skipping what was sent.
+            # The last record returned, read again: another one there means a rollback rewound the shard.
             records = self._records(shard_id, "AT_SEQUENCE_NUMBER", last[0], limit + 1)
             if records and records[0].get("eventID") == last[1]:
                 records = records[1:]
             else:
                 records = self._records(shard_id, "TRIM_HORIZON", None, 10_000)
         fresh = [r for r in records if r.get("eventID") not in self.returned][:limit]
+        self.returned.update((str(r.get("eventID")), int(r["dynamodb"]["SequenceNumber"])) for r in fresh)
         if fresh:
-            self.returned.update((str(r.get("eventID")), int(r["dynamodb"]["SequenceNumber"])) for r in fresh)
+            last_record = fresh[-1]
             self.last_seen[shard_id] = (
-                str(fresh[-1]["dynamodb"]["SequenceNumber"]),
-                str(fresh[-1].get("eventID")),
+                str(last_record["dynamodb"]["SequenceNumber"]),
+                str(last_record.get("eventID")),
             )
         return fresh
 
 
 def committed(dynamodb: Any, table: str, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``records`` without the writes of cancelled transactions.
-
-    moto (5.2) can stream an INSERT for an item of a TransactWriteItems call that was cancelled and
-    rolled back; DynamoDB never does. A new or changed item whose key is absent from the table was
-    such a write (or was deleted since, which a later REMOVE record reports anyway).
-    """
-    kept = []
-    for record in records:
-        if record.get("eventName") in ("INSERT", "MODIFY"):
-            keys = record["dynamodb"]["Keys"]
-            found = dynamodb.get_item(TableName=table, Key=keys, ConsistentRead=True).get("Item")
-            if not found:
-                continue
-        kept.append(record)
-    return kept
+    """``records`` without the writes of cancelled transactions, which moto (5.2) can stream and
+    DynamoDB never does: a new or changed item whose key is absent from the table was one (or was
+    deleted since, which a later REMOVE record reports anyway)."""
+    return [
+        record
+        for record in records
+        if record.get("eventName") not in ("INSERT", "MODIFY")
+        or dynamodb.get_item(TableName=table, Key=record["dynamodb"]["Keys"], ConsistentRead=True).get("Item")
+    ]
 
 
 def latest_stream_arn(dynamodb: Any, table: str) -> str:
@@ -305,9 +241,6 @@ def latest_stream_arn(dynamodb: Any, table: str) -> str:
     if not arn:
         raise ValueError(f"table {table} has no stream (StreamSpecification)")
     return str(arn)
-
-
-# ---------------------------------------------------------------------------------------------- polling
 
 
 class StreamPoller:
@@ -326,14 +259,9 @@ class StreamPoller:
         retry_delay: float = 0.2,
         log: Callable[[str], None] | None = None,
     ) -> None:
-        self.subscriptions = list(subscriptions)
-        self.invoker = invoker
-        self.session = session
-        self.endpoint_url = endpoint_url
-        self.tables = dict(tables)
-        self.queues = dict(queues)
-        self.interval = interval
-        self.retry_delay = retry_delay
+        self.subscriptions, self.invoker, self.session = list(subscriptions), invoker, session
+        self.endpoint_url, self.tables, self.queues = endpoint_url, dict(tables), dict(queues)
+        self.interval, self.retry_delay = interval, retry_delay
         self._log = log or (lambda _line: None)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -355,28 +283,22 @@ class StreamPoller:
             )
             self._readers.append((subscription, StreamReader(streams, arn, subscription.starting_position)))
         for subscription, reader in self._readers:
-            thread = threading.Thread(
-                target=self._poll,
-                args=(subscription, reader),
-                name=f"stream-{subscription.table}-{subscription.function}",
-                daemon=True,
+            name = f"stream-{subscription.table}-{subscription.function}"
+            self._threads.append(
+                threading.Thread(target=self._poll, args=(subscription, reader), name=name, daemon=True)
             )
-            thread.start()
-            self._threads.append(thread)
+            self._threads[-1].start()
 
     def request_stop(self) -> None:
-        """Stop reading and retrying (threads finish their current invocation, then exit)."""
+        """Stop reading and retrying: threads finish their invocation, then exit."""
         self._stop.set()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop and wait for every thread (closing the function pools first ends an invocation in
-        flight at once)."""
+        """Stop and wait for every thread (after closing the pools: no invocation is then in flight)."""
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=timeout)
         self._threads.clear()
-
-    # --- internals
 
     def _poll(self, subscription: StreamSubscription, reader: StreamReader) -> None:
         dynamodb = self.session.client("dynamodb", endpoint_url=self.endpoint_url)
@@ -425,14 +347,12 @@ class StreamPoller:
             trim_stream(self.endpoint_url, arn, before)
         except ControlError as error:
             self._log(f"stream {arn}: cannot trim ({error})")
-            return
-        reader.forget(before)
+        else:
+            reader.forget(before)
 
     def _deliver(self, subscription: StreamSubscription, batch: list[dict[str, Any]]) -> None:
-        limit = subscription.maximum_retry_attempts
+        limit, pending, invocations = subscription.maximum_retry_attempts, batch, 0
         retries = LOCAL_MAX_RETRIES if limit < 0 else min(limit, LOCAL_MAX_RETRIES)
-        pending = batch
-        invocations = 0
         while pending and not self._stop.is_set():
             invocations += 1
             request_id = f"stream-{next(self._requests):06d}-{uuid.uuid4().hex[:8]}"
@@ -459,30 +379,21 @@ class StreamPoller:
     def _give_up(
         self, subscription: StreamSubscription, failed: list[dict[str, Any]], invocations: int
     ) -> None:
-        queue = self.queues.get(subscription.on_failure_queue or "")
+        queue, table = self.queues.get(subscription.on_failure_queue or ""), subscription.table
         if not queue:
-            self._log(
-                f"stream {subscription.table}: dropped {len(failed)} record(s) after {invocations} tries"
-            )
+            self._log(f"stream {table}: dropped {len(failed)} record(s) after {invocations} tries")
             return
-        info = on_failure_message(
-            subscription, failed, invocations, next(iter(self._shard_ids(subscription)), "")
-        )
+        shards = [shard for sub, reader in self._readers if sub is subscription for shard in reader.last_seen]
+        info = on_failure_message(subscription, failed, invocations, next(iter(shards), ""))
         try:
             sqs = self.session.client("sqs", endpoint_url=self.endpoint_url)
             sqs.send_message(QueueUrl=queue, MessageBody=json.dumps(info))
         except (BotoCoreError, ClientError) as error:
-            self._log(f"stream {subscription.table}: could not send the failed batch to {queue}: {error}")
+            self._log(f"stream {table}: could not send the failed batch to {queue}: {error}")
             return
         # The message points at the records in the stream: keep them as long as DynamoDB would.
-        first = failed[0]
-        created = float(first["dynamodb"].get("ApproximateCreationDateTime") or clock.now())
+        first, arn = failed[0]["dynamodb"], failed[0]["eventSourceARN"]
+        expiry = float(first.get("ApproximateCreationDateTime") or clock.now()) + RETENTION_SECONDS
         with self._kept_lock:
-            kept = self._kept.setdefault(first["eventSourceARN"], [])
-            kept.append((int(first["dynamodb"]["SequenceNumber"]), created + RETENTION_SECONDS))
-        self._log(
-            f"stream {subscription.table}: {len(failed)} record(s) sent to {subscription.on_failure_queue}"
-        )
-
-    def _shard_ids(self, subscription: StreamSubscription) -> list[str]:
-        return [shard for sub, reader in self._readers if sub is subscription for shard in reader.last_seen]
+            self._kept.setdefault(arn, []).append((int(first["SequenceNumber"]), expiry))
+        self._log(f"stream {table}: {len(failed)} record(s) sent to {subscription.on_failure_queue}")

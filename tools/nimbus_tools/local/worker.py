@@ -42,20 +42,31 @@ class WorkerConfig:
 
 @dataclass
 class LambdaContext:
-    """The attributes of the Lambda context object that handlers and Powertools read."""
+    """The attributes of the Lambda context object that handlers and Powertools read (in-process
+    callers give the function's name alone)."""
 
     function_name: str
-    function_version: str
-    memory_limit_in_mb: int
-    invoked_function_arn: str
-    aws_request_id: str
-    log_group_name: str
-    log_stream_name: str
-    deadline_ms: int
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = "in-process"
+    deadline_ms: int | None = None  # None: plenty of time left
+    log_stream_name: str = "local"
+    region: str = "us-east-1"
+    account_id: str = "123456789012"
+    function_version: str = "$LATEST"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        """The function's ARN, shaped like Lambda's."""
+        return f"arn:aws:lambda:{self.region}:{self.account_id}:function:{self.function_name}"
+
+    @property
+    def log_group_name(self) -> str:
+        """The function's log group, named as Lambda names it."""
+        return f"/aws/lambda/{self.function_name}"
 
     def get_remaining_time_in_millis(self) -> int:
         """Milliseconds left before the function's timeout, like the real context."""
-        return max(0, self.deadline_ms - int(time.time() * 1000))
+        return 10_000 if self.deadline_ms is None else max(0, self.deadline_ms - int(time.time() * 1000))
 
 
 def _to_json(result: Any) -> str:
@@ -133,17 +144,9 @@ def _invoke(
     deadline_ms: int,
 ) -> tuple[str, str]:
     context = LambdaContext(
-        function_name=config.function_name,
-        function_version="$LATEST",
-        memory_limit_in_mb=config.memory_size,
-        invoked_function_arn=(
-            f"arn:aws:lambda:{config.region}:{config.account_id}:function:{config.function_name}"
-        ),
-        aws_request_id=request_id,
-        log_group_name=f"/aws/lambda/{config.function_name}",
-        log_stream_name=f"local/[$LATEST]{os.getpid()}",
-        deadline_ms=deadline_ms,
+        config.function_name, config.memory_size, request_id, deadline_ms, f"local/[$LATEST]{os.getpid()}"
     )
+    context.region, context.account_id = config.region, config.account_id
     print(f"START RequestId: {request_id} Version: $LATEST", flush=True)
     started = time.monotonic()
     try:

@@ -8,10 +8,11 @@ again. Each page's factors and sessions are read with it, by the page's user ids
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import psycopg
@@ -77,24 +78,25 @@ class UpstreamDomain:
     updated_at: datetime
 
 
-_USERS = """
-SELECT id, username, email, password, staff, domain, subdomain, "verifiedAt", "bannedAt",
-       "twoFactorBackupCodes", "twoFactorBackupCodeUsedAt", "createdAt", "updatedAt"
-FROM "Users"
-WHERE ("createdAt", id) > (%s, %s)
-ORDER BY "createdAt", id
-LIMIT %s
-"""
-_FACTORS = """
-SELECT "user", id, type, name, secret, "keyId", "publicKey", counter, "usedAt", "createdAt", "updatedAt"
+_TIMES = '"createdAt" AS created_at, "updatedAt" AS updated_at'
+_USERS = f"""
+SELECT id, username, email, password, staff, domain, subdomain, "verifiedAt" AS verified_at,
+       "bannedAt" AS banned_at, coalesce("twoFactorBackupCodes", '{{}}') AS backup_codes,
+       "twoFactorBackupCodeUsedAt" AS backup_code_used_at, {_TIMES}
+FROM "Users" WHERE ("createdAt", id) > (%s, %s) ORDER BY "createdAt", id LIMIT %s
+"""  # noqa: S608 - no input in it
+_FACTORS = f"""
+SELECT "user" AS owner, id, type, name, secret, "keyId" AS key_id, "publicKey" AS public_key, counter,
+       "usedAt" AS used_at, {_TIMES}
 FROM "SecondFactors" WHERE "user" = ANY(%s) ORDER BY "createdAt", id
-"""
+"""  # noqa: S608 - no input in it
 # Only sessions that can still authenticate: an expired one would never be used again.
-_SESSIONS = """
-SELECT "user", id, exp, name, "permissionFlags", "usedAt", "createdAt", "updatedAt"
+_SESSIONS = f"""
+SELECT "user" AS owner, id, exp, name, "permissionFlags" AS permission_flags, "usedAt" AS used_at, {_TIMES}
 FROM "Sessions" WHERE "user" = ANY(%s) AND exp > now() ORDER BY "createdAt", id
-"""
+"""  # noqa: S608 - no input in it
 _EPOCH = datetime.fromisoformat("0001-01-01T00:00:00+00:00")
+Row = TypeVar("Row", UpstreamFactor, UpstreamSession)
 
 
 class UpstreamSource:
@@ -130,9 +132,10 @@ class UpstreamSource:
 
     def domains(self) -> list[UpstreamDomain]:
         """Every domain."""
-        with self._connection.cursor() as cursor:
-            cursor.execute('SELECT id, subdomains, "createdAt", "updatedAt" FROM "Domains" ORDER BY id')
-            return [UpstreamDomain(*row) for row in cursor.fetchall()]
+        from psycopg.rows import class_row
+
+        with self._connection.cursor(row_factory=class_row(UpstreamDomain)) as cursor:
+            return cursor.execute(f'SELECT id, subdomains, {_TIMES} FROM "Domains" ORDER BY id').fetchall()  # noqa: S608
 
     def names(self) -> Iterator[tuple[str, str, str]]:
         """Every user's (id, username, email), streamed: what a collision between accounts of the
@@ -146,75 +149,27 @@ class UpstreamSource:
 
     def pages(self, size: int) -> Iterator[list[UpstreamAccount]]:
         """Every user with their factors and unexpired sessions, oldest first, ``size`` at a time."""
+        from psycopg.rows import class_row
+
         after: tuple[datetime, str] = (_EPOCH, "")
         while True:
-            with self._connection.cursor() as cursor:
-                cursor.execute(_USERS, (*after, size))
-                rows = cursor.fetchall()
-                if not rows:
-                    self._connection.rollback()
-                    return
-                ids = [str(row[0]) for row in rows]
-                cursor.execute(_FACTORS, (ids,))
-                factors: dict[str, list[UpstreamFactor]] = {}
-                for user_id, *values in cursor.fetchall():
-                    factors.setdefault(str(user_id), []).append(_factor(values))
-                cursor.execute(_SESSIONS, (ids,))
-                sessions: dict[str, list[UpstreamSession]] = {}
-                for user_id, *values in cursor.fetchall():
-                    sessions.setdefault(str(user_id), []).append(_session(values))
+            with self._connection.cursor(row_factory=class_row(UpstreamAccount)) as cursor:
+                users = cursor.execute(_USERS, (*after, size)).fetchall()
+            ids = [user.id for user in users]
+            factors = self._owned(_FACTORS, ids, UpstreamFactor)
+            sessions = self._owned(_SESSIONS, ids, UpstreamSession)
             self._connection.rollback()  # end the read-only transaction between pages
-            yield [_account(row, factors.get(str(row[0]), []), sessions.get(str(row[0]), [])) for row in rows]
-            after = (rows[-1][11], str(rows[-1][0]))
+            if not users:
+                return
+            yield [replace(u, factors=factors.get(u.id, []), sessions=sessions.get(u.id, [])) for u in users]
+            after = (users[-1].created_at, users[-1].id)
 
+    def _owned(self, query: str, ids: list[str], kind: type[Row]) -> dict[str, list[Row]]:
+        """The rows of ``query`` (factors or sessions of the users ``ids``), by their user."""
+        from psycopg.rows import dict_row
 
-def _account(row: Any, factors: list[UpstreamFactor], sessions: list[UpstreamSession]) -> UpstreamAccount:
-    (user_id, username, email, password, staff, domain, subdomain, verified, banned, codes, codes_used) = row[
-        :11
-    ]
-    return UpstreamAccount(
-        id=str(user_id),
-        username=str(username),
-        email=str(email),
-        password=str(password),
-        staff=bool(staff),
-        domain=str(domain),
-        subdomain=subdomain,
-        verified_at=verified,
-        banned_at=banned,
-        backup_codes=list(codes or []),
-        backup_code_used_at=codes_used,
-        created_at=row[11],
-        updated_at=row[12],
-        factors=factors,
-        sessions=sessions,
-    )
-
-
-def _factor(values: list[Any]) -> UpstreamFactor:
-    factor_id, kind, name, secret, key_id, public_key, counter, used_at, created_at, updated_at = values
-    return UpstreamFactor(
-        id=str(factor_id),
-        type=str(kind),
-        name=str(name),
-        secret=secret,
-        key_id=key_id,
-        public_key=bytes(public_key) if public_key is not None else None,
-        counter=counter,
-        used_at=used_at,
-        created_at=created_at,
-        updated_at=updated_at,
-    )
-
-
-def _session(values: list[Any]) -> UpstreamSession:
-    session_id, exp, name, flags, used_at, created_at, updated_at = values
-    return UpstreamSession(
-        id=str(session_id),
-        exp=exp,
-        name=str(name),
-        permission_flags=flags,
-        used_at=used_at,
-        created_at=created_at,
-        updated_at=updated_at,
-    )
+        owned: dict[str, list[Row]] = defaultdict(list)
+        with self._connection.cursor(row_factory=dict_row) as cursor:
+            for row in cursor.execute(query, (ids,)) if ids else ():
+                owned[row.pop("owner")].append(kind(**row))
+        return owned
