@@ -1,12 +1,8 @@
 """AWS answered in process by a botocore ``before-send`` hook: canned JSON bodies, no network, no moto.
 
-The budgets bench (``bench.budgets``) times handlers whose AWS calls must cost what the SDK costs
-(serialising, signing, parsing) and nothing more: the hook replaces only the HTTP round trip. It is
-registered on a botocore (or boto3) session before its clients are created (clients copy the session's event
-handlers when they are made), so it sees every call of those clients.
-
-This module imports nothing from boto3 or botocore at import time: a cold child interpreter imports
-it before the timed import of a handler, which must load the SDK itself.
+The SDK does all its work (serialising, signing, parsing) but the HTTP round trip. The hook goes on a
+botocore (or boto3) session before its clients are made (they copy its handlers). Nothing from boto3
+or botocore is imported here at import time: a cold child imports this before the timed import.
 """
 
 from __future__ import annotations
@@ -42,6 +38,7 @@ class CannedAws:
         # Encoded once: the warm loops must not pay for json.dumps on the hook's side.
         self._bodies = {name: json.dumps(body).encode() for name, body in canned.items()}
         self.calls: list[str] = []
+        self.sent: dict[str, bytes] = {}  # "service.Operation" -> the body of its latest request
 
     def install(self, session: Any) -> None:
         """Answer the calls of every client ``session`` creates from now on: a botocore Session (as
@@ -59,6 +56,7 @@ class CannedAws:
         if body is None:
             raise UnexpectedCallError(f"no canned answer for {name}")
         self.calls.append(name)
+        self.sent[name] = request.body
         # Case-insensitive headers, as urllib3 gives botocore (the stubs say HTTPHeaders).
         headers = HTTPHeaderDict({"x-amzn-RequestId": "bench", "Content-Type": "application/x-amz-json-1.0"})
         return AWSResponse(request.url, 200, headers, _Raw(body))  # type: ignore[arg-type]

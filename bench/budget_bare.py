@@ -1,11 +1,8 @@
 """The peers of the performance budgets: bare Lambda handlers that import boto3, create a DynamoDB
-client on their first request and make the same DynamoDB calls as the Nimbus request they stand
-beside, with nothing of ours around them (no routing, checks, logging, metrics or runtime config).
-
-- ``lambda_handler``: one BatchGetItem of the keys in its body, what GET /users/me reads.
-- ``login_handler``: what POST /login does with DynamoDB and argon2: the per-IP counter's
-  UpdateItem, the username Query, argon2's verify of the stored hash, and the session's
-  TransactWriteItems, every request taken from its body.
+client on their first request and send the requests Nimbus sent (recorded, in the event's body),
+with nothing of ours around them: ``lambda_handler`` the BatchGetItem of GET /users/me,
+``login_handler`` POST /login's counter UpdateItem, username Query, argon2 verify and session
+TransactWriteItems.
 """
 
 from __future__ import annotations
@@ -36,9 +33,8 @@ def _hasher() -> Any:
 
 
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """One BatchGetItem of the RequestItems in the body; 200 with the items found."""
-    request = json.loads(event["body"])
-    found = _dynamodb().batch_get_item(RequestItems=request["RequestItems"])
+    """The BatchGetItem in the body; 200 with the items found."""
+    found = _dynamodb().batch_get_item(**json.loads(event["body"])["BatchGetItem"])
     return {"statusCode": 200, "body": json.dumps(found["Responses"])}
 
 
@@ -46,8 +42,8 @@ def login_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Count the attempt, find the user, verify the password, write the session; 201."""
     request = json.loads(event["body"])
     dynamodb = _dynamodb()
-    dynamodb.update_item(**request["counter"])
-    found = dynamodb.query(**request["query"])["Items"]
+    dynamodb.update_item(**request["UpdateItem"])
+    found = dynamodb.query(**request["Query"])["Items"]
     _hasher().verify(found[0]["passwordHash"]["S"], request["password"])
-    dynamodb.transact_write_items(**request["transaction"])
+    dynamodb.transact_write_items(**request["TransactWriteItems"])
     return {"statusCode": 201, "body": json.dumps({"ok": True})}

@@ -1,15 +1,10 @@
 """The child interpreter of the budgets bench: ``python -m bench.budget_child MODE TARGET FIXTURE``.
 
 ``cold``: import TARGET's handler module and answer its first request, timed from before the import
-to the response (the interpreter's own start-up, equal for all, is left out): CPU time
-(process_time; the cold path is CPU bound, and waiting for the other engineers' processes on the
-two shared cores is not counted) and wall time (perf_counter) for reference.
-``warm``: import TARGET's handler and its baseline, then time requests in alternating batches with
-process_time (CPU time: a batch waiting for the other engineers' processes is not counted).
-
-Before the timed import this imports only the standard library's json and ``bench.aws_hook`` (no
-boto3): everything the handler needs is loaded inside the measurement, as on a Lambda cold start.
-The result is printed as one ``BUDGET_RESULT {json}`` line (the handlers print their own logs).
+to the response, CPU time (process_time: waiting for other processes is not counted) and wall time.
+``warm``: import TARGET's handler and its baseline, then time requests in alternating batches (CPU).
+Before the timed import only json and ``bench.aws_hook`` are loaded (no boto3), as on a Lambda cold
+start. The result is one ``BUDGET_RESULT {json}`` line (the handlers print their own logs).
 """
 
 import importlib
@@ -57,6 +52,7 @@ def cold(target: dict[str, object]) -> dict[str, object]:
         "wall_ms": (done - start) * 1000,
         "status": response["statusCode"],
         "calls": aws.calls,
+        "sent": {name.split(".", 1)[1]: json.loads(body) for name, body in aws.sent.items()},
     }
 
 
@@ -66,25 +62,26 @@ def _events(event: object, count: int) -> list[object]:
     return [json.loads(text) for _ in range(count)]
 
 
+def _loaded(target: dict[str, object]) -> tuple[CannedAws, object]:
+    """The target's handler, imported, its AWS answered from its canned bodies."""
+    aws = CannedAws(target["canned"])  # type: ignore[arg-type]
+    module = importlib.import_module(str(target["module"]))
+    aws.install(_attribute(str(target["session"]))())  # type: ignore[operator]
+    return aws, getattr(module, str(target.get("handler", "lambda_handler")))
+
+
 def warm(
     target: dict[str, object], baseline: dict[str, object], rounds: int, batch: int
 ) -> dict[str, object]:
     """CPU milliseconds per request of the handler and of its baseline, one figure per batch."""
-    aws = CannedAws(target["canned"])  # type: ignore[arg-type]
-    module = importlib.import_module(str(target["module"]))
-    aws.install(_attribute(str(target["session"]))())  # type: ignore[operator]
     context = Context()
+    (aws, handler), (_, bare_handler) = _loaded(target), _loaded(baseline)
 
     def nimbus(event: object) -> object:
-        return module.lambda_handler(event, context)
-
-    bare_aws = CannedAws(baseline["canned"])  # type: ignore[arg-type]
-    bare = importlib.import_module(str(baseline["module"]))
-    bare_aws.install(_attribute(str(baseline["session"]))())  # type: ignore[operator]
-    bare_handler = getattr(bare, str(baseline.get("handler", "lambda_handler")))
+        return handler(event, context)  # type: ignore[operator]
 
     def base(event: object) -> object:
-        return bare_handler(event, context)
+        return bare_handler(event, context)  # type: ignore[operator]
 
     # Warm-up (clients, caches, the first request's imports), then what one warm request calls.
     statuses = {nimbus(e)["statusCode"] for e in _events(target["event"], 3)}  # type: ignore[index]

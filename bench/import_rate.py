@@ -1,20 +1,11 @@
-"""``nimbus import``'s pace (``python -m bench --only import``), and a bcrypt user's first login.
+"""``nimbus import``'s pace, and a bcrypt user's first login (docs/performance.md).
 
-A throwaway PostgreSQL (Debian's, started as the tests start it) is filled with an upstream
-database of 10,000 users, each with one live session and every other one with a TOTP factor. Two
-measures of the same import (pages of 500):
-
-- through the real SDK with AWS answered in process (``bench.aws_hook``: every write succeeds at
-  once) and the tool's 8 writers: what the tool itself (PostgreSQL reads, mapping, botocore's
-  serialising and signing) can drive; against DynamoDB, add its latency per call, spread over the
-  writers;
-- into moto (``mock_aws``, provisioned from template.yaml, as ``make serve``'s emulator is) for a
-  smaller share, with one writer (moto in process is not safe for concurrent transactions): moto
-  copies every table on each TransactWriteItems, so its pace falls as the tables fill, and 10,000
-  users would take hours there. It shows the writes are real and a second run changes nothing.
-
-The first login of an imported user pays bcrypt at upstream's cost 15 once, then the argon2id hash
-that replaces it: both timed here on this machine's CPU.
+An upstream database of 10,000 users (each with a live session, every other one with a TOTP factor)
+in a throwaway PostgreSQL, imported in pages of 500: through the real SDK with AWS answered in
+process (``bench.aws_hook``) by the tool's 8 writers, what the tool itself can drive; and a smaller
+share into moto with one writer (moto in process is not safe for concurrent transactions, and copies
+every table on each TransactWriteItems), showing the writes are real and a second run changes
+nothing. Then bcrypt at upstream's cost 15 and the argon2id rehash that replaces it, timed once.
 """
 
 from __future__ import annotations
@@ -28,10 +19,12 @@ from botocore.config import Config
 from moto import mock_aws
 
 from bench.aws_hook import CannedAws
-from bench.calls import FAKE_AWS, REGION, _environment
+from bench.runs import REGION, Report
+from bench.stack import aws_environment
 from nimbus_core.sessions import passwords
 from nimbus_tools.local.provision import provision
-from nimbus_tools.migrate.importer import Report, Stores, run_import
+from nimbus_tools.migrate.importer import Report as ImportReport
+from nimbus_tools.migrate.importer import Stores, run_import
 from nimbus_tools.migrate.source import UpstreamSource
 from nimbus_tools.template import Template
 from tests.migration.postgres import PostgresServer
@@ -67,13 +60,13 @@ def measure_import(template: Template) -> dict[str, Any]:
     with PostgresServer() as postgres:
         _fill(postgres, "bench_import", USERS)
         _fill(postgres, "bench_moto", MOTO_USERS)
-        with _environment(FAKE_AWS):
+        with aws_environment():
             session = boto3.Session(region_name=REGION)
             CannedAws(_CANNED).install(session)
             canned = Stores.on(session.client("dynamodb", config=_CONFIG), _CANNED_TABLES)
             with UpstreamSource(postgres.url("bench_import")) as reader:
                 sdk = run_import(reader, canned)
-        with _environment(FAKE_AWS), mock_aws():
+        with aws_environment(), mock_aws():
             session = boto3.Session(region_name=REGION)
             stores = Stores.on(session.client("dynamodb"), provision(session, template).tables)
             with UpstreamSource(postgres.url("bench_moto")) as reader:
@@ -104,14 +97,15 @@ def _first_login() -> dict[str, float]:
     return {"bcrypt15_ms": bcrypt_ms, "argon2_ms": argon2_ms}
 
 
-def format_import(result: dict[str, Any]) -> str:
-    """The figures, as printed."""
+def run(template: Template, runs: int) -> Report:
+    """The import's figures."""
+    result = measure_import(template)
     lines = []
     for key, label in (
         ("sdk", "SDK, AWS answered in process, 8 writers"),
         ("moto", "moto in process, 1 writer"),
     ):
-        report: Report = result[key]
+        report: ImportReport = result[key]
         users, sessions, factors = (report.imported.get(k, 0) for k in ("users", "sessions", "factors"))
         seconds = report.seconds
         lines += [
@@ -119,20 +113,11 @@ def format_import(result: dict[str, Any]) -> str:
             f"  {users / seconds:,.0f} users/s, {sessions / seconds:,.0f} sessions/s,"
             f" {factors / seconds:,.0f} factors/s",
         ]
-    again: Report = result["again"]
+    again: ImportReport = result["again"]
     lines += [
         f"moto, a second run: {again.unchanged.get('users', 0):,} users already there, "
         f"{again.imported.get('users', 0)} imported, in {again.seconds:.1f} s",
         f"First login of an imported user: bcrypt cost 15 {result['bcrypt15_ms']:,.0f} ms CPU, "
         f"then the argon2id rehash {result['argon2_ms']:,.0f} ms CPU (once per user)",
     ]
-    return "\n".join(lines)
-
-
-def import_json(result: dict[str, Any]) -> dict[str, Any]:
-    """The figures as data."""
-    return {
-        **{key: result[key].as_json() for key in ("sdk", "moto", "again")},
-        "bcrypt15_ms": result["bcrypt15_ms"],
-        "argon2_ms": result["argon2_ms"],
-    }
+    return Report("\n".join(lines), result, [])

@@ -1,11 +1,6 @@
-"""Import time of each function's handler module, against a handler that only imports boto3.
-
-An import is what a cold start pays before the first request (Lambda imports the handler module
-in a fresh interpreter), so each figure comes from a fresh interpreter: the child times
-``importlib.import_module`` with ``time.perf_counter`` (interpreter start-up, equal for all, is
-left out). Children run one after another, never in parallel (two cores: parallel children would
-time each other), and round-robin over the modules so that a burst of load from elsewhere on the
-machine spreads over every module instead of penalising one.
+"""Import time of each function's handler module, against a handler that only imports boto3: what a
+cold start pays before the first request, so each figure comes from a fresh interpreter, the child
+timing ``importlib.import_module`` alone (``bench.runs``: one child at a time, round-robin).
 """
 
 from __future__ import annotations
@@ -16,11 +11,12 @@ import statistics
 import subprocess
 import sys
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bench.runs import Report, child_env, result_line, round_robin, run_child
 from bench.table import render
-from nimbus_tools.template import REPO_ROOT, Template, function_specs
+from nimbus_tools.template import Template, function_specs
 
 BARE_MODULE = "bench.bare_handler"
 WEBAUTHN_MODULE = "bench.factors_with_webauthn"
@@ -36,9 +32,6 @@ CHILD = (
     "importlib.import_module(sys.argv[1])\n"
     "print('IMPORT_SECONDS', time.perf_counter() - start)\n"
 )
-# Settings that would change what is measured: no .pyc writing (the Lambda runtime has compiled
-# files, so cold imports read .pyc), or -X importtime turned on for every run.
-DROPPED_ENV = ("PYTHONDONTWRITEBYTECODE", "PYTHONPROFILEIMPORTTIME")
 _IMPORTTIME = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)\s*$")
 
 
@@ -84,54 +77,26 @@ def targets(template: Template) -> list[Target]:
     # The baseline gets the same environment as a real function, so only the code differs.
     common = specs[0].environment if specs else {}
     factors = next((spec for spec in specs if spec.handler_module == "factors_api.handler"), None)
-    return [
+    chosen = [
         Target("bare boto3 handler", BARE_MODULE, dict(common)),
         *(Target(spec.logical_id, spec.handler_module, spec.environment) for spec in specs),
-        # What the lazy import of py_webauthn saves every request that runs no ceremony.
-        *(
-            [
-                Target(
-                    "SecondFactorsFunction + py_webauthn",
-                    WEBAUTHN_MODULE,
-                    factors.environment,
-                    budgeted=False,
-                )
-            ]
-            if factors is not None
-            else []
-        ),
     ]
-
-
-def _child_env(extra: Mapping[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
-    env.update(extra)
-    return env
+    if factors is not None:  # what the lazy import of py_webauthn saves every request that runs no ceremony
+        label = "SecondFactorsFunction + py_webauthn"
+        chosen.append(Target(label, WEBAUTHN_MODULE, factors.environment, budgeted=False))
+    return chosen
 
 
 def _run_child(target: Target, *, importtime: bool = False) -> subprocess.CompletedProcess[str]:
+    # At the repository's root: sys.path[0] is the working directory with -c, so bench.* resolves.
     flags = ["-X", "importtime"] if importtime else []
-    result = subprocess.run(
-        [sys.executable, *flags, "-c", CHILD, target.module, MARKER],
-        cwd=REPO_ROOT,  # sys.path[0] is the working directory with -c: bench.bare_handler resolves
-        env=_child_env(target.environment),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"importing {target.module} failed:\n{result.stderr[-2000:]}")
-    return result
+    args = [*flags, "-c", CHILD, target.module, MARKER]
+    return run_child(args, child_env(target.environment, fake_aws=False), timeout=120)
 
 
 def time_import(target: Target) -> float:
     """Milliseconds to import ``target.module`` in a fresh interpreter."""
-    output = _run_child(target).stdout
-    for line in reversed(output.splitlines()):
-        if line.startswith("IMPORT_SECONDS "):
-            return float(line.split()[1]) * 1000
-    raise RuntimeError(f"no timing from the child importing {target.module}: {output!r}")
+    return float(result_line(_run_child(target).stdout, "IMPORT_SECONDS ")) * 1000
 
 
 def profile_import(target: Target, first_party: frozenset[str]) -> list[Contributor]:
@@ -163,12 +128,9 @@ def measure_imports(template: Template, runs: int) -> list[ImportRow]:
     """Time every target ``runs`` times (after one discarded warm-up each) and profile each once."""
     chosen = targets(template)
     first_party = frozenset({"nimbus_core", "bench", *(t.module.split(".")[0] for t in chosen)})
-    for target in chosen:
-        time_import(target)  # warm-up: writes __pycache__ so the timed runs read .pyc like Lambda
-    timings: dict[str, list[float]] = {t.module: [] for t in chosen}
-    for _ in range(runs):
-        for target in chosen:
-            timings[target.module].append(time_import(target))
+    # The warm-up writes __pycache__, so the timed runs read .pyc like Lambda.
+    by_module = {t.module: t for t in chosen}
+    timings = round_robin(list(by_module), runs, lambda module: time_import(by_module[module]))
     baseline = statistics.median(timings[BARE_MODULE])
     in_bare = {c.module for c in profile_import(chosen[0], first_party)}
     rows = []
@@ -177,19 +139,13 @@ def measure_imports(template: Template, runs: int) -> list[ImportRow]:
         is_baseline = target.module == BARE_MODULE
         ratio = None if is_baseline else median / baseline
         profile = [] if is_baseline else profile_import(target, first_party)
+        verdict = "-" if ratio is None or not target.budgeted else ("OK" if ratio <= BUDGET_RATIO else "OVER")
+        top = tuple(sorted(profile, key=lambda c: c.self_ms, reverse=True)[:TOP])
+        added = tuple(c for c in profile if c.module not in in_bare)
+        runs_ms = tuple(timings[target.module])
         rows.append(
             ImportRow(
-                label=target.label,
-                module=target.module,
-                runs_ms=tuple(timings[target.module]),
-                median_ms=median,
-                ratio=ratio,
-                verdict="-"
-                if ratio is None or not target.budgeted
-                else ("OK" if ratio <= BUDGET_RATIO else "OVER"),
-                budgeted=target.budgeted,
-                top=tuple(sorted(profile, key=lambda c: c.self_ms, reverse=True)[:TOP]),
-                added=tuple(c for c in profile if c.module not in in_bare),
+                target.label, target.module, runs_ms, median, ratio, verdict, top, added, target.budgeted
             )
         )
     return rows
@@ -203,8 +159,10 @@ def _by_package(contributors: Sequence[Contributor]) -> dict[str, float]:
     return dict(sorted(totals.items(), key=lambda item: item[1], reverse=True))
 
 
-def format_imports(rows: Sequence[ImportRow], runs: int) -> str:
-    """The import-time table, how it was measured, and where each handler's import time goes."""
+def run(template: Template, runs: int) -> Report:
+    """The import-time table (``runs`` fresh interpreters per module), how it was measured, and where
+    each handler's import time goes."""
+    rows = measure_imports(template, runs)
     headers = ["Function", "Handler module", "Median ms", "Min-max ms", "x bare", "Budget", "Verdict"]
     body = [
         [
@@ -229,55 +187,18 @@ def format_imports(rows: Sequence[ImportRow], runs: int) -> str:
         if not row.top:
             continue
         added = {c.module for c in row.added}
+        top = [
+            [f"{c.self_ms:.1f}", c.module, c.imported_by, c.first_party, "no" if c.module in added else "yes"]
+            for c in row.top
+        ]
+        headers = ["Self ms", "Module", "Imported by", "First-party importer", "Bare boto3 has it"]
         parts.append(
             f"\n{row.module}: top {len(row.top)} self times, one `-X importtime` run (adds overhead)"
         )
-        parts.append(
-            render(
-                ["Self ms", "Module", "Imported by", "First-party importer", "Bare boto3 has it"],
-                [
-                    [
-                        f"{c.self_ms:.1f}",
-                        c.module,
-                        c.imported_by,
-                        c.first_party,
-                        "no" if c.module in added else "yes",
-                    ]
-                    for c in row.top
-                ],
-                right=frozenset({0}),
-            )
-        )
+        parts.append(render(headers, top, right=frozenset({0})))
         packages = ", ".join(f"{name} {ms:.0f}" for name, ms in list(_by_package(row.added).items())[:6])
         parts.append(
             f"Not imported by the bare boto3 handler: {len(row.added)} modules, "
             f"{sum(c.self_ms for c in row.added):.0f} ms self time; by package (ms): {packages}"
         )
-    return "\n".join(parts)
-
-
-def imports_json(rows: Sequence[ImportRow]) -> list[dict[str, object]]:
-    """The rows as plain data for ``--json``."""
-    return [
-        {
-            "function": row.label,
-            "module": row.module,
-            "runs_ms": [round(ms, 2) for ms in row.runs_ms],
-            "median_ms": round(row.median_ms, 2),
-            "ratio_to_bare": None if row.ratio is None else round(row.ratio, 3),
-            "budget_ratio": BUDGET_RATIO,
-            "verdict": row.verdict,
-            "top_self_ms": [_contributor_json(c) for c in row.top],
-            "added_self_ms_by_package": {name: round(ms, 2) for name, ms in _by_package(row.added).items()},
-        }
-        for row in rows
-    ]
-
-
-def _contributor_json(c: Contributor) -> dict[str, object]:
-    return {
-        "module": c.module,
-        "self_ms": round(c.self_ms, 2),
-        "imported_by": c.imported_by,
-        "first_party_importer": c.first_party,
-    }
+    return Report("\n".join(parts), rows, [r.label for r in rows if r.verdict == "OVER"])

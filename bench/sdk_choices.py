@@ -18,18 +18,18 @@ only the network is left out. Times are CPU time; the figures are medians.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 from typing import TYPE_CHECKING, Any, cast
 
+from bench.runs import Report, result_line, round_robin, run_child
 from bench.table import render
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
+
+    from nimbus_tools.template import Template
 
 USER_ID = "01JD0000000000000000000000"
 TABLE = "UsersTable"
@@ -132,22 +132,14 @@ def _cold_once(setup: str, child: str = _CHILD) -> float:
     env = {**os.environ, **CHILD_ENV}
     for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_PROFILE"):
         env.pop(name, None)
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True, timeout=120
-    )
-    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("SDK_RESULT "))
-    return float(line.split()[1])
+    return float(result_line(run_child(["-c", code], env, timeout=120).stdout, "SDK_RESULT "))
 
 
 def measure_cold(runs: int, variants: dict[str, str] = COLD, child: str = _CHILD) -> dict[str, float]:
     """Median CPU ms of each variant in fresh interpreters (round-robin, one warm-up): by default the
     cold variants' import + client + first call."""
-    for setup in variants.values():
-        _cold_once(setup, child)  # the page cache and bytecode, equal for all
-    samples: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(runs):
-        for name, setup in variants.items():
-            samples[name].append(_cold_once(setup, child))
+    # The warm-up warms the page cache and writes bytecode, equal for all.
+    samples = round_robin(list(variants), runs, lambda name: _cold_once(variants[name], child))
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
@@ -196,14 +188,15 @@ def measure_sdk(runs: int) -> dict[str, dict[str, float]]:
     return {"cold_ms": measure_cold(runs), "warm_us": measure_warm(), "libraries_ms": libraries}
 
 
-def format_sdk(result: dict[str, dict[str, float]], runs: int) -> str:
-    """The two tables."""
+def run(template: Template, runs: int) -> Report:
+    """The three tables, ``runs`` fresh interpreters per cold variant."""
+    result = measure_sdk(runs)
     cold, warm = result["cold_ms"], result["warm_us"]
     first_cold, first_warm = next(iter(cold.values())), next(iter(warm.values()))
     cold_rows = [[name, f"{ms:.1f}", f"{ms / first_cold:.2f}x"] for name, ms in cold.items()]
     warm_rows = [[name, f"{us:.0f}", f"{us / first_warm:.2f}x"] for name, us in warm.items()]
     lib_rows = [[name, f"{ms:.1f}"] for name, ms in result["libraries_ms"].items()]
-    return "\n".join(
+    table = "\n".join(
         [
             render(
                 ["Cold: import + client + first BatchGetItem", "CPU ms", "vs boto3"],
@@ -219,8 +212,4 @@ def format_sdk(result: dict[str, dict[str, float]], runs: int) -> str:
             f"Medians of {runs} fresh interpreters per variant (round-robin, after one warm-up each).",
         ]
     )
-
-
-def sdk_json(result: dict[str, dict[str, float]]) -> Any:
-    """The figures as data."""
-    return json.loads(json.dumps(result))
+    return Report(table, result, [])

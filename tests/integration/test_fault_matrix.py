@@ -1,10 +1,10 @@
 """Every AWS call of every endpoint scenario, failed in turn.
 
 The scenarios are the ones ``make bench`` counts round trips with (bench/calls.py: one or more per
-registered endpoint, each a setup and the one request measured); a test below keeps them covering
-every endpoint the functions register. For each scenario, a clean run records the request's AWS calls
-in order; then, for each call and each way it can fail, the setup is made again, that one call
-fails, and:
+registered endpoint, derived from its registration, each a setup and the one request measured;
+tests/tools/unit/test_bench_scenarios.py keeps them covering every endpoint). For each scenario, a
+clean run records the request's AWS calls in order; then, for each call and each way it can fail,
+the setup is made again, that one call fails, and:
 
 - the answer is the scenario's own (the failure was absorbed) or a clean, documented error: a 500
   ``INTERNAL_SERVER_ERROR`` for a dependency failure, or, where a write's condition failed as if a
@@ -27,10 +27,8 @@ condition failing (ConditionalCheckFailed; for TransactWriteItems, each conditio
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
-import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -45,17 +43,18 @@ from botocore.exceptions import ReadTimeoutError
 from botocore.model import OperationModel
 from botocore.parsers import create_parser
 
-from bench.calls import PASSWORD, Harness, Leftovers, Scenario, scenarios
+from bench.calls import Scenario, scenarios
+from bench.stack import Harness
 from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.items import from_item
-from nimbus_core.adapters.users import COUNT_KEY_PREFIX
 from nimbus_core.domain.errors import DependencyError
 from nimbus_core.platform import clock
 from nimbus_tools.local.faults import SdkAnswer
 from nimbus_tools.local.inprocess import Reply
-from nimbus_tools.template import function_specs, load_template, stream_subscriptions
+from nimbus_tools.template import load_template, stream_subscriptions
 from tests.integration.conftest import PARAMS, REGION, Api, Stack
 from tests.invariants import stack_violations
+from tests.samples import PASSWORD
 
 SHARDS = 12  # the scenarios are split so that pytest-xdist spreads them over its workers
 
@@ -314,34 +313,6 @@ def _run_one(
     return problems
 
 
-class Baseline(Leftovers):
-    """Puts the tables back as they were once the scenarios were planned, the user count included
-    (bench's Leftovers keeps the count's shards, which the invariant checker would then find off)."""
-
-    def __init__(self, stack: Stack) -> None:
-        super().__init__(stack.dynamodb)
-        self._dynamodb, self._table = stack.dynamodb, stack.table("UsersTable")
-        self._counts = self._count_items()
-
-    def _count_items(self) -> dict[str, dict[str, Any]]:
-        pages = self._dynamodb.get_paginator("scan").paginate(
-            TableName=self._table,
-            FilterExpression="begins_with(pk, :count)",
-            ExpressionAttributeValues={":count": {"S": COUNT_KEY_PREFIX}},
-            ConsistentRead=True,
-        )
-        return {item["pk"]["S"]: item for page in pages for item in page["Items"]}
-
-    def discard(self) -> None:
-        """Delete what was stored since, and write the count's shards back."""
-        super().discard()
-        for key, item in self._count_items().items():
-            if key not in self._counts:
-                self._dynamodb.delete_item(TableName=self._table, Key={"pk": item["pk"]})
-        for item in self._counts.values():
-            self._dynamodb.put_item(TableName=self._table, Item=item)
-
-
 @pytest.fixture
 def harness(stack: Stack) -> Iterator[tuple[Harness, CallWatch]]:
     api = WatchedApi(stack.template, PARAMS)
@@ -362,7 +333,6 @@ def test_every_aws_call_of_every_scenario_failed_in_turn_leaves_a_clean_answer_a
 ) -> None:
     h, watch = harness
     planned = scenarios(h)
-    leftovers = Baseline(stack)
     problems: list[str] = []
     for scenario in planned[shard::SHARDS]:
         send = scenario.prepare()
@@ -371,11 +341,11 @@ def test_every_aws_call_of_every_scenario_failed_in_turn_leaves_a_clean_answer_a
         clean = send()
         calls = list(watch.calls)
         assert clean.status == scenario.expected_status, (scenario.name, clean.body)
-        leftovers.discard()
+        stack.truncate()
         for failure in failures_of(calls):
             described = f"{scenario.name}, {failure.describe(calls)}"
             problems += _run_one(scenario, failure, watch, stack, described, monkeypatch)
-        leftovers.discard()  # per scenario: moto's transactions slow down as its tables grow
+        stack.truncate()  # per scenario: moto's transactions slow down as its tables grow
     assert problems == [], "\n".join(problems)
 
 
@@ -419,24 +389,3 @@ def test_the_matrix_fails_every_call_kind_it_claims() -> None:
         (2, "throttled", None), (2, "broken", None), (2, "timeout", None),
         (2, "condition", 0), (2, "condition", 2),
     ]  # fmt: skip
-
-
-def _shape(method: str, path: str) -> tuple[str, str]:
-    """``("GET", "/users/*/2fa/*")`` for ``/users/<uid>/2fa/<id>`` or ``/users/:uid/2fa/:id``."""
-    path = path.split("?", 1)[0].rstrip(",")
-    return method, re.sub(r"<[^>]+>|:[a-z]+", "*", path)
-
-
-def test_every_registered_endpoint_is_driven_by_at_least_one_scenario(
-    stack: Stack, harness: tuple[Harness, CallWatch]
-) -> None:
-    h, _ = harness
-    driven = {_shape(*scenario.name.split(" ")[:2]) for scenario in scenarios(h)}
-    registered = {
-        _shape(endpoint.method, endpoint.path)
-        for spec in function_specs(load_template())
-        if spec.routes
-        for endpoint in importlib.import_module(spec.handler_module).app.endpoints
-    }
-
-    assert registered - driven == set()

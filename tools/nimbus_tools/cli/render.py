@@ -9,14 +9,26 @@ from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_core.domain.models import Domain
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Left-aligned columns separated by two spaces."""
+def table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    right: frozenset[int] = frozenset(),
+    *,
+    rule: bool = False,
+) -> str:
+    """Columns separated by two spaces, left-aligned but those whose index is in ``right`` (numbers
+    read better that way); with ``rule``, a line of dashes under the headers."""
     materialized = [list(headers), *(list(r) for r in rows)]
     widths = [max(len(row[i]) for row in materialized) for i in range(len(headers))]
     lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        "  ".join(
+            cell.rjust(width) if i in right else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
         for row in materialized
     ]
+    if rule:
+        lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
 
 
