@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from aws_lambda_powertools import Logger
 
@@ -64,35 +64,14 @@ def login(
     """Check the password and open a normal session.
 
     Order: unknown user 404 (not counted by the IP limit), account locked by failed answers 429,
-    wrong password 401 (counted, per IP and per account), banned 403 only after a correct password.
+    wrong password 401 (counted, per IP and per account), banned 403 only after a correct password;
+    then, with a second factor enrolled, the challenge (401) that the next request answers.
     """
-    answer_ops: list[WriteOp] = []
-    rehash = None
-    if body.two_factor is not None:
-        # The second request of a challenge: the token alone names the user.
-        parsed = challenges.parse_answer(body.two_factor)
-        user, answer_ops = challenges.answer(deps, parsed, _LOGIN, now, expected_user=None)
-    else:
-        found = find_by_login_name(deps.users, body.username or "")
-        if found is None:
-            raise NimbusError(ErrorCode.INVALID_USER_ERROR)
-        user = found
-        password = body.password or ""
-        credentials.check_password(deps, user, password, now)
-        if passwords.should_rehash(user.password_hash, password):
-            rehash = passwords.hash_password(password)
+    user, answer_ops, rehash = _authenticate(deps, body, now)
     if user.banned_at is not None:
         raise NimbusError(ErrorCode.BANNED_ERROR)
     if body.two_factor is None and user.second_factor_count > 0:
-        required = challenges.require(deps, user, _LOGIN, now)
-        if rehash is not None:
-            # The answer carries no password: the rehash is stored with the challenge, or never.
-            required.writes.append(
-                deps.users.credentials_unchanged_op(
-                    user, new_password_hash=rehash, now=now, failure_limit=ACCOUNT_AUTH_FAILURES.limit
-                )
-            )
-        raise required
+        _ask_second_factor(deps, user, rehash, now)
     issued = new_session(
         user,
         name=session_name,
@@ -100,6 +79,58 @@ def login(
         lifetime=normal_lifetime(deps, remember_me=bool(body.remember_me)),
         now=now,
     )
+    _store_session(
+        deps, issued, user, answer_ops=answer_ops, rehash=rehash, password=body.password or "", now=now
+    )
+    metrics.count(metrics.Event.LOGIN_SUCCEEDED)
+    return issued
+
+
+def _authenticate(deps: Deps, body: LoginBody, now: float) -> tuple[User, list[WriteOp], str | None]:
+    """Who logs in, checked: by a second-factor challenge's answer (with the writes that answer
+    makes), or by login name and password (404, locked 429, wrong password 401; with the new hash
+    when the stored one is due a rehash)."""
+    if body.two_factor is not None:
+        # The second request of a challenge: the token alone names the user.
+        parsed = challenges.parse_answer(body.two_factor)
+        user, answer_ops = challenges.answer(deps, parsed, _LOGIN, now, expected_user=None)
+        return user, answer_ops, None
+    found = find_by_login_name(deps.users, body.username or "")
+    if found is None:
+        raise NimbusError(ErrorCode.INVALID_USER_ERROR)
+    password = body.password or ""
+    credentials.check_password(deps, found, password, now)
+    rehash = (
+        passwords.hash_password(password) if passwords.should_rehash(found.password_hash, password) else None
+    )
+    return found, [], rehash
+
+
+def _ask_second_factor(deps: Deps, user: User, rehash: str | None, now: float) -> NoReturn:
+    """A correct password on an account with a second factor: the challenge to answer (401)."""
+    required = challenges.require(deps, user, _LOGIN, now)
+    if rehash is not None:
+        # The answer carries no password: the rehash is stored with the challenge, or never.
+        required.writes.append(
+            deps.users.credentials_unchanged_op(
+                user, new_password_hash=rehash, now=now, failure_limit=ACCOUNT_AUTH_FAILURES.limit
+            )
+        )
+    raise required
+
+
+def _store_session(
+    deps: Deps,
+    issued: IssuedSession,
+    user: User,
+    *,
+    answer_ops: list[WriteOp],
+    rehash: str | None,
+    password: str,
+    now: float,
+) -> None:
+    """Write the new session on condition that what login checked still holds; a refusal is
+    explained from fresh data, unless only the hash changed meanwhile (then the write is retried)."""
     # A password login's session rides on "the user still has that password, is not banned or
     # locked". An answered challenge's ops (challenge used up, the factor's replay guard moved on the
     # user item) take that place: one transaction may touch the user item once, and a ban or
@@ -113,7 +144,7 @@ def login(
     try:
         deps.tx.commit([deps.sessions.put_op(issued.session), *guard_ops])
     except NimbusError as refused:
-        fresh = _rehashed_meanwhile(deps, user, body.password or "") if rehash is not None else None
+        fresh = _rehashed_meanwhile(deps, user, password) if rehash is not None else None
         if fresh is None:
             # An answered challenge's own writes say what they refused (a code or challenge used
             # up by a concurrent answer): no password was checked here, so never "Invalid Password".
@@ -129,8 +160,6 @@ def login(
         except NimbusError:
             _explain_refused_login(deps, user.id, now)
             raise
-    metrics.count(metrics.Event.LOGIN_SUCCEEDED)
-    return issued
 
 
 def _rehashed_meanwhile(deps: Deps, read: User, password: str) -> User | None:
