@@ -1,23 +1,7 @@
-"""The botocore data the functions' clients load, cut to what they use (``make aws-models``).
-
-A botocore client is built from its service's whole model: SSM's is 150 operations (about 0.8 MB of
-JSON) and costs some 45 ms of a cold start to load and turn into a client, for the two operations
-the functions call. Creating the first client also parses botocore's ``endpoints.json`` (1.2 MB,
-every service in every partition: about 55 ms) and lists every directory of its 440 services twice
-to check that the service exists (about 50 ms of ``stat`` and ``listdir``).
-
-``nimbus_core.adapters.clients`` therefore gives its botocore session a loader that searches only
-``nimbus_core/adapters/aws_models``, where this module writes, from the installed botocore:
-
-- each service's model cut down to the operations below, exactly as botocore defines them
-  (documentation dropped), and its endpoint rules as they are;
-- ``endpoints.json`` with every partition as it is but only these services' entries;
-- ``partitions.json`` and ``sdk-default-configuration.json`` as they are.
-
-A unit test regenerates the files from the installed botocore and fails when they differ, and the
-integration tests call every operation through them (a file botocore needs and cannot find is a
-``DataNotFoundError`` there, never a silent fallback).
-"""
+"""The botocore data the functions' clients load, cut to what they use (``make aws-models``; why and
+how checked: docs/performance.md). Written from the installed botocore into ``MODELS_DIR``: each
+service's model with only the operations below (documentation dropped) and its endpoint rules,
+``endpoints.json`` with only these services, and botocore's other files the clients read."""
 
 from __future__ import annotations
 
@@ -30,18 +14,10 @@ from typing import Any
 from botocore.loaders import Loader
 
 MODELS_DIR = Path(__file__).resolve().parents[2] / "shared" / "nimbus_core" / "adapters" / "aws_models"
+_DYNAMODB = ("BatchGetItem", "BatchWriteItem", "DeleteItem", "GetItem", "PutItem", "Query", "UpdateItem")
 # Every operation a function calls, per service (a missing one is an AttributeError on the client).
 OPERATIONS: Mapping[str, tuple[str, ...]] = {
-    "dynamodb": (
-        "BatchGetItem",
-        "BatchWriteItem",
-        "DeleteItem",
-        "GetItem",
-        "PutItem",
-        "Query",
-        "TransactWriteItems",
-        "UpdateItem",
-    ),
+    "dynamodb": (*_DYNAMODB, "TransactWriteItems"),
     "sesv2": ("SendEmail",),
     "sqs": ("SendMessage",),
     "ssm": ("GetParameters", "PutParameter"),

@@ -1,14 +1,10 @@
 """Every use of moto's internal state in the repository, in one place, checked against the pinned moto.
 
-moto's public surface is ``mock_aws``, ``moto.server.ThreadedMotoServer`` and the AWS APIs it
-answers; its documentation shows its backends (``<service>_backends[account][region]``) only as an
-"internal API" to check state with, with no promise of shape. What the local API, the integration
-tests and ``make bench`` need beyond that is here, one function each: moto's server app to put our
-middleware in front of, emptying its record of model objects, trimming a stream, emptying tables,
-turning stream records off. Each docstring names the internals it relies on and why no public API
-does it. Nothing else in tools/, tests/ or bench/ imports from moto beyond ``mock_aws``, and
-tests/tools/unit/test_moto_internals.py fails if the pinned moto changes the shape of any of them.
-moto is imported inside each function: its server stack takes a second or two to import.
+moto's public surface is ``mock_aws``, ``ThreadedMotoServer`` and the AWS APIs it answers; its docs
+show its backends only as an "internal API" with no promise of shape. Each function here names the
+internals it relies on and why no public API does it; nothing else in tools/, tests/ or bench/
+imports from moto beyond ``mock_aws``, and tests/tools/unit/test_moto_internals.py fails if the
+pinned moto changes any of them. moto is imported late: its server stack takes seconds to import.
 """
 
 from __future__ import annotations
@@ -69,8 +65,8 @@ def tracked_model_instances() -> int:
 
     return sum(
         len(getattr(model, "instances_tracked", ()))
-        for models in model_data.values()
-        for model in models.values()
+        for kind in model_data.values()
+        for model in kind.values()
     )
 
 

@@ -6,10 +6,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from nimbus_tools.local.cors import CorsPolicy
 from nimbus_tools.local.events import HttpRequest
 from nimbus_tools.local.functions import Invocation
-from nimbus_tools.local.gateway import Gateway
+from nimbus_tools.local.gateway import CorsPolicy, Gateway
 from nimbus_tools.local.router import Router, RouteTarget
 from nimbus_tools.template import HttpRoute
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from botocore.config import Config
 
-from nimbus_tools.cli.errors import EXIT_USAGE, CliError
+from nimbus_tools.cli.target import EXIT_USAGE, CliError
 from nimbus_tools.migrate.importer import Report, Stores, run_import
 from nimbus_tools.migrate.source import UpstreamSource
 

@@ -1,15 +1,8 @@
-"""``nimbus mail failed`` and ``nimbus mail retry``: the mail dead-letter queue, read and replayed.
-
-The queue holds two kinds of messages (see ``nimbus_core.adapters.dead_letters``): dead letters the
-mail function wrote (one outbox id each), and Lambda's record of a stream batch it gave up on
-(``DDBStreamBatchInfo``: a sequence-number range of the outbox stream, read back while the stream
-still keeps it, 24 hours). Either way the email itself is read from its outbox item, which expires
-7 days after it was written: a message is replayed from there through SES with the same
-``SesMailer`` the mail function uses, and its queue message is deleted only once every email it
-stands for was sent.
-
-Listing never consumes: messages are received with a short visibility timeout and made visible
-again at once.
+"""``nimbus mail failed`` and ``nimbus mail retry``: the mail dead-letter queue, read and replayed
+(docs/operations.md). Its messages are the mail function's dead letters (an outbox id each) or
+Lambda's record of a stream batch it gave up on (a range of the outbox stream, kept 24 hours); the
+email is re-sent from its outbox item (kept 7 days) with the mail function's ``SesMailer``, and the
+queue message deleted once every email it stands for went out. Listing consumes nothing.
 """
 
 from __future__ import annotations
@@ -25,8 +18,7 @@ from nimbus_core.adapters.mail import SesMailer
 from nimbus_core.adapters.outbox import RECOVERY_REQUEST, DynamoOutbox
 from nimbus_core.platform import clock
 from nimbus_tools.cli import render
-from nimbus_tools.cli.errors import EXIT_USAGE, CliError
-from nimbus_tools.cli.target import Target
+from nimbus_tools.cli.target import EXIT_USAGE, CliError, Target
 
 QUEUE = "MailDeadLetterQueue"
 OUTBOX = "OutboxTable"
@@ -52,21 +44,12 @@ class FailedMail:
     def as_json(self) -> dict[str, Any]:
         """The message as ``--json`` prints it."""
         out: dict[str, Any] = {"id": self.id, "sqsMessageId": self.message_id, "sentAt": self.sent_at}
-        if self.letter is not None:
-            out |= {
-                "type": "dead-letter",
-                "outboxId": self.letter.outbox_id,
-                "to": self.letter.to,
-                "kind": self.letter.kind,
-                "error": self.letter.error,
-                "attempts": self.letter.attempts,
-                "failedAt": self.letter.failed_at,
-            }
-        elif self.batch is not None:
-            out |= {"type": "stream-batch", "batch": self.batch}
-        else:
-            out |= {"type": "unknown", "body": self.raw[:500]}
-        return out
+        if (letter := self.letter) is not None:
+            out |= {"type": "dead-letter", "outboxId": letter.outbox_id, "to": letter.to, "kind": letter.kind}
+            return out | {"error": letter.error, "attempts": letter.attempts, "failedAt": letter.failed_at}
+        if self.batch is not None:
+            return out | {"type": "stream-batch", "batch": self.batch}
+        return out | {"type": "unknown", "body": self.raw[:500]}
 
 
 @dataclass
@@ -82,9 +65,6 @@ class RetryOutcome:
     def done(self) -> bool:
         """Every email it stands for went out, now or before (so the queue message was deleted)."""
         return bool(self.sent or self.skipped) and not self.problems
-
-
-# ---------------------------------------------------------------------------------------------- queue
 
 
 def _receive_all(target: Target, hold: int) -> list[FailedMail]:
@@ -130,16 +110,12 @@ def _parse(message: Any) -> FailedMail:
 
 def _release(target: Target, mails: list[FailedMail]) -> None:
     """Make ``mails`` visible again at once (they were only looked at)."""
-    sqs = target.sqs()
     for start in range(0, len(mails), 10):
-        chunk = mails[start : start + 10]
-        sqs.change_message_visibility_batch(
-            QueueUrl=target.queue(QUEUE),
-            Entries=[
-                {"Id": str(i), "ReceiptHandle": m.receipt_handle, "VisibilityTimeout": 0}
-                for i, m in enumerate(chunk)
-            ],
-        )
+        entries = [
+            {"Id": str(i), "ReceiptHandle": m.receipt_handle, "VisibilityTimeout": 0}
+            for i, m in enumerate(mails[start : start + 10])
+        ]
+        target.sqs().change_message_visibility_batch(QueueUrl=target.queue(QUEUE), Entries=entries)  # type: ignore[arg-type]
 
 
 def list_failed(target: Target) -> list[FailedMail]:
@@ -147,9 +123,6 @@ def list_failed(target: Target) -> list[FailedMail]:
     mails = _receive_all(target, HOLD_SECONDS)
     _release(target, mails)
     return mails
-
-
-# ---------------------------------------------------------------------------------------------- retry
 
 
 def _outbox_ids(target: Target, batch: dict[str, Any]) -> list[str]:
@@ -187,46 +160,63 @@ def _outbox_ids(target: Target, batch: dict[str, Any]) -> list[str]:
 CLAIM_SECONDS = 60
 
 
-def _send(
-    mailer: SesMailer, outbox: DynamoOutbox, outbox_id: str, outcome: RetryOutcome, *, dead_letter: bool
-) -> None:
-    """Send one outbox item again. A dead letter was given up on, so it is sent whatever its
-    settlement says; a record of a stream batch is sent only if the mail function has not sent or
-    dead-lettered it already (Lambda hands back the whole rest of a batch, records sent included).
-    Either way the item is claimed first and settled as sent after, as the mail function does."""
+class _NotSentError(Exception):
+    """Why one outbox item was not sent (the queue message stays)."""
+
+
+def _send(mailer: SesMailer, outbox: DynamoOutbox, outbox_id: str, *, dead_letter: bool) -> bool:
+    """Send one outbox item again: True once sent, False when the mail function had sent it. A dead
+    letter was given up on, so it is sent whatever its settlement says; a record of a stream batch
+    only if not sent or dead-lettered already (Lambda hands back the whole rest of a batch). The
+    item is claimed first and settled as sent after, as the mail function does."""
     if not outbox_id:
-        outcome.problems.append("a dead letter without an outbox id (an unreadable item); nothing to send")
-        return
+        raise _NotSentError("a dead letter without an outbox id (an unreadable item); nothing to send")
     now = clock.now()
     try:
         message = outbox.get(outbox_id)
     except (KeyError, ValueError, TypeError):
-        outcome.problems.append(
+        raise _NotSentError(
             f"outbox item {outbox_id} is not a message (a field missing or wrong); not sent"
-        )
-        return
+        ) from None
     if message is None or message.expired(now):
-        outcome.problems.append(
+        raise _NotSentError(
             f"outbox item {outbox_id} has expired (kept 7 days); the email cannot be re-sent from here"
         )
-        return
     claim = outbox.claim(outbox_id, now=now, until=now + CLAIM_SECONDS)
     if claim == "busy":
-        outcome.problems.append(
-            f"outbox item {outbox_id} is being sent by the mail function; try again later"
-        )
-        return
+        raise _NotSentError(f"outbox item {outbox_id} is being sent by the mail function; try again later")
     if claim == "settled" and not dead_letter:
-        outcome.skipped.append(outbox_id)  # sent (or dead-lettered, and listed as such) already
-        return
+        return False  # sent (or dead-lettered, and listed as such) already
     try:
         mailer.send(message.email)
     except (ClientError, BotoCoreError) as error:
         outbox.release(outbox_id)
-        outcome.problems.append(f"SES refused {outbox_id} again: {error}")
-        return
+        raise _NotSentError(f"SES refused {outbox_id} again: {error}") from None
     outbox.settle(outbox_id, "sentAt", now=clock.now())
-    outcome.sent.append(outbox_id)
+    return True
+
+
+def _retry_one(target: Target, mailer: SesMailer, outbox: DynamoOutbox, mail: FailedMail) -> RetryOutcome:
+    outcome = RetryOutcome(mail)
+    if mail.letter is not None:
+        ids = [mail.letter.outbox_id]
+    elif mail.batch is not None:
+        try:
+            ids = _outbox_ids(target, mail.batch)
+        except (ClientError, BotoCoreError, KeyError, ValueError) as error:
+            outcome.problems.append(f"the stream no longer has this batch's records: {error}")
+            return outcome
+    else:
+        outcome.problems.append("not a message Nimbus wrote; left in the queue")
+        return outcome
+    for outbox_id in ids:
+        try:
+            sent = _send(mailer, outbox, outbox_id, dead_letter=mail.letter is not None)
+        except _NotSentError as problem:
+            outcome.problems.append(str(problem))
+        else:
+            (outcome.sent if sent else outcome.skipped).append(outbox_id)
+    return outcome
 
 
 def retry(target: Target, wanted: list[str], every: bool) -> list[RetryOutcome]:
@@ -245,30 +235,13 @@ def retry(target: Target, wanted: list[str], every: bool) -> list[RetryOutcome]:
         mailer = SesMailer(target.sesv2(), target.sender_email)
         outbox = DynamoOutbox(target.dynamodb(), target.table(OUTBOX))
         for mail in chosen:
-            outcome = RetryOutcome(mail)
-            outcomes.append(outcome)
-            if mail.letter is not None:
-                ids = [mail.letter.outbox_id]
-            elif mail.batch is not None:
-                try:
-                    ids = _outbox_ids(target, mail.batch)
-                except (ClientError, BotoCoreError, KeyError, ValueError) as error:
-                    outcome.problems.append(f"the stream no longer has this batch's records: {error}")
-                    continue
-            else:
-                outcome.problems.append("not a message Nimbus wrote; left in the queue")
-                continue
-            for outbox_id in ids:
-                _send(mailer, outbox, outbox_id, outcome, dead_letter=mail.letter is not None)
-            if outcome.done:
+            outcomes.append(_retry_one(target, mailer, outbox, mail))
+            if outcomes[-1].done:
                 target.sqs().delete_message(QueueUrl=target.queue(QUEUE), ReceiptHandle=mail.receipt_handle)
     finally:
         deleted = {o.mail.message_id for o in outcomes if o.done}
         _release(target, [m for m in mails if m.message_id not in deleted])
     return outcomes
-
-
-# ---------------------------------------------------------------------------------------------- commands
 
 
 def failed_command(target: Target, as_json: bool) -> str:

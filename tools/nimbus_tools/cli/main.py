@@ -11,12 +11,12 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from nimbus_tools.cli import commands, importing, mailqueue
-from nimbus_tools.cli.errors import EXIT_USAGE, CliError
-from nimbus_tools.cli.target import Target, local_target, stack_target
+from nimbus_tools.cli.target import EXIT_USAGE, CliError, Target, local_target, stack_target
 
 
 def _target_options() -> argparse.ArgumentParser:
@@ -44,52 +44,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nimbus", description="Operate a Nimbus stack.", parents=[common])
     groups = parser.add_subparsers(dest="group", required=True, metavar="COMMAND")
 
+    def group(name: str, help_text: str) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+        return groups.add_parser(name, help=help_text).add_subparsers(dest="action", required=True)
+
     def leaf(
         subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_text: str
     ) -> argparse.ArgumentParser:
         return subparsers.add_parser(name, help=help_text, description=help_text, parents=[common])
 
-    staff = groups.add_parser("staff", help="give or take staff rights").add_subparsers(
-        dest="action", required=True
-    )
+    staff = group("staff", "give or take staff rights")
     for action, text in (("promote", "make a user staff"), ("demote", "take staff rights away")):
         leaf(staff, action, text).add_argument("username")
-
-    switches = groups.add_parser("killswitch", help="turn feature groups off and on").add_subparsers(
-        dest="action", required=True
-    )
+    switches = group("killswitch", "turn feature groups off and on")
     leaf(switches, "list", "show every kill switch and whether it is on")
-    leaf(switches, "enable", "turn a kill switch on (disables the feature)").add_argument(
-        "name", help="name or number"
-    )
-    leaf(switches, "disable", "turn a kill switch off").add_argument("name", help="name or number")
-
-    levels = groups.add_parser("loglevel", help="the functions' log level").add_subparsers(
-        dest="action", required=True
-    )
+    for action, text in (
+        ("enable", "turn a kill switch on (disables the feature)"),
+        ("disable", "turn a kill switch off"),
+    ):
+        leaf(switches, action, text).add_argument("name", help="name or number")
+    levels = group("loglevel", "the functions' log level")
     leaf(levels, "get", "show the log level")
     leaf(levels, "set", "change the log level").add_argument("level", help="DEBUG, INFO, WARN, ERROR or NONE")
-
-    domains = groups.add_parser("domain", help="domains users can get").add_subparsers(
-        dest="action", required=True
-    )
+    domains = group("domain", "domains users can get")
     leaf(domains, "list", "show the offered domains")
     add = leaf(domains, "add", "offer a domain (or change whether it allows subdomains)")
     add.add_argument("name")
     add.add_argument("--subdomains", action="store_true", help="allow subdomains of this domain")
     leaf(domains, "remove", "stop offering a domain").add_argument("name")
-
-    mail = groups.add_parser("mail", help="captured mail (local) and failed mail").add_subparsers(
-        dest="action", required=True
-    )
-    listing = leaf(mail, "list", "show captured mail, newest last")
-    listing.add_argument("--to", metavar="ADDRESS", help="only mail to this address")
-    listing.add_argument("--json", action="store_true", help="print the raw JSON list")
-    failed = leaf(mail, "failed", "show the mail dead-letter queue (without consuming it)")
-    failed.add_argument("--json", action="store_true", help="print the raw JSON list")
-    retry = leaf(mail, "retry", "re-send failed mail from its outbox item and remove it from the queue")
-    retry.add_argument("ids", nargs="*", metavar="ID", help="IDs shown by `nimbus mail failed`")
-    retry.add_argument("--all", action="store_true", dest="every", help="every failed message")
+    _mail_commands(group("mail", "captured mail (local) and failed mail"), leaf)
     leaf(groups, "status", "dead letters waiting, kill switches on, and the log level")
     imports = leaf(groups, "import", "import an upstream Cumulonimbus deployment's PostgreSQL database")
     imports.add_argument(
@@ -100,6 +82,19 @@ def build_parser() -> argparse.ArgumentParser:
     imports.add_argument("--workers", type=int, default=8, help="accounts written at once (default 8)")
     imports.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
+
+
+def _mail_commands(
+    mail: argparse._SubParsersAction[argparse.ArgumentParser], leaf: Callable[..., Any]
+) -> None:
+    listing = leaf(mail, "list", "show captured mail, newest last")
+    listing.add_argument("--to", metavar="ADDRESS", help="only mail to this address")
+    listing.add_argument("--json", action="store_true", help="print the raw JSON list")
+    failed = leaf(mail, "failed", "show the mail dead-letter queue (without consuming it)")
+    failed.add_argument("--json", action="store_true", help="print the raw JSON list")
+    retry = leaf(mail, "retry", "re-send failed mail from its outbox item and remove it from the queue")
+    retry.add_argument("ids", nargs="*", metavar="ID", help="IDs shown by `nimbus mail failed`")
+    retry.add_argument("--all", action="store_true", dest="every", help="every failed message")
 
 
 def _target_factory(parser: argparse.ArgumentParser, args: argparse.Namespace) -> commands.TargetFactory:

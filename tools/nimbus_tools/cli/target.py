@@ -11,7 +11,6 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
 
 from nimbus_core.domain.killswitches import KillSwitch, parameter_names
-from nimbus_tools.cli.errors import CliError
 from nimbus_tools.local.session import emulator_session
 from nimbus_tools.local.state import read_state, state_path
 
@@ -23,23 +22,19 @@ if TYPE_CHECKING:
     from types_boto3_ssm import SSMClient
 
 NOT_RUNNING = "the local API is not running; start it with `make serve`"
+# Exit codes: 1 for a failure (unknown user, AWS error, API not running), 2 for bad input, the
+# code argparse uses for usage errors.
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
 
-# Stack output -> the logical id the rest of the CLI uses (the same keys serve.json has).
-TABLE_OUTPUTS = {
-    "UsersTableName": "UsersTable",
-    "SessionsTableName": "SessionsTable",
-    "CountersTableName": "CountersTable",
-    "TokensTableName": "TokensTable",
-    "DomainsTableName": "DomainsTable",
-    "OutboxTableName": "OutboxTable",
-}
-QUEUE_OUTPUTS = {
-    "MailDeadLetterQueueUrl": "MailDeadLetterQueue",
-    "SweepDeadLetterQueueUrl": "SweepDeadLetterQueue",
-    "RecoveryDeadLetterQueueUrl": "RecoveryDeadLetterQueue",
-}
-PARAMETER_OUTPUTS = {"LogLevelParameterName": "LogLevelParameter"}
-KILLSWITCH_PATH_OUTPUT = "KillSwitchPath"
+
+class CliError(Exception):
+    """An expected failure: ``message`` is printed to stderr and the command exits ``exit_code``."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
 
 
 @dataclass(frozen=True)
@@ -158,12 +153,19 @@ def stack_target(stack_name: str, region: str | None = None) -> Target:
     if not stacks:
         raise CliError(f"stack {stack_name!r} not found")
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", []) if "OutputKey" in o}
+
+    def named(suffix: str, kind: str) -> dict[str, str]:
+        # An output "UsersTableName" names the table the CLI (and serve.json) calls "UsersTable".
+        return {
+            key.removesuffix(suffix): value for key, value in outputs.items() if key.endswith(kind + suffix)
+        }
+
     return Target(
         description=f"stack {stack_name} ({session.region_name})",
         session=session,
-        tables={lid: outputs[key] for key, lid in TABLE_OUTPUTS.items() if key in outputs},
-        parameters={lid: outputs[key] for key, lid in PARAMETER_OUTPUTS.items() if key in outputs},
-        queues={lid: outputs[key] for key, lid in QUEUE_OUTPUTS.items() if key in outputs},
+        tables=named("Name", "Table"),
+        parameters=named("Name", "Parameter"),
+        queues=named("Url", "Queue"),
         sender_email=outputs.get("SenderEmail"),
-        killswitch_path=outputs.get(KILLSWITCH_PATH_OUTPUT),
+        killswitch_path=outputs.get("KillSwitchPath"),
     )

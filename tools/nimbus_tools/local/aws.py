@@ -30,8 +30,13 @@ from werkzeug.wrappers import Response
 from werkzeug.wsgi import get_input_stream
 
 from nimbus_core.platform import clock
-from nimbus_tools.local.faults import FaultRegistry, FaultSpecError, fault_response
-from nimbus_tools.local.operations import AwsOperation, identify_operation
+from nimbus_tools.local.faults import (
+    AwsOperation,
+    FaultRegistry,
+    FaultSpecError,
+    fault_response,
+    identify_operation,
+)
 from nimbus_tools.moto_internals import WsgiApp, forget_model_instances, server_app, trim_stream
 
 SES_SEND_EMAIL = AwsOperation("ses", "SendEmail", "rest-json")
@@ -71,8 +76,6 @@ class EmulatorMiddleware:
                 return Response(payload, status, headers)(environ, start_response)
         return self._forward(environ, body, operation, start_response)
 
-    # --- moto
-
     def _forward(
         self,
         environ: dict[str, Any],
@@ -80,8 +83,7 @@ class EmulatorMiddleware:
         operation: AwsOperation | None,
         start_response: StartResponse,
     ) -> Iterable[bytes]:
-        environ["wsgi.input"] = io.BytesIO(body)
-        environ["CONTENT_LENGTH"] = str(len(body))
+        environ |= {"wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body))}
         statuses: list[str] = []
 
         def recording_start_response(status: str, headers: Any, exc_info: Any = None) -> Any:
@@ -94,9 +96,7 @@ class EmulatorMiddleware:
             try:
                 chunks = list(result)
             finally:
-                close = getattr(result, "close", None)
-                if close is not None:
-                    close()
+                getattr(result, "close", lambda: None)()
             # Only accepted messages are kept: a message SES refused was never delivered either.
             if operation == SES_SEND_EMAIL and statuses and statuses[-1][:1] == "2":
                 self.mail.append(_sent_email(body, b"".join(chunks)))
@@ -106,8 +106,6 @@ class EmulatorMiddleware:
                 self._served = 0
         return chunks
 
-    # --- control endpoints
-
     def _control(
         self, environ: dict[str, Any], path: str, body: bytes, start_response: StartResponse
     ) -> Iterable[bytes]:
@@ -115,9 +113,9 @@ class EmulatorMiddleware:
         resource = path[len(CONTROL_PREFIX) :].rstrip("/")
         handlers: dict[tuple[str, str], Callable[[], tuple[int, Any]]] = {
             ("mail", "GET"): lambda: (200, self._locked(lambda: list(self.mail))),
-            ("mail", "DELETE"): self._clear_mail,
+            ("mail", "DELETE"): lambda: self._cleared(self.mail.clear),
             ("faults", "GET"): lambda: (200, [f.as_json() for f in self.faults.active()]),
-            ("faults", "DELETE"): self._clear_faults,
+            ("faults", "DELETE"): lambda: self._cleared(self.faults.clear),
             ("faults", "POST"): lambda: self._add_fault(body),
             ("streams/trim", "POST"): lambda: self._trim_stream(body),
         }
@@ -132,12 +130,8 @@ class EmulatorMiddleware:
         with self._aws_lock:
             return action()
 
-    def _clear_mail(self) -> tuple[int, Any]:
-        self._locked(self.mail.clear)
-        return 200, {"cleared": True}
-
-    def _clear_faults(self) -> tuple[int, Any]:
-        self.faults.clear()
+    def _cleared(self, clear: Callable[[], None]) -> tuple[int, Any]:
+        self._locked(clear)
         return 200, {"cleared": True}
 
     def _add_fault(self, body: bytes) -> tuple[int, Any]:
@@ -190,8 +184,7 @@ class AwsEmulator:
     """moto's server app plus :class:`EmulatorMiddleware`, served by werkzeug on a thread."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.host = host
-        self.port = port
+        self.host, self.port = host, port
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -219,5 +212,4 @@ class AwsEmulator:
             self._server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        self._server = None
-        self._thread = None
+        self._server = self._thread = None

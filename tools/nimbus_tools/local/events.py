@@ -1,8 +1,6 @@
-"""API Gateway HTTP API payload format 2.0: building the event and reading the function's response.
-
-The shapes follow https://docs.aws.amazon.com/apigateway/latest/developerguide/
-http-api-develop-integrations-lambda.html so handlers see locally what they see deployed.
-"""
+"""API Gateway HTTP API payload format 2.0 (the shapes of AWS's developer guide, "Working with AWS
+Lambda proxy integrations for HTTP APIs"): the event built from a request, the function's result
+read back into a response."""
 
 from __future__ import annotations
 
@@ -78,55 +76,21 @@ class MalformedResponseError(ValueError):
     """The function's result is not a response API Gateway can use (it answers 502)."""
 
 
-def _api_gateway_time(moment: datetime) -> str:
-    moment = moment.astimezone(UTC)
-    return f"{moment.day:02d}/{_MONTHS[moment.month - 1]}/{moment:%Y:%H:%M:%S} +0000"
-
-
-def _trace_id(moment: datetime) -> str:
-    return f"Root=1-{int(moment.timestamp()):08x}-{os.urandom(12).hex()}"
-
-
 def build_event(
-    request: HttpRequest,
-    match: RouteMatch,
-    *,
-    api_id: str = "local",
-    account_id: str = "123456789012",
+    request: HttpRequest, match: RouteMatch, *, api_id: str = "local", account_id: str = "123456789012"
 ) -> dict[str, Any]:
     """The payload format 2.0 event API Gateway would send for ``request`` on ``match``."""
-    headers: dict[str, str] = {}
-    cookies: list[str] = []
-    for name, value in request.headers:
-        key = name.lower()
-        if key == "cookie":
-            # Cookies go to their own field (split per cookie) and not to headers.
-            cookies += [c.strip() for c in value.split(";") if c.strip()]
-            continue
-        headers[key] = f"{headers[key]},{value}" if key in headers else value
-
-    # API Gateway appends the caller's address to X-Forwarded-For and adds its own proxy headers.
-    forwarded = headers.get("x-forwarded-for")
-    headers["x-forwarded-for"] = f"{forwarded}, {request.source_ip}" if forwarded else request.source_ip
-    headers["x-forwarded-proto"] = "http"
-    headers["x-forwarded-port"] = str(request.server_port)
-    headers.setdefault("x-amzn-trace-id", _trace_id(request.received_at))
-
+    headers, cookies = _event_headers(request)
     host = headers.get("host", "localhost")
     domain_name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-    route_key = match.route_key
-
-    event: dict[str, Any] = {
-        "version": "2.0",
-        "routeKey": route_key,
-        "rawPath": request.raw_path,
+    moment = request.received_at.astimezone(UTC)
+    event: dict[str, Any] = {"version": "2.0", "routeKey": match.route_key, "rawPath": request.raw_path}
+    event |= {
         "rawQueryString": request.raw_query,
+        **({"cookies": cookies} if cookies else {}),
+        "headers": headers,
     }
-    if cookies:
-        event["cookies"] = cookies
-    event["headers"] = headers
-    query = _query_parameters(request.raw_query)
-    if query:
+    if query := _query_parameters(request.raw_query):
         event["queryStringParameters"] = query
     event["requestContext"] = {
         "accountId": account_id,
@@ -141,23 +105,40 @@ def build_event(
             "userAgent": headers.get("user-agent", ""),
         },
         "requestId": request.request_id,
-        "routeKey": route_key,
+        "routeKey": match.route_key,
         "stage": "$default",
-        "time": _api_gateway_time(request.received_at),
+        "time": f"{moment.day:02d}/{_MONTHS[moment.month - 1]}/{moment:%Y:%H:%M:%S} +0000",
         "timeEpoch": int(request.received_at.timestamp() * 1000),
     }
     if match.path_parameters:
         event["pathParameters"] = dict(match.path_parameters)
-    if request.body:
-        try:
-            event["body"] = request.body.decode("utf-8")
-            event["isBase64Encoded"] = False
-        except UnicodeDecodeError:
-            event["body"] = base64.b64encode(request.body).decode()
-            event["isBase64Encoded"] = True
-    else:
-        event["isBase64Encoded"] = False
+    try:
+        event["body"], event["isBase64Encoded"] = request.body.decode("utf-8"), False
+    except UnicodeDecodeError:
+        event["body"], event["isBase64Encoded"] = base64.b64encode(request.body).decode(), True
+    if not request.body:
+        del event["body"]
     return event
+
+
+def _event_headers(request: HttpRequest) -> tuple[dict[str, str], list[str]]:
+    """The event's headers (lower-case names, repeated ones comma-joined, API Gateway's own added)
+    and its cookies, which go to their own field, one per cookie, and not to the headers."""
+    headers: dict[str, str] = {}
+    cookies: list[str] = []
+    for name, value in request.headers:
+        key = name.lower()
+        if key == "cookie":
+            cookies += [c.strip() for c in value.split(";") if c.strip()]
+        else:
+            headers[key] = f"{headers[key]},{value}" if key in headers else value
+    # API Gateway appends the caller's address to X-Forwarded-For and adds its own proxy headers.
+    forwarded = headers.get("x-forwarded-for")
+    headers["x-forwarded-for"] = f"{forwarded}, {request.source_ip}" if forwarded else request.source_ip
+    headers |= {"x-forwarded-proto": "http", "x-forwarded-port": str(request.server_port)}
+    moment = request.received_at
+    headers.setdefault("x-amzn-trace-id", f"Root=1-{int(moment.timestamp()):08x}-{os.urandom(12).hex()}")
+    return headers, cookies
 
 
 def _query_parameters(raw_query: str) -> dict[str, str]:

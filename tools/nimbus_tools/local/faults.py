@@ -1,27 +1,71 @@
-"""Injected AWS faults: one registry and one error answer for the local API and in-process tests.
-
-Tests use faults to prove the functions answer 503/500 correctly when DynamoDB, SSM, SES or SQS
-fail, without any mocking inside the function processes. The emulator consults its
-:class:`FaultRegistry` for every request it serves (``POST``/``GET``/``DELETE /_nimbus/faults``);
-in-process tests put :func:`botocore_hook` on the functions' clients, which consults a registry
-the same way and hands botocore the very response the emulator would send, read by botocore's own
-parser, so both kinds of test see the same error.
-"""
+"""Which AWS operation a request to the emulator is, read from the wire as AWS reads it, and
+injected AWS faults, for tests proving how the functions answer when DynamoDB, SSM, SES or SQS
+fail: the emulator consults its :class:`FaultRegistry` on every request (``/_nimbus/faults``), and
+in-process tests put :func:`botocore_hook` on the functions' clients, which hands botocore's own
+parser the very response the emulator would send, so both kinds of test see the same error."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, cast, get_args
+from typing import Any, Literal, cast, get_args
 
+import botocore.session
 from botocore.awsrequest import HeadersDict
 from botocore.model import OperationModel
 from botocore.parsers import create_parser
 
-from nimbus_tools.local.operations import AwsOperation, Protocol
+# The wire protocols of the services the functions call (SQS too speaks JSON to today's SDKs).
+Protocol = Literal["json", "rest-json"]
+
+# X-Amz-Target prefixes of the JSON-protocol services we serve -> the service name faults use.
+_TARGET_SERVICES = {
+    "DynamoDB_20120810": "dynamodb",
+    "DynamoDBStreams_20120810": "dynamodbstreams",
+    "AmazonSSM": "ssm",
+    "AmazonSQS": "sqs",
+}
+
+
+@dataclass(frozen=True)
+class AwsOperation:
+    """A service ("dynamodb", "ssm", "ses", ...), an operation name, and the wire protocol."""
+
+    service: str
+    name: str
+    protocol: Protocol
+
+
+def identify_operation(environ: dict[str, Any]) -> AwsOperation | None:
+    """The operation of a request, or None when it is not one we can name (moto still serves it)."""
+    target = environ.get("HTTP_X_AMZ_TARGET")
+    if target:
+        prefix, _, name = str(target).partition(".")
+        return AwsOperation(_TARGET_SERVICES.get(prefix, prefix.lower()), name, "json")
+    path = str(environ.get("PATH_INFO", ""))
+    if path.startswith("/v2/email/"):  # SES v2 is rest-json: the operation is the method and path
+        method = str(environ.get("REQUEST_METHOD", "GET")).upper()
+        found = (name for verb, route, name in _sesv2_routes() if verb == method and route.fullmatch(path))
+        return AwsOperation("ses", next(found, "Unknown"), "rest-json")
+    return None
+
+
+@functools.cache
+def _sesv2_routes() -> list[tuple[str, re.Pattern[str], str]]:
+    """(method, path pattern, operation) of every SES v2 operation, from botocore's model of it."""
+    model = botocore.session.get_session().get_service_model("sesv2")
+    routes = []
+    for name in model.operation_names:
+        http = model.operation_model(name).http
+        path = re.escape(http["requestUri"].partition("?")[0])
+        routes.append((http["method"], re.compile(re.sub(r"\\\{[^}]*\\\}", "[^/]+", path)), name))
+    return routes
+
 
 FAULT_SERVICES = ("dynamodb", "ssm", "ses", "sqs")
 FAULT_MESSAGE = "injected fault"
@@ -75,11 +119,8 @@ class FaultRegistry:
         service = spec.get("service")
         if service not in FAULT_SERVICES:
             raise FaultSpecError(f"service must be one of {', '.join(FAULT_SERVICES)}")
-        operation = spec.get("operation", "*")
-        status = spec.get("status", 500)
-        code = spec.get("code", "InternalServerError")
-        times = spec.get("times")
-        after = spec.get("after", 0)
+        operation, status, after = spec.get("operation", "*"), spec.get("status", 500), spec.get("after", 0)
+        code, times = spec.get("code", "InternalServerError"), spec.get("times")
         if not isinstance(operation, str) or not operation:
             raise FaultSpecError("operation must be an operation name or '*'")
         if not _count(status, 400) or status > 599:
@@ -107,8 +148,10 @@ class FaultRegistry:
     ) -> Fault:
         """Fail ``operation`` of ``service`` ("*": every one) with ``code``/``status`` once ``after``
         calls have gone through, ``times`` times (None: until :meth:`clear`)."""
-        spec = {"service": service, "operation": operation, "code": code, "status": status}
-        return self.add(spec | {"after": after, "times": times})
+        return self.add(
+            {"service": service, "operation": operation, "code": code, "status": status}
+            | {"after": after, "times": times}
+        )
 
     def clear(self) -> None:
         """Remove every fault."""
@@ -172,14 +215,14 @@ def botocore_hook(registry: FaultRegistry) -> BeforeCallHook:
     that fault's error, as the emulator would send it; other calls go on to AWS (or moto)."""
 
     def before_call(model: OperationModel, **_: Any) -> tuple[SdkAnswer, dict[str, Any]] | None:
-        service_model = model.service_model
-        if service_model.protocol not in get_args(Protocol):
+        service = model.service_model
+        if service.protocol not in get_args(Protocol):
             return None  # no fault service speaks another protocol
-        protocol = cast(Protocol, service_model.protocol)
-        name = service_model.service_name
-        operation = AwsOperation(_SDK_SERVICES.get(name, name), model.name, protocol)
-        fault = registry.take(operation)
-        if fault is None:
+        protocol = cast(Protocol, service.protocol)
+        operation = AwsOperation(
+            _SDK_SERVICES.get(service.service_name, service.service_name), model.name, protocol
+        )
+        if (fault := registry.take(operation)) is None:
             return None
         status, header_list, body = fault_response(fault, operation)
         headers = HeadersDict(dict(header_list))

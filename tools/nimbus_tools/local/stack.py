@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nimbus_tools.local.aws import AwsEmulator
-from nimbus_tools.local.cors import CorsPolicy
 from nimbus_tools.local.functions import FunctionPools
-from nimbus_tools.local.gateway import Gateway
+from nimbus_tools.local.gateway import CorsPolicy, Gateway
 from nimbus_tools.local.provision import ProvisionedStack, provision
 from nimbus_tools.local.router import Router
 from nimbus_tools.local.server import LocalApiServer, RequestLog

@@ -1,17 +1,8 @@
-"""The static files `make serve` offers beside the API: the account console and Swagger UI.
-
-Deployed, these are static files beside the API (any static host); locally the gateway answers them
-before routing, from the repository and from the npm packages `make` installs (never from a CDN):
-
-- ``/console/...``: the account console (``console/``). A path without a file extension is one of
-  the console's own pages (``/console/verify?token=...``, the local verification link), so it gets
-  ``console/index.html``, whose script routes on the path.
-- ``/console/staff/...``: the staff console (``console/staff/``), the same way: a path without a file
-  extension (``/console/staff/users/<id>``) gets ``console/staff/index.html``, any other is a file
-  below ``console/staff/``. ``/console/staff`` redirects to ``/console/staff/``.
-- ``/console/vendor/qrcode.js``: the QR code library the console draws the TOTP secret with.
-- ``/docs``: Swagger UI on the API's own ``GET /openapi.json`` (AdminFunction answers it, deployed
-  and here alike); its assets from ``swagger-ui-dist``.
+"""The static files `make serve` offers beside the API, from the repository and the npm packages
+`make` installs (never a CDN): the account console at ``/console/`` and the staff console at
+``/console/staff/`` (a path without a file extension is one of the console's pages and gets its
+``index.html``), the console's QR code library, and Swagger UI at ``/docs`` on the API's own
+``GET /openapi.json``. Deployed, they are files on any static host (docs/development.md).
 """
 
 from __future__ import annotations
@@ -75,23 +66,13 @@ def console_url(port: int) -> str:
 
 @dataclass(frozen=True)
 class StaticSite:
-    """Where the static files come from: the repository root (``console/``, ``docs/``) and its
-    ``node_modules``."""
+    """Where the static files come from: the repository root and its ``node_modules``."""
 
     root: Path
 
-    @property
-    def node_modules(self) -> Path:
-        """The npm packages installed from package-lock.json."""
-        return self.root / "node_modules"
-
     def answer(self, request: HttpRequest) -> HttpResponse | None:
-        """The response for a static page or file, or None when the API answers the request.
-
-        Every path that names no page or file here goes to the API, whose ``$default`` answers it
-        with the contract's JSON 404 (``INVALID_ENDPOINT_ERROR``), as it answers every ``/console``
-        path deployed (the template declares no route for them).
-        """
+        """The response for a static page or file, or None: the API then answers (its ``$default``
+        the contract's JSON 404, as for every ``/console`` path deployed)."""
         if request.method not in ("GET", "HEAD"):
             return None
         path = request.raw_path
@@ -99,17 +80,18 @@ class StaticSite:
             DOCS: lambda: _page(_SWAGGER_PAGE.encode(), "text/html; charset=utf-8"),
             f"{DOCS}/init.js": lambda: _page(_SWAGGER_INIT.encode(), "text/javascript; charset=utf-8"),
             CONSOLE: lambda: HttpResponse(308, [("location", f"{CONSOLE}/")], b""),
-            f"{CONSOLE}/vendor/qrcode.js": lambda: self._file(self.node_modules / QR_LIBRARY),
+            f"{CONSOLE}/vendor/qrcode.js": lambda: self._file(self.root / "node_modules" / QR_LIBRARY),
             STAFF_CONSOLE: lambda: HttpResponse(308, [("location", f"{STAFF_CONSOLE}/")], b""),
         }
         if path in exact:
             return exact[path]()
         if path.startswith(f"{DOCS}/assets/"):
-            return self._under(self.node_modules / "swagger-ui-dist", path.removeprefix(f"{DOCS}/assets/"))
+            return self._under(
+                self.root / "node_modules" / "swagger-ui-dist", path.removeprefix(f"{DOCS}/assets/")
+            )
         return self._console(path)
 
     def _console(self, path: str) -> HttpResponse | None:
-        """A page of either console (``index.html``) or a file below its folder; None otherwise."""
         for prefix, directory in ((STAFF_CONSOLE, ("console", "staff")), (CONSOLE, ("console",))):
             if path.startswith(f"{prefix}/"):
                 folder = self.root.joinpath(*directory)
@@ -122,7 +104,6 @@ class StaticSite:
         return None
 
     def _under(self, directory: Path, relative: str) -> HttpResponse | None:
-        """A file below ``directory`` named by the still-encoded ``relative`` path, or None."""
         names = plain_names(relative)
         return self._file_below(directory, names) if names else None
 
@@ -144,15 +125,11 @@ class StaticSite:
 
 def plain_names(relative: str) -> list[str] | None:
     """The decoded segments of a still percent-encoded relative path (``a/b.js`` -> ``[a, b.js]``;
-    a trailing slash is tolerated), or None when one is not a plain file name: empty (``//``),
-    ``.`` or ``..`` in any spelling (``%2e%2E``), or holding an encoded slash or backslash, a NUL
-    or another control character. Decoding each segment after splitting is what keeps
-    ``..%2f..%2fpyproject.toml`` one segment, and refused, instead of two steps up.
-    """
+    a trailing slash is tolerated), or None when one is not a plain file name: empty, ``.`` or
+    ``..`` in any spelling, or holding an encoded slash or backslash or a control character.
+    Decoded after splitting, ``..%2f..%2fpyproject.toml`` stays one segment, and is refused."""
     segments = relative.split("/")
-    if segments[-1] == "":
-        segments.pop()
-    names = [unquote(segment) for segment in segments]
+    names = [unquote(segment) for segment in segments[: -1 if segments[-1] == "" else None]]
     if any(name in ("", ".", "..") or _UNSAFE.search(name) for name in names):
         return None
     return names

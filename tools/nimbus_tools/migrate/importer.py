@@ -1,17 +1,8 @@
-"""``nimbus import``: an upstream Cumulonimbus database into a Nimbus stack (CONTRACT section 15).
-
-Idempotent and resumable without a checkpoint file: each account is created in one transaction
-(the user with its factors and backup codes, both claims, the user count) marked ``importPending``;
-its live sessions follow (in batches of 25; when a stopped run is resumed, each only if absent),
-then the mark is removed. A second run finds
-every account done and changes nothing; a run that stopped part way picks up the pending accounts'
-sessions and the accounts not yet created. Sessions of a finished account are never written again,
-so one revoked in Nimbus since stays revoked.
-
-Nothing is guessed: accounts whose username or address collide under Nimbus's rules (with each
-other in the source, or with an account Nimbus has), or that break its rules, are skipped and
-listed. The source is only read, in pages; the writes of a page run in parallel, and botocore's
-adaptive retries back off when DynamoDB throttles.
+"""``nimbus import``: an upstream Cumulonimbus database into a Nimbus stack (CONTRACT section 15;
+docs/migrate.md). Idempotent and resumable without a checkpoint: each account is created in one
+transaction marked ``importPending``, its live sessions follow, then the mark goes; a later run
+finishes pending accounts and never writes a finished one's sessions again (one revoked since stays
+revoked). Accounts that collide or break Nimbus's rules are skipped and listed, never guessed at.
 """
 
 from __future__ import annotations
@@ -58,34 +49,25 @@ class Report:
     def render(self) -> str:
         """The final report, as printed."""
         verb = "would import" if self.dry_run else "imported"
-        lines = [
-            f"Source: {', '.join(f'{n} {k}' for k, n in self.source.items())} (unexpired sessions only)",
-            *(
-                f"{kind:<9} {verb} {self.imported.get(kind, 0):>7}   already there {old:>7}"
-                for kind in ("domains", "users", "factors", "sessions")
-                for old in (self.unchanged.get(kind, 0),)
-            ),
-            f"skipped   {len(self.skipped):>7} account(s)" + (":" if self.skipped else ""),
-            *(f"  {s['id']} {s['username']}: {s['reason']}" for s in self.skipped),
-            *(
-                [f"sessions not imported: {len(self.dropped_sessions)}"]
-                + [f"  {d['user']} session {d['id']}: {d['reason']}" for d in self.dropped_sessions]
-                if self.dropped_sessions
-                else []
-            ),
-            *(
-                [f"sessions revoked in Nimbus since their import, not brought back: {self.revoked_sessions}"]
-                if self.revoked_sessions
-                else []
-            ),
-            *(
-                [f"changed upstream since their import, left as imported: {len(self.changed)}"]
-                + [f"  {c['id']} {c['username']}" for c in self.changed]
-                if self.changed
-                else []
-            ),
-            f"in {self.seconds:.1f} s" + ("  (dry run: nothing was written)" if self.dry_run else ""),
-        ]
+        lines = [f"Source: {', '.join(f'{n} {k}' for k, n in self.source.items())} (unexpired sessions only)"]
+        for kind in ("domains", "users", "factors", "sessions"):
+            new, old = self.imported.get(kind, 0), self.unchanged.get(kind, 0)
+            lines.append(f"{kind:<9} {verb} {new:>7}   already there {old:>7}")
+        lines.append(f"skipped   {len(self.skipped):>7} account(s)" + (":" if self.skipped else ""))
+        lines += [f"  {s['id']} {s['username']}: {s['reason']}" for s in self.skipped]
+        if self.dropped_sessions:
+            lines.append(f"sessions not imported: {len(self.dropped_sessions)}")
+            lines += [f"  {d['user']} session {d['id']}: {d['reason']}" for d in self.dropped_sessions]
+        if self.revoked_sessions:
+            lines.append(
+                f"sessions revoked in Nimbus since their import, not brought back: {self.revoked_sessions}"
+            )
+        if self.changed:
+            lines.append(f"changed upstream since their import, left as imported: {len(self.changed)}")
+            lines += [f"  {c['id']} {c['username']}" for c in self.changed]
+        lines.append(
+            f"in {self.seconds:.1f} s" + ("  (dry run: nothing was written)" if self.dry_run else "")
+        )
         return "\n".join(lines)
 
     def as_json(self) -> dict[str, Any]:
