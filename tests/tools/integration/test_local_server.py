@@ -97,6 +97,15 @@ def test_a_warm_worker_serves_the_next_request(api: LocalApiProcess) -> None:
     assert {first["pid"], second["pid"]} <= _echo_worker_pids(api)
 
 
+def test_a_worker_holds_its_function_not_the_local_api_around_it(api: LocalApiProcess) -> None:
+    """A worker is spawned, and a spawned process imports its parent's main module again (here
+    nimbus_tools.local.main): that must not bring the local API's servers and emulator into every
+    function's cold start, as Lambda runs a function without them."""
+    _, _, body = http("GET", f"{api.api_url}/echo/me")
+    worker_runtime = {"nimbus_tools", "nimbus_tools.local", "nimbus_tools.local.worker"}
+    assert sorted(set(body["local_api_modules"]) - worker_runtime) == []
+
+
 def _echo_worker_pids(api: LocalApiProcess) -> set[int]:
     # Every EchoFunction worker answers some request when asked enough times in parallel.
     with ThreadPoolExecutor(max_workers=4) as pool:

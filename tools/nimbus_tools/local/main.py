@@ -10,11 +10,13 @@ import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from nimbus_tools.local.stack import LocalStack, StackOptions
-from nimbus_tools.local.state import StateDirInUseError
-from nimbus_tools.local.static import console_url
-from nimbus_tools.template import DEFAULT_TEMPLATE_PATH, TemplateError, load_template, parameter_values
+# The local API is imported where it is used, not here: every function worker is a spawned process,
+# and a spawned process imports its parent's main module (this one) again. Imported at the top, the
+# servers and the emulator would load into each worker, as part of every function's cold start.
+if TYPE_CHECKING:
+    from nimbus_tools.local.stack import StackOptions
 
 # `UPSTREAM_JWT_CERTIFICATE=certs/jwt.crt make serve`: upstream's certificate (a PEM file's path, or
 # the PEM itself), given to the functions as the UpstreamJwtCertificate template parameter.
@@ -69,6 +71,8 @@ def _pair(text: str) -> tuple[str, str]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``nimbus-local``."""
+    from nimbus_tools.template import DEFAULT_TEMPLATE_PATH
+
     parser = argparse.ArgumentParser(prog="nimbus-local", description="Run the Nimbus API locally.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser(
@@ -93,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``nimbus-local`` console script."""
+    from nimbus_tools.local.stack import StackOptions
+    from nimbus_tools.template import load_template, parameter_values
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.workers < 1:
@@ -108,6 +115,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def serve(options: StackOptions) -> int:
     """Run the local stack until Ctrl-C or SIGTERM; 0 on a clean stop, 1 if it cannot start."""
+    from nimbus_tools.local.stack import LocalStack
+    from nimbus_tools.local.state import StateDirInUseError
+    from nimbus_tools.local.static import console_url
+    from nimbus_tools.template import TemplateError
+
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
