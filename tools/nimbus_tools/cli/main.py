@@ -1,9 +1,6 @@
 """``nimbus``: the operator tool (staff, kill switches, log level, domains, captured and failed mail,
-importing an upstream deployment).
-
-Works on the running local API by default (its serve.json), or on a deployed stack with
-``--stack NAME [--region R]``.
-"""
+importing an upstream deployment), on the running local API (its serve.json) by default or on a
+deployed stack with ``--stack NAME [--region R]``."""
 
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from types_boto3_ssm import SSMClient
 
 NOT_RUNNING = "the local API is not running; start it with `make serve`"
+_REGIONAL = Config(account_id_endpoint_mode="disabled")
 # Exit codes: 1 for a failure (unknown user, AWS error, API not running), 2 for bad input, the
 # code argparse uses for usage errors.
 EXIT_FAILURE = 1
@@ -57,15 +58,20 @@ class Target:
 
     def table(self, logical_id: str) -> str:
         """The physical name of a table (``"UsersTable"`` -> its name)."""
-        if logical_id not in self.tables:
-            raise CliError(f"{self.description} has no {logical_id}")
-        return self.tables[logical_id]
+        return self._named(self.tables, logical_id)
 
     def parameter(self, logical_id: str) -> str:
         """The name of an SSM parameter (``"LogLevelParameter"`` -> ``/nimbus/dev/loglevel``)."""
-        if logical_id not in self.parameters:
+        return self._named(self.parameters, logical_id)
+
+    def queue(self, logical_id: str) -> str:
+        """The URL of an SQS queue of the stack."""
+        return self._named(self.queues, logical_id)
+
+    def _named(self, names: dict[str, str], logical_id: str) -> str:
+        if logical_id not in names:
             raise CliError(f"{self.description} has no {logical_id}")
-        return self.parameters[logical_id]
+        return names[logical_id]
 
     def killswitch_parameters(self) -> dict[KillSwitch, str]:
         """Each kill switch's SSM parameter name, as the functions of this stack read them."""
@@ -81,12 +87,6 @@ class Target:
         """An SSM client for this stack."""
         return self.session.client("ssm", endpoint_url=self.endpoint_url)
 
-    def queue(self, logical_id: str) -> str:
-        """The URL of an SQS queue of the stack."""
-        if logical_id not in self.queues:
-            raise CliError(f"{self.description} has no {logical_id}")
-        return self.queues[logical_id]
-
     def sqs(self) -> SQSClient:
         """An SQS client for this stack."""
         return self.session.client("sqs", endpoint_url=self.endpoint_url)
@@ -97,18 +97,12 @@ class Target:
 
     def dynamodbstreams(self) -> DynamoDBStreamsClient:
         """A DynamoDB Streams client for this stack (regional endpoint, as the emulator serves)."""
-        return self.session.client(
-            "dynamodbstreams",
-            endpoint_url=self.endpoint_url,
-            config=Config(account_id_endpoint_mode="disabled"),
-        )
+        return self.session.client("dynamodbstreams", endpoint_url=self.endpoint_url, config=_REGIONAL)
 
 
 def find_state_file(start: Path | None = None) -> Path:
-    """``.local/serve.json`` in ``start`` (default: the working directory) or its nearest parent.
-
-    `make serve` writes it at the repository root; operators often run `nimbus` from a subdirectory.
-    """
+    """``.local/serve.json`` in ``start`` (default: the working directory) or its nearest parent
+    (`make serve` writes it at the repository root; `nimbus` may run in a subdirectory)."""
     here = (start or Path.cwd()).resolve()
     for directory in (here, *here.parents):
         candidate = directory / state_path()

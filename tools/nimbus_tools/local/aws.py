@@ -1,20 +1,9 @@
-"""The AWS emulator: moto's server app, in process, behind our own WSGI middleware.
-
-The middleware adds what the local API needs on top of moto:
-
-* one lock around every AWS request, because moto's backends are not safe under concurrent
-  threads while DynamoDB guarantees atomic conditional writes and transactions;
-* capture of every accepted SES v2 SendEmail (``GET``/``DELETE /_nimbus/mail``): moto's own record
-  of sent mail keeps one body, the HTML one when there are two, and the text body is what people
-  and tests read the verification link from;
-* fault injection for tests (``POST``/``GET``/``DELETE /_nimbus/faults``, see ``faults.py``);
-* trimming of DynamoDB streams (``POST /_nimbus/streams/trim``, for the stream poller);
-* a bounded memory: moto's record of every model object it creates is emptied every
-  :data:`FORGET_EVERY` requests (``moto_internals.forget_model_instances``).
-
-moto's internals used here (its server app, its model record, its stream shards) are reached
-through :mod:`nimbus_tools.moto_internals` only.
-"""
+"""The AWS emulator: moto's server app (reached through :mod:`nimbus_tools.moto_internals`) in
+process, behind a WSGI middleware that adds one lock around every AWS request (moto's backends are
+not thread-safe; DynamoDB's conditional writes are atomic), capture of every accepted SES v2
+SendEmail with its text body (``/_nimbus/mail``: moto keeps one body, the HTML one), fault
+injection (``/_nimbus/faults``), stream trimming (``/_nimbus/streams/trim``) and a bounded memory
+(moto's record of model objects emptied every :data:`FORGET_EVERY` requests)."""
 
 from __future__ import annotations
 

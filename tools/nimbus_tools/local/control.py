@@ -1,9 +1,6 @@
 """Client side of the emulator's control endpoints (``/_nimbus/faults``, ``/_nimbus/mail``,
-``/_nimbus/streams/trim``).
-
-For tests and the ``nimbus mail`` command; every call takes the emulator URL (``aws_endpoint_url``
-in serve.json).
-"""
+``/_nimbus/streams/trim``), for tests, the stream poller and ``nimbus mail``; each call takes the
+emulator's URL (``aws_endpoint_url`` in serve.json)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Warm worker pools: each function runs in up to N isolated processes, like Lambda containers.
-
-Workers are spawned lazily (the first requests pay the cold start), reused while healthy, and
-replaced after a crash or a timeout. A request waits for a free worker when all N are busy.
-"""
+"""Warm worker pools: each function runs in up to N isolated processes, like Lambda containers,
+spawned on demand (the first requests pay the cold start), reused while healthy, replaced after a
+crash or a timeout; a request waits for a free worker when all N are busy."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Call the functions in this process, exactly as the local API routes them (tests and benchmarks).
-
-The same router and payload v2 events as ``nimbus-local serve``, without HTTP or worker processes:
-the caller provides AWS (moto's ``mock_aws`` or the emulator) and the functions' environment.
-"""
+"""Call the functions in this process, routed as the local API routes them (same router, same
+payload v2 events), without HTTP or workers: for tests and benchmarks, which provide AWS (moto)."""
 
 from __future__ import annotations
 

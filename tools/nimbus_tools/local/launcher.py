@@ -1,12 +1,6 @@
-"""Start ``nimbus-local serve`` in a subprocess and wait until it is ready: for tests and scripts.
-
-    with start_local_api(state_dir=tmp_path, template=FIXTURE) as api:
-        urllib.request.urlopen(api.api_url + "/")
-        inject_fault(api.aws_endpoint_url, "dynamodb", "PutItem")
-    # leaving the block sends SIGINT and waits for a clean exit
-
-Readiness is the "Nimbus local API on ..." line, so no test needs to sleep.
-"""
+"""Start ``nimbus-local serve`` in a subprocess for tests and scripts, ready once it printed its
+"Nimbus local API on ..." line (no test sleeps); leaving ``with start_local_api(...) as api:``
+sends SIGINT and waits for a clean exit."""
 
 from __future__ import annotations
 
@@ -16,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
@@ -56,14 +49,8 @@ class LocalApiProcess:
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """Wait (at most ``timeout`` s) until ``predicate()`` holds; re-checked whenever output arrives."""
-        deadline = time.monotonic() + timeout
         with self._changed:
-            while not predicate():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._changed.wait(min(remaining, 0.2))
-        return True
+            return self._changed.wait_for(predicate, timeout)
 
     def ready(self) -> bool:
         """Whether the server printed its ready line (or exited)."""

@@ -43,11 +43,8 @@ def provision(
     endpoint_url: str | None = None,
 ) -> ProvisionedStack:
     """Create every table (TTL and stream where the template says), SQS queue, SSM parameter, SES
-    identity and the default domain, through ``session``'s clients (at ``endpoint_url`` if given).
-
-    Safe to call twice: existing tables, queues, identities and the domain item are left as they
-    are, parameters are reset to their template value.
-    """
+    identity and the default domain with ``session``'s clients (at ``endpoint_url`` if given). Safe
+    to call twice: what exists is left as it is, parameters are reset to their template value."""
     values = parameter_values(template, params)
     dynamodb = session.client("dynamodb", endpoint_url=endpoint_url)
     tables = create_tables(dynamodb, template)

@@ -1,9 +1,6 @@
-"""HTTP API route matching, with API Gateway's priorities.
-
-A request goes to the most specific matching route: literal segments beat ``{param}`` segments,
-which beat a greedy ``{proxy+}``; a route with the request's method beats ``ANY`` on the same path;
-``$default`` catches everything else (including a known path with an unknown method).
-"""
+"""HTTP API route matching with API Gateway's priorities: literal segments beat ``{param}``, which
+beats a greedy ``{proxy+}``; the request's method beats ``ANY`` on the same path; ``$default``
+catches everything else (a known path with an unknown method too)."""
 
 from __future__ import annotations
 

@@ -186,13 +186,9 @@ def _capitalized(name: str) -> str:
 
 
 class ApiResponseTask(WSGITask):
-    """waitress's WSGI task, with two of its habits undone to answer as API Gateway does.
-
-    waitress capitalises every response header name (``RateLimit-Limit`` would become
-    ``Ratelimit-Limit``); API Gateway passes the function's names through. And waitress closes the
-    connection after any response without a Content-Length, even a 204 or 304, which never has one
-    (a CORS preflight would cost a new connection each time).
-    """
+    """waitress's WSGI task, answering as API Gateway does: header names as the function spelled them
+    (waitress writes ``Ratelimit-Limit``), and a 204 or 304 keeps the connection open (waitress
+    closes it after any response without a Content-Length, so every CORS preflight would cost one)."""
 
     def build_response_header(self) -> bytes:
         """The status line and headers, with the application's own spelling of each name."""
@@ -227,12 +223,9 @@ class _WaitressServer(TcpWSGIServer):
 
 
 class LocalApiServer:
-    """The local API's HTTP server: bind with the constructor, serve with :meth:`serve_forever`.
-
-    The gateway is attached after binding because the functions' environment depends on the
-    port actually bound (the verification link points back at this server). :meth:`shutdown`
-    (from another thread) stops serving; :meth:`server_close` releases the socket.
-    """
+    """The local API's HTTP server: bind with the constructor, attach the gateway (the functions'
+    environment depends on the port bound), serve with :meth:`serve_forever`; :meth:`shutdown` (from
+    another thread) stops serving, :meth:`server_close` releases the socket."""
 
     def __init__(
         self,

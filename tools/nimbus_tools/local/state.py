@@ -94,12 +94,9 @@ class StateDirInUseError(RuntimeError):
 
 
 class ServeLock:
-    """An exclusive ``flock`` on ``<state-dir>/serve.lock``, held for the server's lifetime.
-
-    The operating system releases it when the process ends, however it ends, so a crashed or killed
-    server never blocks the next one (a pid file alone could name a dead or reused pid). The file
-    holds the holder's pid, for the message of a server that is refused.
-    """
+    """An exclusive ``flock`` on ``<state-dir>/serve.lock``, held for the server's lifetime and
+    released by the operating system however the process ends (a pid file alone could name a dead or
+    reused pid); the file holds the holder's pid, for the message of a server refused."""
 
     def __init__(self, descriptor: int) -> None:
         self._descriptor: int | None = descriptor

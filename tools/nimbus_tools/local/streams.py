@@ -149,14 +149,10 @@ def batch_failures(result_json: str | None, batch: Sequence[Mapping[str, Any]]) 
 
 
 class StreamReader:
-    """Reads a table's stream from where it was left, shard by shard (new records only).
-
-    Each read takes a fresh iterator at the last record returned, never ``NextShardIterator``:
-    moto (5.2) rolls a cancelled TransactWriteItems back by replacing the table, stream included,
-    so sequence numbers are handed out again. Records are told apart by their eventID, which moto
-    never reuses: when the last record returned is gone, the shard is scanned again and only
-    records never returned are given out. :meth:`forget` drops the eventIDs of trimmed records.
-    """
+    """Reads a table's stream from where it was left, shard by shard (new records only), with a
+    fresh iterator at the last record returned: moto (5.2) rolls a cancelled TransactWriteItems back
+    by replacing the table, stream included, so sequence numbers are handed out again. Records are
+    told apart by eventID, which moto never reuses (:meth:`forget` drops those of trimmed records)."""
 
     def __init__(self, client: DynamoDBStreamsClient, stream_arn: str, starting_position: str) -> None:
         self.client, self.stream_arn = client, stream_arn

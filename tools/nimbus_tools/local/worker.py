@@ -1,13 +1,8 @@
-"""The code that runs inside a function's worker process: a warm, Lambda-container-like runtime.
-
-A worker imports the handler module once (the "init" phase), then serves invocations sent over a
-pipe one at a time, exactly like a warm Lambda execution environment. It runs in a ``spawn``ed
-interpreter so module-level state (clients, caches) is per worker, as it is per container.
-
-Wire protocol (parent -> worker): ``("invoke", request_id, event_json, deadline_epoch_ms)``.
-Worker -> parent: ``("ready",)`` or ``("init_error", text)`` once, then per invocation
-``("ok", result_json)`` or ``("error", text)``.
-"""
+"""Inside a function's worker process: a warm, Lambda-container-like runtime in a ``spawn``ed
+interpreter (module state per worker, as per container). It imports the handler once (init), then
+serves invocations from its pipe one at a time: parent -> worker ``("invoke", request_id,
+event_json, deadline_epoch_ms)``; worker -> parent ``("ready",)`` or ``("init_error", text)`` once,
+then ``("ok", result_json)`` or ``("error", text)`` per invocation."""
 
 from __future__ import annotations
 

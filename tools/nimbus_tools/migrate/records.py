@@ -1,12 +1,7 @@
-"""Upstream rows as Nimbus records (CONTRACT section 15), or the reason one cannot be imported.
-
-Nothing is guessed: an account that breaks a rule of Nimbus (its id, username or address, a
-password that is not a bcrypt hash, a second factor without its secret or key) is refused with the
-reason, and the operator fixes the source. Accounts keep their ids, names, addresses, domains,
-staff flag, ban, verification and timestamps; the bcrypt hash is kept as it is (replaced by argon2id
-at the first login), backup-code digests under their legacy key, and every unexpired session under
-upstream's own id (its token's ``iat``), which is also what the token names.
-"""
+"""Upstream rows as Nimbus records (CONTRACT section 15), or why one cannot be imported: nothing is
+guessed. Accounts keep their ids, names, addresses, domains, flags and timestamps; the bcrypt hash
+as it is (argon2id at the first login), backup-code digests under their legacy key, and each live
+session under upstream's own id (its token's ``iat``, which the token names)."""
 
 from __future__ import annotations
 

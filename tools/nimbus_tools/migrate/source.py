@@ -1,10 +1,6 @@
-"""Reading an upstream Cumulonimbus database (PostgreSQL, CONTRACT section 15), read-only and in pages.
-
-The connection is opened read-only (every transaction it starts is ``READ ONLY``, so not even a
-mistake of ours can write), and users are read in pages by keyset (``createdAt``, ``id``): a page
-costs the same at the end of a large table as at its start, and a run that stops can simply run
-again. Each page's factors and sessions are read with it, by the page's user ids.
-"""
+"""Reading an upstream Cumulonimbus database (PostgreSQL, CONTRACT section 15): on a read-only
+connection (not even a mistake of ours can write), users in pages by keyset (``createdAt``, ``id``:
+as cheap at the end of a large table as at its start), each page's factors and sessions with it."""
 
 from __future__ import annotations
 
