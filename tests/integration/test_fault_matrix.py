@@ -345,7 +345,7 @@ def test_every_aws_call_of_every_scenario_failed_in_turn_leaves_a_clean_answer_a
         for failure in failures_of(calls):
             described = f"{scenario.name}, {failure.describe(calls)}"
             problems += _run_one(scenario, failure, watch, stack, described, monkeypatch)
-        stack.truncate()  # per scenario: moto's transactions slow down as its tables grow
+            stack.truncate()  # per run: moto's transactions slow down as its tables and streams grow
     assert problems == [], "\n".join(problems)
 
 
