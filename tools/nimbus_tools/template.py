@@ -1,10 +1,7 @@
-"""Read template.yaml (the SAM template) and resolve what local tools need from it.
-
-The template is the single source of truth for tables, parameters, functions and routes. Only the
-features it uses are read (Ref, Fn::Sub in its string form, Fn::GetAtt .Arn, Fn::Join,
-AWS::NoValue, the pseudo parameters it names); anything else raises :class:`TemplateError`, so a
-template change cannot be silently misread.
-"""
+"""Read template.yaml (the SAM template), the one source of tables, parameters, functions and
+routes, and resolve what local tools need from it. Only the features it uses are read (Ref, Fn::Sub
+in its string form, Fn::GetAtt .Arn, Fn::Join, AWS::NoValue, the pseudo parameters it names);
+anything else raises :class:`TemplateError`, so a template change cannot be silently misread."""
 
 from __future__ import annotations
 
@@ -13,7 +10,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import yaml
 
@@ -34,9 +31,6 @@ _NAMED = {
     QUEUE_TYPE: ("QueueName", "sqs", "{}"),
     SSM_PARAMETER_TYPE: ("Name", "ssm", "parameter{}"),
 }
-# Queue properties that are also SQS queue attributes of the same name (the rest do not matter locally).
-_QUEUE_ATTRIBUTES: tuple[str, ...] = ("DelaySeconds", "MaximumMessageSize", "MessageRetentionPeriod")
-_QUEUE_ATTRIBUTES += ("ReceiveMessageWaitTimeSeconds", "VisibilityTimeout", "SqsManagedSseEnabled")
 _SUB_VARIABLE = re.compile(r"\$\{([^}]*)\}")
 
 Template = dict[str, Any]
@@ -99,32 +93,26 @@ def parameter_values(template: Template, overrides: Mapping[str, str] | None = N
         if name in overrides:
             value = values[name] = overrides[name]
             allowed, pattern = spec.get("AllowedValues"), spec.get("AllowedPattern")
-            if allowed is not None and value not in [_parameter_string(v) for v in allowed]:
+            if allowed is not None and value not in [parameter_string(v) for v in allowed]:
                 raise TemplateError(f"parameter {name}={value!r} is not one of {allowed}")
             if pattern is not None and re.fullmatch(pattern, value) is None:
                 raise TemplateError(f"parameter {name}={value!r} does not match {pattern}")
         elif "Default" in spec:
-            values[name] = _parameter_string(spec["Default"])
+            values[name] = parameter_string(spec["Default"])
     return values
 
 
-def _parameter_string(value: object) -> str:
-    # CloudFormation parameters are strings; YAML reads `Default: 24` as an int.
+def parameter_string(value: object) -> str:
+    """A value as CloudFormation passes it, a string (YAML reads ``Default: 24`` as an int)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
-        return ",".join(_parameter_string(v) for v in value)
+        return ",".join(parameter_string(v) for v in value)
     return str(value)
 
 
-class _NoValue:
-    """``!Ref AWS::NoValue``: the key or list item holding it disappears, as in CloudFormation."""
-
-    def __repr__(self) -> str:
-        return "AWS::NoValue"
-
-
-NO_VALUE = _NoValue()
+# ``!Ref AWS::NoValue``: the key or list item holding it disappears, as in CloudFormation.
+NO_VALUE = object()
 
 
 @dataclass
@@ -160,7 +148,7 @@ class Resolver:
         resolved = self.resolve(value)
         if isinstance(resolved, (dict, list)):
             raise TemplateError(f"{where}: expected a string, got {resolved!r}")
-        return _parameter_string(resolved)
+        return parameter_string(resolved)
 
     def _ref(self, name: Any) -> Any:
         if not isinstance(name, str):
@@ -231,7 +219,7 @@ class Resolver:
             value = self._ref(name)
             if isinstance(value, list):
                 raise TemplateError(f"Fn::Sub cannot substitute list parameter {name}")
-            return _parameter_string(value)
+            return parameter_string(value)
 
         return _SUB_VARIABLE.sub(replace, arg)
 
@@ -241,7 +229,7 @@ class Resolver:
         values = self.resolve(arg[1])
         if not isinstance(values, list):
             raise TemplateError(f"Fn::Join needs a list of values, got {values!r}")
-        return arg[0].join(_parameter_string(v) for v in values)
+        return arg[0].join(parameter_string(v) for v in values)
 
 
 def resolver(template: Template, params: Mapping[str, str] | None = None) -> Resolver:
@@ -249,83 +237,9 @@ def resolver(template: Template, params: Mapping[str, str] | None = None) -> Res
     return Resolver(template, parameter_values(template, params))
 
 
-class TableDefinition(TypedDict):
-    """How to create one table locally: ``create_table`` kwargs and the TTL attribute, if any."""
-
-    create_table: dict[str, Any]
-    ttl_attribute: str | None
-
-
-def table_definitions(template: Template) -> dict[str, TableDefinition]:
-    """Every DynamoDB table, by logical id, as kwargs for ``create_table`` plus its TTL attribute
-    (named as the functions' environment names it, ``!Ref UsersTable``)."""
-    names = resolver(template)
-    definitions: dict[str, TableDefinition] = {}
-    for logical_id, resource in resources_of_type(template, TABLE_TYPE).items():
-        properties = names.resolve(resource.get("Properties") or {})
-        if properties.get("BillingMode") != "PAY_PER_REQUEST":
-            raise TemplateError(f"{logical_id}: only PAY_PER_REQUEST tables are supported locally")
-        keys = ("AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes", "LocalSecondaryIndexes")
-        kwargs = {"TableName": names.resolve({"Ref": logical_id}), "BillingMode": "PAY_PER_REQUEST"}
-        kwargs |= {key: properties[key] for key in keys if properties.get(key)}
-        view = (properties.get("StreamSpecification") or {}).get("StreamViewType")
-        if view:
-            kwargs["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": view}
-        ttl = properties.get("TimeToLiveSpecification") or {}
-        enabled = ttl.get("Enabled") in (True, "true", "True")
-        definitions[logical_id] = {
-            "create_table": kwargs,
-            "ttl_attribute": ttl.get("AttributeName") if enabled else None,
-        }
-    return definitions
-
-
 def queue_url(name: str, region: str = LOCAL_REGION, account_id: str = LOCAL_ACCOUNT_ID) -> str:
     """The URL of queue ``name`` as SQS spells it (moto finds a queue by the URL's last part)."""
     return f"https://sqs.{region}.amazonaws.com/{account_id}/{name}"
-
-
-def queue_definitions(template: Template) -> dict[str, dict[str, Any]]:
-    """Every SQS queue, by logical id, as kwargs for ``create_queue`` (QueueName, Attributes)."""
-    names = resolver(template)
-    definitions: dict[str, dict[str, Any]] = {}
-    for logical_id, resource in resources_of_type(template, QUEUE_TYPE).items():
-        properties = names.resolve(resource.get("Properties") or {})
-        attributes = {
-            key: _parameter_string(properties[key]) for key in _QUEUE_ATTRIBUTES if key in properties
-        }
-        definitions[logical_id] = {
-            "QueueName": names.physical_name(logical_id, resource),
-            "Attributes": attributes,
-        }
-    return definitions
-
-
-def ssm_parameter_definitions(
-    template: Template, params: Mapping[str, str] | None = None
-) -> dict[str, dict[str, str]]:
-    """Every AWS::SSM::Parameter, by logical id, as kwargs for ``put_parameter`` (Name, Value, Type,
-    and Description and AllowedPattern where the template gives them)."""
-    names = resolver(template, params)
-    definitions: dict[str, dict[str, str]] = {}
-    for logical_id, resource in resources_of_type(template, SSM_PARAMETER_TYPE).items():
-        properties = {"Value": "", "Type": "String"} | (resource.get("Properties") or {})
-        definition = {"Name": names.resolve_string({"Ref": logical_id}, logical_id)}
-        for key in ("Value", "Type", "Description", "AllowedPattern"):
-            if key in properties:
-                definition[key] = names.resolve_string(properties[key], f"{logical_id}.{key}")
-        definitions[logical_id] = definition
-    return definitions
-
-
-def ssm_parameters(template: Template, params: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Every SSM parameter's resolved name -> its template Value."""
-    return {d["Name"]: d["Value"] for d in ssm_parameter_definitions(template, params).values()}
-
-
-def ssm_parameter_names(template: Template, params: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Every SSM parameter's logical id -> its resolved name (e.g. ``/nimbus/dev/killswitches``)."""
-    return {lid: d["Name"] for lid, d in ssm_parameter_definitions(template, params).items()}
 
 
 @dataclass(frozen=True)
@@ -411,8 +325,7 @@ def function_specs(template: Template, params: Mapping[str, str] | None = None) 
 def http_api_cors(template: Template, params: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """The resolved CorsConfiguration of the template's (first) HttpApi, or None without one."""
     for resource in resources_of_type(template, "AWS::Serverless::HttpApi").values():
-        cors = (resource.get("Properties") or {}).get("CorsConfiguration")
-        if cors:
+        if cors := (resource.get("Properties") or {}).get("CorsConfiguration"):
             resolved: dict[str, Any] = resolver(template, params).resolve(cors)
             return resolved
     return None

@@ -7,18 +7,20 @@ from pathlib import Path
 import pytest
 
 from nimbus_core.domain.killswitches import KillSwitch, parameter_names
+from nimbus_tools.local.provision import (
+    queue_definitions,
+    ssm_parameter_names,
+    ssm_parameters,
+    table_definitions,
+)
 from nimbus_tools.template import (
     TemplateError,
     function_specs,
     http_api_cors,
     load_template,
     parameter_values,
-    queue_definitions,
     resolver,
-    ssm_parameter_names,
-    ssm_parameters,
     stream_subscriptions,
-    table_definitions,
 )
 
 TEMPLATE = load_template()

@@ -1,12 +1,12 @@
-"""Create the stack's data resources in an AWS emulator, from template.yaml: for ``nimbus-local
-serve`` (its moto server) and tests under ``mock_aws``, so both see a deployed stack's tables, TTLs,
-queues, parameters, SES identity and default domain."""
+"""Create the stack's data resources in an AWS emulator, as template.yaml defines them: for
+``nimbus-local serve`` (its moto server) and tests under ``mock_aws``, so both see a deployed
+stack's tables, TTLs, streams, queues, parameters, SES identity and default domain."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import boto3
 from botocore.exceptions import ClientError
@@ -14,16 +14,99 @@ from botocore.exceptions import ClientError
 from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_core.platform import clock
 from nimbus_tools.template import (
+    QUEUE_TYPE,
+    SSM_PARAMETER_TYPE,
+    TABLE_TYPE,
     Template,
+    TemplateError,
+    parameter_string,
     parameter_values,
-    queue_definitions,
     queue_url,
-    ssm_parameter_definitions,
-    table_definitions,
+    resolver,
+    resources_of_type,
 )
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
+
+
+# Queue properties that are also SQS queue attributes of the same name (the rest do not matter locally).
+_QUEUE_ATTRIBUTES: tuple[str, ...] = ("DelaySeconds", "MaximumMessageSize", "MessageRetentionPeriod")
+_QUEUE_ATTRIBUTES += ("ReceiveMessageWaitTimeSeconds", "VisibilityTimeout", "SqsManagedSseEnabled")
+
+
+class TableDefinition(TypedDict):
+    """How to create one table locally: ``create_table`` kwargs and the TTL attribute, if any."""
+
+    create_table: dict[str, Any]
+    ttl_attribute: str | None
+
+
+def table_definitions(template: Template) -> dict[str, TableDefinition]:
+    """Every DynamoDB table, by logical id, as kwargs for ``create_table`` plus its TTL attribute
+    (named as the functions' environment names it, ``!Ref UsersTable``)."""
+    names = resolver(template)
+    definitions: dict[str, TableDefinition] = {}
+    for logical_id, resource in resources_of_type(template, TABLE_TYPE).items():
+        properties = names.resolve(resource.get("Properties") or {})
+        if properties.get("BillingMode") != "PAY_PER_REQUEST":
+            raise TemplateError(f"{logical_id}: only PAY_PER_REQUEST tables are supported locally")
+        keys = ("AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes", "LocalSecondaryIndexes")
+        kwargs = {"TableName": names.resolve({"Ref": logical_id}), "BillingMode": "PAY_PER_REQUEST"}
+        kwargs |= {key: properties[key] for key in keys if properties.get(key)}
+        view = (properties.get("StreamSpecification") or {}).get("StreamViewType")
+        if view:
+            kwargs["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": view}
+        ttl = properties.get("TimeToLiveSpecification") or {}
+        enabled = ttl.get("Enabled") in (True, "true", "True")
+        definitions[logical_id] = {
+            "create_table": kwargs,
+            "ttl_attribute": ttl.get("AttributeName") if enabled else None,
+        }
+    return definitions
+
+
+def queue_definitions(template: Template) -> dict[str, dict[str, Any]]:
+    """Every SQS queue, by logical id, as kwargs for ``create_queue`` (QueueName, Attributes)."""
+    names = resolver(template)
+    definitions: dict[str, dict[str, Any]] = {}
+    for logical_id, resource in resources_of_type(template, QUEUE_TYPE).items():
+        properties = names.resolve(resource.get("Properties") or {})
+        attributes = {
+            key: parameter_string(properties[key]) for key in _QUEUE_ATTRIBUTES if key in properties
+        }
+        definitions[logical_id] = {
+            "QueueName": names.physical_name(logical_id, resource),
+            "Attributes": attributes,
+        }
+    return definitions
+
+
+def ssm_parameter_definitions(
+    template: Template, params: Mapping[str, str] | None = None
+) -> dict[str, dict[str, str]]:
+    """Every AWS::SSM::Parameter, by logical id, as kwargs for ``put_parameter`` (Name, Value, Type,
+    and Description and AllowedPattern where the template gives them)."""
+    names = resolver(template, params)
+    definitions: dict[str, dict[str, str]] = {}
+    for logical_id, resource in resources_of_type(template, SSM_PARAMETER_TYPE).items():
+        properties = {"Value": "", "Type": "String"} | (resource.get("Properties") or {})
+        definition = {"Name": names.resolve_string({"Ref": logical_id}, logical_id)}
+        for key in ("Value", "Type", "Description", "AllowedPattern"):
+            if key in properties:
+                definition[key] = names.resolve_string(properties[key], f"{logical_id}.{key}")
+        definitions[logical_id] = definition
+    return definitions
+
+
+def ssm_parameters(template: Template, params: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every SSM parameter's resolved name -> its template Value."""
+    return {d["Name"]: d["Value"] for d in ssm_parameter_definitions(template, params).values()}
+
+
+def ssm_parameter_names(template: Template, params: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every SSM parameter's logical id -> its resolved name (e.g. ``/nimbus/dev/killswitches``)."""
+    return {lid: d["Name"] for lid, d in ssm_parameter_definitions(template, params).items()}
 
 
 @dataclass(frozen=True)
