@@ -1,8 +1,7 @@
 """AWS answered in process by a botocore ``before-send`` hook: canned JSON bodies, no network, no moto.
 
-The SDK does all its work (serialising, signing, parsing) but the HTTP round trip. The hook goes on a
-botocore (or boto3) session before its clients are made (they copy its handlers). Nothing from boto3
-or botocore is imported here at import time: a cold child imports this before the timed import.
+Nothing from boto3 or botocore is imported here at import time: a cold child imports this before
+the timed import.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""The peers of the performance budgets: bare Lambda handlers that import boto3, create a DynamoDB
-client on their first request and send the requests Nimbus sent (recorded, in the event's body),
-with nothing of ours around them: ``lambda_handler`` the BatchGetItem of GET /users/me,
-``login_handler`` POST /login's counter UpdateItem, username Query, argon2 verify and session
-TransactWriteItems.
-"""
+"""The peers of the performance budgets: bare boto3 Lambda handlers sending the requests Nimbus sent."""
 
 from __future__ import annotations
 

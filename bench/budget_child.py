@@ -1,10 +1,7 @@
 """The child interpreter of the budgets bench: ``python -m bench.budget_child MODE TARGET FIXTURE``.
 
-``cold``: import TARGET's handler module and answer its first request, timed from before the import
-to the response, CPU time (process_time: waiting for other processes is not counted) and wall time.
-``warm``: import TARGET's handler and its baseline, then time requests in alternating batches (CPU).
 Before the timed import only json and ``bench.aws_hook`` are loaded (no boto3), as on a Lambda cold
-start. The result is one ``BUDGET_RESULT {json}`` line (the handlers print their own logs).
+start. The result is one ``BUDGET_RESULT {json}`` line.
 """
 
 import importlib

@@ -1,12 +1,4 @@
-"""Performance budgets: Nimbus against bare boto3 handlers making the same calls (``bench.budget_bare``),
-side by side in one run, as ratios (docs/performance.md): cold import + first GET /users/me and
-POST /login in fresh interpreters, and warm CPU per request in one process, each beside its peer.
-
-AWS is answered by a botocore ``before-send`` hook (``bench.aws_hook``) with canned bodies built by
-the real adapters, so the SDK does its real work and only the network is left out; the bare
-handlers send the very requests Nimbus sent, recorded by a first run of each. Each handler has the
-environment the template gives its function; cold children run round-robin over the targets.
-"""
+"""Performance budgets: Nimbus against bare boto3 handlers making the same calls (docs/performance.md)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""AWS calls per request on a warm function, counted at the SDK boundary under moto (``bench.stack``).
+"""AWS calls per request on a warm function, counted at the SDK boundary under moto (docs/performance.md).
 
-Every registered endpoint is measured by scenarios derived from its registration and the OpenAPI
-document generated from it (docs/performance.md says what each gives); what the registration cannot
-say is a row of ``VARIANTS``: the state a scenario starts from, its label and its budget. An
-endpoint whose request cannot be derived stops the planning, named. A round trip is an HTTP
+What an endpoint's registration cannot say is a row of ``VARIANTS``. A round trip is an HTTP
 attempt: that is what a budget counts.
 """
 

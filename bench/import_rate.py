@@ -1,12 +1,4 @@
-"""``nimbus import``'s pace, and a bcrypt user's first login (docs/performance.md).
-
-An upstream database of 10,000 users (each with a live session, every other one with a TOTP factor)
-in a throwaway PostgreSQL, imported in pages of 500: through the real SDK with AWS answered in
-process (``bench.aws_hook``) by the tool's 8 writers, what the tool itself can drive; and a smaller
-share into moto with one writer (moto in process is not safe for concurrent transactions, and copies
-every table on each TransactWriteItems), showing the writes are real and a second run changes
-nothing. Then bcrypt at upstream's cost 15 and the argon2id rehash that replaces it, timed once.
-"""
+"""``nimbus import``'s pace, and a bcrypt user's first login (docs/performance.md)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""Over HTTP, against the local API (docs/performance.md).
-
-- keepalive: requests on one kept-alive connection to the local API's HTTP server in this process,
-  its function answering at once: the server's own latency (a Nagle stall alone is ~40 ms).
-- recovery: ``POST /users/recover`` for names that are accounts and names that are none against a
-  local API the bench starts (CONTRACT section 14: medians within 5%), each request from a fresh
-  address, the kinds alternating in a shuffled order, the stack idle (mail sent) before each.
-"""
+"""Over HTTP, against the local API: keep-alive latency and recovery timing (docs/performance.md)."""
 
 from __future__ import annotations
 

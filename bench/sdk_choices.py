@@ -1,20 +1,4 @@
-"""What each of the functions' SDK choices buys (``python -m bench --only sdk``).
-
-The functions use botocore's client on its public surface only (``nimbus_core.adapters.clients``).
-Beside botocore's defaults, this measures each public choice alone and all of them together:
-
-- cold: a fresh interpreter importing the SDK, creating a DynamoDB client and making its first
-  ``BatchGetItem`` (the authentication read): boto3's client; botocore's session with its default
-  data loader; botocore with our trimmed service data (``aws_models/``); ours as the functions
-  create it (trimmed data plus the client options below);
-- warm: CPU per ``BatchGetItem`` on one client with botocore's default options, with a fixed
-  User-Agent, with parameter validation off, and with both (``clients.CONFIG``);
-- libraries: the import alone (the bare handler's with its client) of what a library offers where
-  Nimbus writes its own, beside our own modules (``docs/decisions/``).
-
-AWS is answered by ``bench.aws_hook`` (a ``before-send`` hook): the SDK does all its work and
-only the network is left out. Times are CPU time; the figures are medians.
-"""
+"""What each of the functions' SDK choices buys (``python -m bench --only sdk``; docs/performance.md)."""
 
 from __future__ import annotations
 

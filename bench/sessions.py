@@ -1,9 +1,4 @@
-"""Users with many sessions, on moto in process (slower per item than DynamoDB: the milliseconds are
-upper bounds, the round trips carry over to AWS), sessions written straight to moto: revoke (list
-and revoke every session of a user with N), sweep (SweepFunction fed the users stream's record of a
-generation bumped over 5,000 sessions), ban (a staff member bans a user with 1 or 1,000 sessions,
-answering with TOTP; then the sweep of the ban's record, the staff member's own record left out).
-"""
+"""Users with many sessions, on moto in process: revoke, sweep and ban (docs/performance.md)."""
 
 from __future__ import annotations
 

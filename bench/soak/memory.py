@@ -1,13 +1,4 @@
-"""The sampler thread (RSS, items and mail every few seconds, the invariants of tests/invariants.py
-now and then, finished users' rate-limit counters deleted, progress printed) and how memory is judged.
-
-The RSS read is that of the local API and every descendant (its functions' warm workers). The figure
-judged is the growth over the second half of the run of the processes alive through all of it, each
-less its largest rise between two readings if that is a one-time step of at least ``STEP_MIB`` (a
-worker's first argon2 hash, a route's first import). It must stay within 16 MiB + 8 KiB per item
-added + 16 KiB per email sent: twice what moto keeps per item and per email, so data never fails the
-soak (docs/performance.md, "Soak", says where each figure comes from).
-"""
+"""The sampler thread (RSS, items, mail, invariants) and how memory is judged (docs/performance.md)."""
 
 from __future__ import annotations
 

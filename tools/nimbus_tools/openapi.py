@@ -1,21 +1,9 @@
-"""The OpenAPI 3.1 document, generated from the endpoint registry (never written by hand).
+"""The OpenAPI 3.1 document, generated from the endpoint registry (docs/architecture.md).
 
-Every HTTP function's app (as template.yaml lists them) declares its endpoints once
-(:mod:`nimbus_core.http.registry`); this module turns those declarations into the document:
-
-- the path, query and body parameters from the pydantic models the route's signature names
-  (``Request[ChangeUsernameBody]``, found as the guard finds them: :meth:`Endpoint.model`), and the
-  success response, under its declared status, from the view its signature returns
-  (``Reply[UserView]``, in ``nimbus_core.http.views``: :func:`response_model`);
-- the errors: the ones the guard answers for that policy and signature (session, staff, scope, kill
-  switches, validation, reverification, rate limit, target user), plus the ones the route declares
-  (``errors=(ErrorCode.USER_EXISTS_ERROR, ErrorAt(404, ErrorCode.INVALID_SESSION_ERROR))``);
-- the ``Authorization`` security scheme, and per operation the ``x-nimbus-*`` extensions for what
-  OpenAPI has no field for: scope, staff, kill switches, reverification, rate limit, scoped sessions
-  (and whether they may name their own account).
-
-``python -m nimbus_tools.openapi`` prints it; ``make openapi`` writes ``docs/openapi.json``, and a test
-fails when the committed document is stale. The integration tests check every answer against it.
+Per operation: parameters and success response from the pydantic models the route's signature
+names, the errors the guard answers plus those the route declares, the ``Authorization`` scheme,
+and ``x-nimbus-*`` extensions for what OpenAPI has no field for (scope, staff, kill switches,
+reverification, rate limit, scoped sessions). ``python -m nimbus_tools.openapi`` prints it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
 """``nimbus mail failed`` and ``nimbus mail retry``: the mail dead-letter queue, read and replayed
-(docs/operations.md). Its messages are the mail function's dead letters (an outbox id each) or
-Lambda's record of a stream batch it gave up on (a range of the outbox stream, kept 24 hours); the
-email is re-sent from its outbox item (kept 7 days) with the mail function's ``SesMailer``, and the
-queue message deleted once every email it stands for went out. Listing consumes nothing.
-"""
+(docs/operations.md). Listing consumes nothing."""
 
 from __future__ import annotations
 

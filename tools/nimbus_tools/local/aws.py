@@ -1,9 +1,6 @@
-"""The AWS emulator: moto's server app (reached through :mod:`nimbus_tools.moto_internals`) in
-process, behind a WSGI middleware that adds one lock around every AWS request (moto's backends are
-not thread-safe; DynamoDB's conditional writes are atomic), capture of every accepted SES v2
-SendEmail with its text body (``/_nimbus/mail``: moto keeps one body, the HTML one), fault
-injection (``/_nimbus/faults``), stream trimming (``/_nimbus/streams/trim``) and a bounded memory
-(moto's record of model objects emptied every :data:`FORGET_EVERY` requests)."""
+"""The AWS emulator: moto's server app in process behind a WSGI middleware: one lock (moto's backends
+are not thread-safe), mail capture, faults, stream trimming, bounded memory
+(docs/decisions/2026-11-26-local-aws-emulator.md)."""
 
 from __future__ import annotations
 

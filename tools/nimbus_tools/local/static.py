@@ -1,9 +1,5 @@
-"""The static files `make serve` offers beside the API, from the repository and the npm packages
-`make` installs (never a CDN): the account console at ``/console/`` and the staff console at
-``/console/staff/`` (a path without a file extension is one of the console's pages and gets its
-``index.html``), the console's QR code library, and Swagger UI at ``/docs`` on the API's own
-``GET /openapi.json``. Deployed, they are files on any static host (docs/development.md).
-"""
+"""The static files `make serve` offers beside the API (consoles, QR code library, Swagger UI at
+``/docs``), from the repository and npm packages, never a CDN (docs/development.md)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""``nimbus import``: an upstream Cumulonimbus database into a Nimbus stack (CONTRACT section 15;
-docs/migrate.md). Idempotent and resumable without a checkpoint: each account is created in one
-transaction marked ``importPending``, its live sessions follow, then the mark goes; a later run
-finishes pending accounts and never writes a finished one's sessions again (one revoked since stays
-revoked). Accounts that collide or break Nimbus's rules are skipped and listed, never guessed at.
-"""
+"""``nimbus import``: an upstream Cumulonimbus database into a Nimbus stack, idempotent and resumable
+(CONTRACT section 15; docs/migrate.md)."""
 
 from __future__ import annotations
 
