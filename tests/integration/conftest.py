@@ -145,13 +145,19 @@ class Stack:
             )
         return self._feeds[function]
 
-    @property
+    # The tests' own clients, made once per worker (a client costs milliseconds to build, and every
+    # test reads and resets the tables through them); the functions' clients are new for each test.
+    @functools.cached_property
     def dynamodb(self) -> Any:
         return boto3.client("dynamodb", region_name=REGION)
 
-    @property
+    @functools.cached_property
     def ssm(self) -> Any:
         return boto3.client("ssm", region_name=REGION)
+
+    @functools.cached_property
+    def sqs(self) -> Any:
+        return boto3.client("sqs", region_name=REGION)
 
     def table(self, logical_id: str) -> str:
         return self.provisioned.tables[logical_id]
@@ -196,13 +202,12 @@ class Stack:
         self._outbox = None
         self._feeds.clear()
         put_default_domain(self.dynamodb, self.table("DomainsTable"), PARAMS["DefaultDomain"])
-        sqs = boto3.client("sqs", region_name=REGION)
         for url in self.provisioned.queues.values():  # PurgeQueue is allowed once a minute only
-            while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
+            while messages := self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
                 entries = [
                     {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
                 ]
-                sqs.delete_message_batch(QueueUrl=url, Entries=entries)  # type: ignore[arg-type]
+                self.sqs.delete_message_batch(QueueUrl=url, Entries=entries)
 
 
 _ENV = {
@@ -269,9 +274,11 @@ def stack(_provisioned: Stack) -> Iterator[Stack]:
     get_settings.cache_clear()
     container.reset()
     metrics.reset()
-    events = clients.sesv2().meta.events
-    events.register("before-parameter-build.sesv2.SendEmail", _remember_email)
-    events.register("after-call.sesv2.SendEmail", _recorder(_provisioned.sent))
+    # On the session the functions' clients are made from: their SES client has the hooks once
+    # made, and a test that sends no mail builds none.
+    session = clients.session()
+    session.register("before-parameter-build.sesv2.SendEmail", _remember_email)
+    session.register("after-call.sesv2.SendEmail", _recorder(_provisioned.sent))
     yield _provisioned
     if _provisioned.enabled_switches():
         _provisioned.set_switches()
@@ -280,14 +287,15 @@ def stack(_provisioned: Stack) -> Iterator[Stack]:
     metrics.reset()
 
 
-def _remember_email(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
-    context["nimbus_email"] = params
+def _remember_email(**event: Any) -> None:
+    event["context"]["nimbus_email"] = event["params"]
 
 
 def _recorder(sink: list[dict[str, Any]]) -> Callable[..., None]:
     """Record an email once SES accepted it (an injected fault must leave the outbox empty)."""
 
-    def record(parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+    def record(**event: Any) -> None:
+        parsed, context = event["parsed"], event["context"]
         if "Error" in parsed or "nimbus_email" not in context:
             return
         params = context["nimbus_email"]
