@@ -60,7 +60,12 @@ $(NODE_MODULES): package.json package-lock.json
 serve: $(VENV)/.synced $(NODE_MODULES)
 	$(VENV)/bin/nimbus-local serve $(if $(PORT),--port $(PORT))
 
-test: lint typecheck validate pytest
+# The parallel tests keep both cores busy by themselves; the end-to-end tests wait on their local
+# APIs' pollers, cache ages and browsers, so the contract fuzzing, mypy and sam validate run beside
+# them (--output-sync: each one's output whole, once it ends). ruff first: it fails in a second.
+test: lint
+	@$(MAKE) --no-print-directory parallel-tests
+	@$(MAKE) --no-print-directory -j --output-sync=target e2e-http fuzzing typecheck validate
 
 lint: $(VENV)/.synced
 	$(VENV)/bin/ruff check .
@@ -75,19 +80,28 @@ validate: $(SAM) deps-layer-check
 # Rules on fakes, contracts and handlers on moto run in parallel (moto provisioned once per
 # worker). The end-to-end tests run in parallel too, one local API per worker and each module on
 # one worker (its tests share fixtures and order); schemathesis' generated tests do not survive
-# xdist's collection, so the contract fuzzing runs apart, against a local API of its own.
+# xdist's collection, so the contract fuzzing is a pytest run of its own, against a local API of
+# its own, beside them (make e2e runs both at once).
 PARALLEL_TESTS := tests/unit tests/contract tests/integration tests/tools tests/migration
 E2E_FUZZING := tests/e2e/test_contract_fuzzing.py
-E2E := $(VENV)/bin/pytest -n auto --dist loadfile -q tests/e2e --ignore=$(E2E_FUZZING) && $(VENV)/bin/pytest -q $(E2E_FUZZING)
-pytest: $(VENV)/.synced $(NODE_MODULES) chromium
+.PHONY: parallel-tests e2e-http fuzzing
+parallel-tests: $(VENV)/.synced $(NODE_MODULES)
 	$(VENV)/bin/pytest -n auto -q $(wildcard $(PARALLEL_TESTS))
-	$(E2E)
+
+e2e-http: $(VENV)/.synced $(NODE_MODULES) chromium
+	$(VENV)/bin/pytest -n auto --dist loadfile -q tests/e2e --ignore=$(E2E_FUZZING)
+
+fuzzing: $(VENV)/.synced $(NODE_MODULES)
+	$(VENV)/bin/pytest -q $(E2E_FUZZING)
+
+pytest: parallel-tests
+	@$(MAKE) --no-print-directory e2e
 
 unit integration contract tools: $(VENV)/.synced
 	$(VENV)/bin/pytest -n auto tests/$@
 
-e2e: $(VENV)/.synced $(NODE_MODULES) chromium
-	$(E2E)
+e2e:
+	@$(MAKE) --no-print-directory -j --output-sync=target e2e-http fuzzing
 
 # Headless Chromium (Debian's package) for the account console's browser tests (tests/e2e/test_console.py).
 .PHONY: chromium
