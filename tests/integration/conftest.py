@@ -43,7 +43,7 @@ from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub, Reply
 from nimbus_tools.local.provision import ProvisionedStack, provision, put_default_domain
 from nimbus_tools.local.streams import StreamReader, committed, lambda_event, latest_stream_arn, matches
 from nimbus_tools.moto_internals import empty_tables
-from nimbus_tools.openapi import endpoint_errors, response_model
+from nimbus_tools.openapi import endpoint_errors
 from nimbus_tools.template import Template, load_template, stream_subscriptions
 from tests.integration.stream_feed import Handler, Invocation, StreamFeed
 
@@ -367,7 +367,7 @@ def _endpoint(api: InProcessApi, method: str, path: str, reply: Reply) -> Endpoi
 
 
 def _check_response_model(endpoint: Endpoint, reply: Reply) -> None:
-    view = response_model(endpoint)
+    view = endpoint.model("response")
     assert view is not None, f"{endpoint.path} declares no response view"
     assert reply.status == endpoint.status, (endpoint.path, reply.status)
     view.model_validate(reply.body)

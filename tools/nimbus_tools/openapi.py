@@ -21,7 +21,7 @@ from nimbus_core import __version__
 from nimbus_core.domain.errors import ErrorCode
 from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_core.http.policy import Auth, Endpoint, Policy
-from nimbus_tools.template import Template, function_specs, load_template
+from nimbus_tools.template import function_specs, load_template
 
 OPENAPI_VERSION = "3.1.0"
 _PARAM = re.compile(r"<(\w+)>")
@@ -51,15 +51,14 @@ class Registered:
         return _PARAM.sub(r"{\1}", self.endpoint.path)
 
 
-def registered_endpoints(template: Template | None = None) -> list[Registered]:
+def registered_endpoints() -> list[Registered]:
     """Every endpoint of every HTTP function, in template order."""
-    found: list[Registered] = []
-    for spec in function_specs(template if template is not None else load_template()):
-        if not spec.routes:  # stream-fed functions have no endpoints
-            continue
-        app = importlib.import_module(spec.handler_module).app
-        found += [Registered(spec.logical_id, endpoint) for endpoint in app.endpoints]
-    return found
+    return [
+        Registered(spec.logical_id, endpoint)
+        for spec in function_specs(load_template())
+        if spec.routes  # stream-fed functions have no endpoints
+        for endpoint in importlib.import_module(spec.handler_module).app.endpoints
+    ]
 
 
 # ------------------------------------------------------------------------------------------ errors
@@ -116,18 +115,13 @@ def endpoint_errors(endpoint: Endpoint) -> dict[int, list[str]]:
 # ------------------------------------------------------------------------------------------ schemas
 
 
-class _Schemas:
-    """components/schemas, filled as models are referenced."""
-
-    def __init__(self) -> None:
-        self.schemas: dict[str, Any] = {}
-
-    def ref(self, model: type[BaseModel], *, mode: str) -> dict[str, str]:
-        schema = model.model_json_schema(by_alias=True, mode=mode, ref_template=_REF + "{model}")  # type: ignore[arg-type]
-        for name, definition in schema.pop("$defs", {}).items():
-            self.schemas.setdefault(name, definition)
-        self.schemas.setdefault(model.__name__, schema)
-        return {"$ref": _REF + model.__name__}
+def _ref(schemas: dict[str, Any], model: type[BaseModel], mode: str) -> dict[str, str]:
+    """A reference to ``model``, whose schema (and those it names) joins components/schemas."""
+    schema = model.model_json_schema(by_alias=True, mode=mode, ref_template=_REF + "{model}")  # type: ignore[arg-type]
+    for name, definition in schema.pop("$defs", {}).items():
+        schemas.setdefault(name, definition)
+    schemas.setdefault(model.__name__, schema)
+    return {"$ref": _REF + model.__name__}
 
 
 def _error_schema() -> dict[str, Any]:
@@ -186,10 +180,8 @@ def _reverification_schema() -> dict[str, Any]:
 
 
 def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
-    path_schemas: dict[str, Any] = {}
     path_model = endpoint.model("path")
-    if path_model is not None:
-        path_schemas = path_model.model_json_schema(by_alias=True).get("properties", {})
+    path_schemas = path_model.model_json_schema(by_alias=True).get("properties", {}) if path_model else {}
     parameters: list[dict[str, Any]] = [
         {"name": name, "in": "path", "required": True, "schema": path_schemas.get(name, {"type": "string"})}
         for name in _PARAM.findall(endpoint.path)
@@ -237,7 +229,7 @@ def _extensions(policy: Policy) -> dict[str, Any]:
     return extensions
 
 
-def _operation(registered: Registered, schemas: _Schemas) -> dict[str, Any]:
+def _operation(registered: Registered, schemas: dict[str, Any]) -> dict[str, Any]:
     endpoint, policy = registered.endpoint, registered.endpoint.policy
     operation: dict[str, Any] = {
         "operationId": registered.operation_id,
@@ -245,22 +237,19 @@ def _operation(registered: Registered, schemas: _Schemas) -> dict[str, Any]:
         "description": endpoint.doc,
         "tags": [registered.group],
     }
-    parameters = _parameters(endpoint)
-    if parameters:
+    if parameters := _parameters(endpoint):
         operation["parameters"] = parameters
-    body: dict[str, Any] | None = None
     body_model = endpoint.model("body")
-    if body_model is not None:
-        body = schemas.ref(body_model, mode="validation")
+    body: dict[str, Any] | None = _ref(schemas, body_model, "validation") if body_model else None
     if policy.reverify:
         reverification = {"$ref": _REF + "Reverification"}
         body = {"allOf": [body, reverification]} if body is not None else reverification
     if body is not None:
         operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
     success: dict[str, Any] = {"description": "Success"}
-    view = response_model(endpoint)
+    view = endpoint.model("response")  # None for a route that builds its own Response
     if view is not None:
-        success["content"] = {"application/json": {"schema": schemas.ref(view, mode="serialization")}}
+        success["content"] = {"application/json": {"schema": _ref(schemas, view, "serialization")}}
     responses: dict[str, Any] = {str(endpoint.status): success}
     for status, codes in endpoint_errors(endpoint).items():
         responses[str(status)] = {
@@ -276,17 +265,9 @@ def _operation(registered: Registered, schemas: _Schemas) -> dict[str, Any]:
     return operation | _extensions(policy)
 
 
-def response_model(endpoint: Endpoint) -> type[BaseModel] | None:
-    """The view its route's signature returns (``-> Reply[UserView]``), None for a route that
-    builds its own Response."""
-    return endpoint.model("response")
-
-
 def build_document(endpoints: Iterable[Registered] | None = None) -> dict[str, Any]:
     """The OpenAPI 3.1 document of ``endpoints`` (default: every registered endpoint)."""
-    schemas = _Schemas()
-    schemas.schemas["Error"] = _error_schema()
-    schemas.schemas["Reverification"] = _reverification_schema()
+    schemas = {"Error": _error_schema(), "Reverification": _reverification_schema()}
     paths: dict[str, dict[str, Any]] = {}
     for registered in endpoints if endpoints is not None else registered_endpoints():
         paths.setdefault(registered.openapi_path, {})[registered.endpoint.method.lower()] = _operation(
@@ -305,7 +286,7 @@ def build_document(endpoints: Iterable[Registered] | None = None) -> dict[str, A
         "servers": [{"url": "/", "description": "this API"}],
         "paths": dict(sorted(paths.items())),
         "components": {
-            "schemas": dict(sorted(schemas.schemas.items())),
+            "schemas": dict(sorted(schemas.items())),
             "securitySchemes": {
                 "session": {
                     "type": "apiKey",
