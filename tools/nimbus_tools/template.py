@@ -122,8 +122,6 @@ class Resolver:
 
     template: Template
     parameters: dict[str, str]
-    region: str = LOCAL_REGION
-    account_id: str = LOCAL_ACCOUNT_ID
     _resolving: set[str] = field(default_factory=set)
 
     def resolve(self, value: Any) -> Any:
@@ -153,7 +151,7 @@ class Resolver:
     def _ref(self, name: Any) -> Any:
         if not isinstance(name, str):
             raise TemplateError(f"Ref needs a name, got {name!r}")
-        pseudo: dict[str, Any] = {"AWS::Region": self.region, "AWS::AccountId": self.account_id}
+        pseudo: dict[str, Any] = {"AWS::Region": LOCAL_REGION, "AWS::AccountId": LOCAL_ACCOUNT_ID}
         pseudo |= {"AWS::Partition": "aws", "AWS::URLSuffix": "amazonaws.com", "AWS::NoValue": NO_VALUE}
         if name in pseudo:
             return pseudo[name]
@@ -169,7 +167,7 @@ class Resolver:
             raise TemplateError(f"Ref to unknown parameter or resource {name!r}")
         if resource.get("Type") == QUEUE_TYPE:
             # An SQS queue's Ref is its URL; the emulator finds the queue by the URL's last part.
-            return queue_url(self.physical_name(name, resource), self.region, self.account_id)
+            return queue_url(self.physical_name(name, resource))
         return self.physical_name(name, resource)
 
     def physical_name(self, logical_id: str, resource: Mapping[str, Any]) -> str:
@@ -201,12 +199,12 @@ class Resolver:
             raise TemplateError(f"Fn::GetAtt {logical_id}.{attribute}: only .Arn is supported locally")
         resource_type = resource.get("Type")
         if resource_type == "AWS::Logs::LogGroup":
-            return f"arn:aws:logs:{self.region}:{self.account_id}:log-group:{logical_id}:*"
+            return f"arn:aws:logs:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:log-group:{logical_id}:*"
         if resource_type not in _NAMED:
             raise TemplateError(f"Fn::GetAtt {logical_id}.Arn ({resource_type}) is not supported locally")
         _, service, part = _NAMED[resource_type]
         name = self.physical_name(logical_id, resource)
-        return f"arn:aws:{service}:{self.region}:{self.account_id}:{part.format(name)}"
+        return f"arn:aws:{service}:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:{part.format(name)}"
 
     def _sub(self, arg: Any) -> str:
         if not isinstance(arg, str):
@@ -237,9 +235,9 @@ def resolver(template: Template, params: Mapping[str, str] | None = None) -> Res
     return Resolver(template, parameter_values(template, params))
 
 
-def queue_url(name: str, region: str = LOCAL_REGION, account_id: str = LOCAL_ACCOUNT_ID) -> str:
-    """The URL of queue ``name`` as SQS spells it (moto finds a queue by the URL's last part)."""
-    return f"https://sqs.{region}.amazonaws.com/{account_id}/{name}"
+def queue_url(name: str) -> str:
+    """The URL of local queue ``name`` as SQS spells it (moto finds a queue by the URL's last part)."""
+    return f"https://sqs.{LOCAL_REGION}.amazonaws.com/{LOCAL_ACCOUNT_ID}/{name}"
 
 
 @dataclass(frozen=True)
@@ -283,43 +281,41 @@ def function_specs(template: Template, params: Mapping[str, str] | None = None) 
     Globals.Function supplying defaults as SAM does (environments merged, the function's winning)."""
     names = resolver(template, params)
     globals_ = (template.get("Globals") or {}).get("Function") or {}
-    global_env = ((globals_.get("Environment") or {}).get("Variables")) or {}
-    specs: list[FunctionSpec] = []
-    for logical_id, resource in resources_of_type(template, FUNCTION_TYPE).items():
-        properties = resource.get("Properties") or {}
+    return [
+        _function_spec(names, logical_id, globals_, resource.get("Properties") or {})
+        for logical_id, resource in resources_of_type(template, FUNCTION_TYPE).items()
+    ]
 
-        def setting(
-            key: str, default: Any, props: Mapping[str, Any] = properties, lid: str = logical_id
-        ) -> str:
-            return names.resolve_string(props.get(key, globals_.get(key, default)), f"{lid}.{key}")
 
-        handler = setting("Handler", None)
-        if "." not in handler:
-            raise TemplateError(f"{logical_id}: Handler {handler!r} is not module.function")
-        own_env = ((properties.get("Environment") or {}).get("Variables")) or {}
-        environment = {
-            key: names.resolve_string(value, f"{logical_id} environment {key}")
-            for key, value in {**global_env, **own_env}.items()
-            if names.resolve(value) is not NO_VALUE
-        }
-        routes = []
-        for event_name, event in (properties.get("Events") or {}).items():
-            if event.get("Type") == "HttpApi":  # without Method and Path: SAM's catch-all, ANY $default
-                where, route = f"{logical_id}.{event_name}", event.get("Properties") or {}
-                method = names.resolve_string(route.get("Method", "ANY"), where).upper()
-                routes.append(HttpRoute(method, names.resolve_string(route.get("Path", "$default"), where)))
-        specs.append(
-            FunctionSpec(
-                logical_id=logical_id,
-                handler=handler,
-                code_uri=setting("CodeUri", "."),
-                environment=environment,
-                routes=tuple(routes),
-                memory_size=int(setting("MemorySize", 128)),
-                timeout=int(setting("Timeout", 3)),
-            )
-        )
-    return specs
+def _function_spec(
+    names: Resolver, logical_id: str, globals_: Mapping[str, Any], properties: Mapping[str, Any]
+) -> FunctionSpec:
+    def setting(key: str, default: Any) -> str:
+        return names.resolve_string(properties.get(key, globals_.get(key, default)), f"{logical_id}.{key}")
+
+    handler = setting("Handler", None)
+    if "." not in handler:
+        raise TemplateError(f"{logical_id}: Handler {handler!r} is not module.function")
+    own, inherited = ((p.get("Environment") or {}).get("Variables") or {} for p in (properties, globals_))
+    environment = {  # resolving the merged variables drops those set to AWS::NoValue
+        key: names.resolve_string(value, f"{logical_id} environment {key}")
+        for key, value in names.resolve({**inherited, **own}).items()
+    }
+    routes = []
+    for event_name, event in (properties.get("Events") or {}).items():
+        if event.get("Type") == "HttpApi":  # without Method and Path: SAM's catch-all, ANY $default
+            where, route = f"{logical_id}.{event_name}", event.get("Properties") or {}
+            method = names.resolve_string(route.get("Method", "ANY"), where).upper()
+            routes.append(HttpRoute(method, names.resolve_string(route.get("Path", "$default"), where)))
+    return FunctionSpec(
+        logical_id=logical_id,
+        handler=handler,
+        code_uri=setting("CodeUri", "."),
+        environment=environment,
+        routes=tuple(routes),
+        memory_size=int(setting("MemorySize", 128)),
+        timeout=int(setting("Timeout", 3)),
+    )
 
 
 def http_api_cors(template: Template, params: Mapping[str, str] | None = None) -> dict[str, Any] | None:
@@ -343,7 +339,6 @@ class StreamSubscription:
     filter_patterns: tuple[dict[str, Any], ...] = ()
     report_batch_item_failures: bool = False
     maximum_retry_attempts: int = -1  # -1: until the record expires, as Lambda's default
-    bisect_on_error: bool = False
     on_failure_queue: str | None = None  # logical id of the OnFailure SQS destination
 
 
@@ -358,14 +353,12 @@ def _logical_id_of(value: Any, attribute: str, where: str) -> str:
 def stream_subscriptions(template: Template) -> list[StreamSubscription]:
     """Every DynamoDB event of every function, in template order."""
     names = resolver(template)
-    subscriptions: list[StreamSubscription] = []
-    for function, resource in resources_of_type(template, FUNCTION_TYPE).items():
-        for event_name, event in ((resource.get("Properties") or {}).get("Events") or {}).items():
-            if event.get("Type") == "DynamoDB":
-                subscriptions.append(
-                    _subscription(names, function, event_name, event.get("Properties") or {})
-                )
-    return subscriptions
+    return [
+        _subscription(names, function, event_name, event.get("Properties") or {})
+        for function, resource in resources_of_type(template, FUNCTION_TYPE).items()
+        for event_name, event in ((resource.get("Properties") or {}).get("Events") or {}).items()
+        if event.get("Type") == "DynamoDB"
+    ]
 
 
 def _subscription(names: Resolver, function: str, event_name: str, raw: dict[str, Any]) -> StreamSubscription:
@@ -391,7 +384,6 @@ def _subscription(names: Resolver, function: str, event_name: str, raw: dict[str
         report_batch_item_failures="ReportBatchItemFailures"
         in (properties.get("FunctionResponseTypes") or []),
         maximum_retry_attempts=int(properties.get("MaximumRetryAttempts", -1)),
-        bisect_on_error=properties.get("BisectBatchOnFunctionError") in (True, "true", "True"),
         on_failure_queue=(
             None if on_failure is None else _logical_id_of(on_failure, "Arn", f"{where}.DestinationConfig")
         ),
