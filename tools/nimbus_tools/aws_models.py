@@ -22,6 +22,7 @@ OPERATIONS: Mapping[str, tuple[str, ...]] = {
     "sqs": ("SendMessage",),
     "ssm": ("GetParameters", "PutParameter"),
 }
+_DOCUMENTATION = {"documentation", "documentationUrl"}  # the keys dropped from every model
 
 
 def botocore_data() -> Loader:
@@ -34,30 +35,13 @@ def botocore_data() -> Loader:
 def trimmed(service: str, operations: Iterable[str]) -> tuple[str, dict[str, Any]]:
     """The API version and the model of ``service`` with only ``operations`` and the shapes they
     reach (inputs, outputs, errors), without documentation."""
-    loader = botocore_data()
-    full = loader.load_service_model(service, "service-2")
+    full = botocore_data().load_service_model(service, "service-2")
+    reached: list[str] = []  # shapes named by what is kept so far
+    kept = {name: _undocumented(full["operations"][name], reached) for name in sorted(operations)}
     shapes: dict[str, Any] = {}
-
-    def reach(name: str) -> None:
-        if name in shapes:
-            return
-        shape = _undocumented(full["shapes"][name])
-        shapes[name] = shape
-        for member in shape.get("members", {}).values():
-            reach(member["shape"])
-        for part in ("member", "key", "value"):
-            if part in shape:
-                reach(shape[part]["shape"])
-
-    kept = {}
-    for name in sorted(operations):
-        operation = _undocumented(full["operations"][name])
-        kept[name] = operation
-        for part in ("input", "output"):
-            if part in operation:
-                reach(operation[part]["shape"])
-        for error in operation.get("errors", []):
-            reach(error["shape"])
+    while reached:
+        if (name := reached.pop()) not in shapes:
+            shapes[name] = _undocumented(full["shapes"][name], reached)
     model = {
         "version": full.get("version", "2.0"),
         "metadata": full["metadata"],
@@ -67,14 +51,15 @@ def trimmed(service: str, operations: Iterable[str]) -> tuple[str, dict[str, Any
     return str(full["metadata"]["apiVersion"]), model
 
 
-def _undocumented(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            k: _undocumented(v) for k, v in value.items() if k not in {"documentation", "documentationUrl"}
-        }
+def _undocumented(value: Any, reached: list[str]) -> Any:
+    """``value`` without documentation, adding every shape it names (``"shape": name``) to ``reached``."""
     if isinstance(value, list):
-        return [_undocumented(v) for v in value]
-    return value
+        return [_undocumented(v, reached) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if isinstance(value.get("shape"), str):
+        reached.append(value["shape"])
+    return {k: _undocumented(v, reached) for k, v in value.items() if k not in _DOCUMENTATION}
 
 
 def render(model: Mapping[str, Any]) -> str:
@@ -82,15 +67,10 @@ def render(model: Mapping[str, Any]) -> str:
     return json.dumps(model, separators=(",", ":"), sort_keys=True) + "\n"
 
 
-# botocore's own files, read whole by every client it creates.
-COPIED = ("partitions", "sdk-default-configuration")
-
-
 def trimmed_endpoints(prefixes: Iterable[str]) -> dict[str, Any]:
     """botocore's ``endpoints.json`` with every partition kept and, in each, only the services whose
     endpoint prefix is in ``prefixes``."""
-    loader = botocore_data()
-    full = loader.load_data("endpoints")
+    full = botocore_data().load_data("endpoints")
     kept = set(prefixes)
     return {
         **full,
@@ -113,7 +93,7 @@ def data_files() -> dict[Path, str]:
         rules = loader.load_service_model(service, "endpoint-rule-set-1", api_version=version)
         files[MODELS_DIR / service / version / "endpoint-rule-set-1.json"] = render(rules)
     files[MODELS_DIR / "endpoints.json"] = render(trimmed_endpoints(prefixes))
-    for name in COPIED:
+    for name in ("partitions", "sdk-default-configuration"):  # read whole by every client botocore creates
         files[MODELS_DIR / f"{name}.json"] = render(loader.load_data(name))
     return files
 
