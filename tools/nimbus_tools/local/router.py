@@ -40,14 +40,8 @@ class RouteMatch:
         return self.target.function
 
 
-def normalize_path(raw_path: str) -> str:
-    """The path used for matching: a trailing slash is tolerated (except on "/")."""
-    if not raw_path.startswith("/"):
-        raw_path = "/" + raw_path
-    return raw_path.rstrip("/") or "/"
-
-
 def _segments(path: str) -> list[str]:
+    # Slashes at either end do not count: a trailing slash is tolerated.
     return path.strip("/").split("/") if path.strip("/") else []
 
 
@@ -79,7 +73,7 @@ class Router:
     def match(self, method: str, raw_path: str) -> RouteMatch | None:
         """The route for ``method raw_path`` (raw_path without the query), or None if nothing matches."""
         method = method.upper()
-        request_segments = _segments(normalize_path(raw_path))
+        request_segments = _segments(raw_path)
         best: tuple[tuple[int, ...], RouteTarget, dict[str, str]] | None = None
         for target, route_segments in self._routes:
             if target.route.method not in (method, "ANY"):
@@ -93,9 +87,7 @@ class Router:
                 best = (rank, target, parameters)
         if best is not None:
             return RouteMatch(best[1], best[2])
-        if self._default is not None:
-            return RouteMatch(self._default, {})
-        return None
+        return RouteMatch(self._default, {}) if self._default is not None else None
 
 
 def _match_segments(route: list[str], request: list[str]) -> dict[str, str] | None:
