@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from nimbus_tools.local.events import (
@@ -72,33 +72,30 @@ class CorsPolicy:
 
     def preflight(self, request: HttpRequest) -> HttpResponse:
         """The 204 API Gateway answers to a preflight request."""
-        headers: list[tuple[str, str]] = []
-        origin = self._allowed_origin(request.header("origin"))
-        if origin is not None:
-            headers.append(("access-control-allow-origin", origin))
-            if self.allow_methods:
-                headers.append(("access-control-allow-methods", ",".join(self.allow_methods)))
-            if self.allow_headers:
-                headers.append(("access-control-allow-headers", ",".join(self.allow_headers).lower()))
-            if self.max_age is not None:
-                headers.append(("access-control-max-age", str(self.max_age)))
-            if self.allow_credentials:
-                headers.append(("access-control-allow-credentials", "true"))
-            headers.append(("vary", "origin"))
+        headers = self._headers(
+            request,
+            ("access-control-allow-methods", ",".join(self.allow_methods)),
+            ("access-control-allow-headers", ",".join(self.allow_headers).lower()),
+            ("access-control-max-age", "" if self.max_age is None else str(self.max_age)),
+        )
         return HttpResponse(204, headers, b"")
 
     def apply(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
         """``response`` with the function's CORS headers replaced by the configured ones."""
         headers = [(k, v) for k, v in response.headers if not k.lower().startswith("access-control-")]
-        origin = self._allowed_origin(request.header("origin"))
-        if origin is not None:
-            headers.append(("access-control-allow-origin", origin))
-            if self.expose_headers:
-                headers.append(("access-control-expose-headers", ",".join(self.expose_headers).lower()))
-            if self.allow_credentials:
-                headers.append(("access-control-allow-credentials", "true"))
-            headers.append(("vary", "origin"))
+        headers += self._headers(
+            request, ("access-control-expose-headers", ",".join(self.expose_headers).lower())
+        )
         return HttpResponse(response.status, headers, response.body)
+
+    def _headers(self, request: HttpRequest, *optional: tuple[str, str]) -> list[tuple[str, str]]:
+        # The CORS headers for the request's origin, none when it is not allowed; empty ones left out.
+        origin = self._allowed_origin(request.header("origin"))
+        if origin is None:
+            return []
+        credentials = [("access-control-allow-credentials", "true")] if self.allow_credentials else []
+        given = [(name, value) for name, value in optional if value]
+        return [("access-control-allow-origin", origin), *given, *credentials, ("vary", "origin")]
 
 
 @dataclass(frozen=True)
@@ -135,40 +132,27 @@ class Gateway:
         self.static = static
 
     def handle(self, request: HttpRequest) -> GatewayResult:
-        """Answer one request."""
-        if self.cors is not None and CorsPolicy.is_preflight(request):
-            return self._finish(request, GatewayResult(self.cors.preflight(request)))
-        if (page := self._static(request)) is not None:
-            return self._finish(request, GatewayResult(page))
+        """Answer one request; every API Gateway response carries its request id."""
+        result = self._answer(request)
+        headers = [*result.response.headers, ("apigw-requestid", request.request_id)]
+        return replace(result, response=replace(result.response, headers=headers))
 
+    def _answer(self, request: HttpRequest) -> GatewayResult:
+        if self.cors is not None and CorsPolicy.is_preflight(request):
+            return GatewayResult(self.cors.preflight(request))
+        if self.static is not None and (page := self.static.answer(request)) is not None:
+            return GatewayResult(page)
         match = self.router.match(request.method, request.raw_path)
         if match is None:
-            return self._finish(request, GatewayResult(json_message(404, "Not Found")))
-
-        event = build_event(request, match)
-        invocation = self.invoker.invoke(match.function, event, request.request_id)
+            return GatewayResult(json_message(404, "Not Found"))
+        invocation = self.invoker.invoke(match.function, build_event(request, match), request.request_id)
+        failure = json_message(502, "Internal Server Error")
         if not invocation.ok or invocation.result_json is None:
-            failure = json_message(502, "Internal Server Error")
-            return self._finish(request, GatewayResult(failure, match.function, invocation.error))
+            return GatewayResult(failure, match.function, invocation.error)
         try:
             response = response_from_result(invocation.result_json)
         except MalformedResponseError as error:
-            failure = json_message(502, "Internal Server Error")
-            return self._finish(
-                request, GatewayResult(failure, match.function, f"malformed response: {error}")
-            )
+            return GatewayResult(failure, match.function, f"malformed response: {error}")
         if self.cors is not None:
             response = self.cors.apply(request, response)
-        return self._finish(request, GatewayResult(response, match.function))
-
-    def _static(self, request: HttpRequest) -> HttpResponse | None:
-        return self.static.answer(request) if self.static is not None else None
-
-    @staticmethod
-    def _finish(request: HttpRequest, result: GatewayResult) -> GatewayResult:
-        # Every API Gateway response carries its request id.
-        response = result.response
-        headers = [*response.headers, ("apigw-requestid", request.request_id)]
-        return GatewayResult(
-            HttpResponse(response.status, headers, response.body), result.function, result.error
-        )
+        return GatewayResult(response, match.function)
