@@ -9,12 +9,14 @@ import binascii
 import json
 import os
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from nimbus_tools.local.router import RouteMatch
+from nimbus_tools.template import LOCAL_ACCOUNT_ID
 
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
@@ -76,9 +78,7 @@ class MalformedResponseError(ValueError):
     """The function's result is not a response API Gateway can use (it answers 502)."""
 
 
-def build_event(
-    request: HttpRequest, match: RouteMatch, *, api_id: str = "local", account_id: str = "123456789012"
-) -> dict[str, Any]:
+def build_event(request: HttpRequest, match: RouteMatch) -> dict[str, Any]:
     """The payload format 2.0 event API Gateway would send for ``request`` on ``match``."""
     headers, cookies = _event_headers(request)
     host = headers.get("host", "localhost")
@@ -90,11 +90,11 @@ def build_event(
         **({"cookies": cookies} if cookies else {}),
         "headers": headers,
     }
-    if query := _query_parameters(request.raw_query):
+    if query := _comma_joined(parse_qsl(request.raw_query, keep_blank_values=True)):
         event["queryStringParameters"] = query
     event["requestContext"] = {
-        "accountId": account_id,
-        "apiId": api_id,
+        "accountId": LOCAL_ACCOUNT_ID,
+        "apiId": "local",
         "domainName": domain_name,
         "domainPrefix": domain_name.split(".")[0],
         "http": {
@@ -124,14 +124,9 @@ def build_event(
 def _event_headers(request: HttpRequest) -> tuple[dict[str, str], list[str]]:
     """The event's headers (lower-case names, repeated ones comma-joined, API Gateway's own added)
     and its cookies, which go to their own field, one per cookie, and not to the headers."""
-    headers: dict[str, str] = {}
-    cookies: list[str] = []
-    for name, value in request.headers:
-        key = name.lower()
-        if key == "cookie":
-            cookies += [c.strip() for c in value.split(";") if c.strip()]
-        else:
-            headers[key] = f"{headers[key]},{value}" if key in headers else value
+    pairs = [(name.lower(), value) for name, value in request.headers]
+    headers = _comma_joined((name, value) for name, value in pairs if name != "cookie")
+    cookies = [c.strip() for name, value in pairs if name == "cookie" for c in value.split(";") if c.strip()]
     # API Gateway appends the caller's address to X-Forwarded-For and adds its own proxy headers.
     forwarded = headers.get("x-forwarded-for")
     headers["x-forwarded-for"] = f"{forwarded}, {request.source_ip}" if forwarded else request.source_ip
@@ -141,12 +136,12 @@ def _event_headers(request: HttpRequest) -> tuple[dict[str, str], list[str]]:
     return headers, cookies
 
 
-def _query_parameters(raw_query: str) -> dict[str, str]:
-    # Repeated keys are comma-joined, as API Gateway does for payload 2.0.
-    parameters: dict[str, str] = {}
-    for key, value in parse_qsl(raw_query, keep_blank_values=True):
-        parameters[key] = f"{parameters[key]},{value}" if key in parameters else value
-    return parameters
+def _comma_joined(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    # Repeated names are comma-joined, as API Gateway does for payload 2.0.
+    joined: dict[str, str] = {}
+    for key, value in pairs:
+        joined[key] = f"{joined[key]},{value}" if key in joined else value
+    return joined
 
 
 def response_from_result(result_json: str) -> HttpResponse:
@@ -168,18 +163,13 @@ def response_from_result(result_json: str) -> HttpResponse:
     if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
         raise MalformedResponseError(f"statusCode {result['statusCode']!r} is not an HTTP status")
 
-    headers: list[tuple[str, str]] = []
-    raw_headers = result.get("headers")
-    raw_headers = {} if raw_headers is None else raw_headers
-    if not isinstance(raw_headers, dict):
+    raw_headers, raw_cookies = result.get("headers"), result.get("cookies")
+    if not isinstance(raw_headers, dict | None):
         raise MalformedResponseError("headers must be an object")
-    for name, value in raw_headers.items():
-        headers.append((str(name), _header_value(value)))
-    raw_cookies = result.get("cookies")
-    raw_cookies = [] if raw_cookies is None else raw_cookies
-    if not isinstance(raw_cookies, list):
+    if not isinstance(raw_cookies, list | None):
         raise MalformedResponseError("cookies must be a list")
-    headers += [("set-cookie", str(cookie)) for cookie in raw_cookies]
+    headers = [(str(name), _header_value(value)) for name, value in (raw_headers or {}).items()]
+    headers += [("set-cookie", str(cookie)) for cookie in raw_cookies or []]
 
     body = result.get("body")
     if body is None:
