@@ -17,7 +17,6 @@ import time
 from collections.abc import Iterable
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, TextIO
-from urllib.parse import quote
 
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
@@ -95,13 +94,8 @@ def _log_path(target: str) -> str:
     return target.split("?", 1)[0] or "-"
 
 
-def request_from_environ(environ: WSGIEnvironment, server_port: int) -> HttpRequest:
+def request_from_environ(environ: WSGIEnvironment) -> HttpRequest:
     """The :class:`HttpRequest` for a WSGI request, as the client sent it."""
-    target = environ.get("RAW_URI") or environ.get("REQUEST_URI")
-    if not target:  # a server without the raw target: rebuild it from the decoded path
-        target = quote(environ.get("PATH_INFO", "").encode("latin-1"), safe="/;=,:@!$&'()*+~")
-        if environ.get("QUERY_STRING"):
-            target += "?" + environ["QUERY_STRING"]
     headers: list[tuple[str, str]] = []
     for key, value in environ.items():
         if key.startswith("HTTP_"):
@@ -112,52 +106,13 @@ def request_from_environ(environ: WSGIEnvironment, server_port: int) -> HttpRequ
     body = environ["wsgi.input"].read(length) if length > 0 else b""
     return HttpRequest(
         method=environ["REQUEST_METHOD"],
-        target=target,
+        target=environ["REQUEST_URI"],  # waitress's raw request-target, never decoded
         headers=headers,
         body=body,
         source_ip=environ["REMOTE_ADDR"],  # the socket peer, never X-Forwarded-For
-        protocol=environ.get("SERVER_PROTOCOL", "HTTP/1.1"),
-        server_port=server_port,
+        protocol=environ["SERVER_PROTOCOL"],
+        server_port=int(environ["SERVER_PORT"]),  # the port bound
     )
-
-
-class GatewayApp:
-    """The WSGI application: the request goes to the gateway, the answer back, one log line each."""
-
-    def __init__(self, request_log: RequestLog, server_port: int = 80) -> None:
-        self.gateway: Gateway | None = None
-        self.request_log, self.server_port = request_log, server_port
-
-    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        """Answer one request."""
-        started = time.monotonic()
-        request = request_from_environ(environ, self.server_port)
-        result = self._answer(request)
-        response = result.response
-        headers = [(k, v) for k, v in response.headers if k.lower() not in _SERVER_HEADERS]
-        bad = [k for k, v in headers if not _TOKEN.fullmatch(k) or _BAD_VALUE.search(v)]
-        if bad:  # a header that would break the response framing: API Gateway answers 502
-            response = json_message(502, "Internal Server Error")
-            result = GatewayResult(response, result.function, f"malformed response: bad header {bad[0]!r}")
-            headers = [*response.headers, ("apigw-requestid", request.request_id)]
-        bodiless = response.status in (204, 304) or response.status < 200
-        if not bodiless:  # (a HEAD response tells the length of the body it leaves out)
-            headers.append(("Content-Length", str(len(response.body))))
-        start_response(_status_line(response.status), headers)
-        millis = (time.monotonic() - started) * 1000
-        self.request_log.write(request.method, _log_path(request.target), response.status, millis, result)
-        if request.method == "HEAD" or bodiless:
-            return [b""]  # no body goes out, whatever the function returned
-        return [response.body]
-
-    def _answer(self, request: HttpRequest) -> GatewayResult:
-        if self.gateway is None:
-            return GatewayResult(error_response(503, "SERVICE_UNAVAILABLE_ERROR", "Service Unavailable"))
-        try:
-            return self.gateway.handle(request)
-        except Exception as error:
-            failure = error_response(500, "INTERNAL_SERVER_ERROR", "Internal Server Error")
-            return GatewayResult(failure, error=repr(error))
 
 
 class JsonErrorTask(ErrorTask):
@@ -238,7 +193,7 @@ class LocalApiServer:
         max_header_bytes: int = MAX_HEADER_BYTES,
     ) -> None:
         self.request_log = request_log or RequestLog()
-        self.app = GatewayApp(self.request_log)
+        self.gateway: Gateway | None = None  # answers requests (503 until one is attached)
         host, port = address
         adjustments = Adjustments(
             host=host,
@@ -260,27 +215,44 @@ class LocalApiServer:
             expose_tracebacks=False,
         )
         self._map: dict[int, Any] = {}
-        self._server = _WaitressServer(self.app, map=self._map, adj=adjustments)
+        self._server = _WaitressServer(self, map=self._map, adj=adjustments)
         self._server.request_log = self.request_log
-        self.app.server_port = self.port
+        listening: Any = self._server.socket
+        self.port: int = listening.getsockname()[1]  # the port bound
         self._stopped = threading.Event()
         self._stopped.set()
         self._closed = False
 
-    @property
-    def port(self) -> int:
-        """The bound port."""
-        listening: Any = self._server.socket
-        return int(listening.getsockname()[1])
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        """The WSGI application: the request goes to the gateway, the answer back, one log line each."""
+        started = time.monotonic()
+        request = request_from_environ(environ)
+        result = self._answer(request)
+        response = result.response
+        headers = [(k, v) for k, v in response.headers if k.lower() not in _SERVER_HEADERS]
+        bad = [k for k, v in headers if not _TOKEN.fullmatch(k) or _BAD_VALUE.search(v)]
+        if bad:  # a header that would break the response framing: API Gateway answers 502
+            response = json_message(502, "Internal Server Error")
+            result = GatewayResult(response, result.function, f"malformed response: bad header {bad[0]!r}")
+            headers = [*response.headers, ("apigw-requestid", request.request_id)]
+        bodiless = response.status in (204, 304) or response.status < 200
+        if not bodiless:  # (a HEAD response tells the length of the body it leaves out)
+            headers.append(("Content-Length", str(len(response.body))))
+        start_response(_status_line(response.status), headers)
+        millis = (time.monotonic() - started) * 1000
+        self.request_log.write(request.method, _log_path(request.target), response.status, millis, result)
+        if request.method == "HEAD" or bodiless:
+            return [b""]  # no body goes out, whatever the function returned
+        return [response.body]
 
-    @property
-    def gateway(self) -> Gateway | None:
-        """The gateway that answers requests (503 until one is attached)."""
-        return self.app.gateway
-
-    @gateway.setter
-    def gateway(self, gateway: Gateway | None) -> None:
-        self.app.gateway = gateway
+    def _answer(self, request: HttpRequest) -> GatewayResult:
+        if self.gateway is None:
+            return GatewayResult(error_response(503, "SERVICE_UNAVAILABLE_ERROR", "Service Unavailable"))
+        try:
+            return self.gateway.handle(request)
+        except Exception as error:
+            failure = error_response(500, "INTERNAL_SERVER_ERROR", "Internal Server Error")
+            return GatewayResult(failure, error=repr(error))
 
     def serve_forever(self) -> None:
         """Serve until :meth:`shutdown` (blocks; run it on a thread)."""
