@@ -9,6 +9,7 @@ import json
 import threading
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import asdict
 from typing import Any
 
 from werkzeug.serving import BaseWSGIServer, make_server
@@ -100,7 +101,7 @@ class EmulatorMiddleware:
         handlers: dict[tuple[str, str], Callable[[], tuple[int, Any]]] = {
             ("mail", "GET"): lambda: (200, self._locked(lambda: list(self.mail))),
             ("mail", "DELETE"): lambda: self._cleared(self.mail.clear),
-            ("faults", "GET"): lambda: (200, [f.as_json() for f in self.faults.active()]),
+            ("faults", "GET"): lambda: (200, self.faults.active()),
             ("faults", "DELETE"): lambda: self._cleared(self.faults.clear),
             ("faults", "POST"): lambda: self._add_fault(body),
             ("streams/trim", "POST"): lambda: self._trim_stream(body),
@@ -126,7 +127,7 @@ class EmulatorMiddleware:
         except ValueError:
             return 400, {"message": "body is not JSON"}
         try:
-            return 201, self.faults.add(spec).as_json()
+            return 201, asdict(self.faults.add(spec))
         except FaultSpecError as error:
             return 400, {"message": str(error)}
 
@@ -174,22 +175,16 @@ class AwsEmulator:
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
 
-    @property
-    def url(self) -> str:
-        """The endpoint URL for AWS SDKs (``AWS_ENDPOINT_URL``)."""
-        if self._server is None:
-            raise RuntimeError("the AWS emulator is not running")
-        return f"http://{self.host}:{self._server.server_port}"
-
     def start(self) -> str:
-        """Bind (port 0 picks a free port), start serving on a daemon thread, return the URL."""
+        """Bind (port 0 picks a free port), start serving on a daemon thread, and return the
+        endpoint URL for AWS SDKs (``AWS_ENDPOINT_URL``)."""
         app, request_handler = server_app()
         self._server = make_server(
             self.host, self.port, EmulatorMiddleware(app), threaded=True, request_handler=request_handler
         )
         self._thread = threading.Thread(target=self._server.serve_forever, name="aws-emulator", daemon=True)
         self._thread.start()
-        return self.url
+        return f"http://{self.host}:{self._server.server_port}"
 
     def stop(self) -> None:
         """Stop serving and release the port."""

@@ -94,10 +94,6 @@ class Fault:
         """Whether this fault applies to ``operation``."""
         return self.service == operation.service and self.operation in ("*", operation.name)
 
-    def as_json(self) -> dict[str, Any]:
-        """The fault as the control endpoint reports it."""
-        return asdict(self)
-
 
 def _count(value: Any, minimum: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
@@ -158,10 +154,10 @@ class FaultRegistry:
         with self._lock:
             self._faults.clear()
 
-    def active(self) -> list[Fault]:
-        """A snapshot of the active faults."""
+    def active(self) -> list[dict[str, Any]]:
+        """The active faults (a snapshot), as the control endpoint reports them."""
         with self._lock:
-            return [Fault(**asdict(f)) for f in self._faults]
+            return [asdict(f) for f in self._faults]
 
     def take(self, operation: AwsOperation) -> Fault | None:
         """The fault that answers ``operation``, counting one use of it; None if there is none (a
