@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from nimbus_tools.local.worker import WorkerConfig, worker_main
-from nimbus_tools.template import FunctionSpec
+from nimbus_tools.template import LOCAL_REGION, FunctionSpec
 
 # Lambda's own limit on the init phase is 10 s; a loaded laptop importing boto3 and Powertools
 # can be slower, so locally allow more before calling it a failure.
@@ -47,10 +47,7 @@ class Invoker(Protocol):
 
 
 def worker_environment(
-    spec: FunctionSpec,
-    aws_endpoint_url: str,
-    region: str = "us-east-1",
-    base: Mapping[str, str] | None = None,
+    spec: FunctionSpec, aws_endpoint_url: str, base: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The environment of a function's workers: its template environment plus local AWS settings."""
     base = os.environ if base is None else base
@@ -59,8 +56,8 @@ def worker_environment(
     environment |= {"POWERTOOLS_TRACE_DISABLED": "true", **spec.environment}
     environment |= {
         "AWS_ENDPOINT_URL": aws_endpoint_url,
-        "AWS_DEFAULT_REGION": region,
-        "AWS_REGION": region,
+        "AWS_DEFAULT_REGION": LOCAL_REGION,
+        "AWS_REGION": LOCAL_REGION,
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_LAMBDA_FUNCTION_NAME": spec.logical_id,
@@ -90,8 +87,6 @@ class FunctionPool:
     """Up to ``size`` warm workers of one function."""
 
     def __init__(self, config: WorkerConfig, size: int, context: SpawnContext | None = None) -> None:
-        if size < 1:
-            raise ValueError("a pool needs at least one worker")
         self.config, self.size = config, size
         self._context = context or multiprocessing.get_context("spawn")
         self._cond = threading.Condition()
@@ -227,7 +222,6 @@ class FunctionPools:
         aws_endpoint_url: str,
         log_dir: Path,
         workers: int = 4,
-        region: str = "us-east-1",
     ) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
         context = multiprocessing.get_context("spawn")
@@ -237,11 +231,10 @@ class FunctionPools:
                 function_name=spec.logical_id,
                 handler=spec.handler,
                 code_dir=str((template_dir / spec.code_uri).resolve()),
-                environment=worker_environment(spec, aws_endpoint_url, region),
+                environment=worker_environment(spec, aws_endpoint_url),
                 log_path=str(log_dir / f"{spec.logical_id}.log"),
                 memory_size=spec.memory_size,
                 timeout=spec.timeout,
-                region=region,
             )
             self.pools[spec.logical_id] = FunctionPool(config, workers, context)
 

@@ -105,7 +105,6 @@ class LocalStack:
             aws_endpoint_url=aws_url,
             log_dir=options.state_dir / "logs",
             workers=options.workers,
-            region=LOCAL_REGION,
         )
         cors = http_api_cors(template, params)
         self.server.gateway = Gateway(

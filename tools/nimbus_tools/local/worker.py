@@ -31,8 +31,6 @@ class WorkerConfig:
     log_path: str
     memory_size: int
     timeout: int
-    region: str = "us-east-1"
-    account_id: str = "123456789012"
 
 
 @dataclass
@@ -141,7 +139,6 @@ def _invoke(
     context = LambdaContext(
         config.function_name, config.memory_size, request_id, deadline_ms, f"local/[$LATEST]{os.getpid()}"
     )
-    context.region, context.account_id = config.region, config.account_id
     print(f"START RequestId: {request_id} Version: $LATEST", flush=True)
     started = time.monotonic()
     try:
