@@ -186,35 +186,32 @@ class StreamReader:
         """Drop the eventIDs of records below sequence number ``before`` (trimmed from the stream)."""
         self.returned = {event: seq for event, seq in self.returned.items() if seq >= before}
 
-    def _records(self, shard_id: str, kind: str, sequence: str | None, limit: int) -> list[Any]:
-        arguments: dict[str, Any] = {
-            "StreamArn": self.stream_arn,
-            "ShardId": shard_id,
-            "ShardIteratorType": kind,
-        }
+    def _records(self, shard_id: str, limit: int, sequence: str | None = None) -> list[Any]:
+        # From the shard's oldest record, or (given a sequence number) from that record on.
+        position: dict[str, Any] = {"ShardIteratorType": "TRIM_HORIZON"}
         if sequence is not None:
-            arguments["SequenceNumber"] = sequence
-        iterator = self.client.get_shard_iterator(**arguments)["ShardIterator"]
-        return list(self.client.get_records(ShardIterator=iterator, Limit=limit).get("Records", []))
+            position = {"ShardIteratorType": "AT_SEQUENCE_NUMBER", "SequenceNumber": sequence}
+        shard = self.client.get_shard_iterator(StreamArn=self.stream_arn, ShardId=shard_id, **position)
+        records = self.client.get_records(ShardIterator=shard["ShardIterator"], Limit=limit)
+        return list(records.get("Records", []))
 
     def _read_shard(self, shard_id: str, limit: int) -> list[Any]:
         last = self.last_seen[shard_id]
         if last is None:
-            records = self._records(shard_id, "TRIM_HORIZON", None, limit)
+            records = self._records(shard_id, limit)
         else:
             # The last record returned, read again: another one there means a rollback rewound the shard.
-            records = self._records(shard_id, "AT_SEQUENCE_NUMBER", last[0], limit + 1)
+            records = self._records(shard_id, limit + 1, last[0])
             if records and records[0].get("eventID") == last[1]:
                 records = records[1:]
             else:
-                records = self._records(shard_id, "TRIM_HORIZON", None, 10_000)
+                records = self._records(shard_id, 10_000)
         fresh = [r for r in records if r.get("eventID") not in self.returned][:limit]
         self.returned.update((str(r.get("eventID")), int(r["dynamodb"]["SequenceNumber"])) for r in fresh)
         if fresh:
-            last_record = fresh[-1]
             self.last_seen[shard_id] = (
-                str(last_record["dynamodb"]["SequenceNumber"]),
-                str(last_record.get("eventID")),
+                str(fresh[-1]["dynamodb"]["SequenceNumber"]),
+                str(fresh[-1].get("eventID")),
             )
         return fresh
 
