@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Any, cast
 
 TIMEOUT_SECONDS = 10.0
 
@@ -44,16 +44,13 @@ def inject_fault(
     """Make matching AWS requests fail once ``after`` went through (``times`` None: until
     :func:`clear_faults`)."""
     spec = {"service": service, "operation": operation, "status": status, "code": code}
-    fault: dict[str, Any] = _call(
-        "POST", f"{aws_endpoint_url}/_nimbus/faults", spec | {"times": times, "after": after}
-    )
-    return fault
+    url = f"{aws_endpoint_url}/_nimbus/faults"
+    return cast(dict[str, Any], _call("POST", url, spec | {"times": times, "after": after}))
 
 
 def list_faults(aws_endpoint_url: str) -> list[dict[str, Any]]:
     """The active faults (with the uses left in ``times``)."""
-    faults: list[dict[str, Any]] = _call("GET", f"{aws_endpoint_url}/_nimbus/faults")
-    return faults
+    return cast(list[dict[str, Any]], _call("GET", f"{aws_endpoint_url}/_nimbus/faults"))
 
 
 def clear_faults(aws_endpoint_url: str) -> None:
@@ -63,8 +60,7 @@ def clear_faults(aws_endpoint_url: str) -> None:
 
 def read_mail(aws_endpoint_url: str) -> list[dict[str, Any]]:
     """Every captured email, oldest first: ``{"id","timestamp","from","to","subject","text","html"}``."""
-    mail: list[dict[str, Any]] = _call("GET", f"{aws_endpoint_url}/_nimbus/mail")
-    return mail
+    return cast(list[dict[str, Any]], _call("GET", f"{aws_endpoint_url}/_nimbus/mail"))
 
 
 def clear_mail(aws_endpoint_url: str) -> None:

@@ -7,7 +7,7 @@ import importlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from nimbus_tools.local.events import HttpRequest, build_event
 from nimbus_tools.local.router import Router
@@ -25,6 +25,8 @@ class Reply:
     function: str
 
 
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
 # The context handlers are called with in process: the function's name is all a caller gives.
 LambdaContextStub = LambdaContext
 
@@ -38,18 +40,12 @@ class InProcessApi:
 
     def environment(self) -> dict[str, str]:
         """The functions' environment (the template gives every function the same variables)."""
-        merged: dict[str, str] = {}
-        for spec in self.specs.values():
-            merged.update(spec.environment)
-        return merged
+        return {name: value for spec in self.specs.values() for name, value in spec.environment.items()}
 
-    def handler(self, logical_id: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    def handler(self, logical_id: str) -> Handler:
         """The handler callable of a function (its module is imported once, like a warm container)."""
         spec = self.specs[logical_id]
-        handler: Callable[[dict[str, Any], Any], dict[str, Any]] = getattr(
-            importlib.import_module(spec.handler_module), spec.handler_function
-        )
-        return handler
+        return cast(Handler, getattr(importlib.import_module(spec.handler_module), spec.handler_function))
 
     def call(
         self,

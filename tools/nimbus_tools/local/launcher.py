@@ -4,6 +4,7 @@ sends SIGINT and waits for a clean exit."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -31,7 +32,6 @@ class LocalApiProcess:
         self.stdout: list[str] = []
         self.stderr: list[str] = []
         self._changed = threading.Condition()
-        self._state: ServeState | None = None
         self._readers = [
             threading.Thread(target=self._pump, args=(stream, lines), daemon=True)
             for stream, lines in ((process.stdout, self.stdout), (process.stderr, self.stderr))
@@ -56,15 +56,13 @@ class LocalApiProcess:
         """Whether the server printed its ready line (or exited)."""
         return any(line.startswith(READY_PREFIX) for line in self.stdout) or self.process.poll() is not None
 
-    @property
+    @functools.cached_property
     def state(self) -> ServeState:
-        """The contents of serve.json."""
-        if self._state is None:
-            state = read_state(state_path(self.state_dir))
-            if state is None:
-                raise RuntimeError(f"no serve.json in {self.state_dir}")
-            self._state = state
-        return self._state
+        """The contents of serve.json (read once)."""
+        state = read_state(state_path(self.state_dir))
+        if state is None:
+            raise RuntimeError(f"no serve.json in {self.state_dir}")
+        return state
 
     @property
     def api_url(self) -> str:

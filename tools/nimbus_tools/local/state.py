@@ -7,7 +7,7 @@ import fcntl
 import json
 import os
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, cast
 
 DEFAULT_STATE_DIR = Path(".local")
 STATE_FILE_NAME = "serve.json"
@@ -74,23 +74,12 @@ def read_state(path: Path) -> ServeState | None:
         return None
     if not isinstance(raw["pid"], int) or not process_alive(raw["pid"]):
         return None
-    state: ServeState = raw  # type: ignore[assignment]
-    return state
+    return cast(ServeState, raw)
 
 
 class StateDirInUseError(RuntimeError):
     """Another local API holds the state directory: a second one would overwrite its serve.json,
     and the operator tool would then act on the wrong server."""
-
-    def __init__(self, state_dir: Path, pid: int | None, api_url: str | None) -> None:
-        self.state_dir, self.pid, self.api_url = state_dir, pid, api_url
-        running = f"pid {pid}" if pid is not None else "its pid not written yet"
-        running += f", {api_url}" if api_url else ", still starting"
-        super().__init__(
-            f"another local API is already running from {state_dir} ({running}). Stop it first "
-            "(Ctrl-C where it runs), or give this one its own --state-dir (the operator tool then "
-            "needs --state <that dir>/serve.json)."
-        )
 
 
 class ServeLock:
@@ -136,5 +125,13 @@ def _in_use(state_dir: Path) -> StateDirInUseError:
         pid = None
     state = read_state(state_path(state_dir))  # written once the holder serves
     if state is not None and pid in (None, state["pid"]):
-        return StateDirInUseError(state_dir, state["pid"], state["api_url"])
-    return StateDirInUseError(state_dir, pid, None)
+        running = f"pid {state['pid']}, {state['api_url']}"
+    else:
+        running = (
+            f"pid {pid}, still starting" if pid is not None else "its pid not written yet, still starting"
+        )
+    return StateDirInUseError(
+        f"another local API is already running from {state_dir} ({running}). Stop it first "
+        "(Ctrl-C where it runs), or give this one its own --state-dir (the operator tool then "
+        "needs --state <that dir>/serve.json)."
+    )
