@@ -9,8 +9,7 @@ import pytest
 from nimbus_core.domain.killswitches import KillSwitch, parameter_names
 from nimbus_tools.local.provision import (
     queue_definitions,
-    ssm_parameter_names,
-    ssm_parameters,
+    ssm_parameter_definitions,
     table_definitions,
 )
 from nimbus_tools.template import (
@@ -54,13 +53,15 @@ def test_parameter_overrides_are_checked_like_cloudformation_checks_them() -> No
 
 
 def test_ssm_parameter_names_are_resolved_from_sub_with_the_stage() -> None:
-    assert ssm_parameters(TEMPLATE, {"Stage": "prod"}) == {
+    prod = ssm_parameter_definitions(TEMPLATE, {"Stage": "prod"}).values()
+    assert {d["Name"]: d["Value"] for d in prod} == {
         **{f"/nimbus/prod/killswitches/{s.name}": "off" for s in KillSwitch},
         "/nimbus/prod/loglevel": "INFO",
     }
-    assert ssm_parameter_names(TEMPLATE)["LogLevelParameter"] == "/nimbus/dev/loglevel"
+    names = {logical_id: d["Name"] for logical_id, d in ssm_parameter_definitions(TEMPLATE).items()}
+    assert names["LogLevelParameter"] == "/nimbus/dev/loglevel"
     # One parameter per switch, named as the functions derive them from KILLSWITCH_PATH.
-    switch_names = {v for k, v in ssm_parameter_names(TEMPLATE).items() if k.startswith("KillSwitch")}
+    switch_names = {v for k, v in names.items() if k.startswith("KillSwitch")}
     assert switch_names == set(parameter_names("/nimbus/dev/killswitches").values())
 
 

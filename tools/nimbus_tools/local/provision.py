@@ -99,16 +99,6 @@ def ssm_parameter_definitions(
     return definitions
 
 
-def ssm_parameters(template: Template, params: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Every SSM parameter's resolved name -> its template Value."""
-    return {d["Name"]: d["Value"] for d in ssm_parameter_definitions(template, params).values()}
-
-
-def ssm_parameter_names(template: Template, params: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Every SSM parameter's logical id -> its resolved name (e.g. ``/nimbus/dev/killswitches``)."""
-    return {lid: d["Name"] for lid, d in ssm_parameter_definitions(template, params).items()}
-
-
 @dataclass(frozen=True)
 class ProvisionedStack:
     """What was provisioned: logical id -> physical name."""

@@ -82,9 +82,8 @@ class StaticSite:
         if path in exact:
             return exact[path]()
         if path.startswith(f"{DOCS}/assets/"):
-            return self._under(
-                self.root / "node_modules" / "swagger-ui-dist", path.removeprefix(f"{DOCS}/assets/")
-            )
+            names = plain_names(path.removeprefix(f"{DOCS}/assets/"))
+            return self._file_below(self.root / "node_modules" / "swagger-ui-dist", names)
         return self._console(path)
 
     def _console(self, path: str) -> HttpResponse | None:
@@ -99,13 +98,10 @@ class StaticSite:
                 return self._file_below(folder, names)
         return None
 
-    def _under(self, directory: Path, relative: str) -> HttpResponse | None:
-        names = plain_names(relative)
-        return self._file_below(directory, names) if names else None
-
-    def _file_below(self, directory: Path, names: list[str]) -> HttpResponse | None:
-        file = directory.joinpath(*names)
-        if not file.resolve().is_relative_to(directory.resolve()):  # nor through a symbolic link
+    def _file_below(self, directory: Path, names: list[str] | None) -> HttpResponse | None:
+        # No names (or no plain ones) is no file, and neither is one outside through a symbolic link.
+        file = directory.joinpath(*names or [])
+        if not names or not file.resolve().is_relative_to(directory.resolve()):
             return None
         return self._file(file)
 
