@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from multiprocessing.context import SpawnContext, SpawnProcess
+from multiprocessing.context import SpawnProcess
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -86,9 +86,9 @@ class _Worker:
 class FunctionPool:
     """Up to ``size`` warm workers of one function."""
 
-    def __init__(self, config: WorkerConfig, size: int, context: SpawnContext | None = None) -> None:
+    def __init__(self, config: WorkerConfig, size: int) -> None:
         self.config, self.size = config, size
-        self._context = context or multiprocessing.get_context("spawn")
+        self._context = multiprocessing.get_context("spawn")  # one context, shared by every pool
         self._cond = threading.Condition()
         self._idle: list[_Worker] = []
         self._all: set[_Worker] = set()
@@ -224,7 +224,6 @@ class FunctionPools:
         workers: int = 4,
     ) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
-        context = multiprocessing.get_context("spawn")
         self.pools: dict[str, FunctionPool] = {}
         for spec in specs:
             config = WorkerConfig(
@@ -236,7 +235,7 @@ class FunctionPools:
                 memory_size=spec.memory_size,
                 timeout=spec.timeout,
             )
-            self.pools[spec.logical_id] = FunctionPool(config, workers, context)
+            self.pools[spec.logical_id] = FunctionPool(config, workers)
 
     def invoke(self, function: str, event: Mapping[str, Any], request_id: str) -> Invocation:
         """Invoke ``function`` (a logical id) with ``event``."""
