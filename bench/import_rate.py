@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -11,8 +10,7 @@ from botocore.config import Config
 from moto import mock_aws
 
 from bench.aws_hook import CannedAws
-from bench.runs import REGION, Report
-from bench.stack import aws_environment
+from bench.runs import REGION, Report, aws_environment
 from nimbus_core.sessions import passwords
 from nimbus_tools.local.provision import provision
 from nimbus_tools.migrate.importer import Report as ImportReport
@@ -22,8 +20,7 @@ from nimbus_tools.template import Template
 from tests.migration.postgres import PostgresServer
 from tests.migration.upstream import Upstream, bcrypt_hash
 
-USERS = int(os.environ.get("NIMBUS_BENCH_IMPORT_USERS", "10000"))
-MOTO_USERS = int(os.environ.get("NIMBUS_BENCH_IMPORT_MOTO_USERS", "200"))
+USERS, MOTO_USERS = 10_000, 200
 # What DynamoDB answers each write of the import, for the in-process measure (nothing exists yet).
 _CANNED: dict[str, Any] = {
     "dynamodb.BatchGetItem": {"Responses": {}, "UnprocessedKeys": {}},

@@ -74,24 +74,21 @@ class ImportRow:
 def targets(template: Template) -> list[Target]:
     """The bare boto3 handler first (the baseline), then every function's handler module."""
     specs = function_specs(template)
-    # The baseline gets the same environment as a real function, so only the code differs.
-    common = specs[0].environment if specs else {}
-    factors = next((spec for spec in specs if spec.handler_module == "factors_api.handler"), None)
-    chosen = [
-        Target("bare boto3 handler", BARE_MODULE, dict(common)),
+    [factors] = [spec for spec in specs if spec.handler_module == "factors_api.handler"]
+    return [
+        # The baseline gets the same environment as a real function, so only the code differs.
+        Target("bare boto3 handler", BARE_MODULE, specs[0].environment),
         *(Target(spec.logical_id, spec.handler_module, spec.environment) for spec in specs),
+        # What the lazy import of py_webauthn saves every request that runs no ceremony.
+        Target("SecondFactorsFunction + py_webauthn", WEBAUTHN_MODULE, factors.environment, budgeted=False),
     ]
-    if factors is not None:  # what the lazy import of py_webauthn saves every request that runs no ceremony
-        label = "SecondFactorsFunction + py_webauthn"
-        chosen.append(Target(label, WEBAUTHN_MODULE, factors.environment, budgeted=False))
-    return chosen
 
 
 def _run_child(target: Target, *, importtime: bool = False) -> subprocess.CompletedProcess[str]:
     # At the repository's root: sys.path[0] is the working directory with -c, so bench.* resolves.
     flags = ["-X", "importtime"] if importtime else []
     args = [*flags, "-c", CHILD, target.module, MARKER]
-    return run_child(args, child_env(target.environment, fake_aws=False), timeout=120)
+    return run_child(args, child_env(target.environment), timeout=120)
 
 
 def time_import(target: Target) -> float:
@@ -135,14 +132,13 @@ def measure_imports(template: Template, runs: int) -> list[ImportRow]:
     in_bare = {c.module for c in profile_import(chosen[0], first_party)}
     rows = []
     for target in chosen:
-        median = statistics.median(timings[target.module])
-        is_baseline = target.module == BARE_MODULE
-        ratio = None if is_baseline else median / baseline
-        profile = [] if is_baseline else profile_import(target, first_party)
+        runs_ms = tuple(timings[target.module])
+        median = statistics.median(runs_ms)
+        ratio = None if target.module == BARE_MODULE else median / baseline
+        profile = [] if ratio is None else profile_import(target, first_party)
         verdict = "-" if ratio is None or not target.budgeted else ("OK" if ratio <= BUDGET_RATIO else "OVER")
         top = tuple(sorted(profile, key=lambda c: c.self_ms, reverse=True)[:TOP])
         added = tuple(c for c in profile if c.module not in in_bare)
-        runs_ms = tuple(timings[target.module])
         rows.append(
             ImportRow(
                 target.label, target.module, runs_ms, median, ratio, verdict, top, added, target.budgeted

@@ -9,13 +9,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, NamedTuple
+from unittest.mock import patch
 
 from nimbus_tools.template import REPO_ROOT
 
 REGION = "us-east-1"
-# Fake credentials and no endpoint: moto or a canned answer responds, nothing can reach an account.
+# Fake credentials instead of every AWS_* setting (an endpoint, a profile, a retry mode): moto or a
+# canned answer responds, nothing can reach an account, and no local setting changes the measure.
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -23,18 +26,24 @@ FAKE_AWS = {
     "AWS_DEFAULT_REGION": REGION,
     "AWS_REGION": REGION,
 }
-UNSET_AWS = ("AWS_ENDPOINT_URL", "AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
 # Settings that would change what a child measures: no .pyc writing (the Lambda runtime has compiled
 # files, so cold imports read .pyc), or -X importtime turned on for every run.
 DROPPED_ENV = ("PYTHONDONTWRITEBYTECODE", "PYTHONPROFILEIMPORTTIME")
 
 
-def child_env(extra: Mapping[str, str], *, fake_aws: bool = True) -> dict[str, str]:
-    """This environment without what would change the measure, with fake AWS (unless told not to:
-    an import needs no credentials) and ``extra`` on top."""
-    dropped = (*DROPPED_ENV, *(UNSET_AWS if fake_aws else ()))
-    env = {k: v for k, v in os.environ.items() if k not in dropped}
-    return env | (FAKE_AWS if fake_aws else {}) | dict(extra)
+def child_env(extra: Mapping[str, str]) -> dict[str, str]:
+    """This environment without what would change the measure, with fake AWS and ``extra`` on top."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k not in DROPPED_ENV}
+    return env | FAKE_AWS | dict(extra)
+
+
+@contextmanager
+def aws_environment() -> Iterator[None]:
+    """Fake AWS instead of every AWS_* setting for the block; the environment restored after."""
+    with patch.dict(os.environ, FAKE_AWS):
+        for name in [n for n in os.environ if n.startswith("AWS_") and n not in FAKE_AWS]:
+            del os.environ[name]
+        yield
 
 
 def run_child(

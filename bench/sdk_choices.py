@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from typing import TYPE_CHECKING, Any, cast
 
-from bench.runs import Report, result_line, round_robin, run_child
+from bench.runs import Report, aws_environment, child_env, result_line, round_robin, run_child
 from bench.table import render
 
 if TYPE_CHECKING:
@@ -26,12 +25,6 @@ CANNED = {
 }
 REQUEST: dict[str, Any] = {
     "RequestItems": {TABLE: {"Keys": [{"pk": {"S": f"USER#{USER_ID}"}}], "ConsistentRead": True}}
-}
-CHILD_ENV = {
-    "AWS_ACCESS_KEY_ID": "bench",
-    "AWS_SECRET_ACCESS_KEY": "bench",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_EC2_METADATA_DISABLED": "true",
 }
 
 # Cold variants: the code a fresh interpreter runs, timed from before its first SDK import.
@@ -113,10 +106,7 @@ print("SDK_RESULT", (time.process_time() - started) * 1000)
 
 def _cold_once(setup: str, child: str = _CHILD) -> float:
     code = child.format(canned=CANNED, setup=setup, request=REQUEST)
-    env = {**os.environ, **CHILD_ENV}
-    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_PROFILE"):
-        env.pop(name, None)
-    return float(result_line(run_child(["-c", code], env, timeout=120).stdout, "SDK_RESULT "))
+    return float(result_line(run_child(["-c", code], child_env({}), timeout=120).stdout, "SDK_RESULT "))
 
 
 def measure_cold(runs: int, variants: dict[str, str] = COLD, child: str = _CHILD) -> dict[str, float]:
@@ -134,23 +124,22 @@ def measure_warm(rounds: int = 31, batch: int = 200) -> dict[str, float]:
     from bench.aws_hook import CannedAws
     from nimbus_core.adapters import clients
 
-    for name, value in CHILD_ENV.items():
-        os.environ.setdefault(name, value)
     clients.reset()
-    session = clients.session()
-    CannedAws(CANNED).install(session)
-    # The retry policy of clients.CONFIG for all: only the options measured differ.
-    defaults = Config(retries={"mode": "standard", "total_max_attempts": 3})
-    options = {
-        "botocore defaults": defaults,
-        "fixed User-Agent": defaults.merge(Config(user_agent=clients.USER_AGENT)),
-        "parameter validation off": defaults.merge(Config(parameter_validation=False)),
-        "both (clients.CONFIG)": clients.CONFIG,
-    }
-    made = {
-        name: cast("DynamoDBClient", session.create_client("dynamodb", config=config))
-        for name, config in options.items()
-    }
+    with aws_environment():  # read as the clients are made
+        session = clients.session()
+        CannedAws(CANNED).install(session)
+        # The retry policy of clients.CONFIG for all: only the options measured differ.
+        defaults = Config(retries={"mode": "standard", "total_max_attempts": 3})
+        options = {
+            "botocore defaults": defaults,
+            "fixed User-Agent": defaults.merge(Config(user_agent=clients.USER_AGENT)),
+            "parameter validation off": defaults.merge(Config(parameter_validation=False)),
+            "both (clients.CONFIG)": clients.CONFIG,
+        }
+        made = {
+            name: cast("DynamoDBClient", session.create_client("dynamodb", config=config))
+            for name, config in options.items()
+        }
     for client in made.values():
         for _ in range(50):
             client.batch_get_item(**REQUEST)
@@ -166,20 +155,13 @@ def measure_warm(rounds: int = 31, batch: int = 200) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def measure_sdk(runs: int) -> dict[str, dict[str, float]]:
-    """The three measurements."""
-    libraries = measure_cold(runs, LIBRARIES, _IMPORT_CHILD)
-    return {"cold_ms": measure_cold(runs), "warm_us": measure_warm(), "libraries_ms": libraries}
-
-
 def run(template: Template, runs: int) -> Report:
     """The three tables, ``runs`` fresh interpreters per cold variant."""
-    result = measure_sdk(runs)
-    cold, warm = result["cold_ms"], result["warm_us"]
+    libraries, cold, warm = measure_cold(runs, LIBRARIES, _IMPORT_CHILD), measure_cold(runs), measure_warm()
     first_cold, first_warm = next(iter(cold.values())), next(iter(warm.values()))
     cold_rows = [[name, f"{ms:.1f}", f"{ms / first_cold:.2f}x"] for name, ms in cold.items()]
     warm_rows = [[name, f"{us:.0f}", f"{us / first_warm:.2f}x"] for name, us in warm.items()]
-    lib_rows = [[name, f"{ms:.1f}"] for name, ms in result["libraries_ms"].items()]
+    lib_rows = [[name, f"{ms:.1f}"] for name, ms in libraries.items()]
     table = "\n".join(
         [
             render(
@@ -196,4 +178,4 @@ def run(template: Template, runs: int) -> Report:
             f"Medians of {runs} fresh interpreters per variant (round-robin, after one warm-up each).",
         ]
     )
-    return Report(table, result, [])
+    return Report(table, {"cold_ms": cold, "warm_us": warm, "libraries_ms": libraries}, [])

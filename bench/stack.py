@@ -17,14 +17,13 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from typing import Any
-from unittest.mock import patch
 
 import boto3
 import pyotp
 from botocore.handlers import BUILTIN_HANDLERS, REGISTER_FIRST
 from moto import mock_aws
 
-from bench.runs import FAKE_AWS, REGION, UNSET_AWS
+from bench.runs import REGION, aws_environment
 from nimbus_core.adapters import container
 from nimbus_core.adapters.items import stored_values, to_item
 from nimbus_core.adapters.outbox import RECOVERY_REQUEST
@@ -100,15 +99,6 @@ def timed[T](call: Callable[[], T]) -> tuple[float, Tally, T]:
         result = call()
         elapsed = (time.perf_counter() - started) * 1000
     return elapsed, tally, result
-
-
-@contextmanager
-def aws_environment() -> Iterator[None]:
-    """Fake AWS credentials and no real-AWS settings for the block; the environment restored after."""
-    with patch.dict(os.environ, FAKE_AWS):
-        for name in UNSET_AWS:
-            os.environ.pop(name, None)
-        yield
 
 
 @contextmanager
