@@ -54,6 +54,12 @@ class Budget:
     ses: int | None = None
     total: int | None = None
 
+    def verdict(self, trips: Mapping[str, int]) -> str:
+        """OVER if ``trips`` (round trips per service) exceed any limit, else OK."""
+        counted = [(self.dynamodb, trips["dynamodb"]), (self.ssm, trips["ssm"]), (self.ses, trips["sesv2"])]
+        counted.append((self.total, sum(trips.values())))
+        return "OVER" if any(limit is not None and n > limit for limit, n in counted) else "OK"
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -103,7 +109,6 @@ class Scenario:
     expected_status: int
     prepare: Callable[[], Callable[[], Reply]]
     variant: Variant = Variant()  # its budget, config and expected body
-    endpoint: str | None = None  # None: no registered endpoint (an unknown route, a stream function)
 
 
 # Register, asking for a recovery link (whatever the name), verifying an address.
@@ -262,9 +267,7 @@ def _answered_by(registered: Registered, variant: Variant) -> str | None:
 def _plans_of(registered: Registered, document: Mapping[str, Any]) -> list[Plan]:
     endpoint = registered.endpoint
     key = f"{endpoint.method} {endpoint.path}"
-    operation = document["paths"].get(registered.openapi_path, {}).get(endpoint.method.lower())
-    if operation is None:
-        raise ScenarioError(f"{key}: not in the OpenAPI document")
+    operation = document["paths"][registered.openapi_path][endpoint.method.lower()]
     [success] = [int(code) for code in operation["responses"] if code.startswith("2")]
     body, params = _sample_body(key, operation), {}
     for before, name in re.findall(r"([^/]*)/<(\w+)>", endpoint.path):
@@ -361,7 +364,7 @@ def scenarios(h: Harness) -> list[Scenario]:
     planned = plan(endpoints, build_document(endpoints))
     recovery = Variant(budget=CHANGE_BUDGET)
     return [
-        *(Scenario(p.name, p.status, partial(_prepare, h, p), p.variant, p.endpoint) for p in planned),
+        *(Scenario(p.name, p.status, partial(_prepare, h, p), p.variant) for p in planned),
         Scenario("GET /no/such/route (404)", 404, lambda: partial(h.api.call, "GET", "/no/such/route")),
         *(
             Scenario(
@@ -423,19 +426,9 @@ def run_scenario(scenario: Scenario, repetitions: int) -> CallRow:
             tallies.append(tally)
     services = {service: _figures(service, tallies) for service in SERVICES}
     trips = {name: figures.attempts for name, figures in services.items()}
-    budget, verdict = variant.budget, "-"
-    if budget is not None:
-        limits = (
-            (budget.dynamodb, trips["dynamodb"]),
-            (budget.ssm, trips["ssm"]),
-            (budget.ses, trips["sesv2"]),
-        )
-        over = any(
-            limit is not None and n > limit for limit, n in (*limits, (budget.total, sum(trips.values())))
-        )
-        verdict = "OVER" if over else "OK"
+    verdict = "-" if variant.budget is None else variant.budget.verdict(trips)
     constant = len({(tuple(t.calls), tuple(sorted(t.attempts.items()))) for t in tallies}) == 1
-    return CallRow(scenario.name, reply.function, reply.status, services, constant, budget, verdict)
+    return CallRow(scenario.name, reply.function, reply.status, services, constant, variant.budget, verdict)
 
 
 def run(template: Template, runs: int) -> Report:
