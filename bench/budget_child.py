@@ -8,6 +8,7 @@ import importlib
 import json
 import sys
 import time
+from typing import Any
 
 from bench.aws_hook import CannedAws
 
@@ -28,19 +29,19 @@ class Context:
         return 10_000
 
 
-def _attribute(path: str) -> object:
+def _attribute(path: str) -> Any:
     module, _, name = path.partition(":")
     return getattr(importlib.import_module(module), name)
 
 
-def cold(target: dict[str, object]) -> dict[str, object]:
+def cold(target: dict[str, Any]) -> dict[str, object]:
     """Import the handler and answer one request; milliseconds of each part."""
-    aws = CannedAws(target["canned"])  # type: ignore[arg-type]
+    aws = CannedAws(target["canned"])
     start, start_cpu = time.perf_counter(), time.process_time()
-    module = importlib.import_module(str(target["module"]))
+    module = importlib.import_module(target["module"])
     imported_cpu = time.process_time()
-    aws.install(_attribute(str(target["session"]))())  # type: ignore[operator]
-    response = getattr(module, str(target.get("handler", "lambda_handler")))(target["event"], Context())
+    aws.install(_attribute(target["session"])())
+    response = getattr(module, target.get("handler", "lambda_handler"))(target["event"], Context())
     done, done_cpu = time.perf_counter(), time.process_time()
     return {
         "import_ms": (imported_cpu - start_cpu) * 1000,
@@ -59,44 +60,35 @@ def _events(event: object, count: int) -> list[object]:
     return [json.loads(text) for _ in range(count)]
 
 
-def _loaded(target: dict[str, object]) -> tuple[CannedAws, object]:
+def _loaded(target: dict[str, Any]) -> tuple[CannedAws, Any]:
     """The target's handler, imported, its AWS answered from its canned bodies."""
-    aws = CannedAws(target["canned"])  # type: ignore[arg-type]
-    module = importlib.import_module(str(target["module"]))
-    aws.install(_attribute(str(target["session"]))())  # type: ignore[operator]
-    return aws, getattr(module, str(target.get("handler", "lambda_handler")))
+    aws = CannedAws(target["canned"])
+    module = importlib.import_module(target["module"])
+    aws.install(_attribute(target["session"])())
+    return aws, getattr(module, target.get("handler", "lambda_handler"))
 
 
-def warm(
-    target: dict[str, object], baseline: dict[str, object], rounds: int, batch: int
-) -> dict[str, object]:
+def warm(target: dict[str, Any], baseline: dict[str, Any], rounds: int, batch: int) -> dict[str, object]:
     """CPU milliseconds per request of the handler and of its baseline, one figure per batch."""
     context = Context()
     (aws, handler), (_, bare_handler) = _loaded(target), _loaded(baseline)
-
-    def nimbus(event: object) -> object:
-        return handler(event, context)  # type: ignore[operator]
-
-    def base(event: object) -> object:
-        return bare_handler(event, context)  # type: ignore[operator]
-
     # Warm-up (clients, caches, the first request's imports), then what one warm request calls.
-    statuses = {nimbus(e)["statusCode"] for e in _events(target["event"], 3)}  # type: ignore[index]
-    for e in _events(baseline.get("event"), 3):
-        base(e)
+    statuses = {handler(e, context)["statusCode"] for e in _events(target["event"], 3)}
+    for e in _events(baseline["event"], 3):
+        bare_handler(e, context)
     aws.calls.clear()
-    nimbus(_events(target["event"], 1)[0])
+    handler(_events(target["event"], 1)[0], context)
     warm_calls = aws.calls[:]
     nimbus_ms: list[float] = []
     base_ms: list[float] = []
     for index in range(rounds):
-        mine, theirs = _events(target["event"], batch), _events(baseline.get("event"), batch)
+        mine, theirs = _events(target["event"], batch), _events(baseline["event"], batch)
         # Alternate which goes first, so a drift in machine load does not favour one side.
-        order = [(nimbus, mine, nimbus_ms), (base, theirs, base_ms)]
+        order = [(handler, mine, nimbus_ms), (bare_handler, theirs, base_ms)]
         for run, events, out in order if index % 2 == 0 else reversed(order):
             started = time.process_time()
             for event in events:
-                run(event)
+                run(event, context)
             out.append((time.process_time() - started) * 1000 / batch)
     return {
         "nimbus_ms": nimbus_ms,

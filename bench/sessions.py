@@ -17,12 +17,10 @@ from bench.table import render
 from nimbus_core.adapters.sessions import session_item
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
-from nimbus_core.domain.models import Session
 from nimbus_core.platform.clock import iso
 from nimbus_core.platform.ids import new_id
 from nimbus_core.platform.settings import get_settings
-from nimbus_core.sessions.session_issuer import revoke_all
-from nimbus_core.sessions.tokens import hash_secret
+from nimbus_core.sessions.session_issuer import new_session, revoke_all
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub
 from nimbus_tools.local.streams import StreamReader, lambda_event, latest_stream_arn, matches
 from nimbus_tools.template import Template, stream_subscriptions
@@ -30,6 +28,7 @@ from tests.samples import sample_user
 
 SIZES = (10, 1000, 5000)  # revoke
 STALE, CURRENT = 5_000, 3  # sweep: sessions of the old generation, and of the new (which stay)
+SWEEPS = 3
 BAN_SIZES, BAN_RUNS = (1, 1000), 5  # 1 session: the comparison that shows constant time
 SWEEP = "SweepFunction"
 OPERATIONS = ("GetItem", "Query", "BatchWriteItem")
@@ -37,25 +36,12 @@ OPERATIONS = ("GetItem", "Query", "BatchWriteItem")
 
 def store_sessions(dynamodb: Any, user_id: str, count: int, generation: int = 0) -> set[str]:
     """Store ``count`` live sessions of ``user_id`` (a day left) straight to the table; their ids."""
+    owner = sample_user(user_id, "owner").changed(session_generation=generation)
     now = time.time()
-    stamp = iso(now)
-    sessions = [
-        Session(
-            user_id=user_id,
-            id=new_id(),
-            secret_hash=hash_secret(new_id()),
-            name="Firefox 132 on Ubuntu",
-            exp=int(now) + 86400,
-            created_at=stamp,
-            updated_at=stamp,
-            used_at=stamp,
-            generation=generation,
-        )
-        for _ in range(count)
-    ]
-    puts = [{"PutRequest": {"Item": session_item(s)}} for s in sessions]
+    made = [new_session(owner, name="Firefox 132 on Ubuntu", lifetime=86400, now=now) for _ in range(count)]
+    puts = [{"PutRequest": {"Item": session_item(m.session)}} for m in made]
     batch_write(dynamodb, get_settings().sessions_table, puts)
-    return {s.id for s in sessions}
+    return {m.session.id for m in made}
 
 
 def stored_ids(dynamodb: Any, user_id: str) -> set[str]:
@@ -157,17 +143,15 @@ def _sweep_once(sweeper: Sweeper) -> dict[str, Any]:
     }
 
 
-def sweep(template: Template, runs: int, repetitions: int = 3) -> Report:
-    """The sweep of a fresh user's stale sessions, ``repetitions`` times (``runs`` unused)."""
+def sweep(template: Template, runs: int) -> Report:
+    """The sweep of a fresh user's stale sessions, ``SWEEPS`` times (``runs`` unused)."""
     with moto_stack(template, [SWEEP]) as api:
         sweeper = Sweeper(template, api)
-        done = [_sweep_once(sweeper) for _ in range(repetitions)]
+        done = [_sweep_once(sweeper) for _ in range(SWEEPS)]
     calls = {op: statistics.median_low(r["operations"][op] for r in done) for op in OPERATIONS}
     seconds = statistics.median(r["seconds"] for r in done)
-    total, ssm = (
-        statistics.median_low(r["operations"].total() for r in done),
-        statistics.median_low(r["ssm_calls"] for r in done),
-    )
+    total = statistics.median_low(r["operations"].total() for r in done)
+    ssm = statistics.median_low(r["ssm_calls"] for r in done)
     of_which = ", ".join(f"{n} {op}" for op, n in calls.items() if n)
     row = [f"{STALE:,}", str(CURRENT), f"{seconds:.2f}", str(total), of_which, str(ssm)]
     headers = ["Stale sessions", "Kept", "Sweep s (moto)", "DynamoDB calls", "Of which", "SSM"]
@@ -225,25 +209,13 @@ def ban(template: Template, runs: int) -> Report:
                 done[size].append(_ban_once(sweeper, size))
     rows = []
     for size, got in done.items():
-        first, (ban_ms, sweep_ms) = (
-            got[0],
-            (statistics.median(r[k] for r in got) for k in ("ban_ms", "sweep_ms")),
-        )
+        ban_ms, sweep_ms = (f"{statistics.median(r[k] for r in got):.0f}" for k in ("ban_ms", "sweep_ms"))
         trips = statistics.median_low(r["ban_round_trips"] for r in got)
         calls = statistics.median_low(r["sweep_calls"].total() for r in got)
-        of_which = ", ".join(f"{n} {op}" for op, n in first["sweep_calls"].items())
+        first = got[0]
         ban_trips = f"{trips} ({', '.join(first['ban_operations'])})"
-        rows.append(
-            [
-                f"{size:,}",
-                f"{ban_ms:.0f}",
-                ban_trips,
-                first["old_session"],
-                f"{sweep_ms:.0f}",
-                str(calls),
-                of_which,
-            ]
-        )
+        of_which = ", ".join(f"{n} {op}" for op, n in first["sweep_calls"].items())
+        rows.append([f"{size:,}", ban_ms, ban_trips, first["old_session"], sweep_ms, str(calls), of_which])
     headers = ["Sessions", "PUT ban ms", "ban round trips", "old session after", "sweep ms"]
     table = render([*headers, "sweep DynamoDB calls", "of which"], rows, right=frozenset({0, 1, 4, 5}))
     return Report(
