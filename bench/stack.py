@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import boto3
 import pyotp
@@ -27,6 +27,7 @@ from bench.runs import REGION, aws_environment
 from nimbus_core.adapters import container
 from nimbus_core.adapters.items import stored_values, to_item
 from nimbus_core.adapters.outbox import RECOVERY_REQUEST
+from nimbus_core.adapters.runtime_config import SsmRuntimeConfig
 from nimbus_core.adapters.users import user_item
 from nimbus_core.domain.killswitches import KillSwitch, parameter_names, stored_value
 from nimbus_core.domain.models import SecondFactor
@@ -155,12 +156,10 @@ def set_config(config: str = "warm") -> None:
     """Put the runtime-config cache in the state a measurement is about. Warm: fetched a moment ago
     (it lives 10 s, and a setup with argon2 on moto takes a good part of that). Cold: nothing cached,
     as in a new container."""
-    deps = container.production_deps()
-    forget = getattr(deps.config, "forget", None)
-    if forget is not None:
-        forget()
+    source = cast("SsmRuntimeConfig", container.production_deps().config)  # what production_deps makes
+    source.forget()
     if config == "warm":
-        deps.config.current()
+        source.current()
 
 
 def expect(what: str, status: int, reply: Reply) -> None:
@@ -296,9 +295,8 @@ class Harness:
             }
         else:
             proof = {"type": "totp", "code": pyotp.TOTP(str(caller.seed)).now()}
-        return {k: v for k, v in body.items() if k != "password"} | {
-            "2fa": {"token": asked.body["token"], **proof}
-        }
+        kept = {k: v for k, v in body.items() if k != "password"}
+        return kept | {"2fa": {"token": asked.body["token"], **proof}}
 
     def verification_link(self, address: str, kind: str = "verify-email") -> str:
         """The token of the newest email of ``kind`` queued for ``address`` (read from the outbox,
@@ -319,12 +317,8 @@ class Harness:
         stream would deliver them (this bench keeps no stream records), to run later; it answers
         200 when no record failed."""
         table = get_settings().outbox_table
-        items = self._dynamodb.scan(
-            TableName=table,
-            FilterExpression="#k = :k",
-            ExpressionAttributeNames={"#k": "kind"},
-            ExpressionAttributeValues={":k": {"S": RECOVERY_REQUEST}},
-        )["Items"]
+        stored = self._dynamodb.scan(TableName=table)["Items"]
+        items = [i for i in stored if i["kind"]["S"] == RECOVERY_REQUEST]
         arn = f"arn:aws:dynamodb:{REGION}:123456789012:table/{table}/stream/bench"
         inserted = [
             {"Keys": {"id": i["id"]}, "NewImage": i, "SequenceNumber": str(n)} for n, i in enumerate(items, 1)
@@ -376,9 +370,8 @@ class Harness:
         stamp, settings = clock.iso(clock.now()), get_settings()
         stored = {"created_at": stamp, "updated_at": stamp, "domain": settings.default_domain}
         users = [sample_user(new_id(), self.unique("listed")).changed(**stored) for _ in range(count)]
-        batch_write(
-            self._dynamodb, settings.users_table, [{"PutRequest": {"Item": user_item(u)}} for u in users]
-        )
+        puts = [{"PutRequest": {"Item": user_item(u)}} for u in users]
+        batch_write(self._dynamodb, settings.users_table, puts)
 
     def set_killswitches(self, enabled: Sequence[KillSwitch]) -> None:
         """Store the enabled kill switches directly in SSM (the bench refetches the runtime
