@@ -76,13 +76,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def _plain(value: Any) -> Any:
     """A figure's record as JSON data: what its ``as_json`` gives, or a dataclass's fields."""
-    if hasattr(value, "as_json"):
-        return value.as_json()
-    return (
-        dataclasses.asdict(value)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type)
-        else str(value)
-    )
+    return value.as_json() if hasattr(value, "as_json") else dataclasses.asdict(value)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

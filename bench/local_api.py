@@ -118,35 +118,38 @@ def _idle(dynamodb: Any, table: str) -> None:
     time.sleep(MAIL_SETTLE_SECONDS)
 
 
-def _measure_recovery(state_dir: Path, seed: int = 0) -> dict[bool, list[float]]:
+def _measure_recovery() -> dict[bool, list[float]]:
     """Start a local API, register ``TRIES`` accounts, then time ``TRIES`` requests for them and
     ``TRIES`` for names that are none, alternating; milliseconds by whether the name is an account."""
-    api = start_local_api(state_dir=state_dir, timeout=120)
-    try:
-        endpoint, key = api.aws_endpoint_url, "testing"  # the emulator's credentials
-        dynamodb = boto3.client(
-            "dynamodb", REGION, endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=key
-        )
-        table = api.state["tables"]["OutboxTable"]
-        addresses = (f"127.0.{n // 250}.{n % 250 + 2}" for n in itertools.count(2))  # each used once
-        names = [f"timed{n}" for n in range(TRIES + RECOVERY_WARM_UP)]
-        for name in names:
-            body = {"username": name, "email": f"{name}@example.com", "password": PASSWORD}
-            _post(api.api_url, next(addresses), "/register", body)
-        order = random.Random(seed)  # noqa: S311 - the order of a benchmark's requests, not a secret
-        timed: dict[bool, list[float]] = {True: [], False: []}
-        for n, name in enumerate(names):
-            pair = [True, False]
-            order.shuffle(pair)
-            for known in pair:
-                _idle(dynamodb, table)
-                asked = {"username": name if known else f"nobody{n}"}
-                elapsed = _post(api.api_url, next(addresses), "/users/recover", asked)
-                if n >= RECOVERY_WARM_UP:
-                    timed[known].append(elapsed)
-        return timed
-    finally:
-        api.stop()
+    with tempfile.TemporaryDirectory(
+        prefix="nimbus-bench-recovery-", ignore_cleanup_errors=True
+    ) as state_dir:
+        api = start_local_api(state_dir=Path(state_dir), timeout=120)
+        try:
+            endpoint, key = api.aws_endpoint_url, "testing"  # the emulator's credentials
+            dynamodb = boto3.client(
+                "dynamodb", REGION, endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=key
+            )
+            table = api.state["tables"]["OutboxTable"]
+            addresses = (f"127.0.{n // 250}.{n % 250 + 2}" for n in itertools.count(2))  # each used once
+            names = [f"timed{n}" for n in range(TRIES + RECOVERY_WARM_UP)]
+            for name in names:
+                body = {"username": name, "email": f"{name}@example.com", "password": PASSWORD}
+                _post(api.api_url, next(addresses), "/register", body)
+            order = random.Random(0)  # noqa: S311 - the order of a benchmark's requests, not a secret
+            timed: dict[bool, list[float]] = {True: [], False: []}
+            for n, name in enumerate(names):
+                pair = [True, False]
+                order.shuffle(pair)
+                for known in pair:
+                    _idle(dynamodb, table)
+                    asked = {"username": name if known else f"nobody{n}"}
+                    elapsed = _post(api.api_url, next(addresses), "/users/recover", asked)
+                    if n >= RECOVERY_WARM_UP:
+                        timed[known].append(elapsed)
+            return timed
+        finally:
+            api.stop()
 
 
 def _apart(one: list[float], other: list[float]) -> float:
@@ -158,10 +161,7 @@ def _apart(one: list[float], other: list[float]) -> float:
 def recovery(template: Template, runs: int) -> Report:
     """The two medians side by side, their difference, the noise, and how they were measured
     (``runs`` unused)."""
-    with tempfile.TemporaryDirectory(
-        prefix="nimbus-bench-recovery-", ignore_cleanup_errors=True
-    ) as state_dir:
-        timed = _measure_recovery(Path(state_dir))
+    timed = _measure_recovery()
     known, unknown = timed[True], timed[False]
     difference = _apart(known, unknown)
     # The noise: the same measure between alternate requests of one kind, which do the very same

@@ -76,12 +76,8 @@ class Sweeper:
 
     def sweep(self, user_id: str) -> tuple[float, Tally]:
         """Run the sweep on the one MODIFY record of ``user_id`` since the last read; ms and calls."""
-        key = f"USER#{user_id}"
-        records = [
-            r
-            for r in self.reader.read(1000)
-            if matches(r, self.patterns) and r["dynamodb"]["Keys"]["pk"]["S"] == key
-        ]
+        passed = [r for r in self.reader.read(1000) if matches(r, self.patterns)]
+        records = [r for r in passed if r["dynamodb"]["Keys"]["pk"]["S"] == f"USER#{user_id}"]
         if len(records) != 1 or records[0]["eventName"] != "MODIFY":
             raise ScenarioError(f"expected one MODIFY record of the user, got {records}")
         set_config("warm")
