@@ -121,10 +121,8 @@ def _idle(dynamodb: Any, table: str) -> None:
 def _measure_recovery() -> dict[bool, list[float]]:
     """Start a local API, register ``TRIES`` accounts, then time ``TRIES`` requests for them and
     ``TRIES`` for names that are none, alternating; milliseconds by whether the name is an account."""
-    with tempfile.TemporaryDirectory(
-        prefix="nimbus-bench-recovery-", ignore_cleanup_errors=True
-    ) as state_dir:
-        api = start_local_api(state_dir=Path(state_dir), timeout=120)
+    with tempfile.TemporaryDirectory(prefix="nimbus-bench-recovery-", ignore_cleanup_errors=True) as state:
+        api = start_local_api(state_dir=Path(state), timeout=120)
         try:
             endpoint, key = api.aws_endpoint_url, "testing"  # the emulator's credentials
             dynamodb = boto3.client(
