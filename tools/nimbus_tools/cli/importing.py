@@ -9,12 +9,10 @@ from typing import TYPE_CHECKING
 from botocore.config import Config
 
 from nimbus_tools.cli.target import EXIT_USAGE, CliError
-from nimbus_tools.migrate.importer import Report, Stores, run_import
+from nimbus_tools.migrate.importer import Stores, run_import
 from nimbus_tools.migrate.source import UpstreamSource
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from nimbus_tools.cli.commands import TargetFactory
 
 _TABLES = ("UsersTable", "SessionsTable", "TokensTable", "DomainsTable")
@@ -34,6 +32,8 @@ def import_command(
     client = stack.session.client("dynamodb", endpoint_url=stack.endpoint_url, config=_RETRIES)
     stores = Stores.on(client, {name: stack.table(name) for name in _TABLES})
     import psycopg
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     try:
         source = UpstreamSource(url)
@@ -46,25 +46,15 @@ def import_command(
             "cannot read the upstream database: the URL could not be used (check its form; give the"
             " password in PGPASSWORD or ~/.pgpass rather than in the URL)"
         ) from None
-    with source:
-        report = _with_progress(
-            lambda progress: run_import(
-                source, stores, dry_run=dry_run, page_size=page_size, workers=workers, on_progress=progress
-            )
+    columns = (TextColumn("accounts"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with source, Progress(*columns, console=Console(file=sys.stderr), transient=True) as progress:
+        task = progress.add_task("import", total=None)
+        report = run_import(
+            source,
+            stores,
+            dry_run=dry_run,
+            page_size=page_size,
+            workers=workers,
+            on_progress=lambda done, total: progress.update(task, completed=done, total=total),
         )
     return json.dumps(report.as_json(), indent=2) if as_json else report.render()
-
-
-def _with_progress(work: Callable[[Callable[[int, int], None]], Report]) -> Report:
-    """``work`` with a progress bar (accounts done of all, rate, ETA) on stderr."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    columns = (TextColumn("accounts"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(file=sys.stderr), transient=True) as progress:
-        task = progress.add_task("import", total=None)
-
-        def advance(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
-
-        return work(advance)

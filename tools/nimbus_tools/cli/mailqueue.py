@@ -17,7 +17,6 @@ from nimbus_tools.cli import render
 from nimbus_tools.cli.target import EXIT_USAGE, CliError, Target
 
 QUEUE = "MailDeadLetterQueue"
-OUTBOX = "OutboxTable"
 HOLD_SECONDS = 60  # how long messages stay hidden from other readers while we look at them
 
 
@@ -63,17 +62,17 @@ class RetryOutcome:
         return bool(self.sent or self.skipped) and not self.problems
 
 
-def _receive_all(target: Target, hold: int) -> list[FailedMail]:
-    """Every message of the queue, each hidden from other readers for ``hold`` seconds."""
+def _receive_all(target: Target) -> list[FailedMail]:
+    """Every message of the queue, each hidden from other readers for :data:`HOLD_SECONDS`."""
     sqs = target.sqs()
     url = target.queue(QUEUE)
-    wait = 0 if target.is_local else 1  # long polling asks every SQS server (short polling samples)
+    wait = 0 if target.endpoint_url else 1  # long polling asks every SQS server (short polling samples)
     seen: dict[str, FailedMail] = {}
     while True:
         answer = sqs.receive_message(
             QueueUrl=url,
             MaxNumberOfMessages=10,
-            VisibilityTimeout=hold,
+            VisibilityTimeout=HOLD_SECONDS,
             WaitTimeSeconds=wait,
             MessageSystemAttributeNames=["SentTimestamp"],
         )
@@ -112,13 +111,6 @@ def _release(target: Target, mails: list[FailedMail]) -> None:
             for i, m in enumerate(mails[start : start + 10])
         ]
         target.sqs().change_message_visibility_batch(QueueUrl=target.queue(QUEUE), Entries=entries)  # type: ignore[arg-type]
-
-
-def list_failed(target: Target) -> list[FailedMail]:
-    """Every message in the dead-letter queue, oldest first, without consuming any."""
-    mails = _receive_all(target, HOLD_SECONDS)
-    _release(target, mails)
-    return mails
 
 
 def _outbox_ids(target: Target, batch: dict[str, Any]) -> list[str]:
@@ -221,7 +213,7 @@ def retry(target: Target, wanted: list[str], every: bool) -> list[RetryOutcome]:
         raise CliError("name the messages to retry (IDs from `nimbus mail failed`) or pass --all", EXIT_USAGE)
     if not target.sender_email:
         raise CliError(f"{target.description} does not say its sender address (SenderEmail output)")
-    mails = _receive_all(target, HOLD_SECONDS)
+    mails = _receive_all(target)
     outcomes: list[RetryOutcome] = []
     try:
         chosen = mails if every else [m for m in mails if m.id in wanted or m.message_id in wanted]
@@ -229,7 +221,7 @@ def retry(target: Target, wanted: list[str], every: bool) -> list[RetryOutcome]:
         if missing:
             raise CliError(f"not in the dead-letter queue: {', '.join(missing)}")
         mailer = SesMailer(target.sesv2(), target.sender_email)
-        outbox = DynamoOutbox(target.dynamodb(), target.table(OUTBOX))
+        outbox = DynamoOutbox(target.dynamodb(), target.table("OutboxTable"))
         for mail in chosen:
             outcomes.append(_retry_one(target, mailer, outbox, mail))
             if outcomes[-1].done:
@@ -241,16 +233,16 @@ def retry(target: Target, wanted: list[str], every: bool) -> list[RetryOutcome]:
 
 
 def failed_command(target: Target, as_json: bool) -> str:
-    """``mail failed [--json]``."""
-    mails = list_failed(target)
+    """``mail failed [--json]``: every message in the dead-letter queue, oldest first, none consumed."""
+    mails = _receive_all(target)
+    _release(target, mails)
     if as_json:
         return json.dumps([m.as_json() for m in mails], indent=2)
     if not mails:
         return "no failed mail"
     rows = []
     for mail in mails:
-        if mail.letter is not None:
-            letter = mail.letter
+        if (letter := mail.letter) is not None:
             rows.append(
                 (mail.id, letter.to, letter.kind, str(letter.attempts), letter.failed_at, letter.error)
             )

@@ -8,7 +8,6 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
@@ -68,7 +67,15 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("name")
     add.add_argument("--subdomains", action="store_true", help="allow subdomains of this domain")
     leaf(domains, "remove", "stop offering a domain").add_argument("name")
-    _mail_commands(group("mail", "captured mail (local) and failed mail"), leaf)
+    mail = group("mail", "captured mail (local) and failed mail")
+    listing = leaf(mail, "list", "show captured mail, newest last")
+    listing.add_argument("--to", metavar="ADDRESS", help="only mail to this address")
+    listing.add_argument("--json", action="store_true", help="print the raw JSON list")
+    failed = leaf(mail, "failed", "show the mail dead-letter queue (without consuming it)")
+    failed.add_argument("--json", action="store_true", help="print the raw JSON list")
+    retry = leaf(mail, "retry", "re-send failed mail from its outbox item and remove it from the queue")
+    retry.add_argument("ids", nargs="*", metavar="ID", help="IDs shown by `nimbus mail failed`")
+    retry.add_argument("--all", action="store_true", dest="every", help="every failed message")
     leaf(groups, "status", "dead letters waiting, kill switches on, and the log level")
     imports = leaf(groups, "import", "import an upstream Cumulonimbus deployment's PostgreSQL database")
     imports.add_argument(
@@ -79,19 +86,6 @@ def build_parser() -> argparse.ArgumentParser:
     imports.add_argument("--workers", type=int, default=8, help="accounts written at once (default 8)")
     imports.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
-
-
-def _mail_commands(
-    mail: argparse._SubParsersAction[argparse.ArgumentParser], leaf: Callable[..., Any]
-) -> None:
-    listing = leaf(mail, "list", "show captured mail, newest last")
-    listing.add_argument("--to", metavar="ADDRESS", help="only mail to this address")
-    listing.add_argument("--json", action="store_true", help="print the raw JSON list")
-    failed = leaf(mail, "failed", "show the mail dead-letter queue (without consuming it)")
-    failed.add_argument("--json", action="store_true", help="print the raw JSON list")
-    retry = leaf(mail, "retry", "re-send failed mail from its outbox item and remove it from the queue")
-    retry.add_argument("ids", nargs="*", metavar="ID", help="IDs shown by `nimbus mail failed`")
-    retry.add_argument("--all", action="store_true", dest="every", help="every failed message")
 
 
 def _target_factory(parser: argparse.ArgumentParser, args: argparse.Namespace) -> commands.TargetFactory:
@@ -129,10 +123,7 @@ def run(args: argparse.Namespace, target: commands.TargetFactory) -> str:
             as_json=args.json,
         ),
     }
-    command = commands_by_group.get(args.group)
-    if command is None:  # pragma: no cover - argparse refuses it first
-        raise CliError(f"unknown command {args.group}", EXIT_USAGE)
-    return command()
+    return commands_by_group[args.group]()
 
 
 def _mail(args: argparse.Namespace, target: commands.TargetFactory) -> str:

@@ -63,18 +63,15 @@ def mail_list(messages: Sequence[dict[str, Any]]) -> str:
     blocks = []
     for number, message in enumerate(messages, start=1):
         body = message.get("text") or message.get("html") or "(empty body)"
-        blocks.append(
-            "\n".join(
-                [
-                    f"#{number}  {message.get('timestamp', '')}",
-                    f"From:    {message.get('from', '')}",
-                    f"To:      {', '.join(message.get('to') or [])}",
-                    f"Subject: {message.get('subject', '')}",
-                    "",
-                    str(body).rstrip(),
-                ]
-            )
-        )
+        lines = [
+            f"#{number}  {message.get('timestamp', '')}",
+            f"From:    {message.get('from', '')}",
+            f"To:      {', '.join(message.get('to') or [])}",
+            f"Subject: {message.get('subject', '')}",
+            "",
+            str(body).rstrip(),
+        ]
+        blocks.append("\n".join(lines))
     return ("\n\n" + "-" * 72 + "\n\n").join(blocks)
 
 

@@ -51,11 +51,6 @@ class Target:
     sender_email: str | None = None  # the address system emails are sent from
     killswitch_path: str | None = None  # the kill switches' parameters are <path>/<NAME>
 
-    @property
-    def is_local(self) -> bool:
-        """Whether this is the local API's emulator (which alone captures mail)."""
-        return self.endpoint_url is not None
-
     def table(self, logical_id: str) -> str:
         """The physical name of a table (``"UsersTable"`` -> its name)."""
         return self._named(self.tables, logical_id)
@@ -100,10 +95,10 @@ class Target:
         return self.session.client("dynamodbstreams", endpoint_url=self.endpoint_url, config=_REGIONAL)
 
 
-def find_state_file(start: Path | None = None) -> Path:
-    """``.local/serve.json`` in ``start`` (default: the working directory) or its nearest parent
-    (`make serve` writes it at the repository root; `nimbus` may run in a subdirectory)."""
-    here = (start or Path.cwd()).resolve()
+def find_state_file() -> Path:
+    """``.local/serve.json`` in the working directory or its nearest parent (`make serve` writes it
+    at the repository root; `nimbus` may run in a subdirectory)."""
+    here = Path.cwd().resolve()
     for directory in (here, *here.parents):
         candidate = directory / state_path()
         if candidate.exists():
@@ -117,10 +112,9 @@ def local_target(state_file: Path | None = None) -> Target:
     state = read_state(path)
     if state is None:
         raise CliError(NOT_RUNNING)
-    session = emulator_session(state["region"])
     return Target(
         description=f"the local API ({state['api_url']})",
-        session=session,
+        session=emulator_session(state["region"]),
         tables=dict(state["tables"]),
         parameters=dict(state["parameters"]),
         endpoint_url=state["aws_endpoint_url"],
@@ -144,8 +138,6 @@ def stack_target(stack_name: str, region: str | None = None) -> Target:
         ) from None
     except BotoCoreError as error:
         raise CliError(f"cannot read stack {stack_name!r}: {error}") from None
-    if not stacks:
-        raise CliError(f"stack {stack_name!r} not found")
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", []) if "OutputKey" in o}
 
     def named(suffix: str, kind: str) -> dict[str, str]:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import batched
 from typing import Any
 
 from nimbus_core.adapters.domains import DynamoDomains
@@ -134,8 +135,8 @@ def run_import(
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for page in source.pages(page_size):
             states: dict[str, ImportState] = {}
-            for start in range(0, len(page), BATCH_READ):
-                states |= stores.users.import_states([row.id for row in page[start : start + BATCH_READ]])
+            for rows in batched(page, BATCH_READ, strict=False):
+                states |= stores.users.import_states([row.id for row in rows])
             outcomes = pool.map(
                 partial(_account, collisions=collisions, stores=stores, dry_run=dry_run, now=now),
                 page,
@@ -260,12 +261,8 @@ def _done_before(
 
 def _stored(stores: Stores, user_id: str, sessions: list[Session]) -> list[Session]:
     """Which of ``sessions`` Nimbus stores (whatever their generation), 100 per BatchGetItem."""
-    ids = [s.id for s in sessions]
-    return [
-        found
-        for start in range(0, len(ids), SESSIONS_READ)
-        for found in stores.sessions.get_many(user_id, ids[start : start + SESSIONS_READ])
-    ]
+    chunks = batched((s.id for s in sessions), SESSIONS_READ, strict=False)
+    return [found for ids in chunks for found in stores.sessions.get_many(user_id, ids)]
 
 
 def _plan(

@@ -53,11 +53,9 @@ def account(row: UpstreamAccount, *, now: float) -> Account:
     email = _email(row.email)
     if not passwords.is_bcrypt(row.password):
         raise RefusedError("its password is not a bcrypt hash")
-    codes = {}
-    for digest in row.backup_codes:
-        if not _SHA512_HEX.fullmatch(digest):
-            raise RefusedError("a backup code is not a SHA-512 hex digest")
-        codes[legacy_backup_code_key(digest)] = True
+    if not all(map(_SHA512_HEX.fullmatch, row.backup_codes)):
+        raise RefusedError("a backup code is not a SHA-512 hex digest")
+    codes = dict.fromkeys(map(legacy_backup_code_key, row.backup_codes), True)
     factors = {f.id: _factor(f) for f in row.factors}
     user = User(
         id=row.id,

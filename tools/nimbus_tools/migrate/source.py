@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -95,8 +96,8 @@ _EPOCH = datetime.fromisoformat("0001-01-01T00:00:00+00:00")
 Row = TypeVar("Row", UpstreamFactor, UpstreamSession)
 
 
-class UpstreamSource:
-    """An upstream database, opened read-only."""
+class UpstreamSource(AbstractContextManager["UpstreamSource"]):
+    """An upstream database, opened read-only (closed at the end of a ``with``)."""
 
     def __init__(self, url: str) -> None:
         """Connect to ``url`` (``postgresql://...``); nothing is read yet."""
@@ -109,9 +110,6 @@ class UpstreamSource:
         """Close the connection (nothing was written, so nothing to commit)."""
         self._connection.rollback()
         self._connection.close()
-
-    def __enter__(self) -> UpstreamSource:
-        return self
 
     def __exit__(self, *_: object) -> None:
         self.close()
