@@ -128,7 +128,8 @@ def killswitch(action: str, name: str | None, target: TargetFactory) -> str:
     if changed:
         parameter = resolved.killswitch_parameters()[switch]
         resolved.ssm().put_parameter(Name=parameter, Value=stored_value(on), Type="String", Overwrite=True)
-    return render.killswitch_change(switch, on, changed=changed)
+    state = "on" if on else "off"
+    return f"{switch.name} ({switch.value}) {'is now' if changed else 'was already'} {state}"
 
 
 def loglevel(action: str, level: str | None, target: TargetFactory) -> str:

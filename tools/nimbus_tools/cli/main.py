@@ -7,12 +7,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from nimbus_tools.cli import commands, importing, mailqueue
-from nimbus_tools.cli.target import EXIT_USAGE, CliError, Target, local_target, stack_target
+from nimbus_tools.cli.target import EXIT_USAGE, CliError, local_target, stack_target
 
 
 def _target_options() -> argparse.ArgumentParser:
@@ -96,11 +97,7 @@ def _target_factory(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         parser.error("--state and --stack cannot be combined")
     if region is not None and stack is None:
         parser.error("--region needs --stack")
-
-    def factory() -> Target:
-        return stack_target(stack, region) if stack is not None else local_target(state)
-
-    return factory
+    return partial(stack_target, stack, region) if stack is not None else partial(local_target, state)
 
 
 def run(args: argparse.Namespace, target: commands.TargetFactory) -> str:
@@ -144,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         output = run(args, target)
     except CliError as error:
-        print(f"nimbus: {error.message}", file=sys.stderr)
+        print(f"nimbus: {error}", file=sys.stderr)
         return error.exit_code
     except NoCredentialsError:
         print("nimbus: no AWS credentials found (configure a profile or AWS_* variables)", file=sys.stderr)

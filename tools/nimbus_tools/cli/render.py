@@ -40,12 +40,6 @@ def killswitch_table(enabled: frozenset[KillSwitch]) -> str:
     )
 
 
-def killswitch_change(switch: KillSwitch, on: bool, changed: bool) -> str:
-    """``ACCOUNT_LOGIN (4) is now on`` / ``... was already off``."""
-    state = "on" if on else "off"
-    return f"{switch.name} ({switch.value}) {'is now' if changed else 'was already'} {state}"
-
-
 def domain_table(domains: Sequence[Domain]) -> str:
     """The offered domains, or a note that there are none."""
     if not domains:

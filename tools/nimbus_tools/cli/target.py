@@ -30,11 +30,10 @@ EXIT_USAGE = 2
 
 
 class CliError(Exception):
-    """An expected failure: ``message`` is printed to stderr and the command exits ``exit_code``."""
+    """An expected failure: its message is printed to stderr and the command exits ``exit_code``."""
 
     def __init__(self, message: str, exit_code: int = EXIT_FAILURE) -> None:
         super().__init__(message)
-        self.message = message
         self.exit_code = exit_code
 
 
