@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import TYPE_CHECKING
@@ -20,13 +21,12 @@ _TABLES = ("UsersTable", "SessionsTable", "TokensTable", "DomainsTable")
 _RETRIES = Config(retries={"mode": "adaptive", "max_attempts": 10}, max_pool_connections=32)
 
 
-def import_command(
-    url: str, target: TargetFactory, *, dry_run: bool, page_size: int, workers: int, as_json: bool
-) -> str:
-    """Run the import and answer its report (a progress bar on stderr meanwhile)."""
-    if not url.startswith(("postgresql://", "postgres://")):
+def import_command(args: argparse.Namespace, target: TargetFactory) -> str:
+    """``import POSTGRES_URL [--dry-run] [--page-size N] [--workers N] [--json]``: run the import and
+    answer its report (a progress bar on stderr meanwhile)."""
+    if not args.url.startswith(("postgresql://", "postgres://")):
         raise CliError("give the upstream database as postgresql://user@host:port/dbname", EXIT_USAGE)
-    if not 1 <= page_size <= 5000 or not 1 <= workers <= 64:
+    if not 1 <= args.page_size <= 5000 or not 1 <= args.workers <= 64:
         raise CliError("--page-size is 1..5000 and --workers 1..64", EXIT_USAGE)
     stack = target()
     client = stack.session.client("dynamodb", endpoint_url=stack.endpoint_url, config=_RETRIES)
@@ -36,7 +36,7 @@ def import_command(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     try:
-        source = UpstreamSource(url)
+        source = UpstreamSource(args.url)
     except psycopg.OperationalError as error:
         # The server's or libpq's answer (refused, unknown host, authentication failed): no secret.
         raise CliError(f"cannot read the upstream database: {error}".strip()) from None
@@ -52,9 +52,9 @@ def import_command(
         report = run_import(
             source,
             stores,
-            dry_run=dry_run,
-            page_size=page_size,
-            workers=workers,
+            dry_run=args.dry_run,
+            page_size=args.page_size,
+            workers=args.workers,
             on_progress=lambda done, total: progress.update(task, completed=done, total=total),
         )
-    return json.dumps(report.as_json(), indent=2) if as_json else report.render()
+    return json.dumps(report.as_json(), indent=2) if args.json else report.render()

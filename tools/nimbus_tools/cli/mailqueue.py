@@ -68,19 +68,14 @@ def _receive_all(target: Target) -> list[FailedMail]:
     url = target.queue(QUEUE)
     wait = 0 if target.endpoint_url else 1  # long polling asks every SQS server (short polling samples)
     seen: dict[str, FailedMail] = {}
-    while True:
-        answer = sqs.receive_message(
-            QueueUrl=url,
-            MaxNumberOfMessages=10,
-            VisibilityTimeout=HOLD_SECONDS,
-            WaitTimeSeconds=wait,
-            MessageSystemAttributeNames=["SentTimestamp"],
-        )
-        messages = answer.get("Messages", [])
-        if not messages:
-            break
-        for message in messages:
-            seen[message["MessageId"]] = _parse(message)
+    while messages := sqs.receive_message(
+        QueueUrl=url,
+        MaxNumberOfMessages=10,
+        VisibilityTimeout=HOLD_SECONDS,
+        WaitTimeSeconds=wait,
+        MessageSystemAttributeNames=["SentTimestamp"],
+    ).get("Messages"):
+        seen |= {message["MessageId"]: _parse(message) for message in messages}
     return sorted(seen.values(), key=lambda m: m.sent_at)
 
 

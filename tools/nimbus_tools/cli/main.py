@@ -111,14 +111,7 @@ def run(args: argparse.Namespace, target: commands.TargetFactory) -> str:
         ),
         "mail": lambda: _mail(args, target),
         "status": lambda: commands.status(target),
-        "import": lambda: importing.import_command(
-            args.url,
-            target,
-            dry_run=args.dry_run,
-            page_size=args.page_size,
-            workers=args.workers,
-            as_json=args.json,
-        ),
+        "import": lambda: importing.import_command(args, target),
     }
     return commands_by_group[args.group]()
 
@@ -141,22 +134,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         output = run(args, target)
     except CliError as error:
-        print(f"nimbus: {error}", file=sys.stderr)
-        return error.exit_code
+        failure = error
     except NoCredentialsError:
-        print("nimbus: no AWS credentials found (configure a profile or AWS_* variables)", file=sys.stderr)
-        return 1
+        failure = CliError("no AWS credentials found (configure a profile or AWS_* variables)")
     except ClientError as error:
         details = error.response.get("Error", {})
-        print(
-            f"nimbus: AWS error {details.get('Code', '?')}: {details.get('Message', error)}", file=sys.stderr
-        )
-        return 1
+        failure = CliError(f"AWS error {details.get('Code', '?')}: {details.get('Message', error)}")
     except BotoCoreError as error:
-        print(f"nimbus: {error}", file=sys.stderr)
-        return 1
-    print(output)
-    return 0
+        failure = CliError(str(error))
+    else:
+        print(output)
+        return 0
+    print(f"nimbus: {failure}", file=sys.stderr)
+    return failure.exit_code
 
 
 if __name__ == "__main__":

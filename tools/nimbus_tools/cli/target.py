@@ -94,21 +94,13 @@ class Target:
         return self.session.client("dynamodbstreams", endpoint_url=self.endpoint_url, config=_REGIONAL)
 
 
-def find_state_file() -> Path:
-    """``.local/serve.json`` in the working directory or its nearest parent (`make serve` writes it
-    at the repository root; `nimbus` may run in a subdirectory)."""
-    here = Path.cwd().resolve()
-    for directory in (here, *here.parents):
-        candidate = directory / state_path()
-        if candidate.exists():
-            return candidate
-    return here / state_path()
-
-
 def local_target(state_file: Path | None = None) -> Target:
-    """The running local API, from its serve.json (default: see :func:`find_state_file`)."""
-    path = state_file or find_state_file()
-    state = read_state(path)
+    """The running local API, from its serve.json (default: ``.local/serve.json`` in the working
+    directory or its nearest parent: `make serve` writes it at the repository root, and `nimbus` may
+    run in a subdirectory)."""
+    here = Path.cwd().resolve()
+    candidates = [directory / state_path() for directory in (here, *here.parents)]
+    state = read_state(state_file or next((c for c in candidates if c.exists()), candidates[0]))
     if state is None:
         raise CliError(NOT_RUNNING)
     return Target(
