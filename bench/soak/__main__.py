@@ -19,7 +19,7 @@ from bench.soak.memory import Sampler, memory_figures
 from bench.soak.report import report, verdict
 from bench.soak.traffic import look_after, staff_member, user_life
 from nimbus_tools.local.launcher import LocalApiProcess, start_local_api
-from nimbus_tools.local.state import ServeState, process_alive, read_state
+from nimbus_tools.local.state import ServeState, read_state
 
 STOP_SECONDS = 60.0  # for the local API to stop on Ctrl-C
 
@@ -75,7 +75,7 @@ def run_soak(
     sampler.finish()
     memory = memory_figures(sampler.samples, args.warm_up * args.minutes * 60, state["pid"])
     report(soak, sampler, memory, args, elapsed)
-    checks = {"invariant_checks": sampler.checks, "violations": len(sampler.violations)}
+    checks = {"invariant_checks": len(sampler.check_seconds), "violations": len(sampler.violations)}
     return verdict({**soak.counts, **checks}, memory)
 
 
@@ -83,20 +83,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the soak; 0 when every check passes, 1 otherwise (2: nothing to attach to)."""
     args = parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
-    api: LocalApiProcess | None = None
-    state_dir: Path | None = None
+    api: LocalApiProcess | None = None  # the local API started here (none when attached)
     if args.state is not None:
         state, state_file = read_state(args.state), args.state
-        if state is None or not process_alive(state["pid"]):
+        if state is None:  # absent, unreadable, or left by a server that is gone
             print(f"no running local API wrote {args.state}: is `make serve` running?", file=sys.stderr)
             return 2
         print(f"Attached to the local API on {state['api_url']} (pid {state['pid']})", flush=True)
     else:
-        state_dir = Path(tempfile.mkdtemp(prefix="nimbus-soak-"))
         print("Starting the local API...", flush=True)
-        api = start_local_api(state_dir=state_dir, timeout=120)
-        state, state_file = api.state, state_dir / "serve.json"
-        print(f"Local API on {state['api_url']} (pid {state['pid']}, logs in {state_dir / 'logs'})")
+        api = start_local_api(state_dir=Path(tempfile.mkdtemp(prefix="nimbus-soak-")), timeout=120)
+        state, state_file = api.state, api.state_dir / "serve.json"
+        print(f"Local API on {state['api_url']} (pid {state['pid']}, logs in {api.state_dir / 'logs'})")
     reasons = ["the soak did not finish"]
     try:
         reasons = run_soak(args, seed, state, state_file, api)
@@ -107,10 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 reasons.append(f"the local API did not stop cleanly on Ctrl-C (exit status {stopped})")
                 print("\n".join(api.stdout[-10:] + api.stderr[-20:]))
     print("\nPASS" if not reasons else "\nFAIL:\n" + "\n".join(f"  {r}" for r in reasons), flush=True)
-    if state_dir is not None and reasons:
-        print(f"The local API's function logs are kept in {state_dir / 'logs'}")
-    elif state_dir is not None:
-        shutil.rmtree(state_dir, ignore_errors=True)
+    if api is not None and reasons:
+        print(f"The local API's function logs are kept in {api.state_dir / 'logs'}")
+    elif api is not None:
+        shutil.rmtree(api.state_dir, ignore_errors=True)
     return 1 if reasons else 0
 
 

@@ -60,9 +60,8 @@ class Soak(api.ApiClient):
         self.exposed: deque[tuple[str, str, str]] = deque(maxlen=64)
         # Every actor reads the outbox through it, and the sampler and the invariant checks too.
         pool = {"max_pool_connections": 64, "retries": {"max_attempts": 2, "mode": "standard"}}
-        region = state.get("region", "us-east-1")
-        self.dynamodb = api.emulator_client("dynamodb", state["aws_endpoint_url"], region, **pool)
-        self.ses = api.emulator_client("ses", state["aws_endpoint_url"], region, **pool)
+        self.dynamodb = api.emulator_client("dynamodb", state["aws_endpoint_url"], state["region"], **pool)
+        self.ses = api.emulator_client("ses", state["aws_endpoint_url"], state["region"], **pool)
 
     @property
     def requests(self) -> int:
@@ -145,9 +144,8 @@ class Soak(api.ApiClient):
         scan = self.dynamodb.get_paginator("scan").paginate(TableName=table, ProjectionExpression="pk")
         pks = [item["pk"] for page in scan for item in page["Items"]]
         keys = [{"pk": pk} for pk in pks if pk["S"].split("#", 2)[-1] in retired]
-        for start in range(0, len(keys), 25):
-            batch = [{"DeleteRequest": {"Key": key}} for key in keys[start : start + 25]]
-            pending: dict[str, Any] = {table: batch}
+        for batch in itertools.batched(keys, 25, strict=False):
+            pending: dict[str, Any] = {table: [{"DeleteRequest": {"Key": key}} for key in batch]}
             while pending:
                 pending = self.dynamodb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
         return len(keys)

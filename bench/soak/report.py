@@ -84,7 +84,7 @@ def report(
         f"  after the traffic, {sampler.settling:.0f} s for mail and sweeps to catch up: RSS"
         f" {settled.total / MIB:.1f} MiB, {settled.mails} emails sent in all, items left: {left or 'none'}",
         f"  rate-limit counters of finished users deleted (moto has no TTL): {sampler.expired}\n",
-        f"Invariants (tests/invariants.py stack_violations): {sampler.checks} checks, the longest"
+        f"Invariants (tests/invariants.py stack_violations): {len(sampler.check_seconds)} checks, the longest"
         f" {max(sampler.check_seconds, default=0):.2f} s; {len(sampler.violations)} violations",
         *(f"  {violation}" for violation in sampler.violations[:SHOWN]),
         *(f"Sampler error: {error}" for error in sampler.errors[:5]),

@@ -15,7 +15,6 @@ from nimbus_core.domain.scopes import Scope
 from tests.api_client import Reply, UnexpectedReplyError, expect, run_nimbus
 
 BODY_LIMIT = 64 * 1024
-Send = Callable[[], Reply]
 
 
 def user_life(soak: Soak, rng: random.Random) -> None:
@@ -180,7 +179,7 @@ def send_hostile(user: Person) -> None:
     """A few requests an attacker (or a broken client) sends, each of which must get a 4xx."""
     token = user.token
 
-    def probe(tag: str, method: str, path: str, body: Any = None, **extra: Any) -> Send:
+    def probe(tag: str, method: str, path: str, body: Any = None, **extra: Any) -> Callable[[], Reply]:
         return lambda: user.call(
             method, path, body, note=f"[{tag}]", hostile=True, **{"token": None, **extra}
         )
