@@ -107,7 +107,10 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-    with mock_aws():
+    # Empty backends before and after, even inside another module's session mock (nested mocks
+    # share data; that stack provisions itself again when it next finds its tables gone).
+    with mock_aws() as mocked:
+        mocked.reset()
         client = boto3.client("dynamodb", region_name="us-east-1")
         tables = create_tables(client, _template())
         settings = dataclasses.replace(
@@ -135,6 +138,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
             challenges=DynamoChallenges(client, tables["TokensTable"], tables["UsersTable"]),
         )
         yield World(client, tables, deps)
+        mocked.reset()
 
 
 def _only(found: list[str], *fragments: str) -> None:
