@@ -25,7 +25,7 @@ export SAM_CLI_TELEMETRY := 0
 # `sam build` must find python3.13 on PATH.
 export PATH := $(dir $(PY313)):$(PATH)
 
-.PHONY: help serve test lint typecheck validate pytest unit integration contract tools e2e bench soak build deploy deps-layer clean aws-models
+.PHONY: help serve test lint typecheck validate pytest unit integration contract tools e2e bench capacity soak build deploy deps-layer clean aws-models
 
 help:
 	@sed -n '2,8p' Makefile | sed 's/^# *//'
@@ -126,6 +126,12 @@ aws-models: $(VENV)/.synced
 
 bench: $(VENV)/.synced
 	$(PY) -m bench
+
+# The capacity model (bench/capacity.py): the first ceiling of each AWS resource under the traffic
+# mixes of bench/capacity.toml, from the calls the handlers make on moto; rewrites docs/scale.md's
+# tables and docs/scale.png.
+capacity: $(VENV)/.synced
+	$(PY) -m bench.capacity
 
 # Minutes of users, staff and hostile input against its own local API (bench/soak/); fails on a 5xx,
 # memory growth or a broken invariant.
