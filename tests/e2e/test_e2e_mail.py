@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nimbus_tools.local.control import clear_faults, inject_fault
+from nimbus_tools.local.control import clear_faults, inject_fault, read_mail
 from nimbus_tools.local.launcher import LocalApiProcess
 from tests.api_client import new_name
 from tests.e2e.conftest import Client, run_cli
@@ -139,3 +139,30 @@ def _poison_is_named_and_the_rest_sent(
                 )
         if not any(poison in m["Body"] for m in messages):
             break
+
+
+def test_a_registration_burst_ses_throttles_is_mailed_in_order_each_once_and_nothing_is_dead_lettered(
+    client: Client, local_api: LocalApiProcess
+) -> None:
+    """SES over its sending rate is back-pressure: the mail function waits and tries again (the
+    emulator answers SendEmail as SES v2 does, 429 TooManyRequestsException)."""
+    addresses = [f"{new_name()}@example.com" for _ in range(6)]
+    failed_before = cli_json(local_api, "mail", "failed")
+    # More refusals than the three failed attempts a message gets before the dead-letter queue.
+    inject_fault(
+        local_api.aws_endpoint_url, "ses", "SendEmail", status=429, code="TooManyRequestsException", times=6
+    )
+    try:
+        for address in addresses:
+            assert client.register(address.partition("@")[0]).status == 201
+
+        def mailed() -> list[dict[str, Any]]:
+            found = [m for m in read_mail(local_api.aws_endpoint_url) if set(m["to"]) & set(addresses)]
+            return found if len(found) >= len(addresses) else []
+
+        mails = poll(mailed, bound=60)
+    finally:
+        clear_faults(local_api.aws_endpoint_url)
+
+    assert [to for mail in mails for to in mail["to"]] == addresses  # in order, each once
+    assert cli_json(local_api, "mail", "failed") == failed_before  # nothing dead-lettered

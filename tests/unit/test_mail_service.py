@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -9,11 +10,20 @@ from typing import Any
 import pytest
 
 from mail_api import handler
-from mail_api.service import MailService, MessageBusy, RetryPolicy
+from mail_api.service import (
+    MESSAGE_CLAIM_SECONDS,
+    SES_CALL_SECONDS,
+    MailService,
+    MessageBusy,
+    MessageDeferred,
+    RetryPolicy,
+)
 from nimbus_core.accounts.mail_templates import verification_email
 from nimbus_core.adapters.dead_letters import DeadLetter, dead_letter_from_body
 from nimbus_core.adapters.items import to_item
 from nimbus_core.adapters.outbox import Claim, OutboxMessage, Settlement, message_to_values
+from nimbus_core.platform import clock as clock_module
+from nimbus_core.platform import metrics
 from nimbus_tools.local.inprocess import LambdaContextStub
 
 SECRET = "s3cr3t-one-time-token-AAAAAAAAAAAAAAAAAAAAAAAAAAAA"
@@ -303,6 +313,211 @@ def test_a_claim_lasts_one_messages_attempts_and_never_past_the_invocation() -> 
     ledger = FakeLedger()
 
     service(FakeMailer([]), FakeDeadLetters(), [], ledger).deliver(MESSAGE, until=UNTIL)  # now is 0
-    service(FakeMailer([]), FakeDeadLetters(), [], ledger).deliver(OTHER, until=5.0)
+    service(FakeMailer([]), FakeDeadLetters(), [], ledger).deliver(OTHER, until=8.0)
 
-    assert ledger.leases == [30.0, 5.0]
+    assert ledger.leases == [30.0, 8.0]
+
+
+# --- SES throttling: back-pressure, never a failure
+
+
+def throttle(
+    code: str = "TooManyRequestsException", message: str = "Maximum sending rate exceeded."
+) -> SesError:
+    """An SES refusal for the account's sending rate or daily quota, as botocore raises it."""
+    error = SesError(code)
+    error.response["Error"]["Message"] = message
+    return error
+
+
+class Clock:
+    """The invocation's time: a backoff sleep moves it on."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+class ThrottledSes:
+    """SES that accepts ``accepted`` messages, then is over its sending rate for ``throttles``
+    calls (None: any number) until ``open_at`` on the clock, then accepts again; records who was
+    sent what, in order, and when each call started."""
+
+    def __init__(
+        self, clock: Clock, throttles: int | None, accepted: int = 0, open_at: float = float("inf")
+    ) -> None:
+        self.clock = clock
+        self.accepted = accepted
+        self.throttles = throttles
+        self.open_at = open_at
+        self.sent: list[str] = []
+        self.call_times: list[float] = []
+
+    def send(self, email: Any) -> str:
+        self.call_times.append(self.clock.now)
+        refusing = self.clock.now < self.open_at and (self.throttles is None or self.throttles > 0)
+        if len(self.sent) >= self.accepted and refusing:
+            self.throttles = None if self.throttles is None else self.throttles - 1
+            raise throttle()
+        self.sent.append(email.to)
+        return f"ses-{len(self.sent)}"
+
+
+def clocked_service(mailer: Any, dead: FakeDeadLetters, ledger: FakeLedger, clock: Clock) -> MailService:
+    return MailService(mailer, dead, ledger, sleep=clock.sleep, jitter=lambda: 1.0, now=lambda: clock.now)
+
+
+def addressed(to: str) -> OutboxMessage:
+    return OutboxMessage(
+        f"01{to.upper():0<24}"[:26], "verify-email", dataclasses.replace(EMAIL, to=to), "", 1
+    )
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        ("TooManyRequestsException", "Maximum sending rate exceeded."),
+        ("TooManyRequestsException", "Daily message quota exceeded."),
+        ("ThrottlingException", "Maximum sending rate exceeded."),
+        ("Throttling", "Daily message quota exceeded."),
+        ("LimitExceededException", "Daily message quota exceeded."),
+    ],
+)
+def test_a_throttled_message_is_sent_once_ses_accepts_it_however_often_ses_refused_it(
+    code: str, message: str
+) -> None:
+    clock, dead, ledger = Clock(), FakeDeadLetters(), FakeLedger()
+    mailer = FakeMailer([throttle(code, message)] * 6)  # twice the failed attempts a message gets
+
+    delivery = clocked_service(mailer, dead, ledger, clock).deliver(MESSAGE, until=UNTIL)
+
+    assert (delivery.sent, delivery.attempts, mailer.calls) == (True, 7, 7)
+    assert dead.letters == []
+    assert ledger.settled == {MESSAGE.id: "sentAt"}
+    assert clock.sleeps == [0.2, 0.4, 0.8, 1.6, 3.2, 5.0]  # jitter at its maximum: doubled, capped
+
+
+def test_a_limit_exceeded_error_that_names_no_sending_quota_or_rate_counts_as_a_failed_attempt() -> None:
+    mailer = FakeMailer([throttle("LimitExceededException", "Too many configuration sets.")] * 3)
+    dead = FakeDeadLetters()
+
+    delivery = clocked_service(mailer, dead, FakeLedger(), Clock()).deliver(MESSAGE, until=UNTIL)
+
+    assert (delivery.sent, delivery.attempts) == (False, 3)
+    assert [letter.error.split(":")[0] for letter in dead.letters] == ["LimitExceededException"]
+
+
+def test_a_throttle_outlasting_the_claim_defers_the_message_releases_it_and_dead_letters_nothing() -> None:
+    clock, dead, ledger = Clock(), FakeDeadLetters(), FakeLedger()
+    ses = ThrottledSes(clock, throttles=None)
+
+    with pytest.raises(MessageDeferred):
+        clocked_service(ses, dead, ledger, clock).deliver(MESSAGE, until=UNTIL)
+
+    assert (ses.sent, dead.letters, ledger.settled, ledger.claims) == ([], [], {}, {})
+    assert len(ses.call_times) > 3  # throttles are not failed attempts
+    # Every call could still end (a hung call is cut after SES_CALL_SECONDS) while the claim held.
+    [lease] = ledger.leases
+    assert all(start + SES_CALL_SECONDS <= lease for start in ses.call_times)
+
+
+def test_no_ses_call_starts_when_the_invocation_has_no_time_left_for_one() -> None:
+    clock, ledger = Clock(), FakeLedger()
+    ses = ThrottledSes(clock, throttles=0)
+
+    with pytest.raises(MessageDeferred):
+        clocked_service(ses, FakeDeadLetters(), ledger, clock).deliver(MESSAGE, until=SES_CALL_SECONDS - 1)
+
+    assert (ses.call_times, ledger.claims) == ([], {})
+
+
+def test_a_permanent_error_after_throttles_is_still_dead_lettered_at_once() -> None:
+    mailer = FakeMailer([throttle(), throttle(), SesError("MessageRejected")])
+    dead = FakeDeadLetters()
+
+    delivery = clocked_service(mailer, dead, FakeLedger(), Clock()).deliver(MESSAGE, until=UNTIL)
+
+    assert (delivery.sent, delivery.attempts, mailer.calls) == (False, 3, 3)
+    assert [(letter.error.split(":")[0], letter.attempts) for letter in dead.letters] == [
+        ("MessageRejected", 3)
+    ]
+
+
+def test_every_throttled_answer_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    counted: list[metrics.Event] = []
+    monkeypatch.setattr(metrics, "count", lambda event, value=1: counted.append(event))
+    clock = Clock()
+
+    clocked_service(ThrottledSes(clock, throttles=2), FakeDeadLetters(), FakeLedger(), clock).deliver(
+        MESSAGE, until=UNTIL
+    )
+
+    assert counted == [metrics.Event.MAIL_THROTTLED] * 2 + [metrics.Event.MAIL_SENT]
+
+
+class Context(LambdaContextStub):
+    """A context with the mail function's whole timeout ahead."""
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 90_000
+
+
+def run_batch(monkeypatch: pytest.MonkeyPatch, ses: ThrottledSes, records: list[dict[str, Any]]) -> Any:
+    """One invocation of the handler on ``records``, with ``ses`` and the clock it shares."""
+    monkeypatch.setattr(handler, "_apply_log_level", lambda: None)
+    monkeypatch.setattr(handler, "_service", lambda: clocked_service(ses, DEAD, LEDGER, ses.clock))
+    monkeypatch.setattr(clock_module, "now", lambda: ses.clock.now)
+    return handler.lambda_handler({"Records": records}, Context("MailFunction"))  # type: ignore[arg-type]
+
+
+BURST = [addressed(f"user{n}@example.com") for n in range(5)]
+BURST_RECORDS = [stream_record(message, str(100 + n)) for n, message in enumerate(BURST)]
+DEAD, LEDGER = FakeDeadLetters(), FakeLedger()
+
+
+@pytest.fixture(autouse=True)
+def _empty_outbox() -> None:
+    DEAD.letters.clear()
+    LEDGER.claims.clear()
+    LEDGER.settled.clear()
+
+
+def test_a_burst_throttled_for_a_while_goes_out_in_order_each_message_once_in_one_invocation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ses = ThrottledSes(Clock(), throttles=8, accepted=1)
+
+    answer = run_batch(monkeypatch, ses, BURST_RECORDS)
+
+    assert answer == {"batchItemFailures": []}
+    assert ses.sent == [m.email.to for m in BURST]
+    assert DEAD.letters == []
+
+
+def test_a_throttle_outlasting_the_invocation_stops_the_batch_at_its_message_and_the_retry_sends_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # SES takes one message, then refuses longer than the second one's claim, but not much longer.
+    ses = ThrottledSes(Clock(), throttles=None, accepted=1, open_at=MESSAGE_CLAIM_SECONDS - 5)
+
+    first = run_batch(monkeypatch, ses, BURST_RECORDS)
+
+    # The record SES refused and every one after it are retried (the stream restarts at the lowest
+    # one reported); none after it was tried, so none can go out before it.
+    assert ses.clock.now < ses.open_at + SES_CALL_SECONDS  # the third would have gone out
+    assert first == {
+        "batchItemFailures": [{"itemIdentifier": sequence} for sequence in ("101", "102", "103", "104")]
+    }
+    assert ses.sent == [BURST[0].email.to]
+    assert (DEAD.letters, LEDGER.claims) == ([], {})
+
+    ses.clock.now = ses.open_at  # SES lets mail through again
+    again = run_batch(monkeypatch, ses, BURST_RECORDS[1:])  # the stream's retry
+
+    assert again == {"batchItemFailures": []}
+    assert ses.sent == [m.email.to for m in BURST]  # in order, each once
+    assert DEAD.letters == []

@@ -1,7 +1,9 @@
 """Lambda entry point of the mail function (the outbox table's stream): wiring only.
 
 Batches go through :func:`nimbus_core.platform.stream_batch.process_batch`: the records whose delivery
-raised are reported for the stream to retry.
+raised are reported for the stream to retry. A message SES throttled (:class:`MessageDeferred`) stops
+the batch: its record and every later one are reported untried, so the stream, which restarts at the
+lowest one reported, sends them in order once SES takes mail again.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from mail_api.service import MailService
+from mail_api.service import MailService, MessageDeferred
 from nimbus_core.adapters import clients, snapstart
 from nimbus_core.adapters.container import production_deps
 from nimbus_core.adapters.dead_letters import SqsDeadLetterQueue
@@ -27,6 +29,10 @@ from nimbus_core.platform.stream_batch import process_batch
 
 logger = Logger()
 snapstart.register_hooks()
+
+
+class WaitingForEarlierMail(Exception):  # noqa: N818 - back-pressure, not a failure
+    """An earlier record of the batch was deferred: this one is retried after it, never before."""
 
 
 def _service() -> MailService:
@@ -46,8 +52,11 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     service = _service()
     # No claim outlasts this invocation (nor, see MailService, one message's attempts).
     until = clock.now() + context.get_remaining_time_in_millis() / 1000
+    deferred: list[str] = []  # the outbox id of the message SES throttled, once one was
 
     def record_handler(record: DynamoDBRecord) -> None:
+        if deferred:
+            raise WaitingForEarlierMail(deferred[0])
         raw: dict[str, Any] = record.raw_event
         image = (raw.get("dynamodb") or {}).get("NewImage")
         if raw.get("eventName") != "INSERT" or not image:
@@ -61,9 +70,19 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
             keys = from_item((raw.get("dynamodb") or {}).get("Keys") or {})
             service.dead_letter_unreadable(str(keys.get("id", "")), error, until=until)
             return
-        service.deliver(message, until=until)
+        try:
+            service.deliver(message, until=until)
+        except MessageDeferred:
+            deferred.append(message.id)
+            raise
 
-    return process_batch(event, context, record_handler)
+    answer = process_batch(event, context, record_handler)
+    if deferred:
+        logger.warning(
+            "SES is throttling: the stream retries the rest of the batch, in order",
+            extra={"outbox_id": deferred[0], "records": len(answer["batchItemFailures"])},
+        )
+    return answer
 
 
 def _apply_log_level() -> None:

@@ -1,23 +1,32 @@
-"""Delivery of outbox messages: SES with bounded retries, then the dead-letter queue.
+"""Delivery of outbox messages: SES with bounded retries, then the dead-letter queue; SES
+throttling is back-pressure, never a failure.
 
-Each message gets :attr:`RetryPolicy.attempts` SES calls inside the invocation, separated by
+Each message gets :attr:`RetryPolicy.attempts` failed SES calls inside the invocation, separated by
 exponential backoff with full jitter. A message that still fails is written to the dead-letter
 queue (its outbox id, recipient, kind, the error and the attempt count: never its body, link or
 token) and counts as handled, so one bad address cannot hold up the stream. Only when the
 dead-letter queue itself refuses the message does :meth:`MailService.deliver` raise, which the
 handler reports as a batch item failure so the stream delivers that record again.
 
+SES refusing a message for the account's sending rate or daily quota (:func:`is_throttle`) is not
+a failed attempt: the message is tried again after a longer backoff for as long as its claim lasts,
+and if SES still refuses, the claim is released and :class:`MessageDeferred` raised. The handler
+then stops the batch there: that record and every later one are retried by the stream, in order,
+and none is ever dead-lettered for throttling (docs/operations.md, "When SES throttles").
+
 Stream delivery is at least once: a record can arrive twice (the records after a failed one when
 the stream retries, a replayed batch). So each message is claimed in the outbox before it is sent
 and settled after (:class:`Ledger`): a message already sent or dead-lettered, or deleted (its user
-is gone), is skipped, and one held by an invocation still running makes its record retry later.
-The one duplicate left is an invocation that dies between SES accepting a message and the settle
-write: SES has no idempotency key, and its claim ends with the invocation.
+is gone), is skipped, and one held by an invocation still running makes its record retry later. An
+SES call starts only if it can end while the claim holds. The one duplicate left is an invocation
+that dies between SES accepting a message and the settle write: SES has no idempotency key, and its
+claim ends with the invocation.
 """
 
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,11 +52,19 @@ PERMANENT_ERRORS = frozenset(
         "NotFoundException",
     }
 )
+# SES refusing a message for the account's sending rate or daily quota ("Maximum sending rate
+# exceeded", "Daily message quota exceeded"): SES v2 answers TooManyRequestsException, the SES API
+# ThrottlingException (Throttling in its query protocol).
+THROTTLING_ERRORS = frozenset({"TooManyRequestsException", "ThrottlingException", "Throttling"})
+# LimitExceededException also means a limit on resources: a throttle only when it names a quota or rate.
+_QUOTA_OR_RATE = re.compile(r"\b(quota|rate)\b", re.IGNORECASE)
 MAX_ERROR_TEXT = 500
 # How long one message's claim lasts at most: its SES attempts (a hung call is cut at 7 s by the
 # client's timeouts) and backoff fit within it, so a claim left by an invocation that died lapses
 # soon enough for the stream's retries to find the message free again.
 MESSAGE_CLAIM_SECONDS = 30
+# The longest one SES call lasts: the client's connect (2 s) and read (5 s) timeouts, one attempt.
+SES_CALL_SECONDS = 7
 UNREADABLE = "unreadable"  # the kind of a dead letter whose outbox item was not a message
 
 
@@ -75,6 +92,12 @@ class Ledger(Protocol):
         ...
 
 
+class MessageDeferred(Exception):  # noqa: N818 - back-pressure, not a failure of this code
+    """The message was neither sent nor dead-lettered, and its claim is released: SES throttled it
+    for as long as the claim allowed (or the invocation had no time left for a call). Its record
+    and every later one of the batch are retried, in order."""
+
+
 class MessageBusy(Exception):  # noqa: N818 - a state, not a failure of this code
     """Another invocation holds the message's claim: the record is retried later."""
 
@@ -91,13 +114,16 @@ class DeadLetterSink(Protocol):
 class RetryPolicy:
     """How often and how patiently one message is tried within an invocation."""
 
-    attempts: int = 3
+    attempts: int = 3  # failed calls before the dead-letter queue (throttled ones do not count)
     base_delay: float = 0.2
     max_delay: float = 2.0
+    throttle_max_delay: float = 5.0  # SES's rate is per second; its daily quota frees up slowly
 
-    def delay(self, failed_attempts: int, jitter: float) -> float:
-        """Seconds to wait after ``failed_attempts`` failures: full jitter (``jitter`` in [0, 1))."""
-        return jitter * min(self.max_delay, self.base_delay * 2.0 ** (failed_attempts - 1))
+    def delay(self, calls: int, jitter: float, *, throttled: bool = False) -> float:
+        """Seconds to wait after ``calls`` unsuccessful calls: full jitter (``jitter`` in [0, 1)),
+        capped higher after a throttle."""
+        cap = self.throttle_max_delay if throttled else self.max_delay
+        return jitter * min(cap, self.base_delay * 2.0 ** (calls - 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,43 +163,66 @@ class MailService:
         """Send ``message``, retrying; dead-letter it if every attempt fails. ``until``: when this
         invocation ends at the latest (the claim lasts that long).
 
-        Raises if the message cannot be claimed now (the store failed, or another invocation holds
-        it) or the dead-letter queue cannot take it: the record must be retried.
+        Raises :class:`MessageDeferred` if SES throttles it past its claim (nothing is then
+        dead-lettered), and otherwise if the message cannot be claimed now (the store failed, or
+        another invocation holds it) or the dead-letter queue cannot take it: the record must be
+        retried.
         """
-        now = self._now()
-        claim = self.ledger.claim(message.id, now=now, until=min(until, now + MESSAGE_CLAIM_SECONDS))
+        started = self._now()
+        if started + SES_CALL_SECONDS > until:
+            raise MessageDeferred(message.id)
+        lease = min(until, started + MESSAGE_CLAIM_SECONDS)
+        claim = self.ledger.claim(message.id, now=started, until=lease)
         if claim == "busy":
             raise MessageBusy(message.id)
         if claim != "claimed":
             _log.info("outbox message skipped", extra={"outbox_id": message.id, "found": claim})
             return Delivery(message.id, sent=False, attempts=0, skipped=claim)
-        attempts = 0
+        calls = failures = 0
+        slept = 0.0  # the sleeps, for a clock that a test's sleep does not move
         while True:
-            attempts += 1
+            calls += 1
             try:
                 ses_id = self.mailer.send(message.email)
             except Exception as error:
-                code = error_code(error)
-                _log.warning(
-                    "sending an outbox message failed",
-                    extra={
-                        "outbox_id": message.id,
-                        "kind": message.kind,
-                        "attempt": attempts,
-                        "error_code": code,
-                    },
-                )
-                if attempts >= self.policy.attempts or code in PERMANENT_ERRORS:
-                    return self._give_up(message, error, attempts)
-                self._sleep(self.policy.delay(attempts, self._jitter()))
+                throttled = is_throttle(error)
+                self._log_failure(message, calls, error, throttled)
+                if not throttled:
+                    failures += 1
+                    if failures >= self.policy.attempts or error_code(error) in PERMANENT_ERRORS:
+                        return self._give_up(message, error, calls)
+                wait = self.policy.delay(calls, self._jitter(), throttled=throttled)
+                # Another call only if it ends while the claim holds: after it, another delivery of
+                # the record could claim and send the message too.
+                if max(self._now(), started + slept) + wait + SES_CALL_SECONDS > lease:
+                    self._release(message.id)
+                    if throttled:
+                        raise MessageDeferred(message.id) from error
+                    raise
+                self._sleep(wait)
+                slept += wait
                 continue
             _log.info(
                 "outbox message sent",
-                extra={"outbox_id": message.id, "kind": message.kind, "attempts": attempts},
+                extra={"outbox_id": message.id, "kind": message.kind, "attempts": calls},
             )
             metrics.count(metrics.Event.MAIL_SENT)
             self._settle(message.id, "sentAt")
-            return Delivery(message.id, sent=True, attempts=attempts, ses_message_id=ses_id)
+            return Delivery(message.id, sent=True, attempts=calls, ses_message_id=ses_id)
+
+    @staticmethod
+    def _log_failure(message: OutboxMessage, calls: int, error: Exception, throttled: bool) -> None:
+        if throttled:
+            metrics.count(metrics.Event.MAIL_THROTTLED)
+        _log.warning(
+            "SES throttled an outbox message" if throttled else "sending an outbox message failed",
+            extra={
+                "outbox_id": message.id,
+                "kind": message.kind,
+                "attempt": calls,
+                "error_code": error_code(error),
+            },
+        )
 
     def dead_letter_unreadable(self, outbox_id: str, error: Exception, *, until: float) -> Delivery:
         """Dead-letter an outbox item that is not a message (a field missing or of the wrong type):
@@ -252,6 +301,25 @@ def error_code(error: Exception) -> str:
         if isinstance(code, str) and code:
             return code
     return type(error).__name__
+
+
+def is_throttle(error: Exception) -> bool:
+    """Whether SES refused for the account's sending rate or daily quota (back-pressure: the
+    message goes out later, never to the dead letters)."""
+    code = error_code(error)
+    if code in THROTTLING_ERRORS:
+        return True
+    return code == "LimitExceededException" and bool(_QUOTA_OR_RATE.search(error_message(error)))
+
+
+def error_message(error: Exception) -> str:
+    """The AWS error message of ``error`` (botocore's ClientError), else its text."""
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        message = response.get("Error", {}).get("Message")
+        if isinstance(message, str):
+            return message
+    return str(error)
 
 
 def describe(error: Exception) -> str:

@@ -28,6 +28,7 @@ class Event(StrEnum):
     KILL_SWITCH_REFUSED = "KillSwitchRefused"
     MAIL_SENT = "MailSent"  # an outbox message accepted by SES
     MAIL_DEAD_LETTERED = "MailDeadLettered"  # an outbox message given up on, in the dead-letter queue
+    MAIL_THROTTLED = "MailThrottled"  # SES refused a message for its sending rate or daily quota
     SESSIONS_SWEPT = "SessionsSwept"  # stale session items deleted by the sweep function
     SECOND_FACTOR_CHALLENGED = "SecondFactorChallenged"  # a correct password asked for a second factor
     SECOND_FACTOR_PASSED = "SecondFactorPassed"

@@ -254,7 +254,18 @@ def test_the_mail_function_subscribes_to_inserts_on_the_outbox_stream_but_recove
     assert subscription.report_batch_item_failures
     assert subscription.on_failure_queue == "MailDeadLetterQueue"
     assert subscription.batch_size == 10
-    assert 0 < subscription.maximum_retry_attempts <= 5
+
+
+def test_the_mail_stream_retries_a_batch_until_ses_takes_its_mail_and_gives_up_only_by_age() -> None:
+    """SES throttling stops a batch and has it retried (mail_api.handler): a retry count would end
+    in the OnFailure queue during a long throttle, so only the records' age does, well within the
+    stream's 24 hours (what the queue's message points at must still be readable to replay it)."""
+    [subscription] = [s for s in stream_subscriptions(TEMPLATE) if s.function == "MailFunction"]
+    properties = TEMPLATE["Resources"]["MailFunction"]["Properties"]["Events"]["Outbox"]["Properties"]
+
+    assert subscription.maximum_retry_attempts == -1
+    assert 6 * 3600 <= properties["MaximumRecordAgeInSeconds"] <= 12 * 3600
+    assert properties["BisectBatchOnFunctionError"] is True
 
 
 def test_the_sweep_function_subscribes_to_changed_and_removed_user_items_on_the_users_stream() -> None:
