@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nimbus_core.adapters.user_items import list_partitions
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
 from nimbus_core.domain.identity import email_key, username_key
@@ -278,7 +279,8 @@ class FakeUsers:
     def newest_page(self, *, limit: int, offset: int) -> tuple[int, list[User]]:
         """The number of users and one page, newest (creation time, then id) first."""
         with self.db.lock:
-            self.db.calls += ["users.list_index", "users.get_page"]  # a Query and a BatchGetItem
+            # A Query per list partition (the fake models none: one list) and a BatchGetItem.
+            self.db.calls += ["users.list_index"] * len(list_partitions()) + ["users.get_page"]
             newest = sorted(
                 self.db.users.values(), key=lambda u: (iso_to_epoch(u.created_at), u.id), reverse=True
             )

@@ -9,6 +9,7 @@ session's tables safely. A :class:`Probe` looks at what was stored where no port
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -24,10 +25,12 @@ from nimbus_core.adapters.items import from_item
 from nimbus_core.adapters.outbox import DynamoOutbox
 from nimbus_core.adapters.sessions import DynamoSessions
 from nimbus_core.adapters.tokens import DynamoTokens
-from nimbus_core.adapters.transactions import DynamoTransactor
+from nimbus_core.adapters.transactions import DynamoTransactor, TransactOp
+from nimbus_core.adapters.user_items import COUNT_KEY_PREFIX, user_item
 from nimbus_core.adapters.users import DynamoUsers
 from nimbus_core.domain.deployment_ports import CounterStore, DomainStore, Outbox
 from nimbus_core.domain.identity import email_key, username_key
+from nimbus_core.domain.models import User
 from nimbus_core.domain.ports import Transactor
 from nimbus_core.domain.token_ports import ChallengeStore, TokenStore
 from nimbus_core.domain.user_ports import SessionStore, UserStore
@@ -71,6 +74,11 @@ class Probe(Protocol):
         """The kinds of the queued emails addressed to ``address``."""
         ...
 
+    def store_unsharded(self, user: User) -> None:
+        """Create ``user`` as a release from before the list shards did: listed under the one
+        ``USERS`` partition and counted in one of the 16 count shards of that time."""
+        ...
+
 
 @dataclass(frozen=True)
 class Stores:
@@ -99,6 +107,10 @@ class _FakeProbe:
     def outbox_to(self, address: str) -> list[str]:
         return [kind for kind, email in self.db.outbox if email.to == address]
 
+    def store_unsharded(self, user: User) -> None:
+        # The fakes model no index partitions: a user from before the shards is a user.
+        FakeTransactor(self.db).commit(FakeUsers(self.db).create_ops(user))
+
 
 class _DynamoProbe:
     def __init__(self, client: DynamoDBClient, tables: dict[str, str]) -> None:
@@ -120,6 +132,18 @@ class _DynamoProbe:
             ExpressionAttributeValues={":to": {"S": address}},
         )["Items"]
         return [str(from_item(item)["kind"]) for item in items]
+
+    def store_unsharded(self, user: User) -> None:
+        table = self.tables["UsersTable"]
+        _, *claims, count = DynamoUsers(self.client, table).create_ops(user)
+        item = {**user_item(user), "listPartition": {"S": "USERS"}}
+        shard = {"pk": {"S": f"{COUNT_KEY_PREFIX}{zlib.crc32(user.id.encode()) % 16}"}}
+        ops = [
+            TransactOp({"Put": {"TableName": table, "Item": item}}),
+            *claims,
+            TransactOp({"Update": {**cast("TransactOp", count).op["Update"], "Key": shard}}),
+        ]
+        DynamoTransactor(self.client).commit(ops)
 
 
 class _SmallPages:

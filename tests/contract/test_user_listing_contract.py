@@ -81,6 +81,38 @@ def test_a_page_beyond_the_end_is_empty_but_counted(stores: Stores) -> None:
     assert stores.users.newest_page(limit=50, offset=count) == (count, [])
 
 
+def test_pages_run_newest_first_across_the_list_shards_without_the_deleted(stores: Stores) -> None:
+    users = [_create(stores, a_user()) for _ in range(12)]  # ids are time-ordered, shards by id
+    stores.tx.commit(stores.users.delete_ops(users[9]))
+    stores.tx.commit(stores.users.delete_ops(users[2]))
+    newest = [u for u in reversed(users) if u not in (users[9], users[2])]
+    count = _count(stores)
+
+    pages = [stores.users.newest_page(limit=min(3, 10 - i), offset=i) for i in range(0, 10, 3)]
+
+    assert [c for c, _ in pages] == [count] * 4
+    assert [u.id for _, page in pages for u in page] == [u.id for u in newest]
+
+
+def test_users_stored_before_the_list_shards_are_listed_counted_and_deleted(stores: Stores) -> None:
+    old, older = a_user(), a_user()  # made in this order: ``older`` sorts after ``old``
+    before = _count(stores)
+    stores.probe.store_unsharded(old)
+    stores.probe.store_unsharded(older)
+    new = _create(stores, a_user())
+
+    count, page = stores.users.newest_page(limit=3, offset=0)
+
+    assert count == before + 3
+    assert page == [new, older, old]
+
+    stores.tx.commit(stores.users.delete_ops(older))
+    count, page = stores.users.newest_page(limit=2, offset=0)
+
+    assert count == before + 2  # the deletion counts in a shard of today: the sum stays exact
+    assert page == [new, old]
+
+
 def test_get_many_reads_the_users_that_exist(stores: Stores) -> None:
     users = [_create(stores, a_user()) for _ in range(3)]
     gone = a_user()

@@ -14,6 +14,7 @@ import pytest
 from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.items import from_item
 from nimbus_core.adapters.sessions import DynamoSessions
+from nimbus_core.adapters.user_items import list_partition
 from nimbus_core.adapters.users import DynamoUsers
 from nimbus_core.domain.errors import DependencyError
 from nimbus_core.platform.settings import get_settings
@@ -283,6 +284,11 @@ def test_imported_accounts_list_by_creation_time_among_the_others_and_are_counte
     assert count == 3
     assert [u.username for u in page] == ["native", "newer", "older"]
     assert (page[1].id, page[2].id) == (newer.id, older.id)
+    # Written in the list shards, as a registration is (none in the partition before them).
+    assert [_user(stack, u.id)["listPartition"] for u in (newer, older)] == [
+        list_partition(newer.id),
+        list_partition(older.id),
+    ]
 
 
 def test_an_upstream_security_key_answers_the_login_challenge_and_its_counter_is_kept(

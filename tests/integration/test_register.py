@@ -11,6 +11,7 @@ import pytest
 from argon2 import PasswordHasher
 
 from nimbus_core.adapters.items import from_item, read_record
+from nimbus_core.adapters.user_items import list_partition
 from nimbus_core.adapters.users import count_shard
 from nimbus_core.domain.models import Session
 from nimbus_tools.local.events import HttpRequest, build_event
@@ -147,7 +148,7 @@ def test_register_stores_the_user_with_lower_cased_keys_and_the_case_as_given(
         "usernameKey": "alice_w",
         "email": "Alice.W@example.com",
         "emailKey": "alice.w@example.com",
-        "listPartition": "USERS",
+        "listPartition": list_partition(user_id),
         "listOrder": f"{1_800_000_000_250:015d}#{user_id}",  # created at NOW, in ms
         "staff": False,
         "domain": "nimbus.test",

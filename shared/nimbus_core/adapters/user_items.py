@@ -23,16 +23,27 @@ NOT_EXISTS = "attribute_not_exists(pk)"
 USER_KEY_PREFIX = "USER#"  # the key of a user item; claims are USERNAME#... and EMAIL#...
 # An account imported from upstream leaves IMPORTED#<id> behind, which its deletion keeps.
 IMPORTED_KEY_PREFIX = "IMPORTED#"
-# GET /users: every user item carries LIST_PARTITION in ``listPartition`` and its creation time in
-# ``listOrder``, so CreatedIndex (keys only) lists the newest first with one Query and no Scan, the
-# accounts imported from upstream (whose ids are not time-ordered) among the others.
+# GET /users: every user item carries its list shard in ``listPartition`` and its creation time in
+# ``listOrder``, so CreatedIndex (keys only) lists the newest first with a Query per shard and no
+# Scan, the accounts imported from upstream (whose ids are not time-ordered) among the others.
 LIST_INDEX = "CreatedIndex"
-LIST_PARTITION = "USERS"
+# One partition key value takes about 1,000 writes per second, and every creation and deletion
+# writes one index entry (keys only, under 1 KB: one write unit). The launch goal is 5,000
+# registrations per second; with deletions as fast (a clean-up during it) that is 10,000 entries per
+# second, and 32 shards (``USERS#<n>``, n from the user id) take about 310 each: over 3x headroom.
+# Each shard costs GET /users one Query, so there are no more of them than that needs.
+LIST_SHARDS = 32
+# Releases before the shards listed every user under this one value. Those items keep it (a change
+# to a user never rewrites its index keys), take no new entries, and are listed as one more shard.
+LEGACY_LIST_PARTITION = "USERS"
 # The number of users is kept exact by the transactions that create and delete them, spread over
 # COUNT_SHARDS counter items (USERCOUNT#<n>, n from the user id) so that no single item takes every
-# registration: DynamoDB allows about 1,000 writes per second on one item, 500 in transactions.
-# Raising it later is safe (new shards start at 0); lowering it would drop counts.
-COUNT_SHARDS = 16
+# registration. A transactional ADD costs two write units of the 1,000 one item takes per second:
+# 10,000 creations and deletions per second (as above) are 20,000 units, about 420 on each of 48
+# shards, over 2x headroom; and 48 shards with a full page of 50 users fit one BatchGetItem (100).
+# Raising it later is safe (new shards start at 0 and the count is their sum, so a deletion may
+# move a different shard than its creation did); lowering it would drop counts.
+COUNT_SHARDS = 48
 COUNT_KEY_PREFIX = "USERCOUNT#"
 
 
@@ -66,7 +77,7 @@ def user_item(user: User) -> dict[str, Any]:
         pk=f"USER#{user.id}",
         usernameKey=username_key(user.username),
         emailKey=email_key(user.email),
-        listPartition=LIST_PARTITION,
+        listPartition=list_partition(user.id),
         listOrder=list_order(user),
     )
 
@@ -74,6 +85,16 @@ def user_item(user: User) -> dict[str, Any]:
 def list_order(user: User) -> str:
     """Where ``user`` sorts in the list: creation time (milliseconds, fixed width), then id."""
     return f"{round(iso_to_epoch(user.created_at) * 1000):015d}#{user.id}"
+
+
+def list_partition(user_id: str) -> str:
+    """The list shard a user is listed in (fixed by the id, as its count shard)."""
+    return f"{LEGACY_LIST_PARTITION}#{zlib.crc32(user_id.encode()) % LIST_SHARDS}"
+
+
+def list_partitions() -> list[str]:
+    """Every partition of CreatedIndex that may hold users: the shards and the one of old."""
+    return [f"{LEGACY_LIST_PARTITION}#{n}" for n in range(LIST_SHARDS)] + [LEGACY_LIST_PARTITION]
 
 
 def count_key(shard: int) -> dict[str, Any]:

@@ -3,7 +3,11 @@ exact count kept in shards by the transactions that create and delete users."""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import copy_context
+from itertools import islice
 from typing import Any
 
 from nimbus_core.adapters.batch import batch_get
@@ -14,15 +18,19 @@ from nimbus_core.adapters.user_items import (
     COUNT_KEY_PREFIX,
     COUNT_SHARDS,
     LIST_INDEX,
-    LIST_PARTITION,
     USER_KEY_PREFIX,
     UsersTable,
     count_key,
     count_shard,
+    list_partitions,
     number,
     user_key,
 )
 from nimbus_core.domain.models import User
+
+# At most botocore's connection pool per client (``max_pool_connections``, 10 by default): a thread
+# beyond it would open a connection for one Query and drop it.
+QUERY_THREADS = 10
 
 
 def count_op(table: str, user: User, delta: int) -> TransactOp:
@@ -54,9 +62,9 @@ class UserListing(UsersTable):
         return [read_record(User, item) for item in found.get(self._table, [])]
 
     def newest_page(self, *, limit: int, offset: int) -> tuple[int, list[User]]:
-        """How many users there are, and one page of them, newest first: one Query of CreatedIndex
-        (keys only; a further page per MB, about 10,000 keys) and one BatchGetItem for the page's
-        users and the count's shards together."""
+        """How many users there are, and one page of them, newest first: a Query of CreatedIndex
+        per list partition (keys only; a further page per MB, about 10,000 keys), run side by side,
+        and one BatchGetItem for the page's users and the count's shards together."""
         ids = self._newest_ids(limit + offset)[offset:] if limit > 0 else []
         keys = [user_key(u) for u in ids] + [count_key(n) for n in range(COUNT_SHARDS)]
         found = batch_get(self._client, {self._table: {"Keys": keys, "ConsistentRead": True}})
@@ -72,19 +80,34 @@ class UserListing(UsersTable):
         return count, [users[u] for u in ids if u in users]
 
     def _newest_ids(self, wanted: int) -> list[str]:
-        ids: list[str] = []
+        """The ids of the ``wanted`` newest users: the ``wanted`` newest of each partition (all of
+        them may be in one), merged by ``listOrder``."""
+        # DynamoDB has no Query across partition key values: one per partition, in threads (the
+        # client is thread-safe), so the page waits for a few round trips rather than their sum.
+        # Each runs in a copy of the request's context, so what it holds (log keys) goes along.
+        with ThreadPoolExecutor(max_workers=QUERY_THREADS) as pool:
+            queries = [pool.submit(copy_context().run, self._newest_in, p, wanted) for p in list_partitions()]
+            newest = [query.result() for query in queries]
+        return [user_id for _, user_id in islice(heapq.merge(*newest, reverse=True), wanted)]
+
+    def _newest_in(self, partition: str, wanted: int) -> list[tuple[str, str]]:
+        """The ``wanted`` newest (listOrder, user id) of one partition, newest first."""
+        found: list[tuple[str, str]] = []
         request: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": LIST_INDEX,
             "KeyConditionExpression": "listPartition = :p",
-            "ExpressionAttributeValues": {":p": {"S": LIST_PARTITION}},
+            "ExpressionAttributeValues": {":p": {"S": partition}},
             "ScanIndexForward": False,
         }
-        while len(ids) < wanted:
+        while len(found) < wanted:
             with aws_errors("Query (CreatedIndex)"):
-                result = self._client.query(**request, Limit=wanted - len(ids))
-            ids += [item["pk"]["S"].removeprefix(USER_KEY_PREFIX) for item in result.get("Items", [])]
+                result = self._client.query(**request, Limit=wanted - len(found))
+            found += [
+                (item["listOrder"]["S"], item["pk"]["S"].removeprefix(USER_KEY_PREFIX))
+                for item in result.get("Items", [])
+            ]
             if "LastEvaluatedKey" not in result:
                 break
             request["ExclusiveStartKey"] = result["LastEvaluatedKey"]
-        return ids
+        return found
