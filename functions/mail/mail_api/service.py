@@ -25,6 +25,7 @@ claim ends with the invocation.
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import time
@@ -169,9 +170,10 @@ class MailService:
         retried.
         """
         started = self._now()
-        if started + SES_CALL_SECONDS > until:
+        # Whole seconds, as the outbox stores the claim's end: no call may outlast what is stored.
+        lease = math.floor(min(until, started + MESSAGE_CLAIM_SECONDS))
+        if started + SES_CALL_SECONDS > lease:
             raise MessageDeferred(message.id)
-        lease = min(until, started + MESSAGE_CLAIM_SECONDS)
         claim = self.ledger.claim(message.id, now=started, until=lease)
         if claim == "busy":
             raise MessageBusy(message.id)
