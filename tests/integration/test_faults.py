@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -207,10 +208,13 @@ def test_a_cold_function_never_ignores_an_enabled_global_switch_because_ssm_fail
     assert reply.status in (500, 503), reply.body  # failing closed either way; never open
 
 
-def test_a_cold_function_recovers_once_ssm_answers_again(api: Api, faults: Faults) -> None:
+def test_a_cold_function_recovers_once_ssm_answers_again(
+    api: Api, faults: Faults, parameter_clock: Callable[[float], None]
+) -> None:
     faults.fail("ssm", "GetParameters", code="ThrottlingException", status=400)
     assert api.call("GET", "/").status == 500
     faults.clear()
+    parameter_clock(1.0)  # past the pause after a spent read budget (docs/operations.md)
 
     reply = api.call("GET", "/")
 

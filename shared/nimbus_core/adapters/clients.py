@@ -55,6 +55,12 @@ CONFIG = Config(
 # SES is called only by the mail function, which retries with its own backoff and then dead-letters:
 # one SDK attempt per call keeps the total bounded and every attempt visible to that policy.
 SINGLE_ATTEMPT = CONFIG.merge(Config(retries={"mode": "standard", "total_max_attempts": 1}))
+# SSM is read by the runtime configuration, which retries within its own budget: botocore's
+# throttling backoff can outlast the request. One attempt ends within these timeouts, so the budget
+# can tell whether another still fits.
+SSM_CONNECT_SECONDS, SSM_READ_SECONDS = 0.5, 1.0
+SSM_ATTEMPT_SECONDS = SSM_CONNECT_SECONDS + SSM_READ_SECONDS
+SSM_CONFIG = SINGLE_ATTEMPT.merge(Config(connect_timeout=SSM_CONNECT_SECONDS, read_timeout=SSM_READ_SECONDS))
 
 
 MODELS_DIR = Path(__file__).parent / "aws_models"
@@ -86,7 +92,7 @@ def dynamodb() -> DynamoDBClient:
 @cache
 def ssm() -> SSMClient:
     """The SSM client."""
-    return cast("SSMClient", session().create_client("ssm", config=CONFIG))
+    return cast("SSMClient", session().create_client("ssm", config=SSM_CONFIG))
 
 
 @cache

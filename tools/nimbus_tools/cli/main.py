@@ -12,7 +12,7 @@ from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from nimbus_tools.cli import commands, importing, mailqueue
+from nimbus_tools.cli import commands, importing, mailqueue, throughput
 from nimbus_tools.cli.target import EXIT_USAGE, CliError, local_target, stack_target
 
 
@@ -78,6 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
     retry.add_argument("ids", nargs="*", metavar="ID", help="IDs shown by `nimbus mail failed`")
     retry.add_argument("--all", action="store_true", dest="every", help="every failed message")
     leaf(groups, "status", "dead letters waiting, kill switches on, and the log level")
+    ssm = group(
+        "ssm-throughput", "SSM Parameter Store higher throughput (the account's, in the stack's region)"
+    )
+    leaf(ssm, "show", "show whether Parameter Store higher throughput is on")
+    leaf(ssm, "enable", "turn Parameter Store higher throughput on (charged per API interaction)")
     imports = leaf(groups, "import", "import an upstream Cumulonimbus deployment's PostgreSQL database")
     imports.add_argument(
         "url", metavar="POSTGRES_URL", help="postgresql://user[:password]@host[:port]/dbname"
@@ -111,6 +116,7 @@ def run(args: argparse.Namespace, target: commands.TargetFactory) -> str:
         ),
         "mail": lambda: _mail(args, target),
         "status": lambda: commands.status(target),
+        "ssm-throughput": lambda: throughput.command(args.action, target),
         "import": lambda: importing.import_command(args, target),
     }
     return commands_by_group[args.group]()
