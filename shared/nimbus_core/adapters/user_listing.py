@@ -85,9 +85,13 @@ class UserListing(UsersTable):
         # DynamoDB has no Query across partition key values: one per partition, in threads (the
         # client is thread-safe), so the page waits for a few round trips rather than their sum.
         # Each runs in a copy of the request's context, so what it holds (log keys) goes along.
-        with ThreadPoolExecutor(max_workers=QUERY_THREADS) as pool:
+        # A failed Query fails the page: the Queries not yet started are not sent.
+        pool = ThreadPoolExecutor(max_workers=QUERY_THREADS)
+        try:
             queries = [pool.submit(copy_context().run, self._newest_in, p, wanted) for p in list_partitions()]
             newest = [query.result() for query in queries]
+        finally:
+            pool.shutdown(cancel_futures=True)
         return [user_id for _, user_id in islice(heapq.merge(*newest, reverse=True), wanted)]
 
     def _newest_in(self, partition: str, wanted: int) -> list[tuple[str, str]]:
