@@ -1,6 +1,6 @@
 """The AWS emulator: moto's server app in process behind a WSGI middleware: one lock (moto's backends
-are not thread-safe), mail capture, faults, stream trimming, bounded memory
-(docs/decisions/2026-11-26-local-aws-emulator.md)."""
+are not thread-safe), mail capture, faults, stream trimming, bounded memory, DynamoDB at real table
+sizes (docs/decisions/2026-11-26-local-aws-emulator.md)."""
 
 from __future__ import annotations
 
@@ -177,7 +177,11 @@ class AwsEmulator:
 
     def start(self) -> str:
         """Bind (port 0 picks a free port), start serving on a daemon thread, and return the
-        endpoint URL for AWS SDKs (``AWS_ENDPOINT_URL``)."""
+        endpoint URL for AWS SDKs (``AWS_ENDPOINT_URL``), moto's DynamoDB patched to cost what a
+        request touches rather than the table (nimbus_tools.moto_scale)."""
+        from nimbus_tools import moto_scale  # imports moto's DynamoDB models: late, as server_app
+
+        moto_scale.install()
         app, request_handler = server_app()
         self._server = make_server(
             self.host, self.port, EmulatorMiddleware(app), threaded=True, request_handler=request_handler
