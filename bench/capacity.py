@@ -28,7 +28,7 @@ from bench import calls
 from bench.runs import REGION, Report
 from bench.stack import Harness, expect, moto_stack, set_config
 from bench.table import render
-from nimbus_core.adapters import user_items
+from nimbus_core.adapters import runtime_config, user_items
 from nimbus_core.adapters.outbox import RECOVERY_REQUEST
 from nimbus_core.platform.settings import get_settings
 from nimbus_tools.template import Template, function_specs
@@ -37,8 +37,12 @@ MIXES_PATH = Path(__file__).with_name("capacity.toml")
 RTT_MS = 4.0  # an assumed in-region round trip to DynamoDB, SSM or SES from Lambda
 # Limits, as AWS documents them for us-east-1 (docs/scale.md names each source).
 KEY_WCU, KEY_RCU = 1_000, 3_000  # one partition key value (base table or index), per second
+# Transactions writing one item at once cancel each other (TransactionConflict). AWS gives no rate;
+# ours is an assumption: a transaction holds its items for milliseconds, so past about a hundred a
+# second on one item most would meet another.
+KEY_TRANSACTIONS = 100
 TABLE_UNITS = 40_000  # an on-demand table's (and each index's) default read and write quota
-SSM_TPS, SSM_HIGH_TPS = 40, 3_000  # GetParameters: standard throughput, higher throughput
+SSM_TPS, SSM_HIGH_TPS = 40, 1_000  # GetParameters: standard throughput, higher (docs/operations.md)
 SES_RATE = 14  # messages per second, a new production SES account's sending rate
 LAMBDA_CONCURRENCY = 1_000  # the account's default concurrent executions in a region
 API_RPS = 10_000  # API Gateway's default account throttle per region
@@ -64,6 +68,7 @@ class Access:
 
     reads: float = 0.0  # read units
     writes: float = 0.0  # write units
+    transactions: int = 0  # transactions that write a key of the class
 
 
 @dataclass
@@ -235,7 +240,10 @@ class Recorder:
 
     def _write(self, table: str, key: dict[str, Any], factor: float, old: Any, new: Any) -> None:
         size = max(item_size(old or {}), item_size(new or {}))
-        self._add(f"{table} {self._partition(table, key)}", writes=factor * max(1, math.ceil(size / 1024)))
+        where = f"{table} {self._partition(table, key)}"
+        self._add(where, writes=factor * max(1, math.ceil(size / 1024)))
+        if factor > 1 and self.cost is not None:  # inside a transaction
+            self.cost.classes[key_class(where)[0]].transactions += 1
         _, indexes = self.schema(table)
         for index, (attributes, projects_all) in indexes.items():
             before, after = _entry(old, attributes), _entry(new, attributes)
@@ -405,6 +413,7 @@ def model(
     endpoints = {r["scenario"]: goal * r["share"] for r in mix["requests"]}
     classes: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     tables: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    transactions: dict[str, float] = defaultdict(float)
     spreads: dict[str, float] = {}
     duration_s = gb_s = ssm_calls = ses = 0.0
     for scenario, rps in endpoints.items():
@@ -412,6 +421,7 @@ def model(
         for cls, access in cost.classes.items():
             classes[cls][0] += rps * access.reads
             classes[cls][1] += rps * access.writes
+            transactions[cls] += rps * access.transactions
             spread = {n: s for _, n, s in CLASSES}[cls]
             spreads[cls] = float(mix[spread] if isinstance(spread, str) else spread)
         for table, access in cost.tables.items():
@@ -423,9 +433,9 @@ def model(
         ssm_calls += rps * cost.ssm
         ses += rps * cost.ses
     concurrency = duration_s  # Little's law: arrivals per second times seconds each
-    # A warm instance reads the configuration at most once per cache period; a request-time read
-    # (a cold or stale cache) is in the measured calls already.
-    ssm_tps = ssm_calls + concurrency / cache_seconds
+    # A warm instance reads the configuration once per refresh, a random 75-100 % of the cache
+    # period (its mean here); a request-time read (a cold or stale cache) is in the measured calls.
+    ssm_tps = ssm_calls + concurrency / (cache_seconds * (1 + runtime_config.FRESH_FLOOR) / 2)
     # The hottest key's load, where a class spreads over few keys (shards, one partition).
     shown = {
         cls: (r, w, *((r / spreads[cls], w / spreads[cls]) if spreads[cls] < FAR else (None, None)))
@@ -433,6 +443,7 @@ def model(
     }
     ceilings = _ceilings(
         goal,
+        transactions=transactions,
         classes=classes,
         spreads=spreads,
         tables=tables,
@@ -460,6 +471,7 @@ def _ceilings(
     classes: Mapping[str, list[float]],
     spreads: Mapping[str, float],
     tables: Mapping[str, list[float]],
+    transactions: Mapping[str, float],
     concurrency: float,
     ssm_tps: float,
     ses: float,
@@ -479,11 +491,13 @@ def _ceilings(
         # over millions of keys meets the table's quota long before any one key's limit.
         add(f"{cls}: hottest key, reads", reads / spreads[cls], KEY_RCU, "RCU/s", "design")
         add(f"{cls}: hottest key, writes", writes / spreads[cls], KEY_WCU, "WCU/s", "design")
+    for cls, count in transactions.items():
+        add(f"{cls}: hottest key, transactions", count / spreads[cls], KEY_TRANSACTIONS, "tx/s", "design")
     quota = "Service Quotas: DynamoDB on-demand table throughput"
     for table, (reads, writes) in tables.items():
         add(f"{table}: reads", reads, TABLE_UNITS, "RRU/s", quota)
         add(f"{table}: writes", writes, TABLE_UNITS, "WRU/s", quota)
-    add("SSM GetParameters, standard throughput", ssm_tps, SSM_TPS, "TPS", "nimbus ssm-throughput --enable")
+    add("SSM GetParameters, standard throughput", ssm_tps, SSM_TPS, "TPS", "nimbus ssm-throughput enable")
     add(
         "SSM GetParameters, higher throughput",
         ssm_tps,

@@ -82,7 +82,7 @@ def test_concurrency_and_ssm_reads_follow_the_requests_durations() -> None:
     figures = model("m", mix, {"s": cost}, {"AuthFunction": 1024}, 10)
 
     assert figures.concurrency == pytest.approx(50)
-    assert figures.ssm_tps == pytest.approx(5)  # 50 instances, each once per 10 s
+    assert figures.ssm_tps == pytest.approx(50 / 8.75)  # 50 instances, each every 8.75 s on average
 
 
 @pytest.fixture
@@ -117,6 +117,22 @@ def test_a_transactional_put_costs_twice_its_kilobytes_and_its_index_entry_is_wr
         dynamodb.get_item(TableName="UsersTable", Key={"pk": {"S": "USER#1"}}, ConsistentRead=True)
 
     assert cost.round_trips == 2
-    assert cost.classes["user item"] == Access(reads=1, writes=4)  # 2 KB, transactional; 1 read
+    assert cost.classes["user item"] == Access(reads=1, writes=4, transactions=1)  # 2 KB, transactional; 1 read
     assert cost.classes["username/email index entry"] == Access(writes=2)
     assert cost.tables["UsersTable/UsernameIndex"] == Access(writes=2)
+
+
+def test_transactions_on_a_class_of_few_keys_meet_the_conflict_ceiling() -> None:
+    mix = {
+        "title": "t",
+        "goal_rps": 1_000,
+        "accounts": 10,
+        "addresses": 10,
+        "requests": [{"scenario": "s", "share": 1}],
+    }
+    cost = _cost({"user count shard": Access(writes=2, transactions=1)}, round_trips=1)
+
+    figures = model("m", mix, {"s": cost}, {"AuthFunction": 1024}, 10)
+
+    [conflicts] = [c for c in figures.ceilings if c.resource == "user count shard: hottest key, transactions"]
+    assert conflicts.at_rps == pytest.approx(capacity.KEY_TRANSACTIONS * user_items.COUNT_SHARDS)
