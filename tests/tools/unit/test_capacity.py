@@ -117,7 +117,8 @@ def test_a_transactional_put_costs_twice_its_kilobytes_and_its_index_entry_is_wr
         dynamodb.get_item(TableName="UsersTable", Key={"pk": {"S": "USER#1"}}, ConsistentRead=True)
 
     assert cost.round_trips == 2
-    assert cost.classes["user item"] == Access(reads=1, writes=4, transactions=1)  # 2 KB, transactional; 1 read
+    # 2 KB, transactional; then one read
+    assert cost.classes["user item"] == Access(reads=1, writes=4, transactions=1)
     assert cost.classes["username/email index entry"] == Access(writes=2)
     assert cost.tables["UsersTable/UsernameIndex"] == Access(writes=2)
 
