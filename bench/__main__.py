@@ -42,6 +42,10 @@ BENCHMARKS = {
         "nimbus import: an upstream PostgreSQL database of 10,000 users into the stack",
         "import_rate:run",
     ),
+    "local-scale": (
+        "make serve at real sizes: GET /users/me and POST /login, 100 users against 100,000 users",
+        "local_scale:run",
+    ),
     "keepalive": (
         "Keep-alive requests through the local API's HTTP server (no function work)",
         "local_api:keepalive",
@@ -58,7 +62,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     about = (
         "AWS calls per request, revoke-all, the sweeper, bans, import times, budgets, SDK choices, import, "
     )
-    about += "keep-alive latency and recovery timing of Nimbus (docs/performance.md)."
+    about += "the local stack at real sizes, keep-alive latency and recovery timing of Nimbus "
+    about += "(docs/performance.md)."
     parser = argparse.ArgumentParser(prog="python -m bench", description=about)
     runs = "fresh interpreters per module for import times and per target for the cold budgets (default 7)"
     parser.add_argument("--runs", type=int, default=7, help=runs)

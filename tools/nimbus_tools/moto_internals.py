@@ -3,8 +3,9 @@
 moto's public surface is ``mock_aws``, ``ThreadedMotoServer`` and the AWS APIs it answers; its docs
 show its backends only as an "internal API" with no promise of shape. Each function here names the
 internals it relies on and why no public API does it; nothing else in tools/, tests/ or bench/
-imports from moto beyond ``mock_aws``, and tests/tools/unit/test_moto_internals.py fails if the
-pinned moto changes any of them. moto is imported late: its server stack takes seconds to import.
+imports from moto beyond ``mock_aws`` but nimbus_tools.moto_scale (moto's DynamoDB at real table
+sizes, checked against stock moto by its own test), and tests/tools/unit/test_moto_internals.py
+fails if the pinned moto changes any of them. moto is imported late: its server stack takes seconds to import.
 """
 
 from __future__ import annotations

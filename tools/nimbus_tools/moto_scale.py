@@ -112,7 +112,8 @@ def _by_value(table: Table, attribute: str) -> dict[DynamoType, set[Key]]:
 
 def _candidates(table: Table, hash_key: Any, index_name: Any, conditions: Any) -> list[Item] | None:
     """A superset of the items a query can answer, or None where moto's own walk must decide."""
-    attribute, value = table.hash_key_attr, hash_key
+    attribute: str | None = table.hash_key_attr
+    value = hash_key
     if index_name:
         index = next((i for i in table.all_indexes() if i.name == index_name), None)
         hashes = [k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH"] if index else []
@@ -128,11 +129,10 @@ def _candidates(table: Table, hash_key: Any, index_name: Any, conditions: Any) -
         keys = _by_value(table, attribute).get(value, set())
         for key in list(keys):
             item = _lookup(table, key)
-            now = None if item is None else item.attrs.get(attribute)
-            if now is None or now != value:
-                keys.discard(key)  # deleted, or written since with another value
-            else:
+            if item is not None and item.attrs.get(attribute) is not None and item.attrs[attribute] == value:
                 found.append(item)
+            else:
+                keys.discard(key)  # deleted, or written since with another value
     return found
 
 
@@ -207,15 +207,17 @@ class _WithoutTableCopies:
 def _transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
     undo = _undo_log(self, transact_items)
     if undo is None:  # an operation's key cannot be read here: moto copies the tables itself
-        return _STOCK["transact_write_items"](self, transact_items)
+        _STOCK["transact_write_items"](self, transact_items)
+        return
     items, streams = undo
     try:
-        return _STOCK["transact_write_items"](_WithoutTableCopies(self), transact_items)
+        _STOCK["transact_write_items"](_WithoutTableCopies(self), transact_items)
     except BaseException:
         for (table, key), before in items.items():
             _restore(table, key, before)
         for table, length in streams.items():
-            del table.stream_shard.items[length:]
+            if table.stream_shard is not None:
+                del table.stream_shard.items[length:]
         raise
 
 
@@ -242,17 +244,18 @@ def _undo_log(
 
 def _restore(table: Table, key: Key, before: Item | None) -> None:
     hash_key, range_key = key
+    stored: dict[Any, Any] = table.items  # hash key -> item, or -> {range key -> item}
     if before is None:
         if range_key is None:
-            if isinstance(table.items.get(hash_key), Item):
-                table.items.pop(hash_key)
-        elif isinstance(table.items.get(hash_key), dict):
-            table.items[hash_key].pop(range_key, None)
+            if isinstance(stored.get(hash_key), Item):
+                stored.pop(hash_key)
+        elif isinstance(stored.get(hash_key), dict):
+            stored[hash_key].pop(range_key, None)
         return
     if range_key is None:
-        table.items[hash_key] = before
+        stored[hash_key] = before
     else:
-        table.items[hash_key][range_key] = before
+        stored[hash_key][range_key] = before
     _record(table, before)  # a query meanwhile may have dropped its entry as stale
 
 

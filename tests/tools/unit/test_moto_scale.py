@@ -264,7 +264,7 @@ def test_a_query_and_a_transaction_cost_what_they_touch_not_the_table() -> None:
                 for first, last in ((0, 20), (20, 4000)):
                     for start in range(first, last, 25):
                         batch = range(start, min(last, start + 25))
-                        puts = [
+                        puts: list[Any] = [
                             {"PutRequest": {"Item": {"pk": _s(f"u{i}"), "name": _s(f"n{i}")}}} for i in batch
                         ]
                         client.batch_write_item(RequestItems={users: puts})
