@@ -32,6 +32,7 @@ from bench.table import render
 from nimbus_core.adapters import container
 from nimbus_core.adapters.user_items import list_partitions
 from nimbus_core.domain.killswitches import KillSwitch
+from nimbus_core.domain.ratelimits import LOGIN
 from nimbus_core.http.policy import Auth
 from nimbus_core.platform.settings import get_settings
 from nimbus_core.sessions.auth import USED_AT_REFRESH_SECONDS
@@ -143,6 +144,14 @@ def _listed(h: Harness, user: Account, values: dict[str, Any]) -> None:
     h.seed_users(LISTED_USERS, once=values["scenario"])  # full pages, for all of a scenario's requests
 
 
+def _flooding(h: Harness, user: Account, values: dict[str, Any]) -> None:
+    """An address that used up its login limit, refused once by DynamoDB on this instance."""
+    ip = values["ip"] = h.fresh_ip()
+    for status in [401] * LOGIN.limit + [429]:
+        reply = h.api.call("POST", "/login", {"username": user.name, "password": "x"}, ip=ip)
+        expect("setup: flood", status, reply)
+
+
 V = Variant
 TOTP = V(factor="totp")
 # A challenged login or change: the first request, then the answers by TOTP and by security key,
@@ -160,6 +169,12 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
         V(" (email)", THREE_BUDGET, body={"username": "{username}@example.com", "password": PASSWORD}),
         V(" wrong password", status=401, body={"username": "{username}", "password": "not the password"}),
         V(" unknown user", status=404, account=False),
+        V(
+            " (a refused request from a flooding address)",
+            Budget("DynamoDB 0", dynamodb=0),
+            status=429,
+            setup=_flooding,
+        ),
         *CHALLENGED,
     ),
     "POST /users/recover": (V(" (an account)", TWO_NO_MAIL), V(" (no account)", TWO_NO_MAIL, account=False)),
@@ -344,7 +359,7 @@ def _prepare(h: Harness, p: Plan) -> Callable[[], Reply]:
     path = _path(endpoint.path, filled) + v.query
     sent = None if p.body is None and v.body is None else _fill(v.body or p.body, values)
     token = caller.token if policy.auth is Auth.REQUIRED else None
-    ip = h.fresh_ip()
+    ip = values.get("ip") or h.fresh_ip()
     if policy.reverify:
         sent = {"password": PASSWORD} | (sent or {})
     if _answered_by(p.registered, v) and v.step == "answer":

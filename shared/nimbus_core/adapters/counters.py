@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import from_item
 from nimbus_core.adapters.transactions import TransactOp
-from nimbus_core.domain.ports import CounterState, CounterWindowMovedError, WriteOp
+from nimbus_core.domain.ports import CounterState, CounterThrottledError, CounterWindowMovedError, WriteOp
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -34,6 +34,11 @@ class CounterSpec:
     # and must never create that record if it was deleted meanwhile.
     ttl_attr: str | None = "expiresAt"
     must_exist: bool = False
+
+
+# DynamoDB's answers when one item's partition is over its capacity (a flooded counter); the SDK
+# has already retried them by the time they reach us.
+_THROTTLED = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException"})
 
 
 class CounterTargetMissingError(Exception):
@@ -116,6 +121,8 @@ def hit(client: DynamoDBClient, spec: CounterSpec, *, limit: int, window: int, n
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 )
             except ClientError as exc:
+                if error_code(exc) in _THROTTLED:
+                    raise CounterThrottledError(f"UpdateItem (counter) throttled: {exc}") from exc
                 if error_code(exc) != "ConditionalCheckFailedException":
                     raise
                 old = from_item(dict(exc.response.get("Item") or {}))  # type: ignore[call-overload]

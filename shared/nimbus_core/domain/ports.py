@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from nimbus_core.domain.errors import DependencyError
 from nimbus_core.domain.killswitches import KillSwitch
 
 
@@ -58,6 +59,10 @@ class CounterState:
 
 class CounterWindowMovedError(Exception):
     """A hit could not be given back in a transaction: its window ended meanwhile."""
+
+
+class CounterThrottledError(DependencyError):
+    """The store throttled the counter's own item (a hot key), after the SDK's retries."""
 
 
 @dataclass(frozen=True, slots=True)
