@@ -49,14 +49,19 @@ def _cost(classes: dict[str, Access], **values: Any) -> RequestCost:
     return cost
 
 
-def test_a_class_on_few_keys_meets_its_key_limit_and_one_spread_over_accounts_does_not() -> None:
-    mix = {
+def _mix(*, accounts: int) -> dict[str, Any]:
+    """A mix of one scenario ("s") at 1,000 requests/s."""
+    return {
         "title": "t",
         "goal_rps": 1_000,
-        "accounts": 1_000_000,
+        "accounts": accounts,
         "addresses": 10,
         "requests": [{"scenario": "s", "share": 1}],
     }
+
+
+def test_a_class_on_few_keys_meets_its_key_limit_and_one_spread_over_accounts_does_not() -> None:
+    mix = _mix(accounts=1_000_000)
     cost = _cost({"user list partition": Access(writes=1), "user item": Access(writes=1)}, round_trips=1)
 
     figures = model("m", mix, {"s": cost}, {"AuthFunction": 1024}, 10)
@@ -70,13 +75,7 @@ def test_a_class_on_few_keys_meets_its_key_limit_and_one_spread_over_accounts_do
 
 
 def test_concurrency_and_ssm_reads_follow_the_requests_durations() -> None:
-    mix = {
-        "title": "t",
-        "goal_rps": 1_000,
-        "accounts": 10,
-        "addresses": 10,
-        "requests": [{"scenario": "s", "share": 1}],
-    }
+    mix = _mix(accounts=10)
     cost = _cost({}, round_trips=4, own_ms=34.0)  # 34 ms + 4 x 4 ms = 50 ms
 
     figures = model("m", mix, {"s": cost}, {"AuthFunction": 1024}, 10)
@@ -124,13 +123,7 @@ def test_a_transactional_put_costs_twice_its_kilobytes_and_its_index_entry_is_wr
 
 
 def test_transactions_on_a_class_of_few_keys_meet_the_conflict_ceiling() -> None:
-    mix = {
-        "title": "t",
-        "goal_rps": 1_000,
-        "accounts": 10,
-        "addresses": 10,
-        "requests": [{"scenario": "s", "share": 1}],
-    }
+    mix = _mix(accounts=10)
     cost = _cost({"user count shard": Access(writes=2, transactions=1)}, round_trips=1)
 
     figures = model("m", mix, {"s": cost}, {"AuthFunction": 1024}, 10)
