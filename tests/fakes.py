@@ -823,19 +823,6 @@ class FakeDomains:
         self.db.calls.append("domains.get")
         return self.db.domains.get(name)
 
-    def offered_op(self, name: str, *, with_subdomain: bool) -> WriteOp:
-        """Assert the domain is offered (and allows a subdomain when one is chosen)."""
-
-        def check() -> NimbusError | None:
-            domain = self.db.domains.get(name)
-            if domain is None:
-                return NimbusError(ErrorCode.INVALID_DOMAIN_ERROR)
-            if with_subdomain and not domain.subdomains:
-                return NimbusError(ErrorCode.SUBDOMAIN_NOT_ALLOWED_ERROR)
-            return None
-
-        return FakeOp(check, lambda: None, (("domain", name),))
-
     def put(self, name: str, *, subdomains: bool, now: str) -> bool:
         """Offer or update a domain."""
         old = self.db.domains.get(name)

@@ -211,36 +211,6 @@ def test_domain_delete_reports_whether_it_was_offered(stores: Stores) -> None:
     assert name not in [d.id for d in stores.domains.list()]
 
 
-@pytest.mark.parametrize(
-    ("offered", "allows_subdomains", "with_subdomain", "expected"),
-    [
-        (False, False, False, ErrorCode.INVALID_DOMAIN_ERROR),
-        (False, False, True, ErrorCode.INVALID_DOMAIN_ERROR),
-        (True, False, True, ErrorCode.SUBDOMAIN_NOT_ALLOWED_ERROR),
-        (True, False, False, None),
-        (True, True, True, None),
-        (True, True, False, None),
-    ],
-)
-def test_offered_op_checks_the_domain_inside_the_users_change(
-    stores: Stores, offered: bool, allows_subdomains: bool, with_subdomain: bool, expected: ErrorCode | None
-) -> None:
-    user = _user(stores)
-    name = f"{tag()}.example"
-    if offered:
-        stores.domains.put(name, subdomains=allows_subdomains, now=STAMP)
-    after = user.changed(domain=name, subdomain="mine" if with_subdomain else None, updated_at=LATER)
-    offered_op = stores.domains.offered_op(name, with_subdomain=with_subdomain)
-    ops = [offered_op, *stores.users.change_ops(user, after)]
-
-    if expected is None:
-        stores.tx.commit(ops)
-        assert stores.users.get(user.id) == after
-    else:
-        _refused(stores, ops, expected)
-        assert stores.users.get(user.id) == user
-
-
 # --- outbox and transactions -----------------------------------------------------------------------
 
 

@@ -59,7 +59,8 @@ def change_password(deps: Deps, caller: Caller, new_password: str, now: float, *
 
 
 def change_domain(deps: Deps, caller: Caller, domain: str, subdomain: str | None, now: float) -> User:
-    """Choose an offered domain (and a subdomain where it allows one): checked inside the write."""
+    """Choose an offered domain (and a subdomain where it allows one): the domain is read, then the
+    user written."""
     return account_changes.change_domain(deps, caller.user, domain, subdomain, now, by=caller)
 
 

@@ -138,6 +138,12 @@ class Delivery:
     skipped: Claim | None = None  # "settled" or "gone": not sent by this delivery
 
 
+def _clock_now() -> float:
+    # clock.now looked up at each call, never bound once: the handler's deadline and the claims
+    # must read one clock, even one that a test moved after this module was imported.
+    return clock.now()
+
+
 class MailService:
     """Sends outbox messages through ``mailer``; gives up into ``dead_letters``."""
 
@@ -150,7 +156,7 @@ class MailService:
         policy: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
         jitter: Callable[[], float] = random.random,  # noqa: S311 (backoff jitter, not a secret)
-        now: Callable[[], float] = clock.now,
+        now: Callable[[], float] | None = None,
     ) -> None:
         self.mailer = mailer
         self.dead_letters = dead_letters
@@ -158,7 +164,7 @@ class MailService:
         self.policy = policy or RetryPolicy()
         self._sleep = sleep
         self._jitter = jitter
-        self._now = now
+        self._now = now or _clock_now
 
     def deliver(self, message: OutboxMessage, *, until: float) -> Delivery:
         """Send ``message``, retrying; dead-letter it if every attempt fails. ``until``: when this

@@ -9,10 +9,7 @@ from botocore.exceptions import ClientError
 
 from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import read_record, record_item
-from nimbus_core.adapters.transactions import TransactOp
-from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import Domain
-from nimbus_core.domain.ports import WriteOp
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -71,18 +68,6 @@ class DynamoDomains:
             item = self._client.get_item(TableName=self._table, Key=_key(name)).get("Item")
         return read_record(Domain, item) if item else None
 
-    def offered_op(self, name: str, *, with_subdomain: bool) -> WriteOp:
-        """A ConditionCheck inside the user's update, so choosing a domain costs no extra read."""
-        condition = "attribute_exists(pk)" + (" AND subdomains = :yes" if with_subdomain else "")
-        check: dict[str, Any] = {
-            "TableName": self._table,
-            "Key": _key(name),
-            "ConditionExpression": condition,
-        }
-        if with_subdomain:
-            check["ExpressionAttributeValues"] = {":yes": {"BOOL": True}}
-        return TransactOp({"ConditionCheck": check}, _explain_domain)
-
     def put(self, name: str, *, subdomains: bool, now: str) -> bool:
         """Offer ``name`` (or change whether it allows subdomains); True if it was new."""
         with aws_errors("UpdateItem (domain)"):
@@ -109,9 +94,3 @@ class DynamoDomains:
                     return False
                 raise
         return True
-
-
-def _explain_domain(old: dict[str, Any] | None) -> NimbusError:
-    if old is None:
-        return NimbusError(ErrorCode.INVALID_DOMAIN_ERROR)
-    return NimbusError(ErrorCode.SUBDOMAIN_NOT_ALLOWED_ERROR)

@@ -15,7 +15,6 @@ from nimbus_core.adapters.errors import aws_errors
 from nimbus_core.adapters.items import read_record
 from nimbus_core.adapters.transactions import TransactOp
 from nimbus_core.adapters.user_items import (
-    COUNT_KEY_PREFIX,
     COUNT_SHARDS,
     LIST_INDEX,
     USER_KEY_PREFIX,
@@ -31,6 +30,13 @@ from nimbus_core.domain.models import User
 # At most botocore's connection pool per client (``max_pool_connections``, 10 by default): a thread
 # beyond it would open a connection for one Query and drop it.
 QUERY_THREADS = 10
+BATCH_GET_KEYS = 100  # DynamoDB's BatchGetItem limit
+
+
+def count_batches() -> list[list[dict[str, Any]]]:
+    """The keys of every count shard, in BatchGetItems' worth."""
+    keys = [count_key(n) for n in range(COUNT_SHARDS)]
+    return [keys[start : start + BATCH_GET_KEYS] for start in range(0, len(keys), BATCH_GET_KEYS)]
 
 
 def count_op(table: str, user: User, delta: int) -> TransactOp:
@@ -63,36 +69,30 @@ class UserListing(UsersTable):
 
     def newest_page(self, *, limit: int, offset: int) -> tuple[int, list[User]]:
         """How many users there are, and one page of them, newest first: a Query of CreatedIndex
-        per list partition (keys only; a further page per MB, about 10,000 keys), run side by side,
-        and one BatchGetItem for the page's users and the count's shards together."""
-        ids = self._newest_ids(limit + offset)[offset:] if limit > 0 else []
-        keys = [user_key(u) for u in ids] + [count_key(n) for n in range(COUNT_SHARDS)]
-        found = batch_get(self._client, {self._table: {"Keys": keys, "ConsistentRead": True}})
-        users: dict[str, User] = {}
-        count = 0
-        for item in found.get(self._table, []):
-            if item["pk"]["S"].startswith(COUNT_KEY_PREFIX):
-                count += int(item.get("users", {}).get("N", "0"))
-            else:
-                user = read_record(User, item)
-                users[user.id] = user
-        # A user deleted between the Query and the read is simply not on the page.
-        return count, [users[u] for u in ids if u in users]
-
-    def _newest_ids(self, wanted: int) -> list[str]:
-        """The ids of the ``wanted`` newest users: the ``wanted`` newest of each partition (all of
-        them may be in one), merged by ``listOrder``."""
+        per list partition (keys only; a further page per MB, about 10,000 keys) and a BatchGetItem
+        per 100 count shards, all run side by side, then one BatchGetItem for the page's users."""
         # DynamoDB has no Query across partition key values: one per partition, in threads (the
         # client is thread-safe), so the page waits for a few round trips rather than their sum.
         # Each runs in a copy of the request's context, so what it holds (log keys) goes along.
-        # A failed Query fails the page: the Queries not yet started are not sent.
+        # A failed read fails the page: the reads not yet started are not sent.
+        wanted = limit + offset if limit > 0 else 0
         pool = ThreadPoolExecutor(max_workers=QUERY_THREADS)
         try:
+            counts = [pool.submit(copy_context().run, self._count_in, keys) for keys in count_batches()]
             queries = [pool.submit(copy_context().run, self._newest_in, p, wanted) for p in list_partitions()]
             newest = [query.result() for query in queries]
+            count = sum(part.result() for part in counts)
         finally:
             pool.shutdown(cancel_futures=True)
-        return [user_id for _, user_id in islice(heapq.merge(*newest, reverse=True), wanted)]
+        ids = [user_id for _, user_id in islice(heapq.merge(*newest, reverse=True), wanted)][offset:]
+        users = {user.id: user for user in self.get_many(ids)}
+        # A user deleted between the Query and the read is simply not on the page.
+        return count, [users[u] for u in ids if u in users]
+
+    def _count_in(self, keys: list[dict[str, Any]]) -> int:
+        """The users counted in the shards of ``keys``."""
+        found = batch_get(self._client, {self._table: {"Keys": keys, "ConsistentRead": True}})
+        return sum(int(item.get("users", {}).get("N", "0")) for item in found.get(self._table, []))
 
     def _newest_in(self, partition: str, wanted: int) -> list[tuple[str, str]]:
         """The ``wanted`` newest (listOrder, user id) of one partition, newest first."""

@@ -41,11 +41,6 @@ class DomainStore(Protocol):
         """One domain, or None."""
         ...
 
-    def offered_op(self, name: str, *, with_subdomain: bool) -> WriteOp:
-        """Assert the domain is offered (INVALID_DOMAIN_ERROR) and, when a subdomain is chosen,
-        allows one (SUBDOMAIN_NOT_ALLOWED_ERROR)."""
-        ...
-
     def put(self, name: str, *, subdomains: bool, now: str) -> bool:
         """Offer a domain or update it; True if it was new."""
         ...
