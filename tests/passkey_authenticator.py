@@ -121,11 +121,14 @@ class SoftwareAuthenticator:
         challenge: str | None = None,
         client_data_type: str = "webauthn.create",
         attestation: Literal["none", "packed"] = "none",
+        discoverable: bool | None = True,
     ) -> dict[str, Any]:
         """The JSON of the PublicKeyCredential a browser returns for these creation options.
 
         ``attestation="packed"`` gives a self attestation (signed with the credential key, no
         certificate), which browsers pass through even when the relying party asked for "none".
+        ``discoverable`` is what the browser answers to the credProps extension when it is asked
+        (None: a browser that does not support it).
         """
         alg = _COSE_ALG[self.algorithm]
         if alg not in [param.get("alg") for param in options["pubKeyCredParams"]]:
@@ -149,12 +152,14 @@ class SoftwareAuthenticator:
         if attestation == "packed":
             statement = {"alg": alg, "sig": self.sign(auth_data + hashlib.sha256(client_data).digest())}
         attestation_object = cbor2.dumps({"fmt": attestation, "attStmt": statement, "authData": auth_data})
+        asked = (options.get("extensions") or {}).get("credProps") and discoverable is not None
+        extensions = {"credProps": {"rk": discoverable}} if asked else {}
         return {
             "id": b64url(self.credential_id),
             "rawId": b64url(self.credential_id),
             "type": "public-key",
             "authenticatorAttachment": "cross-platform",
-            "clientExtensionResults": {},
+            "clientExtensionResults": extensions,
             "response": {
                 "clientDataJSON": b64url(client_data),
                 "attestationObject": b64url(attestation_object),

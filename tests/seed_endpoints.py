@@ -318,6 +318,24 @@ SEED_ENDPOINTS: tuple[SeedEndpoint, ...] = (
         rate_limit=SeedLimit(10, 15 * MINUTE, "ip", frozenset({500})),
         source="contract",
     ),
+    # Section 16: signing in with a passkey (10 answers per 5 minutes per IP; the challenge step is
+    # not counted, which the policy's predicate and the integration tests hold), and the challenge a
+    # normal session asks for to reverify with one (our limit: the contract names none).
+    SeedEndpoint(
+        "POST",
+        "/login/passkey",
+        auth="guest",
+        killswitches=("ACCOUNT_LOGIN",),
+        rate_limit=SeedLimit(10, 5 * MINUTE, "ip"),
+        source="contract",
+    ),
+    SeedEndpoint(
+        "POST",
+        "/users/me/reverify",
+        scoped_sessions=False,
+        rate_limit=SeedLimit(10, 5 * MINUTE, "user", frozenset({400})),
+        source="contract",
+    ),
 )
 
 BY_KEY: dict[tuple[str, str], SeedEndpoint] = {e.key: e for e in SEED_ENDPOINTS}

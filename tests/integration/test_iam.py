@@ -492,6 +492,38 @@ def confirm_totp(w: World) -> None:
     expect(w.api.call("POST", "/users/me/2fa/totp/confirm", wrong, token=token), 401)
 
 
+def passkey_login(w: World, name: str = "pasq") -> None:
+    """A passkey's sign-in (challenge, then answer: session, challenge used, counter moved) and a
+    refused answer (counted on the challenge)."""
+    token = w.user(name)
+    key = SoftwareAuthenticator()
+    body = {"password": PASSWORD, "passkey": True}
+    setup = expect(w.api.call("POST", "/users/me/2fa/webauthn", body, token=token), 200)
+    confirm = {"token": setup["token"], "name": "Passkey", "response": key.create(setup, origin=ORIGIN)}
+    expect(w.api.call("POST", "/users/me/2fa/webauthn/confirm", confirm, token=token), 201)
+    for tamper in (True, False):
+        ip = w.ip()
+        first = expect(w.api.call("POST", "/login/passkey", {}, ip=ip), 200)
+        answer = {
+            "token": first["token"],
+            "response": key.get(first["challenge"], origin=ORIGIN, tamper_signature=tamper),
+        }
+        expect(w.api.call("POST", "/login/passkey", answer, ip=ip), 401 if tamper else 201)
+    # The same passkey reverifies a change: the challenge is the factors function's, the answer
+    # the change's.
+    first = expect(w.api.call("POST", "/users/me/reverify", {}, token=token), 200)
+    two_fa = {
+        "token": first["token"],
+        "type": "webauthn",
+        "response": key.get(first["challenge"], origin=ORIGIN),
+    }
+    expect(w.api.call("PUT", "/users/me/username", {"username": f"{name}2", "2fa": two_fa}, token=token), 200)
+
+
+def passkey_reverify_challenge(w: World) -> None:
+    passkey_login(w, "parv")
+
+
 def start_webauthn(w: World) -> None:
     token = w.user("wess")
     expect(w.api.call("POST", "/users/me/2fa/webauthn", {"password": PASSWORD}, token=token), 200)
@@ -941,6 +973,7 @@ STREAM_SCENARIOS: dict[str, Callable[[World], None]] = {
 SCENARIOS: dict[tuple[str, str], Callable[[World], None]] = {
     ("POST", "/register"): register,
     ("POST", "/login"): login,
+    ("POST", "/login/passkey"): passkey_login,
     ("POST", "/users/recover"): request_recovery,
     ("PUT", "/users/recover"): reset_password,
     ("GET", "/"): root,
@@ -972,6 +1005,7 @@ SCENARIOS: dict[tuple[str, str], Callable[[World], None]] = {
     ("POST", "/users/me/2fa/totp/confirm"): confirm_totp,
     ("POST", "/users/me/2fa/webauthn"): start_webauthn,
     ("POST", "/users/me/2fa/webauthn/confirm"): confirm_webauthn,
+    ("POST", "/users/me/reverify"): passkey_reverify_challenge,
     ("POST", "/users/me/2fa/backup"): regenerate_backup_codes,
     ("GET", "/users/me/2fa"): list_factors,
     ("GET", "/users/me/2fa/<id>"): get_factor,

@@ -251,6 +251,10 @@ def _operation(registered: Registered, schemas: dict[str, Any]) -> dict[str, Any
     if view is not None:
         success["content"] = {"application/json": {"schema": _ref(schemas, view, "serialization")}}
     responses: dict[str, Any] = {str(endpoint.status): success}
+    for status, other in endpoint.other_successes():
+        schema = _ref(schemas, other, "serialization")
+        content = {"application/json": {"schema": schema}}
+        responses[str(status)] = {"description": "Success", "content": content}
     for status, codes in endpoint_errors(endpoint).items():
         responses[str(status)] = {
             "description": ", ".join(codes),

@@ -53,6 +53,31 @@ class LoginBody(Body):
     remember_me: bool | None = Field(None, alias="rememberMe")
 
 
+def _required_with_token(value: dict[str, Any] | None, info: ValidationInfo) -> dict[str, Any] | None:
+    # Half an answer is a 400 at body validation (order of checks step 6), never counted.
+    if value is None and info.data.get("token") is not None:
+        raise PydanticCustomError("missing", "Field required")
+    return value
+
+
+class PasskeyLoginBody(Body):
+    """POST /login/passkey: ``{}`` asks for a challenge; ``{token, response, rememberMe?}``
+    answers it with the browser's ``PublicKeyCredential.toJSON()`` of ``navigator.credentials.get``
+    (a ``response`` without its ``token`` is refused by the route)."""
+
+    # Declared first: the response's validator looks at it.
+    token: Annotated[str | None, Field(max_length=128)] = None
+    response: Annotated[
+        dict[str, Any] | None, AfterValidator(_required_with_token), Field(validate_default=True)
+    ] = None
+    remember_me: bool | None = Field(None, alias="rememberMe")
+
+    @property
+    def asks_for_challenge(self) -> bool:
+        """Whether this is the first step (nothing to prove yet, not counted by the limit)."""
+        return self.token is None
+
+
 class RecoverBody(Body):
     """POST /users/recover: a username or an email address, matched as login matches them."""
 

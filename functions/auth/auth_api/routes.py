@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from auth_api import recovery, service
 from nimbus_core.domain import ratelimits
-from nimbus_core.domain.errors import ErrorCode, SuccessCode
+from nimbus_core.domain.errors import ErrorCode, NimbusError, SuccessCode
 from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
@@ -15,7 +15,7 @@ from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import Reply, success
 
 if TYPE_CHECKING:
-    from auth_api.models import LoginBody, RecoverBody, RegisterBody, ResetPasswordBody
+    from auth_api.models import LoginBody, PasskeyLoginBody, RecoverBody, RegisterBody, ResetPasswordBody
     from nimbus_core.http.views import ResetPasswordView, SuccessfulAuthView, SuccessView
 
 routes = EndpointRouter(models="auth_api.models")
@@ -77,6 +77,45 @@ def login(request: Request[LoginBody]) -> Reply[SuccessfulAuthView]:
     issued = service.login(
         request.deps,
         request.body,
+        session_name=request.session_name,
+        user_agent=request.user_agent,
+        now=request.now,
+    )
+    return Reply(issued.to_public())
+
+
+def _asks_for_challenge(body: PasskeyLoginBody) -> bool:
+    return body.asks_for_challenge
+
+
+@routes.endpoint(
+    "POST",
+    "/login/passkey",
+    Policy(
+        auth=Auth.GUEST,
+        killswitches=(KillSwitch.ACCOUNT_LOGIN,),
+        names_session=True,
+        rate_limit=ratelimits.PASSKEY_LOGIN,
+        uncounted=_asks_for_challenge,
+    ),
+    status=201,
+    also=((200, "PasskeyChallengeView"),),
+    errors=(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR, ErrorCode.BANNED_ERROR),
+    summary="Sign in with a passkey alone: a challenge for {}, then a session for its answer",
+)
+def passkey_login(request: Request[PasskeyLoginBody]) -> Reply[SuccessfulAuthView]:
+    """POST /login/passkey: ``{}`` answers 200 ``{token, exp, challenge}`` (request options that
+    name no credential and require user verification; not counted by the limit); the answer
+    ``{token, response, rememberMe?}`` opens a normal session (201 SuccessfulAuth), named as at
+    login. Unknown, deleted and wrong credentials all answer the same 401."""
+    body = request.body
+    if body.asks_for_challenge:
+        if body.response is not None:
+            raise NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=["token"])
+        return Reply(service.passkey_challenge(request.deps, request.now), status=200)
+    issued = service.passkey_login(
+        request.deps,
+        body,
         session_name=request.session_name,
         user_agent=request.user_agent,
         now=request.now,

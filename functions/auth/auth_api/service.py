@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from aws_lambda_powertools import Logger
 
@@ -13,14 +13,14 @@ from nimbus_core.domain.identity import find_by_login_name
 from nimbus_core.domain.models import User
 from nimbus_core.domain.ports import WriteOp
 from nimbus_core.domain.ratelimits import ACCOUNT_AUTH_FAILURES
-from nimbus_core.factors import challenges
+from nimbus_core.factors import challenges, passkey_sign_in
 from nimbus_core.platform import ids, metrics
 from nimbus_core.platform.clock import iso
 from nimbus_core.sessions import credentials, passwords
 from nimbus_core.sessions.session_issuer import IssuedSession, new_session, normal_lifetime
 
 if TYPE_CHECKING:  # the validated bodies the routes pass: imported by the first request, not here
-    from auth_api.models import LoginBody, RegisterBody
+    from auth_api.models import LoginBody, PasskeyLoginBody, RegisterBody
 
 # A child of the function's Powertools logger: JSON lines, the operator's log level.
 _log = Logger(child=True)
@@ -82,6 +82,40 @@ def login(
     _store_session(
         deps, issued, user, answer_ops=answer_ops, rehash=rehash, password=body.password or "", now=now
     )
+    metrics.count(metrics.Event.LOGIN_SUCCEEDED)
+    return issued
+
+
+def passkey_challenge(deps: Deps, now: float) -> dict[str, Any]:
+    """The first step of a passkey sign-in: ``{token, exp, challenge}`` (one write)."""
+    return passkey_sign_in.issue(deps, now)
+
+
+def passkey_login(
+    deps: Deps, body: PasskeyLoginBody, *, session_name: str | None, now: float, user_agent: str | None = None
+) -> IssuedSession:
+    """Open a normal session for the passkey that answered the challenge (CONTRACT section 16):
+    401 INVALID_SECOND_FACTOR_RESPONSE_ERROR for any credential that is unknown, deleted or
+    wrong, 403 BANNED_ERROR for a banned user once the passkey is proven. The login lock does not
+    apply: nothing is being guessed."""
+    user, answer_ops = passkey_sign_in.answer_sign_in(deps, body.token or "", body.response or {}, now)
+    if user.banned_at is not None:
+        raise NimbusError(ErrorCode.BANNED_ERROR)
+    issued = new_session(
+        user,
+        name=session_name,
+        user_agent=user_agent,
+        lifetime=normal_lifetime(deps, remember_me=bool(body.remember_me)),
+        now=now,
+    )
+    try:
+        # The passkey's counter moving on the user item holds the session to the user as read.
+        deps.tx.commit([deps.sessions.put_op(issued.session), *answer_ops])
+    except NimbusError:
+        fresh = deps.users.get(user.id)
+        if fresh is not None and fresh.banned_at is not None:
+            raise NimbusError(ErrorCode.BANNED_ERROR) from None
+        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR) from None
     metrics.count(metrics.Event.LOGIN_SUCCEEDED)
     return issued
 

@@ -19,6 +19,12 @@ class ConfirmTotpBody(Body):
     code: Annotated[str, Field(max_length=16)]
 
 
+class StartWebAuthnBody(Body):
+    """POST /users/me/2fa/webauthn: ``passkey`` asks for a passkey (CONTRACT section 16)."""
+
+    passkey: bool = False
+
+
 class ConfirmWebAuthnBody(Body):
     """POST /users/me/2fa/webauthn/confirm: the enrolment token, a name, and the browser's
     ``PublicKeyCredential.toJSON()`` from ``navigator.credentials.create``."""

@@ -8,21 +8,30 @@ from typing import TYPE_CHECKING
 
 from factors_api import service
 from nimbus_core.accounts.notices import STAFF
+from nimbus_core.domain import ratelimits
 from nimbus_core.domain.errors import ErrorCode, SuccessCode
 from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_core.domain.models import SecondFactor
 from nimbus_core.domain.scopes import Scope
+from nimbus_core.factors import passkey_sign_in
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Policy
 from nimbus_core.http.registry import EndpointRouter
 from nimbus_core.http.responses import Reply, counted, success
 
 if TYPE_CHECKING:
-    from factors_api.models import ConfirmTotpBody, ConfirmWebAuthnBody, DeleteFactorsBody, FactorsQuery
+    from factors_api.models import (
+        ConfirmTotpBody,
+        ConfirmWebAuthnBody,
+        DeleteFactorsBody,
+        FactorsQuery,
+        StartWebAuthnBody,
+    )
     from nimbus_core.http.views import (
         BackupCodesView,
         CountedSuccessView,
         EnrolledFactorView,
+        PasskeyChallengeView,
         SecondFactorListView,
         SecondFactorView,
         SuccessView,
@@ -86,7 +95,7 @@ def confirm_totp(request: Request[ConfirmTotpBody]) -> Reply[EnrolledFactorView]
 
 
 def _enrolled(factor: SecondFactor, codes: list[str] | None) -> Reply[EnrolledFactorView]:
-    answer = {"id": factor.id, "type": factor.type, "name": factor.name}
+    answer = {"id": factor.id, "type": factor.type, "name": factor.name, "passkey": factor.passkey}
     return Reply(answer if codes is None else {**answer, "codes": codes})
 
 
@@ -94,12 +103,33 @@ def _enrolled(factor: SecondFactor, codes: list[str] | None) -> Reply[EnrolledFa
     "POST",
     "/users/me/2fa/webauthn",
     _OWN_REVERIFIED,
-    summary="Start enrolling a security key: creation options and a token to confirm with",
+    summary="Start enrolling a security key or a passkey: creation options and a token to confirm with",
 )
-def start_webauthn(request: Request) -> Reply[WebAuthnSetupView]:
+def start_webauthn(request: Request[StartWebAuthnBody]) -> Reply[WebAuthnSetupView]:
     """POST /users/me/2fa/webauthn: 200 with the token and PublicKeyCredentialCreationOptions
-    (nothing is created until the confirmation, so 200 as upstream)."""
-    return Reply(service.start_webauthn(request.deps, request.require_caller(), request.now))
+    (nothing is created until the confirmation, so 200 as upstream). ``passkey: true`` asks for a
+    discoverable credential with user verification, which can then sign in alone."""
+    caller = request.require_caller()
+    return Reply(service.start_webauthn(request.deps, caller, request.now, passkey=request.body.passkey))
+
+
+@routes.endpoint(
+    "POST",
+    "/users/me/reverify",
+    Policy(scoped_sessions=False, rate_limit=ratelimits.PASSKEY_REVERIFY),
+    errors=(ErrorCode.INVALID_SECOND_FACTOR_METHOD_ERROR,),
+    summary="A challenge to reverify with a passkey instead of the password",
+)
+def passkey_reverify_challenge(request: Request) -> Reply[PasskeyChallengeView]:
+    """POST /users/me/reverify: 200 ``{token, exp, challenge}``, bound to the calling session, whose
+    request options name the account's passkeys and require user verification. A reverified
+    request then sends ``2fa: {type: "webauthn", token, response}`` and no password. 400
+    INVALID_SECOND_FACTOR_METHOD_ERROR for an account without a passkey."""
+    caller = request.require_caller()
+    challenge = passkey_sign_in.issue(
+        request.deps, request.now, user=caller.user, session_id=caller.session.id
+    )
+    return Reply(challenge)
 
 
 @routes.endpoint(

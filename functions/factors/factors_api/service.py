@@ -80,15 +80,17 @@ def confirm_totp(
     return factor, _enrol(deps, caller.user, pending, factor, actor=actor, now=now)
 
 
-def start_webauthn(deps: Deps, caller: Caller, now: float) -> dict[str, Any]:
+def start_webauthn(deps: Deps, caller: Caller, now: float, *, passkey: bool = False) -> dict[str, Any]:
     """Store a pending security key (the creation challenge) and answer the enrolment token with
-    the options for ``navigator.credentials.create`` (the user's keys excluded)."""
+    the options for ``navigator.credentials.create`` (the user's keys excluded). A ``passkey`` is
+    asked to be discoverable and to verify its user."""
     user = caller.user
     options, challenge = passkeys.registration_options(
         deps.settings.relying_party(),
         user_id=user.id,
         username=user.username,
         exclude_credential_ids=passkeys.stored_credential_ids(user.webauthn_factors()),
+        passkey=passkey,
     )
     token = ids.new_secret()
     pending = PendingFactor(
@@ -97,6 +99,7 @@ def start_webauthn(deps: Deps, caller: Caller, now: float) -> dict[str, Any]:
         session_id=caller.session.id,
         type="webauthn",
         webauthn_challenge=passkeys.b64url(challenge),
+        passkey=passkey,
         created_at=clock.iso(now),
         exp=int(now) + PENDING_SECONDS,
     )
@@ -117,7 +120,8 @@ def confirm_webauthn(
     """Enrol the security key that answered the pending creation options: the factor, and the first
     backup codes when the user had none (with the notice naming ``actor``). A stale token, a
     refused attestation (py_webauthn: challenge, origin, rp id, user presence and verification as
-    configured, algorithm) or a key the user has already: 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR."""
+    configured, algorithm; for a passkey, user verification and a key the browser does not call
+    non-discoverable) or a key the user has already: 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR."""
     pending = _pending(deps, caller, token, "webauthn", now)
     if pending.webauthn_challenge is None:
         raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
@@ -126,6 +130,7 @@ def confirm_webauthn(
             deps.settings.relying_party(),
             response=response,
             expected_challenge=passkeys.b64url_decode(pending.webauthn_challenge),
+            passkey=pending.passkey,
         )
     except passkeys.PasskeyError as refused:
         _log.info("WebAuthn enrolment refused", extra={"reason": str(refused)})
@@ -143,6 +148,7 @@ def confirm_webauthn(
         credential_id=credential_id,
         public_key=passkeys.b64url(key.public_key),
         sign_count=key.sign_count,
+        passkey=pending.passkey,
     )
     return factor, _enrol(deps, caller.user, pending, factor, actor=actor, now=now)
 
@@ -180,7 +186,7 @@ def _enrol(
 
 def _factor_line(factor: SecondFactor) -> str:
     """A factor as a notice names it: its kind and the name its owner gave it."""
-    kind = "Authenticator app" if factor.type == "totp" else "Security key or passkey"
+    kind = "Authenticator app" if factor.type == "totp" else "Passkey" if factor.passkey else "Security key"
     return f'{kind} "{factor.name}"'
 
 

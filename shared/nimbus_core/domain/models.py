@@ -54,6 +54,9 @@ class SecondFactor(Record):
     credential_id: str | None = None
     public_key: str | None = None
     sign_count: int = 0
+    # A passkey (CONTRACT section 16): a discoverable credential enrolled with user verification,
+    # which signs its user in alone. Every other factor, imported ones included, is False.
+    passkey: bool = False
     # When the factor last answered a challenge (None: never), written with that answer.
     used_at: str | None = None
 
@@ -63,6 +66,7 @@ class SecondFactor(Record):
             "id": self.id,
             "type": self.type,
             "name": self.name,
+            "passkey": self.passkey,
             "usedAt": self.used_at,
             "createdAt": self.created_at,
             "updatedAt": self.updated_at,
@@ -119,6 +123,10 @@ class User(Record):
         """The enrolled security keys (the factors a WebAuthn answer may name), oldest first."""
         keys = [f for f in self.second_factors.values() if f.type == "webauthn" and f.credential_id]
         return sorted(keys, key=lambda f: f.id)
+
+    def passkey_factors(self) -> list[SecondFactor]:
+        """The enrolled passkeys (the keys that sign their user in alone), oldest first."""
+        return [f for f in self.webauthn_factors() if f.passkey]
 
     def to_public(self) -> dict[str, Any]:
         """The User structure of the API; unset values are null, never omitted."""
@@ -227,7 +235,8 @@ class Challenge(Record):
     """
 
     hash: str
-    user_id: str
+    # None for a passkey sign-in's challenge: the passkey's answer names its user.
+    user_id: str | None = None
     session_id: str | None = None
     # The recovery token (its hash) a password reset's challenge is bound to.
     recovery: str | None = None
@@ -249,6 +258,7 @@ class PendingFactor(Record):
     type: Literal["totp", "webauthn"]
     secret: str | None = None
     webauthn_challenge: str | None = None
+    passkey: bool = False  # a WebAuthn enrolment that asked for a passkey
     created_at: str
     exp: int
 

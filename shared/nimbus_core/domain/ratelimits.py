@@ -33,6 +33,10 @@ RESEND_VERIFICATION = RateLimit("verify-resend", 1, 5 * 60, Per.USER, frozenset(
 CHANGE_PASSWORD = RateLimit("password", 5, 24 * 3600, Per.USER, frozenset({500}))
 CHANGE_DOMAIN = RateLimit("domain", 20, 3600, Per.USER, frozenset({500}))
 CREATE_SCOPED_SESSION = RateLimit("scoped-session", 4, 5 * 60, Per.IP)
+# CONTRACT section 16: the answers of passkey sign-ins (the challenge step is not counted), and the
+# challenges a signed-in user asks for to reverify with a passkey.
+PASSKEY_LOGIN = RateLimit("passkey-login", 10, 5 * 60, Per.IP)
+PASSKEY_REVERIFY = RateLimit("passkey-reverify", 10, 5 * 60, Per.USER, frozenset({400}))
 # Account recovery (CONTRACT section 14): the request and the reset, per IP. A challenge answered
 # with a second factor is not counted (the guard gives it back), so a reset costs one hit.
 RECOVER = RateLimit("recover", 5, 3600, Per.IP)

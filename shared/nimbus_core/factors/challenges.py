@@ -35,6 +35,8 @@ _log = Logger(child=True)
 
 CHALLENGE_SECONDS = 300
 MAX_ATTEMPTS = 5
+# Where a passkey reverification's challenge is issued (see nimbus_core.factors.passkey_sign_in).
+PASSKEY_REVERIFY_ENDPOINT = "POST /users/me/reverify"
 _MAX_CODE = 64
 
 
@@ -193,7 +195,7 @@ def answer(
         or not secret_matches(answer.secret, challenge.hash)
         or challenge.user_id != user.id
         or (expected_user is not None and user.id != expected_user)
-        or challenge.endpoint != binding.endpoint
+        or not _for_this_request(challenge, binding, answer)
         or challenge.session_id != binding.session_id
         or challenge.recovery != binding.recovery
         or challenge.exp <= now
@@ -210,6 +212,19 @@ def answer(
         raise AssertionError("unreachable")  # pragma: no cover - _wrong always raises
     metrics.count(metrics.Event.SECOND_FACTOR_PASSED)
     return user, [deps.challenges.consume_op(token_hash, max_attempts=MAX_ATTEMPTS), *ops]
+
+
+def _for_this_request(challenge: Challenge, binding: Binding, answer: Answer) -> bool:
+    """Whether ``challenge`` may answer the request ``binding`` describes: one issued for its
+    endpoint, or a passkey reverification's (POST /users/me/reverify, bound to the session) for
+    any endpoint that session reverifies on, answered by a passkey."""
+    if challenge.endpoint == binding.endpoint:
+        return True
+    return (
+        challenge.endpoint == PASSKEY_REVERIFY_ENDPOINT
+        and binding.session_id is not None
+        and answer.type == "webauthn"
+    )
 
 
 def _verified_ops(
@@ -229,31 +244,36 @@ def _verified_ops(
         if code_hash is None:
             return None
         return [deps.users.use_backup_code_op(user, code_hash, clock.iso(now))]
-    if answer.type == "webauthn" and answer.response is not None:
-        return _verified_key_ops(deps, user, answer.response, challenge, now)
+    if answer.type == "webauthn" and answer.response is not None and challenge.webauthn_challenge:
+        # Only a passkey, with user verification, answers a passkey reverification's challenge.
+        passkey = challenge.endpoint == PASSKEY_REVERIFY_ENDPOINT
+        expected = challenge.webauthn_challenge
+        return verified_key_ops(deps, user, answer.response, expected, now, passkey=passkey)
     return None
 
 
-def _verified_key_ops(
-    deps: Deps, user: User, response: dict[str, Any], challenge: Challenge, now: float
+def verified_key_ops(
+    deps: Deps, user: User, response: dict[str, Any], expected_challenge: str, now: float, *, passkey: bool
 ) -> list[WriteOp] | None:
-    """A WebAuthn assertion checked against the key it names and the challenge's request options:
-    the write that moves the key's signature counter (compare-and-set), or None when refused."""
-    if challenge.webauthn_challenge is None:
-        return None  # no key was enrolled when the challenge was issued
+    """A WebAuthn assertion checked against the key of ``user`` it names (a ``passkey`` only, with
+    user verification, when ``passkey``) and the challenge's request options (``expected_challenge``,
+    base64url): the write that moves the key's signature counter (compare-and-set), or None when
+    refused."""
     try:
         credential_id = passkeys.credential_id_of(response)
         named = passkeys.b64url(credential_id)
-        factor = next((f for f in user.webauthn_factors() if f.credential_id == named), None)
+        keys = user.passkey_factors() if passkey else user.webauthn_factors()
+        factor = next((f for f in keys if f.credential_id == named), None)
         if factor is None or factor.public_key is None:
             return None
         new_count = passkeys.verify_authentication(
             deps.settings.relying_party(),
             response=response,
-            expected_challenge=passkeys.b64url_decode(challenge.webauthn_challenge),
+            expected_challenge=passkeys.b64url_decode(expected_challenge),
             credential_id=credential_id,
             credential_public_key=passkeys.b64url_decode(factor.public_key),
             current_sign_count=factor.sign_count,
+            passkey=passkey,
         )
     except passkeys.PasskeyError as refused:
         _log.info("WebAuthn answer refused", extra={"reason": str(refused)})

@@ -1,9 +1,8 @@
-"""WebAuthn (security keys, passkeys) as a second factor: browser options, verification of the answers.
+"""WebAuthn (security keys; passkeys, which also sign in alone): browser options, verified answers.
 
-Pure functions over plain data: options come back as plain JSON dicts (what
-``navigator.credentials.create``/``get`` take) with the challenge bytes the caller keeps server-side for
-:data:`CHALLENGE_SECONDS`; responses go in as the dicts browsers send (``PublicKeyCredential.toJSON()``);
-stored keys are bytes. No I/O here: the second-factor store and the challenge flow live elsewhere.
+Pure functions over plain data: options are the JSON dicts ``navigator.credentials.create``/``get``
+take, with the challenge bytes the caller keeps for :data:`CHALLENGE_SECONDS`; responses are the
+dicts browsers send (``PublicKeyCredential.toJSON()``); stored keys are bytes. No I/O here.
 
 py_webauthn (and through it cryptography, cbor2, pyOpenSSL, pyasn1) is imported inside the functions
 that need it, never at module import: every function's guard may import this module, and only the
@@ -68,6 +67,10 @@ class NewCredential:
     sign_count: int
     transports: list[str]  # what the browser reported, e.g. ["usb", "nfc"]; known values only
     aaguid: str  # the authenticator model, "00000000-0000-0000-0000-000000000000" when anonymised
+    user_verified: bool  # the authenticator's UV flag: it checked a PIN or a biometric
+    # The credProps extension's answer: True or False where the browser says whether the key is
+    # discoverable, None where it does not say.
+    discoverable: bool | None
 
 
 # The algorithms we accept, in order of preference: ES256, EdDSA (Ed25519), RS256.
@@ -80,21 +83,27 @@ def _algorithms() -> list[COSEAlgorithmIdentifier]:
     return [COSEAlgorithmIdentifier(alg) for alg in _ALGORITHMS]
 
 
-def _user_verification(rp: RelyingParty) -> UserVerificationRequirement:
+def _user_verification(rp: RelyingParty, *, required: bool = False) -> UserVerificationRequirement:
     from webauthn.helpers.structs import UserVerificationRequirement
 
-    return UserVerificationRequirement(rp.user_verification)
+    return UserVerificationRequirement("required" if required else rp.user_verification)
 
 
 def registration_options(
-    rp: RelyingParty, *, user_id: str, username: str, exclude_credential_ids: list[bytes]
+    rp: RelyingParty,
+    *,
+    user_id: str,
+    username: str,
+    exclude_credential_ids: list[bytes],
+    passkey: bool = False,
 ) -> tuple[dict[str, Any], bytes]:
     """PublicKeyCredentialCreationOptions for ``navigator.credentials.create`` and their challenge.
 
-    The user handle is ``user_id``'s UTF-8 bytes (a Nimbus id: opaque, no personal data).
-    ``exclude_credential_ids`` are the user's enrolled keys, so an authenticator is not enrolled twice.
-    Attestation "none" (we do not vet authenticator models), resident key preferred (passkeys welcome,
-    plain security keys too), ES256/EdDSA/RS256. Raises ``ValueError`` for empty or oversized arguments.
+    The user handle is ``user_id``'s UTF-8 bytes (opaque, no personal data; a passkey gives it back
+    at sign-in). ``exclude_credential_ids``: the user's keys, not to enrol twice. Attestation
+    "none", ES256/EdDSA/RS256. A ``passkey`` requires a discoverable credential and user
+    verification; otherwise a resident key is preferred and user verification is as configured.
+    credProps asks the browser whether the key is discoverable. ``ValueError`` for bad arguments.
     """
     from webauthn import generate_registration_options
     from webauthn.helpers import options_to_json
@@ -119,47 +128,52 @@ def registration_options(
         timeout=CHALLENGE_SECONDS * 1000,
         attestation=AttestationConveyancePreference.NONE,
         authenticator_selection=AuthenticatorSelectionCriteria(
-            resident_key=ResidentKeyRequirement.PREFERRED,
-            require_resident_key=False,
-            user_verification=_user_verification(rp),
+            resident_key=ResidentKeyRequirement.REQUIRED if passkey else ResidentKeyRequirement.PREFERRED,
+            require_resident_key=passkey,
+            user_verification=_user_verification(rp, required=passkey),
         ),
         exclude_credentials=[PublicKeyCredentialDescriptor(id=bytes(cid)) for cid in exclude_credential_ids],
         supported_pub_key_algs=_algorithms(),
     )
-    return json.loads(options_to_json(options)), options.challenge
+    # py_webauthn 3.0.1 takes no extensions: credProps is the one we ask for, added to its JSON.
+    return {**json.loads(options_to_json(options)), "extensions": {"credProps": True}}, options.challenge
 
 
-def authentication_options(rp: RelyingParty, *, credential_ids: list[bytes]) -> tuple[dict[str, Any], bytes]:
+def authentication_options(
+    rp: RelyingParty, *, credential_ids: list[bytes], passkey: bool = False
+) -> tuple[dict[str, Any], bytes]:
     """PublicKeyCredentialRequestOptions for ``navigator.credentials.get`` and their challenge.
 
-    ``credential_ids`` are the user's enrolled keys (allowCredentials): a second factor always knows its
-    user. Raises ``ValueError`` when there are none (there is nothing to ask for).
+    ``credential_ids`` may answer (allowCredentials): a second factor's user's keys; none for a
+    passkey sign-in (the authenticator offers the passkeys it holds for us). A ``passkey`` answer
+    requires user verification. ``ValueError`` when a second factor has no key to ask for.
     """
     from webauthn import generate_authentication_options
     from webauthn.helpers import options_to_json
     from webauthn.helpers.structs import PublicKeyCredentialDescriptor
 
-    if not credential_ids:
+    if not credential_ids and not passkey:
         raise ValueError("authentication options need at least one enrolled credential")
     options = generate_authentication_options(
         rp_id=rp.id,
         timeout=CHALLENGE_SECONDS * 1000,
         allow_credentials=[PublicKeyCredentialDescriptor(id=bytes(cid)) for cid in credential_ids],
-        user_verification=_user_verification(rp),
+        user_verification=_user_verification(rp, required=passkey),
     )
     return json.loads(options_to_json(options)), options.challenge
 
 
 def verify_registration(
-    rp: RelyingParty, *, response: dict[str, Any], expected_challenge: bytes
+    rp: RelyingParty, *, response: dict[str, Any], expected_challenge: bytes, passkey: bool = False
 ) -> NewCredential:
     """Verify the browser's answer to :func:`registration_options` and return the key to store.
 
     Checks (py_webauthn): type, challenge, origin among ``rp.origins``, rp id hash, user presence,
     user verification when ``rp.user_verification`` is "required", an accepted algorithm, a "none" (or
     otherwise valid) attestation. Checks (here): ``rawId`` is the attested credential id and at most
-    1023 bytes, the public key is a usable P-256 / Ed25519 / RSA >= 2048 key for its algorithm.
-    Raises :class:`PasskeyError` for anything else, whatever the shape of ``response``.
+    1023 bytes, the public key is a usable P-256 / Ed25519 / RSA >= 2048 key for its algorithm; a
+    ``passkey`` verified its user and is not called non-discoverable by credProps. Raises
+    :class:`PasskeyError` for anything else, whatever the shape of ``response``.
     """
     _check_shape(response, ("clientDataJSON", "attestationObject"))
     _check_challenge(expected_challenge)
@@ -176,7 +190,7 @@ def verify_registration(
             expected_rp_id=rp.id,
             expected_origin=list(rp.origins),
             require_user_presence=True,
-            require_user_verification=rp.user_verification == "required",
+            require_user_verification=passkey or rp.user_verification == "required",
             supported_pub_key_algs=_algorithms(),
         )
         _check_public_key(verified.credential_public_key)
@@ -188,6 +202,9 @@ def verify_registration(
         raise PasskeyError("registration refused: rawId is not the attested credential id")
     if len(verified.credential_id) > MAX_CREDENTIAL_ID_BYTES:
         raise PasskeyError("registration refused: credential id longer than 1023 bytes")
+    discoverable = _discoverable(response)
+    if passkey and discoverable is False:
+        raise PasskeyError("registration refused: a passkey must be discoverable, the browser says it is not")
     transports = list(dict.fromkeys(t.value for t in credential.response.transports or []))
     return NewCredential(
         credential_id=verified.credential_id,
@@ -195,7 +212,17 @@ def verify_registration(
         sign_count=verified.sign_count,
         transports=transports,
         aaguid=verified.aaguid,
+        user_verified=verified.user_verified,
+        discoverable=discoverable,
     )
+
+
+def _discoverable(response: dict[str, Any]) -> bool | None:
+    """credProps' ``rk`` in the browser's answer (py_webauthn reads no client extension results)."""
+    results = response.get("clientExtensionResults")
+    props = results.get("credProps") if isinstance(results, dict) else None
+    rk = props.get("rk") if isinstance(props, dict) else None
+    return rk if isinstance(rk, bool) else None
 
 
 def verify_authentication(
@@ -206,6 +233,7 @@ def verify_authentication(
     credential_id: bytes,
     credential_public_key: bytes,
     current_sign_count: int,
+    passkey: bool = False,
 ) -> int:
     """Verify the browser's answer to :func:`authentication_options` against one stored key.
 
@@ -216,6 +244,7 @@ def verify_authentication(
     is not ours, the user was not present (or not verified when ``rp.user_verification`` is
     "required"), the signature does not verify with the stored key, or the counter did not grow while
     either counter is non-zero (a cloned key or a replay; authenticators without a counter send 0).
+    A ``passkey`` answer must carry user verification whatever is configured.
     """
     _check_shape(response, ("clientDataJSON", "authenticatorData", "signature"))
     _check_challenge(expected_challenge)
@@ -238,7 +267,7 @@ def verify_authentication(
             expected_origin=list(rp.origins),
             credential_public_key=credential_public_key,
             credential_current_sign_count=current_sign_count,
-            require_user_verification=rp.user_verification == "required",
+            require_user_verification=passkey or rp.user_verification == "required",
         )
     except Exception as exc:  # see _refused: any failure on hostile input is a refusal
         raise _refused("authentication", exc) from exc
@@ -260,6 +289,19 @@ def credential_id_of(response: object) -> bytes:
     if not 0 < len(decoded) <= MAX_CREDENTIAL_ID_BYTES:
         raise PasskeyError("credential id is empty or longer than 1023 bytes")
     return decoded
+
+
+def user_handle_of(response: object) -> str:
+    """The user handle (the user id enrolment set) a passkey's assertion gives back, to find its
+    user; :class:`PasskeyError` when it is missing, malformed or over 64 bytes."""
+    inner = response.get("response") if isinstance(response, dict) else None
+    handle = inner.get("userHandle") if isinstance(inner, dict) else None
+    if not isinstance(handle, str):
+        raise PasskeyError("no userHandle: not a discoverable credential's answer")
+    decoded = _base64url_decode(handle)
+    if not 0 < len(decoded) <= _MAX_USER_HANDLE_BYTES:
+        raise PasskeyError("userHandle is empty or longer than 64 bytes")
+    return decoded.decode(errors="replace")  # not UTF-8: no id of ours, which the caller checks
 
 
 def b64url(data: bytes) -> str:

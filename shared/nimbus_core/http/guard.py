@@ -239,11 +239,11 @@ def _answered(
     if endpoint.policy.reverify and caller is not None:
         answer_ops = reverify(request.deps, caller, request.raw_body, request.now, endpoint=request.endpoint)
     if not answer_ops:
-        return _response(route(request), endpoint.status)
+        return _response(route(request), endpoint)
     carrier = AnswerCarrier(request.deps.tx, answer_ops)
     request.deps = replace(request.deps, tx=carrier)
     try:
-        response = _response(route(request), endpoint.status)
+        response = _response(route(request), endpoint)
     except NimbusError:
         carrier.settle()  # a refused change still used the challenge up
         raise
@@ -251,15 +251,16 @@ def _answered(
     return response
 
 
-def _response(answer: Reply[Any] | Response, status: int) -> Response:
-    """A route's Reply sent with its declared status; a Response it built, as it is."""
-    return answer if isinstance(answer, Response) else answer.response(status)
+def _response(answer: Reply[Any] | Response, endpoint: Endpoint) -> Response:
+    """A route's Reply sent with its declared status (or another it declared); a Response it built, as is."""
+    others = frozenset(status for status, _ in endpoint.also)
+    return answer if isinstance(answer, Response) else answer.response(endpoint.status, others)
 
 
 def _limited(
     policy: Policy, request: Request, caller: Caller | None, proceed: Callable[[], Response]
 ) -> Response:
-    if policy.rate_limit is None:
+    if policy.rate_limit is None or (policy.uncounted is not None and policy.uncounted(request.body)):
         return _challenge_stored(request, proceed)
     return _rate_limited(policy.rate_limit, request, caller, proceed)
 

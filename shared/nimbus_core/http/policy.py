@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nimbus_core.domain.errors import ErrorCode
 from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_core.domain.ratelimits import RateLimit
 from nimbus_core.domain.scopes import Scope
-from nimbus_core.http.request_models import ModelKind, RouteSignature, resolve
+from nimbus_core.http.request_models import ModelKind, RouteSignature, resolve, resolve_view
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pydantic import BaseModel
 
 
@@ -45,6 +47,9 @@ class Policy:
     scope: Scope | None = None
     scoped_sessions: bool = True
     rate_limit: RateLimit | None = None
+    # Requests the rate limit does not count, judged on the validated body: the first step of a
+    # two-step endpoint, which proves nothing (its second step is counted).
+    uncounted: Callable[[Any], bool] | None = None
     # Identity reverification (CONTRACT section 9): normal sessions must send their password.
     reverify: bool = False
     # Sessions created here are named by X-Session-Name, or else after the User-Agent.
@@ -91,6 +96,8 @@ class Endpoint:
     status: int = 200
     errors: tuple[RouteError, ...] = ()
     summary: str = ""
+    # Other successes of the route, as (status, view name): a step of a two-step endpoint.
+    also: tuple[tuple[int, str], ...] = ()
 
     @property
     def models(self) -> str | None:
@@ -106,6 +113,10 @@ class Endpoint:
         when it names none; :class:`~nimbus_core.http.request_models.UnknownModelError` when no
         such model exists where it is looked for."""
         return resolve(self.signature, kind)
+
+    def other_successes(self) -> list[tuple[int, type[BaseModel]]]:
+        """The successes declared with ``also``, with their views (found on first use)."""
+        return [(status, resolve_view(self.signature, view)) for status, view in self.also]
 
     def route_errors(self) -> set[tuple[int, ErrorCode]]:
         """The (status, code) pairs the route declares, beyond the guard's."""

@@ -70,10 +70,13 @@ class EndpointRouter:
         status: int = 200,
         errors: tuple[RouteError, ...] = (),
         summary: str = "",
+        also: tuple[tuple[int, str], ...] = (),
     ) -> Callable[[R], R]:
         """Declare ``method path`` guarded by ``policy``, answering ``status`` on success (the
         function's :class:`~nimbus_core.http.responses.Reply` is sent with it) and, beyond the
-        guard's errors, ``errors``; the function receives the guarded :class:`Request`.
+        guard's errors, ``errors``; the function receives the guarded :class:`Request`. ``also``
+        names the other successes of a two-step endpoint as (status, view name): the route's Reply
+        says which it is (``Reply(..., status=200)``).
 
         Refuses, where the route is declared, anything but a :class:`Policy`, and a function whose
         signature is not ``(request: Request[...]) -> Reply[...]`` (or ``-> Response``: a route
@@ -98,7 +101,7 @@ class EndpointRouter:
                     )
             doc = inspect.getdoc(func) or ""
             endpoint = Endpoint(
-                method.upper(), path, policy, func.__name__, doc, signature, status, errors, summary
+                method.upper(), path, policy, func.__name__, doc, signature, status, errors, summary, also
             )
             self.declared.append(Declared(endpoint, func))
             return func

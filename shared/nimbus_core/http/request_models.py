@@ -126,6 +126,12 @@ def resolve(signature: RouteSignature, kind: ModelKind) -> type[BaseModel] | Non
     return _find(signature.module, where, name)
 
 
+def resolve_view(signature: RouteSignature, name: str) -> type[BaseModel]:
+    """The view ``name`` (a success another than the signature's, see ``also`` in
+    :meth:`~nimbus_core.http.registry.EndpointRouter.endpoint`), found as the signature's own."""
+    return _find(signature.module, VIEWS, name)
+
+
 @functools.cache
 def _find(module: str, fallback: str | None, name: str) -> type[BaseModel]:
     from pydantic import BaseModel  # already imported by any module that holds a model

@@ -78,9 +78,15 @@ class Reply[V]:
     payload: Any = None
     code: SuccessCode | None = None
     json_text: str | None = None
+    # Another success the route declared (``also``), e.g. the first step of a two-step endpoint.
+    status: int | None = None
 
-    def response(self, status: int) -> Response:
-        """This reply as the Response of a route declared with ``status``."""
+    def response(self, status: int, others: frozenset[int] = frozenset()) -> Response:
+        """This reply as the Response of a route declared with ``status`` (and ``others``)."""
+        if self.status is not None:
+            if self.status not in others:
+                raise MisdeclaredStatusError(f"{self.status} is not declared")
+            status = self.status
         if self.code is not None and self.code.status != status:
             raise MisdeclaredStatusError(f"{self.code.name} is {self.code.status}, declared {status}")
         if self.json_text is not None:

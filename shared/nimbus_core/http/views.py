@@ -8,6 +8,8 @@ never to answer. The integration tests validate every success a route answers ag
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
 
@@ -46,6 +48,15 @@ class SuccessfulAuthView(View):
 
     token: str
     exp: int
+
+
+class PasskeyChallengeView(View):
+    """A passkey challenge (CONTRACT section 16): the token to answer with, its expiry, and the
+    PublicKeyCredentialRequestOptions (JSON form) for ``navigator.credentials.get``."""
+
+    token: str
+    exp: int
+    challenge: dict[str, Any]
 
 
 class SuccessView(View):
@@ -134,6 +145,7 @@ class SecondFactorView(View):
     id: str
     type: str
     name: str
+    passkey: bool  # a passkey: signs its user in alone (POST /login/passkey)
     usedAt: str | None  # noqa: N815
     createdAt: str  # noqa: N815
     updatedAt: str  # noqa: N815
@@ -175,6 +187,7 @@ class WebAuthnSetupView(View):
     excludeCredentials: list[dict[str, str | list[str]]]  # noqa: N815
     authenticatorSelection: dict[str, str | bool]  # noqa: N815
     attestation: str
+    extensions: dict[str, bool]  # credProps: the browser says whether the key is discoverable
 
 
 class EnrolledFactorView(View):
@@ -183,6 +196,7 @@ class EnrolledFactorView(View):
     id: str
     type: str
     name: str
+    passkey: bool
     codes: list[str] | None = None
 
 
