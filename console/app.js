@@ -8,13 +8,14 @@
   const BASE = "/console";
 
   const {
-    $, token, request, outcome, call, isChallenge, b64url, withIds, credentialJson, webauthnError, say, fail,
-    clearMessages, explain, waitFor, when, fromUnix, element, labelled, SCOPES, scopeNames, FACTOR_TYPES,
+    $, token, request, outcome, call, isChallenge, b64url, withIds, credentialJson, passkeyAssertion, webauthnError,
+    say, fail, clearMessages, explain, waitFor, when, fromUnix, element, labelled, SCOPES, scopeNames, FACTOR_TYPES,
     confirmIdentity, reverified,
   } = window.Nimbus; // console/common.js, shared with the staff console
   window.Nimbus.configure({
     base: BASE,
     onSessionEnd: (message) => navigate("/login", { error: message }),
+    hasPasskey: () => accountHasPasskey(),
   });
 
   const main = $("#main");
@@ -31,7 +32,26 @@
       excludeCredentials: withIds(setup.excludeCredentials),
       authenticatorSelection: setup.authenticatorSelection,
       attestation: setup.attestation,
+      extensions: setup.extensions, // credProps: the browser says whether the key is discoverable
     };
+  }
+
+  // Whether the signed-in account has a passkey (a Promise of a boolean, null when not asked yet):
+  // the reverification dialog offers "Use a passkey" only then. Forgotten at every view, so a
+  // passkey added or removed elsewhere is seen; the factors view fills it from the list it shows.
+  let passkeys = null;
+
+  function accountHasPasskey() {
+    if (!passkeys) {
+      passkeys = call("GET", "/users/me/2fa?limit=50").then(
+        (factors) => factors.items.some((factor) => factor.passkey),
+        () => {
+          passkeys = null;
+          return false;
+        },
+      );
+    }
+    return passkeys;
   }
 
   // --------------------------------------------------------------------- status and rendering
@@ -56,11 +76,12 @@
 
   async function loginView() {
     const form = $("#login-form");
+    const rememberMe = () => form.elements.rememberMe.checked;
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
-      const data = new FormData(form);
-      const rememberMe = data.get("rememberMe") === "on";
-      const body = { username: String(data.get("username")).trim(), password: String(data.get("password")), rememberMe };
+      // The browser's passkey offer would hold on to the authenticator the second factor may need.
+      stopPasskeyAutofill();
+      const body = { username: form.elements.username.value.trim(), password: form.elements.password.value, rememberMe: rememberMe() };
       try {
         let reply = await request("POST", "/login", body, { auth: false });
         if (isChallenge(reply)) {
@@ -69,16 +90,114 @@
             heading: "Second factor",
             purpose: "Your account is protected by a second factor.",
             challenge: reply.body,
-            send: (extra) => request("POST", "/login", { rememberMe, ...extra }, { auth: false }),
+            send: (extra) => request("POST", "/login", { rememberMe: rememberMe(), ...extra }, { auth: false }),
           });
-          if (!reply) return say("Login cancelled.");
+          if (!reply) {
+            say("Login cancelled.");
+            return offerPasskeyAutofill(rememberMe);
+          }
         }
         token.set(outcome(reply).token);
         navigate("/account", { status: "Logged in." });
       } catch (error) {
         fail(error);
+        offerPasskeyAutofill(rememberMe);
       }
     });
+
+    const button = $("#passkey-login");
+    button.addEventListener("click", async () => {
+      stopPasskeyAutofill(); // one WebAuthn request at a time: the modal one takes over
+      clearMessages();
+      button.disabled = true;
+      try {
+        const started = await call("POST", "/login/passkey", {}, { auth: false });
+        const response = await passkeyAssertion(started.challenge);
+        await passkeySignedIn(started.token, response, rememberMe);
+      } catch (error) {
+        failPasskey(error);
+        offerPasskeyAutofill(rememberMe);
+      } finally {
+        button.disabled = false;
+      }
+    });
+    offerPasskeyAutofill(rememberMe);
+  }
+
+  // --------------------------------------------------------------------- signing in with a passkey
+
+  // The login page's pending conditional request (the passkeys offered in the username field's
+  // autofill), so that it can be stopped: before the button's own request, and on leaving the view.
+  let autofill = null;
+
+  function stopPasskeyAutofill() {
+    if (autofill) autofill.abort();
+    autofill = null;
+  }
+
+  /** The second step of POST /login/passkey: the authenticator's answer for the challenge token; a
+   * session on success (CONTRACT section 16). */
+  async function passkeySignedIn(challengeToken, response, rememberMe) {
+    const body = { token: challengeToken, response, rememberMe: rememberMe() };
+    const signedIn = await call("POST", "/login/passkey", body, { auth: false });
+    token.set(signedIn.token);
+    navigate("/account", { status: "Signed in with your passkey." });
+  }
+
+  /** A passkey sign-in's error in words: the API answers the same for an unknown, removed or wrong
+   * passkey, so the words cover all three. */
+  function failPasskey(error) {
+    if (error && error.code === "INVALID_SECOND_FACTOR_RESPONSE_ERROR") {
+      fail(
+        "That passkey was not accepted: it may have been removed from its account, or the request took too long. " +
+          "Try again, or log in with your password. (INVALID_SECOND_FACTOR_RESPONSE_ERROR)",
+      );
+    } else {
+      fail(explain(error));
+    }
+  }
+
+  // A lower bound on the wait before a fresh challenge, should this computer's clock run ahead of
+  // the API's (the token's exp would then seem already past, and the page would ask in a loop).
+  const RENEW_AT_LEAST_MS = 60_000;
+
+  /**
+   * Let the browser offer the passkeys it holds for this site in the username field's autofill
+   * (`autocomplete="username webauthn"`, conditional mediation), where it can: a challenge from the
+   * API, then a request that waits until the person picks a passkey there. It is asked again when
+   * its challenge token expires. A failure to start says nothing (the button remains); a passkey
+   * the API refuses is said as the button's would be, and the offer is not made again by itself (an
+   * authenticator that answers without asking anyone would otherwise be refused in a loop).
+   */
+  async function offerPasskeyAutofill(rememberMe) {
+    stopPasskeyAutofill();
+    const controller = new AbortController();
+    autofill = controller;
+    const { signal } = controller;
+    let started;
+    let response;
+    try {
+      const able = window.PublicKeyCredential && PublicKeyCredential.isConditionalMediationAvailable;
+      if (!able || !(await PublicKeyCredential.isConditionalMediationAvailable()) || signal.aborted) return;
+      started = await call("POST", "/login/passkey", {}, { auth: false });
+      if (signal.aborted) return;
+      const wait = Math.max(started.exp * 1000 - Date.now(), RENEW_AT_LEAST_MS);
+      const renew = setTimeout(() => autofill === controller && offerPasskeyAutofill(rememberMe), wait);
+      try {
+        response = await passkeyAssertion(started.challenge, { mediation: "conditional", signal });
+      } finally {
+        clearTimeout(renew);
+      }
+    } catch {
+      return; // stopped (the view left, the button pressed, a new challenge), or not offered here
+    }
+    if (signal.aborted) return;
+    autofill = null;
+    try {
+      await passkeySignedIn(started.token, response, rememberMe);
+    } catch (error) {
+      failPasskey(error);
+    }
   }
 
   async function registerView() {
@@ -573,8 +692,15 @@
     box.dataset.codes = codes.join("\n");
   }
 
+  /** What a factor is, in words: a passkey signs in alone, a security key only answers after a password. */
+  function factorKind(factor) {
+    if (factor.type === "webauthn") return factor.passkey ? "Passkey" : "Security key";
+    return FACTOR_TYPES[factor.type] || factor.type;
+  }
+
   async function loadFactors() {
     const factors = await call("GET", "/users/me/2fa?limit=50");
+    passkeys = Promise.resolve(factors.items.some((factor) => factor.passkey));
     const list = $("#factors-list");
     // Backup codes back up a factor: the API refuses them (USER_REQUIRES_SECOND_FACTOR_ERROR) without one.
     $("#backup-regenerate").hidden = !factors.count;
@@ -598,7 +724,7 @@
             fail(error);
           }
         });
-        const label = element("span", {}, element("strong", { textContent: factor.name }), ` ${FACTOR_TYPES[factor.type] || factor.type}, added ${when(factor.createdAt)}`);
+        const label = element("span", {}, element("strong", { textContent: factor.name }), ` ${factorKind(factor)}, added ${when(factor.createdAt)}`);
         return element("li", { className: "factor" }, label, remove);
       }),
     );
@@ -645,12 +771,17 @@
       }
     });
 
-    // Passkey: creation options from the API (reverified), navigator.credentials.create, confirm.
+    // Passkey or security key: creation options from the API (reverified), navigator.credentials.create,
+    // confirm. A passkey (discoverable, verifying its user) signs in alone; a security key is a
+    // second factor only (CONTRACT section 16).
     $("#passkey-form").addEventListener("submit", async (event) => {
       event.preventDefault();
-      const name = event.currentTarget.elements.name.value.trim();
+      const passkey = !event.submitter || event.submitter.value !== "security-key";
+      const kind = passkey ? "Passkey" : "Security key";
+      const name = event.currentTarget.elements.name.value.trim() || kind;
       try {
-        const options = await reverified("POST", "/users/me/2fa/webauthn", {}, "Add a passkey.");
+        const purpose = passkey ? "Add a passkey." : "Add a security key.";
+        const options = await reverified("POST", "/users/me/2fa/webauthn", { passkey }, purpose);
         if (!options) return say("Cancelled.");
         let credential;
         try {
@@ -660,9 +791,11 @@
         }
         const body = { token: options.token, name, response: credentialJson(credential) };
         const factor = await call("POST", "/users/me/2fa/webauthn/confirm", body);
+        event.target.reset();
         if (factor.codes) showBackupCodes(factor.codes);
         await loadFactors();
-        say(`Passkey "${factor.name}" added.` + (factor.codes ? " Save your backup codes." : ""));
+        const alone = factor.passkey ? " You can sign in with it alone." : "";
+        say(`${kind} "${factor.name}" added.${alone}` + (factor.codes ? " Save your backup codes." : ""));
       } catch (error) {
         fail(error);
       }
@@ -724,6 +857,10 @@
       name = "account";
     }
     view = VIEWS[name];
+    // What the previous view left running or known is dropped: its passkey autofill request, and
+    // whether the account has a passkey (asked again when needed).
+    stopPasskeyAutofill();
+    passkeys = null;
     $("#nav").hidden = !loggedIn;
     for (const link of document.querySelectorAll("#nav a")) {
       if (link.pathname === `${BASE}/${name}`) link.setAttribute("aria-current", "page");
@@ -765,6 +902,9 @@
     navigate(link.pathname.replace(BASE, "") || "/");
   });
   window.addEventListener("popstate", () => render());
+  window.addEventListener("pagehide", stopPasskeyAutofill);
+  // Back from the browser's page cache: the view is drawn again, and its autofill request with it.
+  window.addEventListener("pageshow", (event) => event.persisted && render());
 
   $("#logout").addEventListener("click", async () => {
     try {

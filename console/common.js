@@ -1,7 +1,8 @@
 // What the account console (console/app.js) and the staff console (console/staff/staff.js) share:
 // the API and the session token, WebAuthn's conversions, the status and error lines, small DOM
 // helpers, the scopes, the CONTRACT error codes in words, and the "confirm it's you" dialog (whose
-// markup, <dialog id="confirm">, is in both index.html files, the same). Plain JavaScript, no build
+// markup, <dialog id="confirm">, is in both index.html files, the same; its "Use a passkey" button is
+// made here, for the console that offers it). Plain JavaScript, no build
 // step: both pages load this file before their own script, which takes what it needs from
 // window.Nimbus and calls Nimbus.configure() first.
 "use strict";
@@ -12,6 +13,7 @@
     base: "/console",
     explainErrors: false,
     onSessionEnd: null,
+    hasPasskey: null,
   };
 
   /**
@@ -21,7 +23,9 @@
    *   console) rather than the API's own message (the account console, which uses explain() for
    *   its account changes);
    * - `onSessionEnd(message)`: called when the session turns out to be dead (revoked elsewhere,
-   *   expired), to send the person to that console's login (/console/login, /console/staff/login).
+   *   expired), to send the person to that console's login (/console/login, /console/staff/login);
+   * - `hasPasskey()`: resolves true when the signed-in account has a passkey, so that reverified()
+   *   offers "Use a passkey" beside the password (CONTRACT section 16); without it, never offered.
    */
   function configure(options) {
     Object.assign(settings, options);
@@ -253,6 +257,23 @@
     return { ...options, challenge: b64url.decode(options.challenge), allowCredentials: withIds(options.allowCredentials) };
   }
 
+  /** The authenticator's answer to the API's request options (their JSON form), as the API wants
+   * it. `mediation` and `signal` go to navigator.credentials.get as they are: "conditional" lets the
+   * browser offer its passkeys in the username field's autofill. A refusal is an ApiError. */
+  async function passkeyAssertion(options, { mediation, signal } = {}) {
+    if (!options) throw new ApiError(0, { code: "WEBAUTHN_ERROR", message: "The API sent no passkey challenge." });
+    const asked = { publicKey: requestOptions(options) };
+    if (mediation) asked.mediation = mediation;
+    if (signal) asked.signal = signal;
+    let credential;
+    try {
+      credential = await navigator.credentials.get(asked);
+    } catch (error) {
+      throw webauthnError(error);
+    }
+    return credentialJson(credential);
+  }
+
   /** PublicKeyCredential -> the JSON the API expects (PublicKeyCredential.toJSON()'s shape). */
   function credentialJson(credential) {
     if (typeof credential.toJSON === "function") return credential.toJSON();
@@ -280,6 +301,8 @@
     const reasons = {
       NotAllowedError: "The passkey request was cancelled or timed out.",
       InvalidStateError: "This passkey is already registered.",
+      NotSupportedError: "This browser or device cannot keep a passkey: add it as a security key instead.",
+      AbortError: "The passkey request was stopped.",
       SecurityError: `Passkeys work only on the console's own address (http://localhost:<port>${settings.base}/).`,
     };
     return new ApiError(0, { code: "WEBAUTHN_" + (error.name || "ERROR"), message: reasons[error.name] || error.message });
@@ -344,16 +367,21 @@
     error: $("#confirm-error"),
     submit: $("#confirm-submit"),
     cancel: $("#confirm-cancel"),
+    // The passkey's way past the password step (CONTRACT section 16), shown only when offered.
+    passkey: element("button", { type: "button", id: "confirm-passkey", className: "secondary", textContent: "Use a passkey", hidden: true }),
   };
+  if (dialog.submit) dialog.submit.after(dialog.passkey);
 
   /**
    * Ask for the password (unless a challenge is already given), then answer the second-factor
    * challenge the API may send back (CONTRACT section 9). `send(extra)` repeats the request with
-   * `{password}` or `{"2fa": ...}` added. Resolves with the final reply (a success, or an error
-   * that another try would not fix), or null if cancelled. Focus goes to the dialog, and back to
-   * where it was when the dialog closes.
+   * `{password}` or `{"2fa": ...}` added. When `passkey` is given (a function answering the reply of
+   * POST /users/me/reverify), the password step also offers "Use a passkey": the account's passkey
+   * answers instead of the password and any second factor (CONTRACT section 16). Resolves with the
+   * final reply (a success, or an error that another try would not fix), or null if cancelled.
+   * Focus goes to the dialog, and back to where it was when the dialog closes.
    */
-  function confirmIdentity({ heading = "Confirm it's you", purpose, challenge = null, send }) {
+  function confirmIdentity({ heading = "Confirm it's you", purpose, challenge = null, send, passkey = null }) {
     // One question at a time: a second request (a double click) gets no answer of the first.
     if (dialog.root.open) return Promise.resolve(null);
     return new Promise((resolve) => {
@@ -368,6 +396,7 @@
       const showFactors = (body) => {
         current = body;
         dialog.passwordStep.hidden = true;
+        dialog.passkey.hidden = true;
         dialog.factorStep.hidden = false;
         dialog.types.replaceChildren(element("legend", { textContent: "Answer with" }));
         body.types.forEach((type, index) => {
@@ -391,6 +420,8 @@
         dialog.form.removeEventListener("submit", onSubmit);
         dialog.cancel.removeEventListener("click", onCancel);
         dialog.root.removeEventListener("cancel", onCancel);
+        dialog.passkey.removeEventListener("click", onPasskey);
+        dialog.passkey.hidden = true;
         dialog.password.value = "";
         dialog.code.value = "";
         dialog.root.close();
@@ -403,42 +434,54 @@
         const type = selected();
         const twoFa = { token: current.token, type };
         if (type === "webauthn") {
-          if (!current.challenge) throw new ApiError(0, { code: "WEBAUTHN_ERROR", message: "The API sent no passkey challenge." });
-          let credential;
-          try {
-            credential = await navigator.credentials.get({ publicKey: requestOptions(current.challenge) });
-          } catch (error) {
-            throw webauthnError(error);
-          }
-          twoFa.response = credentialJson(credential);
+          twoFa.response = await passkeyAssertion(current.challenge);
         } else {
           twoFa.code = dialog.code.value.trim();
         }
         return send({ "2fa": twoFa });
       }
 
-      async function onSubmit(event) {
-        event.preventDefault();
+      /** Reverify with the account's passkey: a challenge from the API, the authenticator's answer
+       * to it, and the request sent again with that answer instead of the password. */
+      async function answerWithPasskey() {
+        const started = await passkey();
+        if (!started.ok) return started;
+        const response = await passkeyAssertion(started.body.challenge);
+        return send({ "2fa": { type: "webauthn", token: started.body.token, response } });
+      }
+
+      /** Run one answer with the buttons held; then go on to the second factor, finish, or say
+       * what was wrong and let the person try again (the API counts attempts). */
+      async function attempt(run, retryFocus) {
         dialog.error.textContent = "";
         dialog.submit.disabled = true;
+        dialog.passkey.disabled = true;
         try {
-          const reply = await answer();
+          const reply = await run();
           if (isChallenge(reply)) {
             showFactors(reply.body);
           } else if (reply.ok || !RETRY_IN_DIALOG.has(reply.body && reply.body.code)) {
             finish(reply);
           } else {
-            // Wrong password or code: say so and let the person try again (the API counts attempts).
             dialog.error.textContent = new ApiError(reply.status, reply.body).describe();
             dialog.code.value = "";
-            (current ? dialog.code : dialog.password).focus();
+            retryFocus().focus();
             dialog.password.select();
           }
         } catch (error) {
           dialog.error.textContent = error instanceof ApiError ? error.describe() : String(error);
         } finally {
           dialog.submit.disabled = false;
+          dialog.passkey.disabled = false;
         }
+      }
+
+      function onSubmit(event) {
+        event.preventDefault();
+        return attempt(answer, () => (current ? dialog.code : dialog.password));
+      }
+      function onPasskey() {
+        return attempt(answerWithPasskey, () => dialog.passkey);
       }
       function onCancel(event) {
         event.preventDefault();
@@ -448,11 +491,13 @@
       dialog.form.addEventListener("submit", onSubmit);
       dialog.cancel.addEventListener("click", onCancel);
       dialog.root.addEventListener("cancel", onCancel);
+      dialog.passkey.addEventListener("click", onPasskey);
       if (challenge) {
         showFactors(challenge);
       } else {
         dialog.passwordStep.hidden = false;
         dialog.factorStep.hidden = true;
+        dialog.passkey.hidden = !passkey;
         dialog.submit.textContent = "Continue";
       }
       dialog.root.showModal();
@@ -460,9 +505,22 @@
     });
   }
 
-  /** A request on a Reverify endpoint: the password (and second factor) asked in the dialog. */
+  /** Whether to offer "Use a passkey" (configure's hasPasskey); a failure to tell means no. */
+  async function passkeyOffered() {
+    if (!settings.hasPasskey) return false;
+    try {
+      return Boolean(await settings.hasPasskey());
+    } catch {
+      return false;
+    }
+  }
+
+  /** A request on a Reverify endpoint: the password (and second factor) asked in the dialog, or the
+   * account's passkey when it has one. */
   async function reverified(method, path, body, purpose) {
-    const reply = await confirmIdentity({ purpose, send: (extra) => request(method, path, { ...body, ...extra }) });
+    const passkey = (await passkeyOffered()) ? () => request("POST", "/users/me/reverify", {}) : null;
+    const send = (extra) => request(method, path, { ...body, ...extra });
+    const reply = await confirmIdentity({ purpose, send, passkey });
     return reply ? outcome(reply) : null;
   }
 
@@ -483,6 +541,7 @@
     b64url,
     withIds,
     requestOptions,
+    passkeyAssertion,
     credentialJson,
     webauthnError,
     say,

@@ -21,6 +21,11 @@ from nimbus_tools.template import REPO_ROOT
 from tests.e2e.browser_tab import PASSWORD, Console, console_tab
 from tests.e2e.conftest import Client
 from tests.e2e.test_console import registered
+from tests.e2e.test_console_passkeys import (
+    Authenticator,
+    log_out_with_the_keys_away,
+    signed_in_with_a_passkey,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -142,6 +147,47 @@ def test_logging_in_and_reaching_the_sessions_with_the_keyboard_alone(
     console.expect_view("sessions")
     focused = page.evaluate("document.activeElement && document.activeElement.outerHTML")
     assert focused is not None
+
+
+def test_the_login_page_with_its_passkey_button_and_a_passkey_error_has_no_serious_violation(
+    audited: Console,
+) -> None:
+    Authenticator(audited)  # holding no passkey: the browser's request ends at once, refused
+    audited.open("login")
+    _view_ready(audited, "login")
+    button = audited.page.get_by_role("button", name="Sign in with a passkey")
+    expect(button).to_be_visible()
+    before = violations(audited)
+    button.click()
+    expect(audited.page.locator("#error")).to_contain_text("(WEBAUTHN_NotAllowedError)")
+
+    assert (before, violations(audited)) == ([], [])
+
+
+def test_the_security_view_listing_a_passkey_and_the_dialog_offering_it_have_no_serious_violation(
+    audited: Console, client: Client
+) -> None:
+    signed_in_with_a_passkey(client, audited)
+    page = audited.page
+    expect(page.locator("#factors-list")).to_contain_text("Passkey")
+    listed = violations(audited)
+    page.get_by_role("button", name="Remove Laptop").click()
+    expect(page.get_by_role("dialog").get_by_role("button", name="Use a passkey")).to_be_visible()
+
+    assert (listed, violations(audited)) == ([], [])
+
+
+def test_signing_in_with_a_passkey_by_the_keyboard_alone(console: Console, client: Client) -> None:
+    name, _, authenticator = signed_in_with_a_passkey(client, console)
+    log_out_with_the_keys_away(console, authenticator)
+    page = console.page
+
+    console.tab_to("#login-username")
+    console.tab_to("#passkey-login")  # after the password, the checkbox and "Log in"
+    page.keyboard.press("Enter")
+
+    console.expect_view("account")
+    assert client.call("GET", "/users/me", token=console.session_token()).body["username"] == name
 
 
 def test_the_audit_names_a_serious_violation_when_a_page_has_one(audited: Console) -> None:
