@@ -45,8 +45,9 @@
     if (!passkeys) {
       passkeys = call("GET", "/users/me/2fa?limit=50").then(
         (factors) => factors.items.some((factor) => factor.passkey),
-        () => {
+        (error) => {
           passkeys = null;
+          if (error && error.explained) throw error; // the session is dead: no dialog to open
           return false;
         },
       );

@@ -465,8 +465,9 @@
           } else {
             dialog.error.textContent = new ApiError(reply.status, reply.body).describe();
             dialog.code.value = "";
-            retryFocus().focus();
-            dialog.password.select();
+            const field = retryFocus();
+            field.focus();
+            if (field === dialog.password) dialog.password.select();
           }
         } catch (error) {
           dialog.error.textContent = error instanceof ApiError ? error.describe() : String(error);
@@ -505,12 +506,14 @@
     });
   }
 
-  /** Whether to offer "Use a passkey" (configure's hasPasskey); a failure to tell means no. */
+  /** Whether to offer "Use a passkey" (configure's hasPasskey); a failure to tell means no, but a
+   * session found dead on the way (already explained, the person sent to log in) stops here. */
   async function passkeyOffered() {
     if (!settings.hasPasskey) return false;
     try {
       return Boolean(await settings.hasPasskey());
-    } catch {
+    } catch (error) {
+      if (error && error.explained) throw error;
       return false;
     }
   }

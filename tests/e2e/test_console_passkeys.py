@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import time
 from typing import Any
 
@@ -331,3 +332,46 @@ def test_the_login_page_stops_its_autofill_request_on_leaving_and_before_the_but
     gets = page.evaluate("window.__gets")
     assert [(g["mediation"], g["aborted"]) for g in gets[1:]] == [("conditional", True), (None, False)]
     expect(page.locator("#error")).to_be_empty()
+
+
+def test_past_ten_refused_passkeys_from_its_address_the_page_says_when_to_try_again(
+    console: Console, client: Client
+) -> None:
+    for _ in range(10):  # refused answers from the tab's own address, as a script guessing would send
+        challenge = client.call("POST", "/login/passkey", {}, ip=console.ip).body
+        refused = client.call(
+            "POST", "/login/passkey", {"token": challenge["token"], "response": {"id": "x"}}, ip=console.ip
+        )
+        assert refused.status == 401, refused.body
+    page = console.page
+    authenticator = Authenticator(console)
+    console.open("login")
+    console.expect_view("login")
+    until(console, f"() => {CONDITIONAL}.length === 1 && {CONDITIONAL}[0].settled !== null")
+    authenticator.plant()
+
+    page.get_by_role("button", name="Sign in with a passkey").click()
+
+    expect(page.locator("#error")).to_have_text(
+        re.compile(r"Too many tries for now: try again in (\d+ minutes|a minute)\. \(RATELIMITED_ERROR\)")
+    )
+    console.expect_view("login")
+
+
+def test_a_session_ended_elsewhere_sends_a_reverified_change_to_the_login_page_without_a_dialog(
+    console: Console, client: Client
+) -> None:
+    name, _ = registered(client)
+    page = console.page
+    console.log_in(name)
+    console.expect_view("account")
+    console.open("settings")
+    console.expect_view("settings")
+    assert client.call("DELETE", "/users/me/sessions/me", token=console.session_token()).status == 200
+
+    page.get_by_label("New email address").fill(f"{name}.new@example.com")
+    page.get_by_role("button", name="Change email").click()
+
+    console.expect_view("login")
+    expect(page.locator("#error")).to_have_text("Your session has ended: please log in again.")
+    expect(page.get_by_role("dialog")).to_be_hidden()
