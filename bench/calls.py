@@ -77,7 +77,7 @@ class Variant:
     account: bool = True  # False: the user named ("{username}") is no account
     # The state of the user the request is about (the caller, or a staff endpoint's user).
     logins: int = 0
-    factor: Literal["totp", "key"] | None = None
+    factor: Literal["totp", "key", "passkey"] | None = None
     staff: bool = False
     verified: bool = False
     banned: bool = False
@@ -125,7 +125,9 @@ DOMAIN_BUDGET = Budget("DynamoDB <= 4, SES 0", dynamodb=4, ses=0)
 ME_BUDGET = Budget("auth 1 DynamoDB; total <= 1, SSM 0", dynamodb=1, ssm=0, total=1)
 AUTH_ONLY_BUDGET = Budget("DynamoDB 1 (the auth read)", dynamodb=1, total=1)
 TWO_BUDGET = Budget("DynamoDB <= 2", dynamodb=2)  # one session, a list, a domain
-THREE_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)  # a login, a scoped session
+THREE_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)  # a login, a scoped session, a passkey's sign-in
+# A passkey sign-in's challenge: its one write (no rate counter: the challenge step is not counted).
+CHALLENGE_BUDGET = Budget("DynamoDB 1 (one write)", dynamodb=1, total=1)
 # A page of users: auth, a CreatedIndex Query per list partition and a BatchGetItem per 100 count
 # shards (side by side), one BatchGetItem for the page.
 PAGE_CALLS = len(list_partitions()) + len(count_batches()) + 2
@@ -147,6 +149,15 @@ def _recovery_link(h: Harness, user: Account, values: dict[str, Any]) -> None:
 
 def _listed(h: Harness, user: Account, values: dict[str, Any]) -> None:
     h.seed_users(LISTED_USERS, once=values["scenario"])  # full pages, for all of a scenario's requests
+
+
+def _passkey_answer(h: Harness, user: Account, values: dict[str, Any]) -> None:
+    """A passkey sign-in's challenge (uncounted) and the user's passkey answering it."""
+    asked = h.api.call("POST", "/login/passkey", {}, ip=h.fresh_ip())
+    expect("setup: passkey challenge", 200, asked)
+    assert user.key is not None
+    values["token"] = asked.body["token"]
+    values["response"] = user.key.get(asked.body["challenge"], origin=h.origin)
 
 
 def _flooding(h: Harness, user: Account, values: dict[str, Any]) -> None:
@@ -181,6 +192,15 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
             setup=_flooding,
         ),
         *CHALLENGED,
+    ),
+    "POST /login/passkey": (
+        V(" (challenge)", CHALLENGE_BUDGET, status=200, body={}, account=False),
+        V(
+            " (a passkey's answer)",
+            THREE_BUDGET,
+            factor="passkey",
+            setup=_passkey_answer,
+        ),
     ),
     "POST /users/recover": (V(" (an account)", TWO_NO_MAIL), V(" (no account)", TWO_NO_MAIL, account=False)),
     "PUT /users/recover": (V(budget=CHANGE_BUDGET, setup=_recovery_link),),
@@ -224,6 +244,7 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
         V(budget=CHANGE_BUDGET, setup=lambda h, u, v: v.update(h.enrolment(u.token, "totp"))),
     ),
     "POST /users/me/2fa/webauthn": (V(budget=CHANGE_BUDGET),),
+    "POST /users/me/reverify": (V(" (a passkey's challenge)", THREE_BUDGET, factor="passkey"),),
     "POST /users/me/2fa/webauthn/confirm": (
         V(budget=CHANGE_BUDGET, setup=lambda h, u, v: v.update(h.enrolment(u.token, "webauthn"))),
     ),
@@ -287,11 +308,14 @@ def _answered_by(registered: Registered, variant: Variant) -> str | None:
     return ("totp" if policy.staff else variant.factor) if policy.reverify or variant.challenged else None
 
 
+_ANSWERED_WITH = {None: "", "totp": ", TOTP answer", "key": ", key answer", "passkey": ", passkey answer"}
+
+
 def _plans_of(registered: Registered, document: Mapping[str, Any]) -> list[Plan]:
     endpoint = registered.endpoint
     key = f"{endpoint.method} {endpoint.path}"
     operation = document["paths"][registered.openapi_path][endpoint.method.lower()]
-    [success] = [int(code) for code in operation["responses"] if code.startswith("2")]
+    success = endpoint.status  # a two-step endpoint's first step has its own variant
     body, params = _sample_body(key, operation), {}
     for before, name in re.findall(r"([^/]*)/<(\w+)>", endpoint.path):
         kind = "uid" if name == endpoint.policy.target else PARAM_KINDS.get(before)
@@ -302,7 +326,7 @@ def _plans_of(registered: Registered, document: Mapping[str, Any]) -> list[Plan]
     for variant in VARIANTS.get(key, (Variant(),)):
         answer = _answered_by(registered, variant)
         shown = _path(endpoint.path, {name: variant.params.get(name, f":{name}") for name in params})
-        how = {None: "", "totp": ", TOTP answer", "key": ", key answer"}[answer]
+        how = _ANSWERED_WITH[answer]
         how = ", challenged" if answer and variant.step == "ask" else how
         status = variant.status or (401 if how == ", challenged" else success)
         name = f"{endpoint.method} {shown}{variant.query}{variant.label}{how}"
@@ -362,7 +386,8 @@ def _prepare(h: Harness, p: Plan) -> Callable[[], Reply]:
         v.setup(h, user, values)
     filled = {n: v.params.get(n, str(values[kind])) for n, kind in p.params.items()}
     path = _path(endpoint.path, filled) + v.query
-    sent = None if p.body is None and v.body is None else _fill(v.body or p.body, values)
+    body = v.body if v.body is not None else p.body  # a variant's {} is a body too
+    sent = None if body is None else _fill(body, values)
     token = caller.token if policy.auth is Auth.REQUIRED else None
     ip = values.get("ip") or h.fresh_ip()
     if policy.reverify:

@@ -232,7 +232,7 @@ class Harness:
         token = self.register(name)
         tokens = [token, *(self.login(name) for _ in range(logins))]
         factor_id, seed = self.add_totp(token, staff=staff) if staff or factor == "totp" else (None, None)
-        key = self.add_key(token) if factor == "key" else None
+        key = self.add_key(token, passkey=factor == "passkey") if factor in ("key", "passkey") else None
         stamp = clock.iso(clock.now())
         if state.get("verified"):
             self.set_user(token, verifiedAt=stamp)
@@ -257,10 +257,11 @@ class Harness:
         )
         return factor.id, seed
 
-    def enrolment(self, token: str, kind: str) -> dict[str, Any]:
-        """Start enrolling a ``kind`` ("totp" or "webauthn") factor; the body to confirm it with
-        (uncounted), the code or key response included."""
-        started = self.api.call("POST", f"/users/me/2fa/{kind}", {"password": PASSWORD}, token=token)
+    def enrolment(self, token: str, kind: str, *, passkey: bool = False) -> dict[str, Any]:
+        """Start enrolling a ``kind`` ("totp" or "webauthn", a ``passkey`` if asked) factor; the
+        body to confirm it with (uncounted), the code or key response included."""
+        body = {"password": PASSWORD} | ({"passkey": True} if passkey else {})
+        started = self.api.call("POST", f"/users/me/2fa/{kind}", body, token=token)
         expect(f"setup: start {kind}", 200, started)
         if kind == "totp":
             proof: dict[str, Any] = {"code": pyotp.TOTP(started.body["secret"]).now()}
@@ -269,9 +270,9 @@ class Harness:
             proof = {"response": key.create(started.body, origin=self.origin), "key": key}
         return {"token": started.body["token"], "name": "New", **proof}
 
-    def add_key(self, token: str) -> SoftwareAuthenticator:
-        """Enrol a software security key through the API; the authenticator."""
-        body = self.enrolment(token, "webauthn")
+    def add_key(self, token: str, *, passkey: bool = False) -> SoftwareAuthenticator:
+        """Enrol a software security key (or passkey) through the API; the authenticator."""
+        body = self.enrolment(token, "webauthn", passkey=passkey)
         key: SoftwareAuthenticator = body.pop("key")
         confirmed = self.api.call("POST", "/users/me/2fa/webauthn/confirm", body, token=token)
         expect("setup: confirm a security key", 201, confirmed)

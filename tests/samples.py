@@ -31,6 +31,7 @@ NEW_PASSWORD = "another secret"
 REQUEST_BODIES: dict[str, dict[str, object]] = {
     "RegisterBody": {"username": "{username}", "email": "{username}@example.com", "password": PASSWORD},
     "LoginBody": {"username": "{username}", "password": PASSWORD},
+    "PasskeyLoginBody": {"token": "{token}", "response": "{response}"},
     "RecoverBody": {"username": "{username}"},
     "ResetPasswordBody": {
         "token": "{token}",
@@ -46,6 +47,7 @@ REQUEST_BODIES: dict[str, dict[str, object]] = {
     "DeleteSessionsBody": {"ids": ["{sid}"]},
     "CreateScopedSessionBody": {"name": "CI", "permissionFlags": 4},
     "ConfirmTotpBody": {"token": "{token}", "name": "New", "code": "{code}"},
+    "StartWebAuthnBody": {},
     "ConfirmWebAuthnBody": {"token": "{token}", "name": "New", "response": "{response}"},
     "DeleteFactorsBody": {"ids": ["{factor}"]},
     "BanBody": {"reason": "Spam"},

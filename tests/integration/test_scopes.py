@@ -128,6 +128,7 @@ def test_the_walk_covers_every_endpoint_but_the_sessionless_ones() -> None:
     assert sessionless == {
         ("POST", "/register"),
         ("POST", "/login"),
+        ("POST", "/login/passkey"),
         ("PUT", "/users/verify"),
         ("POST", "/users/recover"),
         ("PUT", "/users/recover"),

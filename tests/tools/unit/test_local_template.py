@@ -173,6 +173,7 @@ def test_function_specs_merge_globals_with_the_function_and_list_routes() -> Non
     assert [r.route_key for r in auth.routes] == [
         "POST /register",
         "POST /login",
+        "POST /login/passkey",
         "POST /users/recover",
         "PUT /users/recover",
     ]
