@@ -94,7 +94,7 @@ def test_passkey_enrolment_asks_for_a_discoverable_credential_that_verifies_its_
     assert (selection["residentKey"], selection["requireResidentKey"]) == ("required", True)
     assert selection["userVerification"] == "required"
     assert setup.body["extensions"] == {"credProps": True}
-    assert plain.body["authenticatorSelection"]["residentKey"] == "preferred"
+    assert plain.body["authenticatorSelection"]["residentKey"] == "discouraged"
 
 
 def test_an_enrolled_passkey_is_listed_as_one_and_a_security_key_is_not(api: Api) -> None:

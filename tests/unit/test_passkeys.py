@@ -444,7 +444,7 @@ def test_registration_options_are_what_the_browser_needs() -> None:
     assert {p["type"] for p in options["pubKeyCredParams"]} == {"public-key"}
     assert options["excludeCredentials"] == [{"id": b64url(cid), "type": "public-key"} for cid in excluded]
     assert options["attestation"] == "none"
-    assert options["authenticatorSelection"]["residentKey"] == "preferred"
+    assert options["authenticatorSelection"]["residentKey"] == "discouraged"
     assert options["authenticatorSelection"]["requireResidentKey"] is False
     assert options["authenticatorSelection"]["userVerification"] == "required"
     assert options["timeout"] == CHALLENGE_SECONDS * 1000

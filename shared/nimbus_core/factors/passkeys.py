@@ -102,7 +102,7 @@ def registration_options(
     The user handle is ``user_id``'s UTF-8 bytes (opaque, no personal data; a passkey gives it back
     at sign-in). ``exclude_credential_ids``: the user's keys, not to enrol twice. Attestation
     "none", ES256/EdDSA/RS256. A ``passkey`` requires a discoverable credential and user
-    verification; otherwise a resident key is preferred and user verification is as configured.
+    verification; otherwise a resident key is discouraged and user verification is as configured.
     credProps asks the browser whether the key is discoverable. ``ValueError`` for bad arguments.
     """
     from webauthn import generate_registration_options
@@ -128,7 +128,8 @@ def registration_options(
         timeout=CHALLENGE_SECONDS * 1000,
         attestation=AttestationConveyancePreference.NONE,
         authenticator_selection=AuthenticatorSelectionCriteria(
-            resident_key=ResidentKeyRequirement.REQUIRED if passkey else ResidentKeyRequirement.PREFERRED,
+            # A key that is no passkey is asked not to be discoverable (the passkey list would offer it)
+            resident_key=ResidentKeyRequirement.REQUIRED if passkey else ResidentKeyRequirement.DISCOURAGED,
             require_resident_key=passkey,
             user_verification=_user_verification(rp, required=passkey),
         ),
@@ -292,8 +293,7 @@ def credential_id_of(response: object) -> bytes:
 
 
 def user_handle_of(response: object) -> str:
-    """The user handle (the user id enrolment set) a passkey's assertion gives back, to find its
-    user; :class:`PasskeyError` when it is missing, malformed or over 64 bytes."""
+    """The user handle (our user id, set at enrolment) of a passkey's assertion; else PasskeyError."""
     inner = response.get("response") if isinstance(response, dict) else None
     handle = inner.get("userHandle") if isinstance(inner, dict) else None
     if not isinstance(handle, str):
