@@ -277,3 +277,20 @@ def test_reverifying_by_passkey_needs_a_passkey_and_its_own_session(
 
     assert _outcome(no_passkey) == (400, "INVALID_SECOND_FACTOR_METHOD_ERROR")
     assert _outcome(from_another_session) == WRONG
+
+
+def test_adding_and_removing_a_passkey_are_each_told_by_mail_naming_it_a_passkey(
+    api: Api, stack: Stack, enrolled: tuple[str, str, SoftwareAuthenticator]
+) -> None:
+    _, token, key = enrolled
+    (factor,) = api.call("GET", "/users/me/2fa", token=token).body["items"]
+
+    removed = api.call(
+        "DELETE", f"/users/me/2fa/{factor['id']}", {"2fa": _reverified(api, token, key)}, token=token
+    )
+
+    assert removed.status == 200, removed.body
+    subjects = {"A second factor was added", "A second factor was removed"}
+    told = {m["subject"]: m["text"] for m in stack.emails if m["subject"] in subjects}
+    assert set(told) == subjects
+    assert all('Passkey "Laptop"' in text for text in told.values()), told
