@@ -316,6 +316,24 @@ def test_an_upstream_security_key_answers_the_login_challenge_and_its_counter_is
     assert refused.body["code"] == "INVALID_SECOND_FACTOR_RESPONSE_ERROR"
 
 
+def test_an_upstream_security_key_stays_a_second_factor_and_does_not_sign_in_alone(
+    api: Api, stack: Stack, upstream: Upstream
+) -> None:
+    erin = upstream.add_user("erin")
+    _, key = upstream.add_webauthn(erin, authenticator=SoftwareAuthenticator())
+    key.rp_id = PARAMS["WebAuthnRpId"]
+    key.user_handle = erin.id.encode()  # upstream's userID: the user id as UTF-8, ours after import
+    _import(stack, upstream)
+    challenge = api.call("POST", "/login/passkey", {}, ip="203.0.113.41").body
+    answer = {"token": challenge["token"], "response": key.get(challenge["challenge"], origin=ORIGIN)}
+
+    refused = api.call("POST", "/login/passkey", answer, ip="203.0.113.41")
+
+    assert (refused.status, refused.body["code"]) == (401, "INVALID_SECOND_FACTOR_RESPONSE_ERROR")
+    assert [f.get("passkey", False) for f in _user(stack, erin.id)["secondFactors"].values()] == [False]
+    assert api.login("erin", PASSWORD).body["types"] == ["webauthn"]  # still the password's second factor
+
+
 def test_an_account_deleted_in_nimbus_is_never_imported_again(
     api: Api, stack: Stack, upstream: Upstream, signer: UpstreamSigner
 ) -> None:
