@@ -28,8 +28,7 @@ from nimbus_core.adapters import container
 from nimbus_core.adapters.items import stored_values, to_item
 from nimbus_core.adapters.outbox import RECOVERY_REQUEST
 from nimbus_core.adapters.runtime_config import SsmRuntimeConfig
-from nimbus_core.adapters.transactions import TransactOp
-from nimbus_core.adapters.user_items import count_key, user_key
+from nimbus_core.adapters.users import user_item
 from nimbus_core.domain.killswitches import KillSwitch, parameter_names, stored_value
 from nimbus_core.domain.models import SecondFactor
 from nimbus_core.factors.otp import new_totp_secret
@@ -198,7 +197,7 @@ class Harness:
         self._dynamodb = session.client("dynamodb")  # the bench's own clients: never watched
         self._ssm = session.client("ssm")
         self._sequence = itertools.count(1)
-        self._seeded: dict[str, str] = {}  # scenario: the id of the last user seeded for it
+        self._seeded: set[str] = set()
 
     def unique(self, prefix: str) -> str:
         """A name never used before in this run."""
@@ -363,31 +362,16 @@ class Harness:
         )
 
     def seed_users(self, count: int, once: str) -> None:
-        """Store ``count`` whole users (their items, claims and count, as registration writes them)
-        straight to the table, once for ``once`` (a scenario: its repetitions find them) unless the
-        tables were emptied since: what GET /users lists."""
-        settings = get_settings()
-        seeded = self._seeded.get(once)
-        if seeded is not None and "Item" in self._dynamodb.get_item(
-            TableName=settings.users_table, Key=user_key(seeded)
-        ):
+        """Store ``count`` user items straight to the table, the first time only for ``once`` (a
+        scenario: its repetitions find them): what GET /users lists. Only the user items (no claims,
+        not in the user count): they never log in."""
+        if once in self._seeded:
             return
-        stamp = clock.iso(clock.now())
+        self._seeded.add(once)
+        stamp, settings = clock.iso(clock.now()), get_settings()
         stored = {"created_at": stamp, "updated_at": stamp, "domain": settings.default_domain}
         users = [sample_user(new_id(), self.unique("listed")).changed(**stored) for _ in range(count)]
-        self._seeded[once] = users[-1].id
-        # Registration's own writes, batched: every Put of its transaction, and the count's ADD
-        # summed into one shard (the count is the sum of the shards).
-        ops = [op for user in users for op in container.production_deps().users.create_ops(user)]
-        writes = [op.op for op in ops if isinstance(op, TransactOp)]
-        puts = [{"PutRequest": {"Item": write["Put"]["Item"]}} for write in writes if "Put" in write]
-        self._dynamodb.update_item(
-            TableName=settings.users_table,
-            Key=count_key(0),
-            UpdateExpression="ADD #n :d",
-            ExpressionAttributeNames={"#n": "users"},
-            ExpressionAttributeValues={":d": {"N": str(count)}},
-        )
+        puts = [{"PutRequest": {"Item": user_item(u)}} for u in users]
         batch_write(self._dynamodb, settings.users_table, puts)
 
     def set_killswitches(self, enabled: Sequence[KillSwitch]) -> None:

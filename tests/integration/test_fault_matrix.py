@@ -338,13 +338,16 @@ def test_every_aws_call_of_every_scenario_failed_in_turn_leaves_a_clean_answer_a
     planned = scenarios(h)
     problems: list[str] = []
     for scenario in planned[shard::SHARDS]:
-        send = scenario.prepare()
-        container.production_deps().config.current()
-        watch.start(None)
-        clean = send()
-        calls = list(watch.calls)
-        assert clean.status == scenario.expected_status, (scenario.name, clean.body)
-        stack.truncate()
+        # Twice: the first run may find what a setup stores once for all its runs (a page of
+        # users); the calls to fail come from the second, which starts as every failed run does.
+        for _ in range(2):
+            send = scenario.prepare()
+            container.production_deps().config.current()
+            watch.start(None)
+            clean = send()
+            calls = list(watch.calls)
+            assert clean.status == scenario.expected_status, (scenario.name, clean.body)
+            stack.truncate()
         for failure in failures_of(calls):
             described = f"{scenario.name}, {failure.describe(calls)}"
             problems += _run_one(scenario, failure, watch, stack, described, monkeypatch)
