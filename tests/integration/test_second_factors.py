@@ -236,7 +236,15 @@ def test_staff_read_a_users_factors_with_their_scope(api: Api, stack: Stack, fro
     unknown_factor = api.call("GET", f"/users/{uid}/2fa/{new_id()}", token=staff)
 
     assert (listed.status, [f["id"] for f in listed.body["items"]]) == (200, [factor["id"]])
-    assert set(listed.body["items"][0]) == {"id", "type", "name", "passkey", "usedAt", "createdAt", "updatedAt"}
+    assert set(listed.body["items"][0]) == {
+        "id",
+        "type",
+        "name",
+        "passkey",
+        "usedAt",
+        "createdAt",
+        "updatedAt",
+    }
     assert (one.status, one.body["id"]) == (200, factor["id"])
     assert (unknown_user.status, code(unknown_user)) == (404, "INVALID_USER_ERROR")
     assert (unknown_factor.status, code(unknown_factor)) == (404, "INVALID_SECOND_FACTOR_ERROR")
