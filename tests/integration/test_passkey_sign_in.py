@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from nimbus_core.adapters import clients
+from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.platform.ids import new_id
 from nimbus_tools.local.inprocess import Reply
 from tests.integration.conftest import ORIGIN, Api, Stack
@@ -294,3 +295,28 @@ def test_adding_and_removing_a_passkey_are_each_told_by_mail_naming_it_a_passkey
     told = {m["subject"]: m["text"] for m in stack.emails if m["subject"] in subjects}
     assert set(told) == subjects
     assert all('Passkey "Laptop"' in text for text in told.values()), told
+
+
+def test_two_answers_racing_for_one_challenge_open_one_session(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A synced passkey's counter stays 0, so only the challenge's single use stops the second.
+    key = SoftwareAuthenticator(counter=False)
+    assert _enrol(api, _user(api)[1], key).status == 201
+    challenge = _challenge(api)
+    body = {"token": challenge["token"], "response": key.get(challenge["challenge"], origin=ORIGIN)}
+    commit = DynamoTransactor.commit
+    racing: list[Reply] = []
+    pending = [True]
+
+    def after_the_other_lands(self: DynamoTransactor, ops: Any) -> None:
+        if pending:  # the other answer reads, checks and commits between this one's read and write
+            pending.clear()
+            racing.append(api.call("POST", "/login/passkey", body, ip=_ip()))
+        commit(self, ops)
+
+    monkeypatch.setattr(DynamoTransactor, "commit", after_the_other_lands)
+    this = api.call("POST", "/login/passkey", body, ip=_ip())
+
+    assert racing[0].status == 201, racing[0].body
+    assert _outcome(this) == WRONG
