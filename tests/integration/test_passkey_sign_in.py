@@ -320,3 +320,19 @@ def test_two_answers_racing_for_one_challenge_open_one_session(
 
     assert racing[0].status == 201, racing[0].body
     assert _outcome(this) == WRONG
+
+
+def test_account_login_closes_both_steps_of_a_passkey_sign_in_and_stores_nothing(
+    api: Api, stack: Stack, enrolled: tuple[str, str, SoftwareAuthenticator]
+) -> None:
+    _, _, key = enrolled
+    challenge = _challenge(api)
+    answer = {"token": challenge["token"], "response": key.get(challenge["challenge"], origin=ORIGIN)}
+    tokens_before = stack.items("TokensTable")
+    stack.set_switches("ACCOUNT_LOGIN")
+
+    asked = api.call("POST", "/login/passkey", {}, ip=_ip())
+    answered = api.call("POST", "/login/passkey", answer, ip=_ip())
+
+    assert [(r.status, r.body.get("feature")) for r in (asked, answered)] == [(503, 4), (503, 4)]
+    assert stack.items("TokensTable") == tokens_before
