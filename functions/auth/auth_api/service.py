@@ -45,13 +45,7 @@ def register(
         domain=deps.settings.default_domain,
     )
     user, mail_ops = verification.issue(deps, user, now)
-    issued = new_session(
-        user,
-        name=session_name,
-        user_agent=user_agent,
-        lifetime=normal_lifetime(deps, remember_me=bool(body.remember_me)),
-        now=now,
-    )
+    issued = _signed_in(deps, user, body.remember_me, name=session_name, user_agent=user_agent, now=now)
     deps.tx.commit([*deps.users.create_ops(user), deps.sessions.put_op(issued.session), *mail_ops])
     _log.info("user registered", extra={"user_id": user.id})
     metrics.count(metrics.Event.REGISTERED)
@@ -72,18 +66,26 @@ def login(
         raise NimbusError(ErrorCode.BANNED_ERROR)
     if body.two_factor is None and user.second_factor_count > 0:
         _ask_second_factor(deps, user, rehash, now)
-    issued = new_session(
-        user,
-        name=session_name,
-        user_agent=user_agent,
-        lifetime=normal_lifetime(deps, remember_me=bool(body.remember_me)),
-        now=now,
-    )
+    issued = _signed_in(deps, user, body.remember_me, name=session_name, user_agent=user_agent, now=now)
     _store_session(
         deps, issued, user, answer_ops=answer_ops, rehash=rehash, password=body.password or "", now=now
     )
     metrics.count(metrics.Event.LOGIN_SUCCEEDED)
     return issued
+
+
+def _signed_in(
+    deps: Deps,
+    user: User,
+    remember_me: bool | None,
+    *,
+    name: str | None,
+    user_agent: str | None,
+    now: float,
+) -> IssuedSession:
+    """A new normal session of ``user``, named as at login (not stored yet)."""
+    lifetime = normal_lifetime(deps, remember_me=bool(remember_me))
+    return new_session(user, name=name, user_agent=user_agent, lifetime=lifetime, now=now)
 
 
 def passkey_challenge(deps: Deps, now: float) -> dict[str, Any]:
@@ -101,13 +103,7 @@ def passkey_login(
     user, answer_ops = passkey_sign_in.answer_sign_in(deps, body.token or "", body.response or {}, now)
     if user.banned_at is not None:
         raise NimbusError(ErrorCode.BANNED_ERROR)
-    issued = new_session(
-        user,
-        name=session_name,
-        user_agent=user_agent,
-        lifetime=normal_lifetime(deps, remember_me=bool(body.remember_me)),
-        now=now,
-    )
+    issued = _signed_in(deps, user, body.remember_me, name=session_name, user_agent=user_agent, now=now)
     try:
         # The passkey's counter moving on the user item holds the session to the user as read.
         deps.tx.commit([deps.sessions.put_op(issued.session), *answer_ops])

@@ -53,16 +53,17 @@ def issue(
     (400 INVALID_SECOND_FACTOR_METHOD_ERROR when they have none). One write."""
     if user is None:
         keys: list[bytes] = []
-        token, user_id = ids.new_secret(), None
+        secret = token = ids.new_secret()
+        user_id = None
     else:
         keys = passkeys.stored_credential_ids(user.passkey_factors())
         if not keys:
             raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_METHOD_ERROR)
         # The user's token shape, so the answer reads it with the session like any challenge.
-        token, user_id = str(new_user_token(user.id)), user.id
+        issued = new_user_token(user.id)
+        secret, token, user_id = issued.secret, str(issued), user.id
     rp = deps.settings.relying_party()
     options, raw = passkeys.authentication_options(rp, credential_ids=keys, passkey=True)
-    secret = token.rsplit(".", 1)[-1]
     challenge = Challenge(
         hash=hash_secret(secret),
         user_id=user_id,
