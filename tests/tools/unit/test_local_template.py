@@ -85,12 +85,31 @@ def test_sub_knows_the_pseudo_parameters_and_join_joins() -> None:
     assert names.resolve({"Fn::Join": ["-", ["a", {"Ref": "Stage"}]]}) == "a-dev"
 
 
+def test_fn_if_follows_the_templates_conditions_under_the_parameters() -> None:
+    template = {
+        "Parameters": {"Units": {"Type": "Number", "Default": 0}, "Mode": {"Type": "String", "Default": "a"}},
+        "Conditions": {
+            "HasUnits": {"Fn::Not": [{"Fn::Equals": [{"Ref": "Units"}, 0]}]},
+            "Both": {"Fn::And": [{"Condition": "HasUnits"}, {"Fn::Equals": ["a", {"Ref": "Mode"}]}]},
+            "Either": {"Fn::Or": [{"Condition": "HasUnits"}, {"Fn::Equals": ["a", {"Ref": "Mode"}]}]},
+        },
+        "Resources": {},
+    }
+    value = {"Units": {"Fn::If": ["HasUnits", {"Ref": "Units"}, {"Ref": "AWS::NoValue"}]}, "Kept": 1}
+    assert resolver(template).resolve(value) == {"Kept": 1}  # the default: no units, the key goes
+    assert resolver(template, {"Units": "400"}).resolve(value) == {"Units": "400", "Kept": 1}
+    assert resolver(template, {"Units": "400"}).condition("Both")
+    assert not resolver(template, {"Mode": "b"}).condition("Either")
+    with pytest.raises(TemplateError, match="unknown condition 'Nope'"):
+        resolver(template).resolve({"Fn::If": ["Nope", 1, 2]})
+
+
 def test_unsupported_intrinsics_and_refs_fail_clearly() -> None:
     names = resolver(TEMPLATE)
     with pytest.raises(TemplateError, match="Fn::ImportValue is not supported"):
         names.resolve({"Fn::ImportValue": "x"})
     # Features template.yaml does not use are refused rather than half supported.
-    for unused in ("Fn::If", "Fn::Select", "Fn::Split", "Fn::Equals", "Condition"):
+    for unused in ("Fn::Select", "Fn::Split", "Fn::Equals", "Condition"):
         with pytest.raises(TemplateError, match=f"{unused} is not supported"):
             names.resolve({unused: ["x", "y", "z"]})
     with pytest.raises(TemplateError, match="Fn::Sub with variables is not supported"):
