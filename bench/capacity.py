@@ -206,8 +206,10 @@ class Recorder:
     """Turns every DynamoDB call made while recording into units by key class (botocore events,
     the same public extension point the calls part counts with)."""
 
-    def __init__(self, peek: Any) -> None:
+    def __init__(self, peek: Any, *, users_table: str | None = None, outbox_table: str | None = None) -> None:
         self._peek = peek  # an unrecorded client on the same moto
+        # The tables whose streams feed functions (the functions' own settings by default).
+        self._users_table, self._outbox_table = users_table, outbox_table
         # table -> its key attributes, and each index's key attributes and whether it projects all
         self._schemas: dict[str, tuple[list[str], dict[str, tuple[list[str], bool]]]] = {}
         self.cost: RequestCost | None = None
@@ -315,14 +317,15 @@ class Recorder:
         stream record. Also what the item adds to the table."""
         assert self.cost is not None
         self.cost.stored_bytes += item_size(new or {}) - item_size(old or {})
-        settings = get_settings()
-        if table == settings.outbox_table and new and not old:
+        outbox = self._outbox_table or get_settings().outbox_table
+        users = self._users_table or get_settings().users_table
+        if table == outbox and new and not old:
             if new.get("kind", {}).get("S") == RECOVERY_REQUEST:
                 self.cost.recovery_requests += 1
             else:
                 self.cost.mails += 1
         pk = str(next(iter(key.get("pk", {"S": ""}).values())))
-        if table == settings.users_table and pk.startswith("USER#") and old and old != new:
+        if table == users and pk.startswith("USER#") and old and old != new:
             self.cost.user_changes += 1
 
     def _key_text(self, table: str, key: Mapping[str, Any]) -> str:
@@ -1047,7 +1050,7 @@ def _priced(
     }
 
 
-def _ask(f: MixFigures) -> tuple[list[str], list[str], list[str]]:
+def what_it_takes(f: MixFigures) -> tuple[list[str], list[str], list[str]]:
     """What running the mix at its goal with headroom takes: template parameters to set, settings
     to change, and AWS quotas to ask for (each with the value it needs)."""
     parameters: dict[str, float] = {}
@@ -1194,7 +1197,7 @@ def _summary(f: MixFigures, deploy: Deployment, normal: MixFigures | None) -> li
     """A mix's lines at the head of the report: its first ceilings, and what its goal takes."""
     first = f.ceilings[0] if f.ceilings else None
     deployed = f.first_deployed
-    parameters, settings, quotas = _ask(f)
+    parameters, settings, quotas = what_it_takes(f)
     lines = [
         f"- {f.title} ({f.name}, {f.goal_rps:,.0f} req/s):",
     ]
