@@ -1265,7 +1265,7 @@ def draw(figures: list[MixFigures], path: Path = CHART) -> None:
     from matplotlib import pyplot
 
     colours = {"design": "#c0392b", "template": "#e67e22", "account": "#2e86c1"}
-    fig, axes = pyplot.subplots(len(figures), 1, figsize=(11, 4 * len(figures)))
+    fig, axes = pyplot.subplots(len(figures), 1, figsize=(11, 4.3 * len(figures)))
     for axis, f in zip(axes, figures, strict=True):
         shown = f.ceilings[:10]
         axis.barh(
@@ -1276,7 +1276,7 @@ def draw(figures: list[MixFigures], path: Path = CHART) -> None:
         axis.invert_yaxis()
         axis.set_title(f.title, fontsize=10)
         axis.set_xlabel(
-            "requests/s of this mix at which each limit is reached "
+            "requests/s of this mix at which each limit is reached\n"
             "(red: our design; orange: a template parameter; blue: an AWS quota or setting)"
         )
         axis.legend(loc="lower right")
