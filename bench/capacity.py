@@ -194,12 +194,19 @@ CLASSES: tuple[tuple[str, str, str | int], ...] = (
 )
 
 
+UNNAMED = " (no rule)"  # the suffix of a class no rule of CLASSES names
+
+
 def key_class(where: str) -> tuple[str, str | int]:
-    """The class of a key and what its keys spread over; a key no rule names is an error."""
+    """The class of a key and what its keys spread over. A key no rule names (a new item or index)
+    is classed by its table and key prefix, taken to spread over the accounts, and named in the
+    report as a class to give a rule: the model runs on, but says what it assumed."""
     for pattern, name, spread in CLASSES:
         if re.match(pattern, where):
             return name, spread
-    raise ValueError(f"no key class for {where!r}: add a rule to bench/capacity.CLASSES")
+    table, _, value = where.partition(" ")
+    prefix = value.split("#", 1)[0] + "#" if "#" in value else ""
+    return f"{table} {prefix}".strip() + UNNAMED, "accounts"
 
 
 class Recorder:
@@ -559,6 +566,7 @@ class Ceiling:
     at_rps: float
     lifted_by: str  # "design" (a fix in our code), a template parameter, or the AWS quota or setting
     kind: str = "account"  # "design", "template" (a parameter lifts it) or "account" (AWS quota)
+    fixed: float = 0.0  # what the quota to ask for holds beside the limit (reserved concurrency)
 
 
 @dataclass
@@ -690,7 +698,7 @@ def model(
             classes[cls][0] += rps * access.reads
             classes[cls][1] += rps * access.writes
             transactions[cls] += rps * access.transactions
-            spread = {n: s for _, n, s in CLASSES}[cls]
+            spread = {n: s for _, n, s in CLASSES}.get(cls, "accounts")
             spreads[cls] = float(mix[spread] if isinstance(spread, str) else spread)
         for table, access in cost.tables.items():
             tables[table][0] += rps * access.reads
@@ -801,11 +809,20 @@ def _ceilings(
     found: list[Ceiling] = []
 
     def add(
-        resource: str, load: float, limit: float, unit: str, lifted_by: str, *, kind: str = "account"
+        resource: str,
+        load: float,
+        limit: float,
+        unit: str,
+        lifted_by: str,
+        *,
+        kind: str = "account",
+        fixed: float = 0,
     ) -> None:
         if load > 0:
             shown_load, shown_limit = f"{load:,.1f} {unit}".strip(), f"{limit:,.0f} {unit}".strip()
-            found.append(Ceiling(resource, shown_load, shown_limit, goal * limit / load, lifted_by, kind))
+            found.append(
+                Ceiling(resource, shown_load, shown_limit, goal * limit / load, lifted_by, kind, fixed)
+            )
 
     for cls, (reads, writes) in classes.items():
         # One key of a class takes its share when the class spreads over few keys; traffic spread
@@ -872,11 +889,12 @@ def _ceilings(
     unreserved = [f for f in concurrency if f not in deploy.reserved]
     pool = LAMBDA_CONCURRENCY - sum(limit.value for limit in deploy.reserved.values())
     add(
-        "Lambda unreserved concurrency" if deploy.reserved else "Lambda concurrent executions",
+        "Lambda concurrent executions, unreserved" if deploy.reserved else "Lambda concurrent executions",
         sum(concurrency[f] for f in unreserved),
         max(pool, LAMBDA_UNRESERVED_MIN),
         "",
         "Service Quotas: Lambda concurrent executions",
+        fixed=sum(limit.value for limit in deploy.reserved.values()),
     )
     add(
         "SSM GetParameters, standard throughput",
@@ -1078,6 +1096,13 @@ def render_report(
     """The tables of docs/scale.md: each mix as deployed by default, the month per active users,
     the measured costs, then each mix's loads and ceilings."""
     parts = ["Each mix on a default deploy (template defaults, an account with AWS's default quotas):"]
+    unnamed = sorted({k for c in costs.values() for k in c.classes if k.endswith(UNNAMED)})
+    if unnamed:
+        parts.insert(
+            0,
+            "Keys no rule of bench/capacity.CLASSES names, taken to spread over the accounts (give "
+            "each a rule): " + ", ".join(unnamed) + "\n",
+        )
     normal = next((f for f in figures if f.name == "normal"), None)
     for f in figures:
         parts += _summary(f, deploy, normal)
@@ -1244,7 +1269,7 @@ def _summary(f: MixFigures, deploy: Deployment, normal: MixFigures | None) -> li
 def _needed(ceiling: Ceiling, goal: float) -> str:
     """The limit that gives ``goal`` its headroom, in the ceiling's unit."""
     limit, unit = ceiling.limit.split(" ", 1) if " " in ceiling.limit else (ceiling.limit, "")
-    wanted = float(limit.replace(",", "")) * HEADROOM * goal / ceiling.at_rps
+    wanted = float(limit.replace(",", "")) * HEADROOM * goal / ceiling.at_rps + ceiling.fixed
     return f"{math.ceil(wanted / 100) * 100:,.0f} {unit}".strip()
 
 

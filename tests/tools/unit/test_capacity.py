@@ -26,10 +26,17 @@ def test_an_items_size_counts_its_names_and_values() -> None:
     assert item_size(item) == (2 + 6) + (1 + 3) + (2 + 1) + (1 + 3 + 1 + 2)
 
 
-def test_a_key_no_rule_names_stops_the_model() -> None:
+def test_a_key_no_rule_names_is_classed_by_its_table_and_prefix_and_named() -> None:
     assert key_class("UsersTable USERCOUNT#3")[0] == "user count shard"
-    with pytest.raises(ValueError, match="no key class"):
-        key_class("UsersTable SOMETHING#new")
+    assert key_class("UsersTable/UsernameKeyIndex abc") == ("username/email index entry", "accounts")
+    assert key_class("UsersTable DATAKEY#v2") == ("UsersTable DATAKEY# (no rule)", "accounts")
+    assert key_class("SessionsTable/ByDevice x") == ("SessionsTable/ByDevice (no rule)", "accounts")
+    mix = _mix(accounts=1_000)
+    cost = _cost({"UsersTable DATAKEY# (no rule)": Access(reads=1)})
+    figures = model("m", mix, {"s": cost}, _deploy(), 10)
+    report = capacity.render_report([figures], {"s": cost}, _deploy())
+    assert report.startswith("Keys no rule of bench/capacity.CLASSES names")
+    assert "UsersTable DATAKEY# (no rule)" in report.splitlines()[0]
 
 
 def test_the_mixes_add_up_and_name_their_populations(tmp_path: Path) -> None:
@@ -354,3 +361,16 @@ def test_a_default_deploy_carries_the_normal_mix_and_the_report_names_what_launc
     assert attack.classes["per-address counter"][1] > 0.8 * attack.carried_rps
     assert [u.users for u in users] == [10_000, 100_000, 1_000_000, 10_000_000]
     assert "Cognito Essentials" in report.table
+
+
+def test_the_concurrency_quota_to_ask_for_holds_the_reserved_executions_beside_the_rest() -> None:
+    mix = _one_scenario_mix("s", goal=1_000)
+    cost = _cost({}, function="AccountsFunction", own_ms=300.0)  # 300 concurrent executions
+    deploy = _deploy(reserved={"AuthFunction": Limit(800, "AuthReservedConcurrency")})
+
+    figures = model("m", mix, {"s": cost}, deploy, 10)
+
+    [pool] = [c for c in figures.ceilings if c.resource.startswith("Lambda concurrent executions")]
+    assert pool.at_rps == pytest.approx(1_000 * 200 / 300)  # 1,000 - 800 reserved left
+    _, _, quotas = capacity.what_it_takes(figures)
+    assert "Lambda concurrent executions, unreserved: 1,400 " in " ".join(quotas)  # 2 x 300 + 800
