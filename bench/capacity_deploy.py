@@ -134,24 +134,17 @@ def deployment(template: Template, params: Mapping[str, str] | None = None) -> D
 
 
 def _warm(names: Any, raw: Any) -> tuple[Limit, Limit]:
-    """A table's or index's warm throughput: what its WarmThroughput sets, else AWS's start."""
-    refs = {}
-    if raw is not None:
-        resolved = names.resolve({"v": raw}).get("v") or {}
+    """A table's or index's warm throughput (reads/s, writes/s): what its WarmThroughput sets, else
+    AWS's start; each with the parameter that sets it, named even where the default leaves it unset
+    (the branch of its Fn::If not taken)."""
+    resolved = (names.resolve({"v": raw}).get("v") or {}) if raw is not None else {}
+    read, write = (
+        Limit(float(resolved.get(key, default)), next(_refs(_find(raw, key)), ""))
         for key, default in (
             ("ReadUnitsPerSecond", DEFAULT_WARM_READS),
             ("WriteUnitsPerSecond", DEFAULT_WARM_WRITES),
-        ):
-            found = _find(raw, key)
-            refs[key] = Limit(float(resolved.get(key, default)), next(_refs(found), ""))
-    read = refs.get("ReadUnitsPerSecond") or Limit(DEFAULT_WARM_READS, "")
-    write = refs.get("WriteUnitsPerSecond") or Limit(DEFAULT_WARM_WRITES, "")
-    # The parameter that pre-warms the table is named even where the default leaves it unset.
-    parameters = sorted(set(_refs(raw))) if raw is not None else []
-    if not read.parameter:
-        read = Limit(read.value, next((p for p in parameters if "Read" in p), ""))
-    if not write.parameter:
-        write = Limit(write.value, next((p for p in parameters if "Write" in p), ""))
+        )
+    )
     return read, write
 
 
