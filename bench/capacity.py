@@ -1106,6 +1106,7 @@ def render_report(
     normal = next((f for f in figures if f.name == "normal"), None)
     for f in figures:
         parts += _summary(f, deploy, normal)
+    parts += flood_bounds(costs, deploy)
     if users:
         parts += [
             "",
@@ -1216,6 +1217,32 @@ def render_report(
             ),
         ]
     return "\n".join(parts)
+
+
+def flood_bounds(costs: Mapping[str, RequestCost], deploy: Deployment) -> list[str]:
+    """For each function with reserved concurrency: what it would need were every one of its routes
+    flooded at its throttle at once with its slowest measured request (a wrong password's argon2,
+    say), against its reservation, which caps it there so the other functions keep theirs."""
+    lines = []
+    for function, reserved in deploy.reserved.items():
+        slowest: dict[str, float] = {}
+        for cost in costs.values():
+            if cost.function == function and (route := deploy.route_of(cost.scenario)) is not None:
+                slowest[route] = max(slowest.get(route, 0.0), _duration_s(cost, deploy))
+        if not slowest:
+            continue
+        needed = sum(deploy.route_limit(route).value * seconds for route, seconds in slowest.items())
+        unmeasured = sorted(r for r, f in deploy.routes.items() if f == function and r not in slowest)
+        lines.append(
+            f"- Every route of {function} flooded at its throttle at once, each request its slowest "
+            f"measured: {needed:,.0f} concurrent executions, "
+            + ("within" if needed <= reserved.value else "capped by")
+            + f" its reservation ({reserved.parameter}={reserved.value:,.0f}), so the other functions "
+            "keep the account's rest"
+            + (f" (not measured: {', '.join(unmeasured)})" if unmeasured else "")
+            + "."
+        )
+    return lines
 
 
 def _summary(f: MixFigures, deploy: Deployment, normal: MixFigures | None) -> list[str]:

@@ -374,3 +374,13 @@ def test_the_concurrency_quota_to_ask_for_holds_the_reserved_executions_beside_t
     assert pool.at_rps == pytest.approx(1_000 * 200 / 300)  # 1,000 - 800 reserved left
     _, _, quotas = capacity.what_it_takes(figures)
     assert "Lambda concurrent executions, unreserved: 1,400 " in " ".join(quotas)  # 2 x 300 + 800
+
+
+def test_a_flood_of_every_sign_in_route_at_its_throttle_is_held_to_the_functions_reservation() -> None:
+    deploy = deployment(TEMPLATE, {"LoginRateLimit": "1000", "AuthReservedConcurrency": "50"})
+    slow = RequestCost("POST /login wrong password", "AuthFunction", own_ms=0.0, round_trips=25)  # 100 ms
+
+    [line] = capacity.flood_bounds({slow.scenario: slow}, deploy)
+
+    assert "100 concurrent executions, capped by its reservation (AuthReservedConcurrency=50)" in line
+    assert "not measured: POST /login/passkey" in line
