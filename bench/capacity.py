@@ -1082,6 +1082,10 @@ def what_it_takes(f: MixFigures) -> tuple[list[str], list[str], list[str]]:
             parameters[c.lifted_by] = max(parameters.get(c.lifted_by, 0.0), value)
         elif c.lifted_by.startswith("setting: "):
             settings.append(f"{c.lifted_by.removeprefix('setting: ')} ({c.resource}: {c.load})")
+        elif c.fixed:  # the account's quota holds the reserved executions too
+            quotas.append(
+                f"Lambda concurrent executions: {needed}, {c.fixed:,.0f} reserved among them ({c.lifted_by})"
+            )
         else:
             quotas.append(f"{c.resource}: {needed} ({c.lifted_by})")
     return [f"{name}={value:.0f}" for name, value in parameters.items()], settings, quotas
@@ -1132,10 +1136,11 @@ def render_report(
                     for u in users
                 ],
             ),
-            "Nimbus by service: "
-            + "; ".join(
-                f"{u.users:,} MAU: " + ", ".join(f"{k} {v:,.0f}" for k, v in u.nimbus.items() if round(v))
-                for u in users
+            "",
+            "Nimbus by service, $ a month:",
+            render(
+                ["Service", *(f"{u.users:,} MAU" for u in users)],
+                [[service, *(f"{u.nimbus[service]:,.0f}" for u in users)] for service in users[0].nimbus],
             ),
         ]
     parts += [
@@ -1273,23 +1278,21 @@ def _summary(f: MixFigures, deploy: Deployment, normal: MixFigures | None) -> li
                 f"region) sees all {sent:,.0f} req/s: until it is raised above the attack and a day's "
                 "traffic together, every route loses requests to it."
             )
-    lines.append(
+    lines += [
         "  first ceiling: "
-        + (f"{first.resource} at {first.at_rps:,.0f} req/s ({first.lifted_by})" if first else "none")
-        + "; the template's first: "
+        + (f"{first.resource} at {first.at_rps:,.0f} req/s ({first.lifted_by})" if first else "none"),
+        "  the template's first: "
         + (
             f"{deployed.resource} at {deployed.at_rps:,.0f} req/s ({deployed.lifted_by})"
             if deployed
             else "none"
-        )
-        + "."
-    )
-    lines += [
-        f"  For {f.carried_rps:,.0f} req/s with 2x headroom, set: "
-        + ("; ".join(parameters) or "no parameter"),
-        "  change: " + ("; ".join(settings) or "nothing"),
-        "  ask AWS for: " + ("; ".join(quotas) or "nothing"),
+        ),
     ]
+    lines.append(f"  For {f.carried_rps:,.0f} req/s with 2x headroom:")
+    for heading, items in (("set", parameters), ("change", settings), ("ask AWS for", quotas)):
+        lines.append(f"    {heading}:" + ("" if len(items) > 1 else f" {items[0] if items else 'nothing'}"))
+        if len(items) > 1:
+            lines += [f"      - {item}" for item in items]
     return lines
 
 

@@ -373,7 +373,7 @@ def test_the_concurrency_quota_to_ask_for_holds_the_reserved_executions_beside_t
     [pool] = [c for c in figures.ceilings if c.resource.startswith("Lambda concurrent executions")]
     assert pool.at_rps == pytest.approx(1_000 * 200 / 300)  # 1,000 - 800 reserved left
     _, _, quotas = capacity.what_it_takes(figures)
-    assert "Lambda concurrent executions, unreserved: 1,400 " in " ".join(quotas)  # 2 x 300 + 800
+    assert "Lambda concurrent executions: 1,400, 800 reserved among them" in " ".join(quotas)  # 2 x 300 + 800
 
 
 def test_a_flood_of_every_sign_in_route_at_its_throttle_is_held_to_the_functions_reservation() -> None:
