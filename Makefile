@@ -169,7 +169,11 @@ build: $(SAM) deps-layer
 	@! grep -rl --include=WHEEL x86_64 .aws-sam/build \
 		|| { echo "x86_64 wheels in .aws-sam/build (the Lambda functions run on arm64)"; exit 1; }
 
-deploy: build
+# The deploy's parameters are checked first (tools/nimbus_tools/deploy_checks.py): the template's
+# Rules, and for prod any link, sender, origin or relying party on a development host. A guided
+# deploy asks for the values itself; CloudFormation's Rules still refuse a prod stack left on defaults.
+deploy: build $(VENV)/.synced
+	$(if $(findstring --guided,$(ARGS)),,$(PY) -m nimbus_tools.deploy_checks --config-env $(SAM_ENV))
 	$(SAM) deploy --config-env $(SAM_ENV) $(ARGS)
 
 clean:
