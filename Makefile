@@ -141,11 +141,13 @@ soak: $(VENV)/.synced $(NODE_MODULES)
 # The DepsLayer's requirements are exported from the lock file, never edited by hand.
 # --no-default-groups: runtime dependencies only (no dev tools). boto3 and botocore are among them:
 # the layer's copy comes before the Lambda runtime's on sys.path, so production runs the tested SDK.
+# With every wheel's hash from uv.lock (all platforms': the layer installs the arm64 ones), so pip
+# checks each download (layers/pip.conf).
 # --no-header + our own header: uv's header would record the local python path, which differs
 # between machines and would make deps-layer-check fail for no reason.
 DEPS_REQS := layers/deps/requirements.txt
 DEPS_EXPORT = { echo '\# Generated from uv.lock by `make deps-layer`; do not edit. It ships boto3/botocore: the functions run the SDK the tests ran.'; \
-	$(UV) export --quiet --locked --no-default-groups --no-emit-project --no-hashes --no-header \
+	$(UV) export --quiet --locked --no-default-groups --no-emit-project --no-header \
 	--format requirements-txt --python $(PY313); }
 
 deps-layer: $(UV)
@@ -163,11 +165,21 @@ deps-layer-check: $(UV)
 SAM_ENV := $(if $(findstring /,$(ENV)),default,$(or $(ENV),default))
 
 # Build settings (cached, parallel) are in samconfig.toml. The python_pip workflow fetches arm64
-# wheels without Docker; the grep refuses a build that picked up an x86_64 wheel anyway.
+# wheels without Docker, each checked against its hash in layers/deps/requirements.txt: pip runs
+# with layers/pip.conf (why: read it). The grep refuses a build that picked up an x86_64 wheel anyway.
+# `make build-check` proves all of this on a build of its own.
+LAMBDA_PIP := PIP_CONFIG_FILE=$(CURDIR)/layers/pip.conf
 build: $(SAM) deps-layer
-	$(SAM) build --config-env $(SAM_ENV)
+	$(LAMBDA_PIP) $(SAM) build --config-env $(SAM_ENV)
 	@! grep -rl --include=WHEEL x86_64 .aws-sam/build \
 		|| { echo "x86_64 wheels in .aws-sam/build (the Lambda functions run on arm64)"; exit 1; }
+
+# `sam build` as `make build` runs it, into temporary directories (tests/build): arm64 code only,
+# the DepsLayer exactly as uv.lock pins it, and a tampered hash or an unhashed requirements file
+# fails the build. It downloads wheels, so it runs beside the end-to-end tests in `make test`.
+.PHONY: build-check
+build-check: $(SAM) $(VENV)/.synced deps-layer-check
+	$(VENV)/bin/pytest -q tests/build
 
 deploy: build
 	$(SAM) deploy --config-env $(SAM_ENV) $(ARGS)
