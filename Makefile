@@ -92,10 +92,12 @@ validate: $(SAM) deps-layer-check
 # template.yaml; tools/checkov.yaml holds the settings and the run-wide lists. cfn-lint's W2001
 # (unused parameter) is left to `sam validate --lint`: the expansion resolves some parameters to
 # their defaults (the HttpApi's CORS origins), so they look unused there.
+# (IAC_TEMPLATE: another template, for tests/build/test_template_checks.py.)
+IAC_TEMPLATE ?= template.yaml
 .PHONY: iac-check
 iac-check: $(SAM) $(CHECKOV)
 	@expanded=$$(mktemp -d) && trap 'rm -rf "$$expanded"' EXIT \
-		&& $(TOOLS)/sam/bin/python tools/sam_expand.py template.yaml "$$expanded/template.json" \
+		&& $(TOOLS)/sam/bin/python tools/sam_expand.py $(IAC_TEMPLATE) "$$expanded/template.json" \
 		&& $(TOOLS)/sam/bin/cfn-lint --regions us-east-1 --ignore-checks W2001 -- "$$expanded/template.json" \
 		&& CKV_SKIP_PACKAGE_UPDATE_CHECK=true $(CHECKOV) --config-file tools/checkov.yaml -f "$$expanded/template.json"
 
@@ -198,9 +200,10 @@ build: $(SAM) deps-layer
 
 # `sam build` as `make build` runs it, into temporary directories (tests/build): arm64 code only,
 # the DepsLayer exactly as uv.lock pins it, and a tampered hash or an unhashed requirements file
-# fails the build. It downloads wheels, so it runs beside the end-to-end tests in `make test`.
+# fails the build; and iac-check's own tests (a failed check fails it, skips need their reason, no
+# network). It downloads wheels, so it runs beside the end-to-end tests in `make test`.
 .PHONY: build-check
-build-check: $(SAM) $(VENV)/.synced deps-layer-check
+build-check: $(SAM) $(CHECKOV) $(VENV)/.synced deps-layer-check
 	$(VENV)/bin/pytest -q tests/build
 
 deploy: build

@@ -13,7 +13,8 @@ samtranslator's ``Translator`` expands it. What would call AWS is given instead:
 - the region is the one samconfig.toml deploys to, so ARNs name its partition.
 
 With ``passthrough_metadata`` each generated resource carries its SAM resource's ``Metadata``, so a
-``checkov: skip`` annotation on a function reaches its role, version and alias too.
+``checkov: skip`` annotation on a function reaches its role, version and alias too. A skip without
+its reason (``comment``) stops the expansion.
 
 Usage: .tools/sam/bin/python tools/sam_expand.py template.yaml expanded.json
 """
@@ -48,6 +49,19 @@ def _no_managed_policy_lookup() -> dict[str, str]:
     raise UnknownManagedPolicyError("a managed policy name aws-sam-translator does not know: give its ARN")
 
 
+class UnexplainedSkipError(ValueError):
+    """A resource skips a checkov check without saying why."""
+
+
+def _check_skips_explained(template: dict[str, Any]) -> None:
+    # A skip is a decision about one resource: its reason stays beside it, in the template.
+    for name, resource in template.get("Resources", {}).items():
+        metadata = resource.get("Metadata") or {}
+        for skip in (metadata.get("checkov") or {}).get("skip") or []:
+            if not str(skip.get("id", "")).startswith("CKV") or not str(skip.get("comment", "")).strip():
+                raise UnexplainedSkipError(f"{name}: a checkov skip needs an id and a comment (why): {skip}")
+
+
 def _with_s3_code(template: dict[str, Any]) -> dict[str, Any]:
     for resource in template.get("Resources", {}).values():
         key = _LOCAL_CODE.get(resource.get("Type"))
@@ -62,6 +76,7 @@ def expand(template_text: str) -> dict[str, Any]:
     template, errors = decode_str(template_text)
     if errors or template is None:
         raise ValueError("; ".join(str(error) for error in errors) or "empty template")
+    _check_skips_explained(template)
     # The translator's ARNs take their partition from the region boto3 would use.
     os.environ["AWS_DEFAULT_REGION"] = REGION
     translator = Translator(managed_policy_map=None, sam_parser=Parser())
