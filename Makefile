@@ -204,7 +204,7 @@ build: $(SAM) deps-layer
 # network). It downloads wheels, so it runs beside the end-to-end tests in `make test`.
 .PHONY: build-check
 build-check: $(SAM) $(CHECKOV) $(VENV)/.synced deps-layer-check
-	$(VENV)/bin/pytest -q tests/build
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile tests/build
 
 deploy: build
 	$(SAM) deploy --config-env $(SAM_ENV) $(ARGS)
