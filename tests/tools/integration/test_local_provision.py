@@ -41,6 +41,15 @@ def test_every_table_is_created_with_its_keys_and_indexes(session: boto3.Session
     assert users["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
 
 
+def test_tables_that_hold_accounts_refuse_deletion_as_deployed(session: boto3.Session) -> None:
+    provision(session, TEMPLATE)
+    dynamodb = session.client("dynamodb")
+    for name in ("UsersTable", "SessionsTable", "TokensTable", "DomainsTable"):
+        with pytest.raises(dynamodb.exceptions.ClientError, match="DeletionProtectionEnabled"):
+            dynamodb.delete_table(TableName=name)
+    dynamodb.delete_table(TableName="CountersTable")  # rate counters only: TTL-expired, rebuilt empty
+
+
 def test_ttl_is_enabled_exactly_where_the_template_says(session: boto3.Session) -> None:
     provision(session, TEMPLATE)
     dynamodb = session.client("dynamodb")
