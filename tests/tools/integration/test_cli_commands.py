@@ -40,7 +40,10 @@ def _stack_template() -> str:
         if key.endswith(("Name", "DeadLetterQueueUrl", "Path"))
     }
     body = {
-        "Parameters": {"Stage": template["Parameters"]["Stage"]},
+        # Every parameter and condition: the tables' properties name some (deletion protection,
+        # warm throughput).
+        "Parameters": template["Parameters"],
+        "Conditions": template.get("Conditions") or {},
         "Resources": resources,
         "Outputs": outputs,
     }
