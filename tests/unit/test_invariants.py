@@ -29,6 +29,7 @@ from nimbus_core.adapters.counters import DynamoCounters
 from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_core.adapters.items import from_item, to_item
 from nimbus_core.adapters.outbox import DynamoOutbox
+from nimbus_core.adapters.sealing import Sealer
 from nimbus_core.adapters.sessions import DynamoSessions, session_item
 from nimbus_core.adapters.tokens import DynamoTokens
 from nimbus_core.adapters.transactions import DynamoTransactor
@@ -45,7 +46,7 @@ from nimbus_tools.migrate.importer import Stores, run_import
 from nimbus_tools.migrate.source import UpstreamAccount, UpstreamSession, UpstreamSource
 from nimbus_tools.template import Template, load_template
 from staff_api import service as staff
-from tests.fakes import SETTINGS, FakeClock, FakeConfig
+from tests.fakes import FAKE_KEY, SETTINGS, FakeClock, FakeConfig, FakeKeys
 from tests.invariants import RECOVERY_SECONDS, VERIFICATION_SECONDS, stack_violations
 from tests.recovery_requests import ask_for_recovery
 
@@ -136,6 +137,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
             domains=DynamoDomains(client, tables["DomainsTable"]),
             outbox=DynamoOutbox(client, tables["OutboxTable"]),
             challenges=DynamoChallenges(client, tables["TokensTable"], tables["UsersTable"]),
+            sealer=Sealer(FakeKeys, key_id=FAKE_KEY, stage=settings.stage),
         )
         yield World(client, tables, deps)
         mocked.reset()
