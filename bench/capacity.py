@@ -117,7 +117,7 @@ CLASSES: tuple[tuple[str, str, str | int], ...] = (
     (r"UsersTable (USERNAME|EMAIL)#", "username/email claim", "accounts"),
     (r"UsersTable IMPORTED#", "import mark", "accounts"),
     (r"UsersTable USERCOUNT#", "user count shard", user_items.COUNT_SHARDS),
-    (r"UsersTable/(Username|Email)Index ", "username/email index entry", "accounts"),
+    (r"UsersTable/(Username|Email)(Index|Lookup) ", "username/email index entry", "accounts"),
     (r"UsersTable/CreatedIndex ", "user list partition", getattr(user_items, "LIST_SHARDS", 1)),
     (r"SessionsTable ", "a user's sessions", "accounts"),
     (r"TokensTable ", "token or challenge", "accounts"),

@@ -1,12 +1,14 @@
 """Read template.yaml (the SAM template), the one source of tables, parameters, functions and
 routes, and resolve what local tools need from it. Only the features it uses are read (Ref, Fn::Sub
-in its string form, Fn::GetAtt .Arn, Fn::Join, AWS::NoValue, the pseudo parameters it names);
-anything else raises :class:`TemplateError`, so a template change cannot be silently misread."""
+in its string form, Fn::GetAtt .Arn, Fn::Join, Fn::If over Conditions of Fn::Equals, Fn::Not,
+Fn::And and Fn::Or, AWS::NoValue, the pseudo parameters it names); anything else raises
+:class:`TemplateError`, so a template change cannot be silently misread."""
 
 from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,8 @@ TABLE_TYPE = "AWS::DynamoDB::Table"
 SSM_PARAMETER_TYPE = "AWS::SSM::Parameter"
 FUNCTION_TYPE = "AWS::Serverless::Function"
 QUEUE_TYPE = "AWS::SQS::Queue"
+KMS_KEY_TYPE = "AWS::KMS::Key"
+KMS_ALIAS_TYPE = "AWS::KMS::Alias"
 # Resource type -> (the property naming it, its ARN's service and resource part).
 _NAMED = {
     TABLE_TYPE: ("TableName", "dynamodb", "table/{}"),
@@ -134,7 +138,7 @@ class Resolver:
             ((key, arg),) = value.items()
             if key in {"Ref", "Condition"} or key.startswith("Fn::"):
                 handlers = {"Ref": self._ref, "Fn::Sub": self._sub, "Fn::GetAtt": self._get_att}
-                handler = (handlers | {"Fn::Join": self._join}).get(key)
+                handler = (handlers | {"Fn::Join": self._join, "Fn::If": self._if}).get(key)
                 if handler is None:
                     raise TemplateError(f"intrinsic function {key} is not supported locally")
                 return handler(arg)
@@ -147,6 +151,34 @@ class Resolver:
         if isinstance(resolved, (dict, list)):
             raise TemplateError(f"{where}: expected a string, got {resolved!r}")
         return parameter_string(resolved)
+
+    def condition(self, name: str) -> bool:
+        """The value of the template's condition ``name`` for these parameters."""
+        conditions = self.template.get("Conditions") or {}
+        if name not in conditions:
+            raise TemplateError(f"unknown condition {name!r}")
+        return self._truth(conditions[name])
+
+    def _truth(self, value: Any) -> bool:
+        if not (isinstance(value, dict) and len(value) == 1):
+            raise TemplateError(f"a condition must be one function, got {value!r}")
+        ((key, arg),) = value.items()
+        if key == "Condition" and isinstance(arg, str):
+            return self.condition(arg)
+        if key == "Fn::Equals" and isinstance(arg, list) and len(arg) == 2:
+            left, right = (self.resolve_string(a, "Fn::Equals") for a in arg)
+            return left == right
+        if key == "Fn::Not" and isinstance(arg, list) and len(arg) == 1:
+            return not self._truth(arg[0])
+        if key in {"Fn::And", "Fn::Or"} and isinstance(arg, list):
+            truths = [self._truth(a) for a in arg]
+            return all(truths) if key == "Fn::And" else any(truths)
+        raise TemplateError(f"condition function {key} is not supported locally")
+
+    def _if(self, arg: Any) -> Any:
+        if not (isinstance(arg, list) and len(arg) == 3 and isinstance(arg[0], str)):
+            raise TemplateError(f"Fn::If needs [condition, then, else], got {arg!r}")
+        return self.resolve(arg[1] if self.condition(arg[0]) else arg[2])
 
     def _ref(self, name: Any) -> Any:
         if not isinstance(name, str):
@@ -165,9 +197,16 @@ class Resolver:
         resource = self.template["Resources"].get(name)
         if resource is None:
             raise TemplateError(f"Ref to unknown parameter or resource {name!r}")
+        return self._resource_ref(name, resource)
+
+    def _resource_ref(self, name: str, resource: Mapping[str, Any]) -> str:
         if resource.get("Type") == QUEUE_TYPE:
             # An SQS queue's Ref is its URL; the emulator finds the queue by the URL's last part.
             return queue_url(self.physical_name(name, resource))
+        if resource.get("Type") == KMS_KEY_TYPE:
+            return local_key_id(name)
+        if resource.get("Type") == KMS_ALIAS_TYPE:
+            return self.resolve_string((resource.get("Properties") or {}).get("AliasName"), f"{name} alias")
         return self.physical_name(name, resource)
 
     def physical_name(self, logical_id: str, resource: Mapping[str, Any]) -> str:
@@ -200,6 +239,8 @@ class Resolver:
         resource_type = resource.get("Type")
         if resource_type == "AWS::Logs::LogGroup":
             return f"arn:aws:logs:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:log-group:{logical_id}:*"
+        if resource_type == KMS_KEY_TYPE:
+            return local_key_arn(logical_id)
         if resource_type not in _NAMED:
             raise TemplateError(f"Fn::GetAtt {logical_id}.Arn ({resource_type}) is not supported locally")
         _, service, part = _NAMED[resource_type]
@@ -228,6 +269,17 @@ class Resolver:
         if not isinstance(values, list):
             raise TemplateError(f"Fn::Join needs a list of values, got {values!r}")
         return arg[0].join(parameter_string(v) for v in values)
+
+
+def local_key_id(logical_id: str) -> str:
+    """The id a template's KMS key has locally: fixed by its logical id (AWS and moto draw one at
+    random), so the functions' environment and the IAM statements name it before it exists."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"nimbus-local:{logical_id}"))
+
+
+def local_key_arn(logical_id: str) -> str:
+    """The ARN of a template's KMS key locally (see :func:`local_key_id`)."""
+    return f"arn:aws:kms:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:key/{local_key_id(logical_id)}"
 
 
 def resolver(template: Template, params: Mapping[str, str] | None = None) -> Resolver:

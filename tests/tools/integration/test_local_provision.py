@@ -35,8 +35,8 @@ def test_every_table_is_created_with_its_keys_and_indexes(session: boto3.Session
     assert users["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
     assert sorted(i["IndexName"] for i in users.get("GlobalSecondaryIndexes", [])) == [
         "CreatedIndex",
-        "EmailIndex",
-        "UsernameIndex",
+        "EmailLookup",
+        "UsernameLookup",
     ]
     assert users["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
 

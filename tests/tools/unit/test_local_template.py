@@ -125,8 +125,8 @@ def test_table_definitions_give_create_table_kwargs_and_ttl() -> None:
     assert users["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
     assert [i["IndexName"] for i in users["GlobalSecondaryIndexes"]] == [
         "CreatedIndex",
-        "UsernameIndex",
-        "EmailIndex",
+        "UsernameLookup",
+        "EmailLookup",
     ]
     assert tables["SessionsTable"]["create_table"]["KeySchema"][1] == {
         "AttributeName": "sessionId",
