@@ -15,6 +15,8 @@ import the table's public names from here (``__all__``), wherever they are defin
 
 from __future__ import annotations
 
+from typing import Any
+
 from botocore.exceptions import ClientError
 
 from nimbus_core.adapters.counters import CounterSpec, CounterTargetMissingError, hit
@@ -88,6 +90,7 @@ class DynamoUsers(UserClaims, UserChanges, UserFactors, UserListing, UserImports
         not there yet (or still backfilling: an upgrade, docs/operations.md) is a miss too, so
         login works meanwhile at two more round trips. The user read from the index has every
         attribute but its sealed TOTP secrets, which only the checking of a code needs."""
+        items: list[dict[str, Any]] = []
         with aws_errors(f"Query ({index})"):
             try:
                 result = self._client.query(
@@ -98,11 +101,10 @@ class DynamoUsers(UserClaims, UserChanges, UserFactors, UserListing, UserImports
                     ExpressionAttributeValues={":k": {"S": key}},
                     Limit=2,
                 )
+                items = list(result.get("Items", []))
             except ClientError as exc:
                 if not _index_unusable(exc):
                     raise
-                result = {}
-        items = result.get("Items", [])
         if len(items) == 1:
             return read_record(User, items[0])
         if index_only:
