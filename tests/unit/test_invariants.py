@@ -466,7 +466,9 @@ def test_an_imported_banned_account_keeps_no_session_that_an_unban_would_revive(
         updated_at=now,
         sessions=[upstream_session],
     )
-    report = run_import(cast(UpstreamSource, _Upstream([banned])), Stores.on(world.client, world.tables))
+    report = run_import(
+        cast(UpstreamSource, _Upstream([banned])), Stores.on(world.client, world.tables, world.deps.sealer)
+    )
     assert report.imported["users"] == 1
 
     assert world.items("SessionsTable") == []  # listed in the report as dropped, not stored
