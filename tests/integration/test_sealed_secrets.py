@@ -5,13 +5,18 @@ stored in plaintext by releases before sealing keep working."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
+import boto3
 import pyotp
 
 from nimbus_core.adapters.items import from_item
-from nimbus_tools.template import local_key_arn
-from tests.integration.conftest import NOW, Api, Clock, Stack
+from nimbus_core.adapters.sealing import Sealer
+from nimbus_tools.cli.reseal import reseal
+from nimbus_tools.cli.target import Target
+from nimbus_tools.template import local_key_arn, parameter_values
+from tests.integration.conftest import NOW, PARAMS, REGION, Api, Clock, Stack
 from tests.integration.test_second_factors import confirm, fresh_ip, new_user, start
 from tests.staff import promote
 
@@ -109,3 +114,97 @@ def test_a_sealed_seed_copied_onto_another_user_does_not_sign_them_in(
     refused = _login_with_code(api, thief_name, setup["secret"], frozen.now)
     assert refused.status == 401, refused.body
     assert refused.body["code"] == "INVALID_SECOND_FACTOR_RESPONSE_ERROR"
+
+
+class _Stack(Target):
+    """The in-process stack as `nimbus` sees a deployed one, whose sealing can run a concurrent
+    change right before its first write (``meanwhile``)."""
+
+    meanwhile: Callable[[], None] | None = None
+
+    def sealer(self, key_id: str | None = None) -> Sealer:
+        real = super().sealer(key_id)
+        target = self
+
+        class Racing(Sealer):
+            def seal(self, secret: str, *, user_id: str, factor_id: str) -> str:
+                sealed = real.seal(secret, user_id=user_id, factor_id=factor_id)
+                if target.meanwhile is not None:
+                    change, target.meanwhile = target.meanwhile, None
+                    change()
+                return sealed
+
+            def unseal(self, value: str, *, user_id: str, factor_id: str) -> str:
+                return real.unseal(value, user_id=user_id, factor_id=factor_id)
+
+        return Racing(lambda: None, key_id=real.key_id, stage="")  # type: ignore[arg-type, return-value]
+
+
+def _target(stack: Stack) -> _Stack:
+    return _Stack(
+        description="the test stack",
+        session=boto3.Session(region_name=REGION),
+        tables=stack.provisioned.tables,
+        parameters=stack.provisioned.parameters,
+        stage=parameter_values(stack.template, PARAMS)["Stage"],
+        totp_key=stack.provisioned.keys["TotpKey"],
+    )
+
+
+def _sealed_secrets(stack: Stack) -> list[str]:
+    return [v["S"] for i in stack.items("UsersTable") for k, v in i.items() if k.startswith("totpSecret#")]
+
+
+def test_reseal_moves_every_secret_to_the_new_key_seals_plaintext_ones_and_is_idempotent(
+    api: Api, stack: Stack, frozen: Clock
+) -> None:
+    enrolled, token = new_user(api)
+    setup = start(api, token).body
+    pending = start(api, token).body  # an enrolment under way: its seed is sealed in the tokens table
+    assert confirm(api, token, setup, NOW).status == 201
+    legacy, legacy_token = new_user(api)
+    legacy_seed = promote(stack.dynamodb, stack.table("UsersTable"), legacy_token.split(".")[0])
+    assert legacy_seed is not None
+    new_key = boto3.client("kms", region_name=REGION).create_key()["KeyMetadata"]["Arn"]
+
+    report = reseal(_target(stack), key=new_key)
+
+    assert (report.resealed, report.sealed_plaintext, report.already, report.failed) == (2, 1, 0, [])
+    assert len(_sealed_secrets(stack)) == 2
+    assert all(stack.sealer.sealed_with(s) == new_key for s in _sealed_secrets(stack))
+    [enrol] = [from_item(i) for i in stack.items("TokensTable") if i["pk"]["S"].startswith("ENROL#")]
+    assert stack.sealer.sealed_with(enrol["secret"]) == new_key
+    assert legacy_seed not in _everything(stack)
+    again = reseal(_target(stack), key=new_key)
+    assert (again.resealed, again.sealed_plaintext, again.already) == (0, 0, 3)
+    # The functions open what was resealed (the sealed form names its key) and seal anew as before.
+    frozen.now = NOW + 60
+    assert _login_with_code(api, enrolled, setup["secret"], frozen.now).status == 201, "resealed"
+    assert _login_with_code(api, legacy, legacy_seed, frozen.now).status == 201, "was plaintext"
+    assert confirm(api, token, pending, frozen.now, name="Tablet").status == 201, "pending"
+
+
+def test_reseal_never_brings_back_a_factor_removed_while_it_ran(
+    api: Api, stack: Stack, frozen: Clock
+) -> None:
+    _, token = new_user(api)
+    setup = start(api, token).body
+    factor = confirm(api, token, setup, NOW).body["id"]
+    new_key = boto3.client("kms", region_name=REGION).create_key()["KeyMetadata"]["Arn"]
+    target = _target(stack)
+
+    def removed() -> None:  # the owner removes the factor between the run's read and its write
+        stack.dynamodb.update_item(
+            TableName=stack.table("UsersTable"),
+            Key={"pk": {"S": f"USER#{token.split('.')[0]}"}},
+            UpdateExpression="REMOVE secondFactors.#f, #s",
+            ExpressionAttributeNames={"#f": factor, "#s": f"totpSecret#{factor}"},
+        )
+
+    target.meanwhile = removed
+    report = reseal(target, key=new_key)
+
+    assert (report.raced, report.resealed, report.failed) == (1, 0, [])
+    [user] = [from_item(i) for i in stack.items("UsersTable") if i["pk"]["S"].startswith("USER#")]
+    assert factor not in user["secondFactors"]
+    assert not [k for k in user if k.startswith("totpSecret#")]
