@@ -28,6 +28,7 @@ from nimbus_core.adapters.user_factors import totp_secret_attribute
 from nimbus_core.domain.models import PendingFactor, User
 from nimbus_core.domain.ports import SealError
 from nimbus_core.factors.seeds import pending_binding
+from nimbus_tools.cli.target import CliError
 
 if TYPE_CHECKING:
     from nimbus_tools.cli.commands import TargetFactory
@@ -84,6 +85,10 @@ def command(args: argparse.Namespace, target: TargetFactory) -> str:
 def reseal(stack: Target, *, key: str | None = None) -> ResealReport:
     """Seal every stored TOTP secret of ``stack`` under ``key`` (an id, ARN or alias; default the
     key the stack's functions seal with)."""
+    if not (key or stack.totp_key) or not stack.stage:
+        raise CliError(
+            f"{stack.description} names no TOTP key or stage: give --key (and deploy this release)"
+        )
     sealer = stack.sealer(key)
     kms = stack.session.client("kms", endpoint_url=stack.endpoint_url)
     key_arn = kms.describe_key(KeyId=sealer.key_id)["KeyMetadata"]["Arn"]

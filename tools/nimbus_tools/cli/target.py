@@ -81,10 +81,13 @@ class Target:
         """Seals TOTP secrets as this stack's functions do (under ``key_id``, default the stack's
         key), and opens them under any key the caller's credentials may use."""
         key, stage = key_id or self.totp_key, self.stage
-        if not key or not stage:
-            raise CliError(f"{self.description} names no TOTP key or stage (deployed before sealing?)")
-        kms = self.session.client("kms", endpoint_url=self.endpoint_url)
-        return Sealer(lambda: KmsKeys(kms), key_id=key, stage=stage)
+
+        def keys() -> KmsKeys:  # asked for by the first seal or unseal only
+            if not key or not stage:
+                raise CliError(f"{self.description} names no TOTP key or stage (deployed before sealing?)")
+            return KmsKeys(self.session.client("kms", endpoint_url=self.endpoint_url))
+
+        return Sealer(keys, key_id=key or "(none)", stage=stage or "")
 
     def dynamodb(self) -> DynamoDBClient:
         """A DynamoDB client for this stack."""
