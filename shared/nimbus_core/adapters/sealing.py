@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -115,6 +116,9 @@ class Sealer:
         self.context: dict[str, str] = {"purpose": PURPOSE, "stage": stage}
         self._sealing: tuple[str, bytes, bytes] | None = None  # (key ARN, data key, encrypted)
         self._open: OrderedDict[bytes, bytes] = OrderedDict()  # encrypted data key -> data key
+        # A function instance is single-threaded; the operator's tools seal from many threads, and
+        # still make one data key between them.
+        self._lock = threading.Lock()
 
     def _keys(self) -> KeyService:
         if self._built is None:
@@ -130,13 +134,14 @@ class Sealer:
         """``secret`` sealed for ``user_id``'s factor ``factor_id`` (stored form)."""
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # only sealing pays for it
 
-        if self._sealing is None:
-            if not self._key_id:  # a deployment mistake, not a wrong answer: a bare 500
-                raise DependencyError("no KMS key is configured to seal with (TOTP_KEY_ARN)")
-            arn, key, encrypted = self._keys().generate_data_key(self._key_id, self.context)
-            self._sealing = (arn, key, encrypted)
-            self._remember(encrypted, key)
-        arn, key, encrypted = self._sealing
+        with self._lock:
+            if self._sealing is None:
+                if not self._key_id:  # a deployment mistake, not a wrong answer: a bare 500
+                    raise DependencyError("no KMS key is configured to seal with (TOTP_KEY_ARN)")
+                arn, key, encrypted = self._keys().generate_data_key(self._key_id, self.context)
+                self._sealing = (arn, key, encrypted)
+                self._remember(encrypted, key)
+            arn, key, encrypted = self._sealing
         nonce = os.urandom(_NONCE_BYTES)
         ciphertext = AESGCM(key).encrypt(nonce, secret.encode(), associated_data(user_id, factor_id))
         return Sealed(key_arn=arn, encrypted_key=encrypted, nonce=nonce, ciphertext=ciphertext).text()
@@ -148,12 +153,13 @@ class Sealer:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         sealed = parse(value)
-        key = self._open.get(sealed.encrypted_key)
-        if key is None:
-            key = self._keys().decrypt_data_key(sealed.key_arn, sealed.encrypted_key, self.context)
-            self._remember(sealed.encrypted_key, key)
-        else:
-            self._open.move_to_end(sealed.encrypted_key)
+        with self._lock:
+            key = self._open.get(sealed.encrypted_key)
+            if key is None:
+                key = self._keys().decrypt_data_key(sealed.key_arn, sealed.encrypted_key, self.context)
+                self._remember(sealed.encrypted_key, key)
+            else:
+                self._open.move_to_end(sealed.encrypted_key)
         try:
             plain = AESGCM(key).decrypt(sealed.nonce, sealed.ciphertext, associated_data(user_id, factor_id))
         except (InvalidTag, ValueError) as exc:
@@ -167,6 +173,13 @@ class Sealer:
     def sealed_with(self, value: str) -> str:
         """The ARN of the KMS key a sealed value was sealed under."""
         return parse(value).key_arn
+
+    def forget(self) -> None:
+        """Drop every data key held, as a new instance starts (the benchmarks and the fault matrix
+        count and fail a cold instance's KMS calls with it)."""
+        with self._lock:
+            self._sealing = None
+            self._open.clear()
 
     def _remember(self, encrypted: bytes, key: bytes) -> None:
         self._open[encrypted] = key
