@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
+from typing import Any
 
 import boto3
 from moto import mock_aws
@@ -20,13 +22,34 @@ from nimbus_core.adapters.users import EMAIL_LOOKUP, USERNAME_LOOKUP, DynamoUser
 from nimbus_core.domain.models import PREFIXED, User
 from nimbus_core.platform.ids import new_id
 from nimbus_tools.local.provision import create_tables
-from nimbus_tools.template import load_template
+from nimbus_tools.template import load_template, resolver
 
-USERS = load_template()["Resources"]["UsersTable"]["Properties"]
+TEMPLATE = load_template()
+UPGRADE = ["add-username-lookup", "drop-username-index", "add-email-lookup", "done"]
 
 
-def _indexes() -> dict[str, dict[str, object]]:
-    return {i["IndexName"]: i for i in USERS["GlobalSecondaryIndexes"]}
+def _users_table(upgrade: str = "done") -> dict[str, Any]:
+    """The users table's properties as deployed with ``LoginLookupUpgrade=upgrade``."""
+    names = resolver(TEMPLATE, {"LoginLookupUpgrade": upgrade})
+    table: dict[str, Any] = names.resolve(TEMPLATE["Resources"]["UsersTable"]["Properties"])
+    return table
+
+
+USERS = _users_table()
+
+
+def _indexes(upgrade: str = "done") -> dict[str, dict[str, Any]]:
+    return {i["IndexName"]: i for i in _users_table(upgrade)["GlobalSecondaryIndexes"]}
+
+
+def test_the_upgrade_from_the_old_indexes_changes_one_index_per_deploy_and_keeps_a_username_lookup() -> None:
+    """CloudFormation creates or deletes one index per update: each step of LoginLookupUpgrade,
+    from the indexes of older releases to the default, is one creation or one deletion."""
+    states = [{"CreatedIndex", "UsernameIndex", "EmailIndex"}, *(set(_indexes(step)) for step in UPGRADE)]
+    for before, after in itertools.pairwise(states):
+        assert len(before ^ after) == 1, (before, after)
+    assert states[-1] == {"CreatedIndex", "UsernameLookup", "EmailLookup"}
+    assert all("UsernameLookup" in state or "UsernameIndex" in state for state in states)
 
 
 def test_the_login_lookups_copy_every_user_attribute_but_the_sealed_secrets() -> None:
@@ -54,8 +77,8 @@ def test_the_sealed_secrets_are_stored_under_names_no_projection_lists() -> None
 def test_login_finds_a_user_while_the_lookups_are_not_there_yet() -> None:
     """An upgrade creates the lookups one deploy at a time and they backfill (docs/operations.md):
     meanwhile a lookup that is missing is a miss, and the claim item finds the user."""
-    template = copy.deepcopy(load_template())
-    table = template["Resources"]["UsersTable"]["Properties"]
+    template = copy.deepcopy(TEMPLATE)
+    table = template["Resources"]["UsersTable"]["Properties"] = copy.deepcopy(USERS)
     indexes = table["GlobalSecondaryIndexes"]
     indexes[:] = [i for i in indexes if i["IndexName"] not in {USERNAME_LOOKUP, EMAIL_LOOKUP}]
     keys = table["AttributeDefinitions"]
