@@ -35,7 +35,7 @@ from nimbus_core.adapters.tokens import DynamoTokens
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
 from nimbus_core.domain.deps import Deps
-from nimbus_core.domain.models import Challenge, PendingFactor, Session, User
+from nimbus_core.domain.models import Challenge, PendingFactor, SecondFactor, Session, User
 from nimbus_core.platform import ids
 from nimbus_core.platform.clock import iso
 from nimbus_core.sessions.auth import Caller, authenticate
@@ -231,6 +231,24 @@ def test_the_users_tables_own_checks_are_part_of_it(world: World) -> None:
     world.put("UsersTable", {"pk": "USERNAME#ghost", "userId": "nobody"})
 
     _only(world.violations(), "USERNAME#ghost names user nobody, who does not exist")
+
+
+def test_a_sealed_secret_left_without_its_factor_and_a_factor_without_a_secret_are_named(
+    world: World,
+) -> None:
+    alice, _ = world.register("alice")
+    factor = SecondFactor(id="f1", type="totp", name="Phone", created_at="x", updated_at="x")
+    sealed = world.deps.sealer.seal("JBSWY3DPEHPK3PXP", user_id=alice.id, factor_id="f1")
+    world.deps.tx.commit(
+        [world.deps.users.add_factor_op(alice, factor, max_factors=10, sealed_secret=sealed)]
+    )
+    assert world.violations() == []
+    # The factor removed as removal does (its secret with it): still whole.
+    world.deps.tx.commit([world.deps.users.remove_factors_op(world.user(alice.id), ["f1"])])
+    assert world.violations() == []
+    # A write that forgot one of the two.
+    world.deps.tx.commit([world.deps.users.add_factor_op(world.user(alice.id), factor, max_factors=10)])
+    _only(world.violations(), f"user {alice.id}'s TOTP factor f1 has no secret")
 
 
 # --------------------------------------------------------------------------------------- sessions
