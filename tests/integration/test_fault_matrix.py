@@ -384,6 +384,23 @@ def test_the_matrix_hears_what_a_500_was_answered_for(
     assert (reply.status, [type(exc) for exc in heard]) == (500, [DependencyError])
 
 
+def test_the_matrix_plans_the_kms_calls_of_a_cold_instance(
+    stack: Stack, harness: tuple[Harness, CallWatch]
+) -> None:
+    """A TOTP answer on an instance that holds no data key opens its seed with KMS: that Decrypt is
+    among the calls the matrix fails (else a KMS outage's answer would go untested)."""
+    h, watch = harness
+    [scenario] = [s for s in scenarios(h) if s.name == "POST /login, TOTP answer"]
+    send = scenario.prepare()
+    container.production_deps().config.current()
+    _cold_sealer()
+    watch.start(None)
+    assert send().status == scenario.expected_status
+    calls = [(service, operation) for service, operation, _ in watch.calls]
+    assert calls.count(("kms", "Decrypt")) == 1, calls
+    assert any(f.kind == "throttled" and calls[f.index][0] == "kms" for f in failures_of(watch.calls))
+
+
 def test_the_matrix_fails_every_call_kind_it_claims() -> None:
     """The failure plan covers each call three ways, and each conditioned write's condition."""
     calls: list[tuple[str, str, dict[str, Any]]] = [
