@@ -25,7 +25,7 @@ export SAM_CLI_TELEMETRY := 0
 # `sam build` must find python3.13 on PATH.
 export PATH := $(dir $(PY313)):$(PATH)
 
-.PHONY: help serve test lint typecheck validate pytest unit integration contract tools e2e bench capacity soak build deploy deps-layer clean aws-models
+.PHONY: help serve test lint typecheck validate iac-check build-check pytest unit integration contract tools e2e bench capacity soak build deploy deps-layer clean aws-models
 
 help:
 	@sed -n '2,8p' Makefile | sed 's/^# *//'
@@ -47,6 +47,14 @@ $(SAM): tools/requirements/sam.txt $(UV)
 	VIRTUAL_ENV=$(TOOLS)/sam $(UV) pip install --quiet --require-hashes -r tools/requirements/sam.txt
 	@touch $@
 
+# checkov pins many dependencies of its own (an older boto3 among them): its own environment too.
+CHECKOV := $(TOOLS)/checkov/bin/checkov
+$(CHECKOV): tools/requirements/checkov.txt $(UV)
+	rm -rf $(TOOLS)/checkov
+	$(UV) venv --quiet --python $(PY313) $(TOOLS)/checkov
+	VIRTUAL_ENV=$(TOOLS)/checkov $(UV) pip install --quiet --require-hashes -r tools/requirements/checkov.txt
+	@touch $@
+
 # Swagger UI, the console's QR library and the published client library, from package-lock.json.
 # --ignore-scripts: no package runs code at install (swagger-ui-dist's telemetry hook included).
 NODE_MODULES := node_modules/.installed
@@ -62,10 +70,11 @@ serve: $(VENV)/.synced $(NODE_MODULES)
 
 # The parallel tests keep both cores busy by themselves; the end-to-end tests wait on their local
 # APIs' pollers, cache ages and browsers, so the contract fuzzing, mypy and sam validate run beside
-# them (--output-sync: each one's output whole, once it ends). ruff first: it fails in a second.
+# them (--output-sync: each one's output whole, once it ends), and so do the template's checks and
+# `sam build`'s (it mostly downloads). ruff first: it fails in a second.
 test: lint
 	@$(MAKE) --no-print-directory parallel-tests
-	@$(MAKE) --no-print-directory -j --output-sync=target e2e-http fuzzing typecheck validate
+	@$(MAKE) --no-print-directory -j --output-sync=target e2e-http fuzzing typecheck validate iac-check build-check
 
 lint: $(VENV)/.synced
 	$(VENV)/bin/ruff check .
@@ -76,6 +85,21 @@ typecheck: $(VENV)/.synced
 
 validate: $(SAM) deps-layer-check
 	$(SAM) validate --lint --region us-east-1
+
+# checkov and cfn-lint over the CloudFormation template the SAM transform makes of template.yaml
+# (tools/sam_expand.py, offline): every resource a deploy creates, the IAM roles, aliases and API
+# stage SAM generates included. A check skipped for a resource says why in its Metadata in
+# template.yaml; tools/checkov.yaml holds the settings and the run-wide lists. cfn-lint's W2001
+# (unused parameter) is left to `sam validate --lint`: the expansion resolves some parameters to
+# their defaults (the HttpApi's CORS origins), so they look unused there.
+# (IAC_TEMPLATE: another template, for tests/build/test_template_checks.py.)
+IAC_TEMPLATE ?= template.yaml
+.PHONY: iac-check
+iac-check: $(SAM) $(CHECKOV)
+	@expanded=$$(mktemp -d) && trap 'rm -rf "$$expanded"' EXIT \
+		&& $(TOOLS)/sam/bin/python tools/sam_expand.py $(IAC_TEMPLATE) "$$expanded/template.json" \
+		&& $(TOOLS)/sam/bin/cfn-lint --regions us-east-1 --ignore-checks W2001 -- "$$expanded/template.json" \
+		&& CKV_SKIP_PACKAGE_UPDATE_CHECK=true $(CHECKOV) --config-file tools/checkov.yaml -f "$$expanded/template.json"
 
 # Rules on fakes, contracts and handlers on moto run in parallel (moto provisioned once per
 # worker). The end-to-end tests run in parallel too, one local API per worker and each module on
@@ -141,11 +165,13 @@ soak: $(VENV)/.synced $(NODE_MODULES)
 # The DepsLayer's requirements are exported from the lock file, never edited by hand.
 # --no-default-groups: runtime dependencies only (no dev tools). boto3 and botocore are among them:
 # the layer's copy comes before the Lambda runtime's on sys.path, so production runs the tested SDK.
+# With every wheel's hash from uv.lock (all platforms': the layer installs the arm64 ones), so pip
+# checks each download (layers/pip.conf).
 # --no-header + our own header: uv's header would record the local python path, which differs
 # between machines and would make deps-layer-check fail for no reason.
 DEPS_REQS := layers/deps/requirements.txt
 DEPS_EXPORT = { echo '\# Generated from uv.lock by `make deps-layer`; do not edit. It ships boto3/botocore: the functions run the SDK the tests ran.'; \
-	$(UV) export --quiet --locked --no-default-groups --no-emit-project --no-hashes --no-header \
+	$(UV) export --quiet --locked --no-default-groups --no-emit-project --no-header \
 	--format requirements-txt --python $(PY313); }
 
 deps-layer: $(UV)
@@ -163,13 +189,28 @@ deps-layer-check: $(UV)
 SAM_ENV := $(if $(findstring /,$(ENV)),default,$(or $(ENV),default))
 
 # Build settings (cached, parallel) are in samconfig.toml. The python_pip workflow fetches arm64
-# wheels without Docker; the grep refuses a build that picked up an x86_64 wheel anyway.
+# wheels without Docker, each checked against its hash in layers/deps/requirements.txt: pip runs
+# with layers/pip.conf (why: read it). The grep refuses a build that picked up an x86_64 wheel anyway.
+# `make build-check` proves all of this on a build of its own.
+LAMBDA_PIP := PIP_CONFIG_FILE=$(CURDIR)/layers/pip.conf
 build: $(SAM) deps-layer
-	$(SAM) build --config-env $(SAM_ENV)
+	$(LAMBDA_PIP) $(SAM) build --config-env $(SAM_ENV)
 	@! grep -rl --include=WHEEL x86_64 .aws-sam/build \
 		|| { echo "x86_64 wheels in .aws-sam/build (the Lambda functions run on arm64)"; exit 1; }
 
-deploy: build
+# `sam build` as `make build` runs it, into temporary directories (tests/build): arm64 code only,
+# the DepsLayer exactly as uv.lock pins it, and a tampered hash or an unhashed requirements file
+# fails the build; and iac-check's own tests (a failed check fails it, skips need their reason, no
+# network). It downloads wheels, so it runs beside the end-to-end tests in `make test`.
+.PHONY: build-check
+build-check: $(SAM) $(CHECKOV) $(VENV)/.synced deps-layer-check
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile tests/build
+
+# The deploy's parameters are checked first (tools/nimbus_tools/deploy_checks.py): the template's
+# Rules, and for prod any link, sender, origin or relying party on a development host. A guided
+# deploy asks for the values itself; CloudFormation's Rules still refuse a prod stack left on defaults.
+deploy: build $(VENV)/.synced
+	$(if $(findstring --guided,$(ARGS)),,$(PY) -m nimbus_tools.deploy_checks --config-env $(SAM_ENV))
 	$(SAM) deploy --config-env $(SAM_ENV) $(ARGS)
 
 clean:

@@ -315,7 +315,9 @@ def _answered_by(registered: Registered, variant: Variant) -> str | None:
 _ANSWERED_WITH = {None: "", "totp": ", TOTP answer", "key": ", key answer", "passkey": ", passkey answer"}
 
 
-def _plans_of(registered: Registered, document: Mapping[str, Any]) -> list[Plan]:
+def _plans_of(
+    registered: Registered, document: Mapping[str, Any], variants: Sequence[Variant] | None = None
+) -> list[Plan]:
     endpoint = registered.endpoint
     key = f"{endpoint.method} {endpoint.path}"
     operation = document["paths"][registered.openapi_path][endpoint.method.lower()]
@@ -327,7 +329,7 @@ def _plans_of(registered: Registered, document: Mapping[str, Any]) -> list[Plan]
             raise ScenarioError(f"{key}: no rule fills the path parameter <{name}>")
         params[name] = kind
     plans = []
-    for variant in VARIANTS.get(key, (Variant(),)):
+    for variant in variants if variants is not None else VARIANTS.get(key, (Variant(),)):
         answer = _answered_by(registered, variant)
         shown = _path(endpoint.path, {name: variant.params.get(name, f":{name}") for name in params})
         how = _ANSWERED_WITH[answer]
@@ -399,6 +401,24 @@ def _prepare(h: Harness, p: Plan) -> Callable[[], Reply]:
     if _answered_by(p.registered, v) and v.step == "answer":
         sent = h.answer(caller, endpoint.method, path, sent or {}, token=token, ip=ip)
     return lambda: h.api.call(endpoint.method, path, sent, token=token, ip=ip)
+
+
+def scenario_of(h: Harness, endpoint: str, variant: Variant) -> Scenario:
+    """One more scenario of a registered ``endpoint`` ("POST /login"), for a variant ``VARIANTS``
+    does not list (the capacity model's own cases)."""
+    endpoints = registered_endpoints()
+    [registered] = [r for r in endpoints if f"{r.endpoint.method} {r.endpoint.path}" == endpoint]
+    [p] = _plans_of(registered, build_document(endpoints), (variant,))
+    return Scenario(p.name, p.status, partial(_prepare, h, p), p.variant)
+
+
+def exhausted_login_limit(h: Harness, user: Account, values: dict[str, Any]) -> None:
+    """An address whose login limit is used up on the counter, and which this instance has not seen
+    refused: its next request is refused by DynamoDB (what the refusal memo spares the others)."""
+    ip = values["ip"] = h.fresh_ip()
+    for _ in range(LOGIN.limit):
+        reply = h.api.call("POST", "/login", {"username": user.name, "password": "x"}, ip=ip)
+        expect("setup: flood", 401, reply)
 
 
 def _recovery_request(h: Harness, known: bool) -> Callable[[], Reply]:

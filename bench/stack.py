@@ -134,6 +134,15 @@ def moto_stack(
             container.reset()
 
 
+_LOGS: list[io.StringIO] = []  # the buffer the functions log to, while a stack is up
+
+
+def logged_characters() -> int:
+    """How many characters the functions have logged so far on the stack that is up (0 without
+    one): the difference around a request is what it logs."""
+    return _LOGS[-1].tell() if _LOGS else 0
+
+
 @contextmanager
 def _function_logs_captured() -> Iterator[io.StringIO]:
     """Send the functions' log lines (Powertools writes JSON to stdout, Lambda's log stream) to a
@@ -145,10 +154,12 @@ def _function_logs_captured() -> Iterator[io.StringIO]:
         for handler in getattr(logger, "handlers", []):
             if isinstance(handler, logging.StreamHandler) and handler.stream in (sys.stdout, sys.__stdout__):
                 redirected.append((handler, handler.setStream(buffer)))
+    _LOGS.append(buffer)
     try:
         with redirect_stdout(buffer):  # metrics (EMF) are printed, not logged
             yield buffer
     finally:
+        _LOGS.remove(buffer)
         for handler, stream in redirected:
             handler.setStream(stream)
 

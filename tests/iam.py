@@ -52,6 +52,11 @@ def queue_arn(url: str) -> str:
     return f"arn:aws:sqs:{LOCAL_REGION}:{account}:{name}"
 
 
+def identity_arn(identity: str) -> str:
+    """The ARN of an SES identity (an email address or a domain)."""
+    return f"arn:aws:ses:{_PREFIX}:identity/{identity}"
+
+
 def parameter_arn(name: str) -> str:
     """The ARN of an SSM parameter (``/a/b`` -> ``parameter/a/b``, ``a`` -> ``parameter/a``)."""
     return f"arn:aws:ssm:{_PREFIX}:parameter{name if name.startswith('/') else '/' + name}"
@@ -85,8 +90,10 @@ def requests_of(service: str, operation: str, params: Mapping[str, Any]) -> list
     if service in {"dynamodb-streams", "dynamodbstreams"}:  # botocore events spell it with the hyphen
         return _dynamodb_streams(operation, params)
     if service == "sesv2" and operation == "SendEmail":
-        # SES authorizes sending on the identity; the template grants "*" limited by the sender.
-        return [IamRequest("ses:SendEmail", "*", (("ses:FromAddress", str(params["FromEmailAddress"])),))]
+        # SES authorizes sending on the identity that sends (the sender's address: the template
+        # creates that email identity), with the sender as a condition key.
+        sender = str(params["FromEmailAddress"])
+        return [IamRequest("ses:SendEmail", identity_arn(sender), (("ses:FromAddress", sender),))]
     if service == "sqs" and operation == "SendMessage":
         return [IamRequest("sqs:SendMessage", queue_arn(str(params["QueueUrl"])))]
     if service == "kms":
@@ -218,9 +225,13 @@ def function_statements(
     for logical_id, resource in resources_of_type(template, FUNCTION_TYPE).items():
         properties = resource.get("Properties") or {}
         if "Role" in properties:
-            raise IamModelError(f"{logical_id}: a Role is not modelled; use inline Policies")
+            if "Policies" in properties:
+                raise IamModelError(f"{logical_id}: SAM ignores Policies beside a Role")
+            policies = _role_policies(template, logical_id, properties["Role"])
+        else:
+            policies = properties.get("Policies") or []
         statements: list[Statement] = []
-        for index, policy in enumerate(names.resolve(properties.get("Policies") or [])):
+        for index, policy in enumerate(names.resolve(policies)):
             if not (isinstance(policy, dict) and set(policy) == {"Statement"}):
                 raise IamModelError(f"{logical_id} policy {index}: only inline Statement lists are modelled")
             for number, raw in enumerate(policy["Statement"]):
@@ -239,6 +250,31 @@ def function_statements(
                 )
         found[logical_id] = statements
     return found
+
+
+def _role_policies(template: Template, function: str, role: Any) -> list[dict[str, Any]]:
+    """The inline policies of a hand-written role (``Role: !GetAtt <X>.Arn``), as SAM ``Policies``:
+    a role that Lambda alone may assume, with no managed policy (whose contents this model cannot
+    see) and only inline ``Allow``/``Deny`` statements."""
+    arg = role.get("Fn::GetAtt") if isinstance(role, dict) else None
+    if not (isinstance(arg, list) and len(arg) == 2 and arg[1] == "Arn"):
+        raise IamModelError(f"{function}: only Role: !GetAtt <role>.Arn is modelled, got {role!r}")
+    resource = template["Resources"].get(arg[0]) or {}
+    if resource.get("Type") != "AWS::IAM::Role":
+        raise IamModelError(f"{function}: {arg[0]} is not an AWS::IAM::Role of this template")
+    properties = resource.get("Properties") or {}
+    unknown = set(properties) - {"Description", "AssumeRolePolicyDocument", "Policies"}
+    if unknown:  # ManagedPolicyArns, PermissionsBoundary, ...: grants this model cannot read
+        raise IamModelError(f"{arg[0]}: {sorted(unknown)} not modelled")
+    lambda_only = {
+        "Effect": "Allow",
+        "Principal": {"Service": "lambda.amazonaws.com"},
+        "Action": "sts:AssumeRole",
+    }
+    if properties["AssumeRolePolicyDocument"]["Statement"] != [lambda_only]:
+        raise IamModelError(f"{arg[0]}: only a role that Lambda alone assumes is modelled")
+    policies = properties.get("Policies") or []
+    return [{"Statement": policy["PolicyDocument"]["Statement"]} for policy in policies]
 
 
 _KNOWN_CONDITION_KEYS = frozenset(

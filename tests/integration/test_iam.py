@@ -42,7 +42,7 @@ from nimbus_tools.local.inprocess import Reply
 from nimbus_tools.local.streams import latest_stream_arn
 from nimbus_tools.moto_internals import trim_stream
 from nimbus_tools.template import REPO_ROOT, function_specs, load_template, stream_subscriptions
-from tests.iam import IamRequest, allows, function_statements, glob_matches, requests_of
+from tests.iam import IamRequest, allows, function_statements, glob_matches, requests_of, table_arn
 from tests.integration.conftest import NOW, ORIGIN, PARAMS, Api, Clock, Stack, cheap_hasher
 from tests.integration.stream_feed import Invocation, StreamFeed
 from tests.passkey_authenticator import SoftwareAuthenticator
@@ -887,15 +887,22 @@ def second_factor_challenges(w: World) -> None:
 
 
 def deliver_mail(w: World) -> None:
-    """MailFunction, fed the outbox stream: one email sent, then one dead-lettered while SES is down."""
-    w.api.recording.endpoint = "MailFunction (outbox stream)"
+    """MailFunction, fed the outbox stream by its event source mapping (whose stream reads use the
+    function's role): one email sent, then one dead-lettered while SES is down."""
+    feed = _event_source(w, "MailFunction")
     mail = w.api.handler("MailFunction")
+
+    def deliver() -> list[Invocation]:
+        w.api.recording.endpoint = "MailFunction (outbox stream)"
+        return feed.drain(mail)
+
+    feed.skip()  # earlier scenarios' messages: not this scenario's
     expect(w.api.call("POST", "/register", _new_account("mailed"), ip=w.ip()), 201)
-    assert w.stack.deliver_mail(mail) == {"batchItemFailures": []}
+    assert [i.failures for i in deliver()] == [[]]
     expect(w.api.call("POST", "/register", _new_account("undelivered"), ip=w.ip()), 201)
     w.api.recording.faults.fail("ses", "SendEmail", "InternalFailure", 500)  # SES is down (not throttling)
     try:
-        assert w.stack.deliver_mail(mail) == {"batchItemFailures": []}  # dead-lettered, not retried
+        assert [i.failures for i in deliver()] == [[]]  # dead-lettered by the function, not retried
     finally:
         w.api.recording.faults.clear()
 
@@ -1048,8 +1055,31 @@ SCENARIOS: dict[tuple[str, str], Callable[[World], None]] = {
 # Flows that span several functions' endpoints, run after the per-endpoint scenarios.
 CROSS_SCENARIOS: list[Callable[[World], None]] = [second_factor_challenges]
 
-# Grants no scenario exercises, each with the reason it is still needed. Keep this empty if you can.
-UNEXERCISED: dict[tuple[str, str, str], str] = {}
+# The stream functions' hand-written roles also carry what the Lambda runtime itself does with the
+# role (SAM's generated roles get it from AWS managed policies): no SDK call of ours makes it.
+STREAM_FUNCTIONS = ("MailFunction", "SweepFunction", "RecoveryFunction")
+_RUNTIME_GRANTS = {
+    "logs:CreateLogStream": "the runtime opens its log streams in the function's own log group",
+    "logs:PutLogEvents": "the runtime writes the function's logs to its own log group",
+    "xray:PutTraceSegments": "Tracing: Active; X-Ray names no resource for it",
+    "xray:PutTelemetryRecords": "Tracing: Active; X-Ray names no resource for it",
+    # The event source mapping lists the table's streams to find the latest; moto's poller does not.
+    "dynamodb:ListStreams": "the event source mapping finds the table's current stream",
+}
+
+
+def _runtime_grants() -> dict[tuple[str, str, str], str]:
+    found: dict[tuple[str, str, str], str] = {}
+    for function in STREAM_FUNCTIONS:
+        for statement in function_statements(load_template(), PARAMS)[function]:
+            for action, resource in statement.grants():
+                if action in _RUNTIME_GRANTS:
+                    found[(function, action, resource)] = _RUNTIME_GRANTS[action]
+    return found
+
+
+# Grants no scenario exercises, each with the reason it is still needed. Keep this small.
+UNEXERCISED: dict[tuple[str, str, str], str] = _runtime_grants()
 
 
 # ---------------------------------------------------------------------------------------------- fixtures
@@ -1173,3 +1203,33 @@ def _check_argon2_memory(recording: Recording) -> None:
     memory = {spec.logical_id: spec.memory_size for spec in function_specs(load_template(), PARAMS)}
     starved = {f: memory[f] for f in recording.argon2 if memory[f] < ARGON2_MEMORY_MB}
     assert starved == {}
+
+
+def test_stream_functions_have_hand_written_roles() -> None:
+    """With ``Policies``, SAM gives a function with a DynamoDB event its own role and attaches
+    AWSLambdaDynamoDBExecutionRole to it: read access to every stream in the account. Only a
+    ``Role`` of ours keeps that managed policy off."""
+    resources = load_template()["Resources"]
+    stream_fed = {s.function for s in stream_subscriptions(load_template())}
+    assert stream_fed == set(STREAM_FUNCTIONS)
+    for function in stream_fed:
+        properties = resources[function]["Properties"]
+        assert "Role" in properties, function
+        assert "Policies" not in properties, function
+
+
+def test_each_stream_function_reads_its_own_stream_and_no_other() -> None:
+    """The sweeper cannot read the outbox stream (its one-time links), nor the mail and recovery
+    functions the users stream."""
+    template = load_template()
+    streams = {
+        logical_id: f"{table_arn(logical_id)}/stream/2026-11-28T00:00:00.000"
+        for logical_id, table in template["Resources"].items()
+        if table["Type"] == "AWS::DynamoDB::Table" and "StreamSpecification" in table["Properties"]
+    }
+    own = {s.function: s.table for s in stream_subscriptions(template)}
+    for function, statements in STATEMENTS.items():
+        for table, stream in streams.items():
+            for action in ("dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:DescribeStream"):
+                allowed = allows(statements, IamRequest(action, stream))
+                assert allowed == (own.get(function) == table), (function, action, table)

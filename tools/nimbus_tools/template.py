@@ -1,8 +1,8 @@
 """Read template.yaml (the SAM template), the one source of tables, parameters, functions and
 routes, and resolve what local tools need from it. Only the features it uses are read (Ref, Fn::Sub
-in its string form, Fn::GetAtt .Arn, Fn::Join, Fn::If over Conditions of Fn::Equals, Fn::Not,
-Fn::And and Fn::Or, AWS::NoValue, the pseudo parameters it names); anything else raises
-:class:`TemplateError`, so a template change cannot be silently misread."""
+in its string form, Fn::GetAtt .Arn, Fn::Join, Fn::If on the template's Conditions (Fn::Equals,
+Fn::Not, Fn::And, Fn::Or, Condition), AWS::NoValue, the pseudo parameters it names);
+anything else raises :class:`TemplateError`, so a template change cannot be silently misread."""
 
 from __future__ import annotations
 
@@ -152,34 +152,6 @@ class Resolver:
             raise TemplateError(f"{where}: expected a string, got {resolved!r}")
         return parameter_string(resolved)
 
-    def condition(self, name: str) -> bool:
-        """The value of the template's condition ``name`` for these parameters."""
-        conditions = self.template.get("Conditions") or {}
-        if name not in conditions:
-            raise TemplateError(f"unknown condition {name!r}")
-        return self._truth(conditions[name])
-
-    def _truth(self, value: Any) -> bool:
-        if not (isinstance(value, dict) and len(value) == 1):
-            raise TemplateError(f"a condition must be one function, got {value!r}")
-        ((key, arg),) = value.items()
-        if key == "Condition" and isinstance(arg, str):
-            return self.condition(arg)
-        if key == "Fn::Equals" and isinstance(arg, list) and len(arg) == 2:
-            left, right = (self.resolve_string(a, "Fn::Equals") for a in arg)
-            return left == right
-        if key == "Fn::Not" and isinstance(arg, list) and len(arg) == 1:
-            return not self._truth(arg[0])
-        if key in {"Fn::And", "Fn::Or"} and isinstance(arg, list):
-            truths = [self._truth(a) for a in arg]
-            return all(truths) if key == "Fn::And" else any(truths)
-        raise TemplateError(f"condition function {key} is not supported locally")
-
-    def _if(self, arg: Any) -> Any:
-        if not (isinstance(arg, list) and len(arg) == 3 and isinstance(arg[0], str)):
-            raise TemplateError(f"Fn::If needs [condition, then, else], got {arg!r}")
-        return self.resolve(arg[1] if self.condition(arg[0]) else arg[2])
-
     def _ref(self, name: Any) -> Any:
         if not isinstance(name, str):
             raise TemplateError(f"Ref needs a name, got {name!r}")
@@ -261,6 +233,39 @@ class Resolver:
             return parameter_string(value)
 
         return _SUB_VARIABLE.sub(replace, arg)
+
+    def _if(self, arg: Any) -> Any:
+        if not (isinstance(arg, list) and len(arg) == 3 and isinstance(arg[0], str)):
+            raise TemplateError(f"Fn::If needs [condition, if true, if false], got {arg!r}")
+        return self.resolve(arg[1] if self.condition(arg[0]) else arg[2])
+
+    def condition(self, name: str) -> bool:
+        """The value of the template's condition ``name`` under the parameters."""
+        conditions = self.template.get("Conditions") or {}
+        if name not in conditions:
+            raise TemplateError(f"unknown condition {name!r}")
+        if name in self._resolving:
+            raise TemplateError(f"condition {name}: circular reference")
+        self._resolving.add(name)
+        try:
+            return self._truth(conditions[name])
+        finally:
+            self._resolving.discard(name)
+
+    def _truth(self, value: Any) -> bool:
+        """A condition function's value (the functions CloudFormation allows in Conditions)."""
+        ((key, arg),) = value.items() if isinstance(value, dict) and len(value) == 1 else ((None, None),)
+        if key == "Condition" and isinstance(arg, str):
+            return self.condition(arg)
+        if key == "Fn::Equals" and isinstance(arg, list) and len(arg) == 2:
+            left, right = (parameter_string(self.resolve(v)) for v in arg)
+            return left == right
+        if key == "Fn::Not" and isinstance(arg, list) and len(arg) == 1:
+            return not self._truth(arg[0])
+        if key in ("Fn::And", "Fn::Or") and isinstance(arg, list):
+            found = [self._truth(v) for v in arg]
+            return all(found) if key == "Fn::And" else any(found)
+        raise TemplateError(f"condition function {value!r} is not supported locally")
 
     def _join(self, arg: Any) -> str:
         if not (isinstance(arg, list) and len(arg) == 2 and isinstance(arg[0], str)):

@@ -58,6 +58,15 @@ def test_the_totp_key_is_created_once_under_its_local_id_with_rotation_and_alias
     assert made["KeyId"] == local_key_arn("TotpKey")
 
 
+def test_tables_that_hold_accounts_refuse_deletion_as_deployed(session: boto3.Session) -> None:
+    provision(session, TEMPLATE)
+    dynamodb = session.client("dynamodb")
+    for name in ("UsersTable", "SessionsTable", "TokensTable", "DomainsTable"):
+        with pytest.raises(dynamodb.exceptions.ClientError, match="DeletionProtectionEnabled"):
+            dynamodb.delete_table(TableName=name)
+    dynamodb.delete_table(TableName="CountersTable")  # rate counters only: TTL-expired, rebuilt empty
+
+
 def test_ttl_is_enabled_exactly_where_the_template_says(session: boto3.Session) -> None:
     provision(session, TEMPLATE)
     dynamodb = session.client("dynamodb")

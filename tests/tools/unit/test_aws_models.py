@@ -99,7 +99,8 @@ def test_a_client_reaches_the_endpoint_botocore_s_own_data_gives(region: str) ->
 
 def _layer_pins() -> dict[str, str]:
     requirements = (REPO_ROOT / "layers" / "deps" / "requirements.txt").read_text(encoding="utf-8")
-    pins = (line.split(";")[0].strip() for line in requirements.splitlines())
+    # "name==version \" (its hashes follow on the next lines), or "name==version ; marker \".
+    pins = (line.split(";")[0].removesuffix("\\").strip() for line in requirements.splitlines())
     return dict(pin.split("==") for pin in pins if "==" in pin)
 
 

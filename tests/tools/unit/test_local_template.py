@@ -109,6 +109,25 @@ def test_a_kms_key_has_one_local_id_its_ref_arn_and_environment_agree_on() -> No
         assert spec.environment["TOTP_KEY_ARN"] == local_key_arn("TotpKey")
 
 
+def test_fn_if_follows_the_templates_conditions_under_the_parameters() -> None:
+    template = {
+        "Parameters": {"Units": {"Type": "Number", "Default": 0}, "Mode": {"Type": "String", "Default": "a"}},
+        "Conditions": {
+            "HasUnits": {"Fn::Not": [{"Fn::Equals": [{"Ref": "Units"}, 0]}]},
+            "Both": {"Fn::And": [{"Condition": "HasUnits"}, {"Fn::Equals": ["a", {"Ref": "Mode"}]}]},
+            "Either": {"Fn::Or": [{"Condition": "HasUnits"}, {"Fn::Equals": ["a", {"Ref": "Mode"}]}]},
+        },
+        "Resources": {},
+    }
+    value = {"Units": {"Fn::If": ["HasUnits", {"Ref": "Units"}, {"Ref": "AWS::NoValue"}]}, "Kept": 1}
+    assert resolver(template).resolve(value) == {"Kept": 1}  # the default: no units, the key goes
+    assert resolver(template, {"Units": "400"}).resolve(value) == {"Units": "400", "Kept": 1}
+    assert resolver(template, {"Units": "400"}).condition("Both")
+    assert not resolver(template, {"Mode": "b"}).condition("Either")
+    with pytest.raises(TemplateError, match="unknown condition 'Nope'"):
+        resolver(template).resolve({"Fn::If": ["Nope", 1, 2]})
+
+
 def test_unsupported_intrinsics_and_refs_fail_clearly() -> None:
     names = resolver(TEMPLATE)
     with pytest.raises(TemplateError, match="Fn::ImportValue is not supported"):

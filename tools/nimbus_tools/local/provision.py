@@ -59,6 +59,8 @@ def table_definitions(template: Template) -> dict[str, TableDefinition]:
         keys = ("AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes", "LocalSecondaryIndexes")
         kwargs = {"TableName": names.resolve({"Ref": logical_id}), "BillingMode": "PAY_PER_REQUEST"}
         kwargs |= {key: properties[key] for key in keys if properties.get(key)}
+        if properties.get("DeletionProtectionEnabled") in (True, "true"):  # as the deployed table
+            kwargs["DeletionProtectionEnabled"] = True
         view = (properties.get("StreamSpecification") or {}).get("StreamViewType")
         if view:
             kwargs["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": view}
