@@ -13,6 +13,7 @@ from typing import Any
 from nimbus_tools.template import (
     FUNCTION_TYPE,
     TABLE_TYPE,
+    Resolver,
     Template,
     function_specs,
     resolver,
@@ -118,8 +119,10 @@ def deployment(template: Template, params: Mapping[str, str] | None = None) -> D
         raw_properties = resource.get("Properties") or {}
         table = names.resolve({"Ref": logical_id})
         warm[table] = _warm(names, raw_properties.get("WarmThroughput"))
-        for index in raw_properties.get("GlobalSecondaryIndexes") or []:
-            warm[f"{table}/{index['IndexName']}"] = _warm(names, index.get("WarmThroughput"))
+        for entry in raw_properties.get("GlobalSecondaryIndexes") or []:
+            index = _deployed(names, entry)
+            if index is not None:
+                warm[f"{table}/{index['IndexName']}"] = _warm(names, index.get("WarmThroughput"))
     globals_ = (template.get("Globals") or {}).get("Function") or {}
     return Deployment(
         memory_mb={s.logical_id: s.memory_size for s in specs},
@@ -131,6 +134,15 @@ def deployment(template: Template, params: Mapping[str, str] | None = None) -> D
         batch_size={s.function: s.batch_size for s in stream_subscriptions(template)},
         traced=globals_.get("Tracing") == "Active",
     )
+
+
+def _deployed(names: Resolver, entry: Any) -> Any:
+    """A list entry as deployed, unresolved inside: an Fn::If's branch under the parameters (None
+    for AWS::NoValue: the login lookups' upgrade keeps an index only for some of its steps)."""
+    while isinstance(entry, dict) and set(entry) == {"Fn::If"}:
+        condition, chosen, otherwise = entry["Fn::If"]
+        entry = chosen if names.condition(condition) else otherwise
+    return None if entry == {"Ref": "AWS::NoValue"} else entry
 
 
 def _warm(names: Any, raw: Any) -> tuple[Limit, Limit]:

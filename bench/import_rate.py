@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import tempfile
 import time
 from pathlib import Path
@@ -12,12 +13,14 @@ from botocore.config import Config
 
 from bench.aws_hook import CannedAws
 from bench.runs import REGION, Report, aws_environment
+from nimbus_core.adapters.kms import KmsKeys
+from nimbus_core.adapters.sealing import Sealer
 from nimbus_core.sessions import passwords
 from nimbus_tools.local.launcher import start_local_api
 from nimbus_tools.migrate.importer import Report as ImportReport
 from nimbus_tools.migrate.importer import Stores, run_import
 from nimbus_tools.migrate.source import UpstreamSource
-from nimbus_tools.template import Template
+from nimbus_tools.template import Template, local_key_arn
 from tests.migration.postgres import PostgresServer
 from tests.migration.upstream import Upstream, bcrypt_hash
 
@@ -30,6 +33,12 @@ _CANNED: dict[str, Any] = {
     "dynamodb.PutItem": {},
     "dynamodb.BatchWriteItem": {"UnprocessedItems": {}},
     "dynamodb.UpdateItem": {},
+    # The run's one data key for the TOTP secrets it seals (any 32 bytes do: nothing opens them).
+    "kms.GenerateDataKey": {
+        "KeyId": local_key_arn("TotpKey"),
+        "Plaintext": base64.b64encode(bytes(32)).decode(),
+        "CiphertextBlob": base64.b64encode(bytes(184)).decode(),
+    },
 }
 # One live session per user, a TOTP factor for every other user (ids: upstream's decimal ones).
 # AWS is answered in process there: any names do; these are the emulator's (the logical ids).
@@ -53,7 +62,9 @@ def measure_import(users: int = USERS) -> dict[str, Any]:
         with aws_environment():
             session = boto3.Session(region_name=REGION)
             CannedAws(_CANNED).install(session)
-            canned = Stores.on(session.client("dynamodb", config=_CONFIG), _CANNED_TABLES)
+            kms = session.client("kms")
+            sealer = Sealer(lambda: KmsKeys(kms), key_id=local_key_arn("TotpKey"), stage="bench")
+            canned = Stores.on(session.client("dynamodb", config=_CONFIG), _CANNED_TABLES, sealer)
             with UpstreamSource(postgres.url("bench_import")) as reader:
                 sdk = run_import(reader, canned)
         local, again = _into_local_stack(postgres.url("bench_import"))
@@ -75,7 +86,15 @@ def _into_local_stack(url: str) -> tuple[ImportReport, ImportReport]:
                 aws_secret_access_key=key,
                 config=_CONFIG,
             )
-            stores = Stores.on(client, {name: api.state["tables"][name] for name in _CANNED_TABLES})
+            kms = boto3.client(
+                "kms",
+                REGION,
+                endpoint_url=api.aws_endpoint_url,
+                aws_access_key_id=key,
+                aws_secret_access_key=key,
+            )
+            sealer = Sealer(lambda: KmsKeys(kms), key_id=api.state["totp_key"], stage=api.state["stage"])
+            stores = Stores.on(client, {name: api.state["tables"][name] for name in _CANNED_TABLES}, sealer)
             with UpstreamSource(url) as reader:
                 first = run_import(reader, stores)
             with UpstreamSource(url) as reader:

@@ -28,6 +28,7 @@ from nimbus_core.adapters import container
 from nimbus_core.adapters.items import stored_values, to_item
 from nimbus_core.adapters.outbox import RECOVERY_REQUEST
 from nimbus_core.adapters.runtime_config import SsmRuntimeConfig
+from nimbus_core.adapters.user_factors import totp_secret_attribute
 from nimbus_core.adapters.users import user_item
 from nimbus_core.domain.killswitches import KillSwitch, parameter_names, stored_value
 from nimbus_core.domain.models import SecondFactor
@@ -252,17 +253,22 @@ class Harness:
 
     def add_totp(self, token: str, *, staff: bool = False) -> tuple[str, str]:
         """Give the token's user a TOTP factor no code was used with yet (written directly, so the
-        current code answers the next challenge), and the staff flag if ``staff``; (its id, seed)."""
+        current code answers the next challenge; its seed sealed as an enrolment seals it, by the
+        functions' own sealer), and the staff flag if ``staff``; (its id, seed)."""
         stamp, seed = clock.iso(clock.now()), new_totp_secret()
-        factor = SecondFactor(
-            id=new_id(), type="totp", name="Phone", created_at=stamp, updated_at=stamp, secret=seed
-        )
-        values: dict[str, Any] = {":t": {"BOOL": staff}, ":factor": {"M": to_item(stored_values(factor))}}
+        user_id = token.split(".", 1)[0]
+        factor = SecondFactor(id=new_id(), type="totp", name="Phone", created_at=stamp, updated_at=stamp)
+        sealed = container.production_deps().sealer.seal(seed, user_id=user_id, factor_id=factor.id)
+        values: dict[str, Any] = {
+            ":t": {"BOOL": staff},
+            ":factor": {"M": to_item(stored_values(factor))},
+            ":seed": {"S": sealed},
+        }
         self._dynamodb.update_item(
             TableName=get_settings().users_table,
-            Key={"pk": {"S": f"USER#{token.split('.', 1)[0]}"}},
-            UpdateExpression="SET staff = :t, secondFactors.#f = :factor",
-            ExpressionAttributeNames={"#f": factor.id},
+            Key={"pk": {"S": f"USER#{user_id}"}},
+            UpdateExpression="SET staff = :t, secondFactors.#f = :factor, #seed = :seed",
+            ExpressionAttributeNames={"#f": factor.id, "#seed": totp_secret_attribute(factor.id)},
             ExpressionAttributeValues=values,
         )
         return factor.id, seed

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nimbus_core.adapters.sealing import Sealer
 from nimbus_core.adapters.user_items import list_partitions
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
@@ -38,6 +40,7 @@ from nimbus_core.domain.ports import (
     RecoveryRequest,
     RecoveryRequestGoneError,
     RuntimeConfig,
+    SealError,
     WriteOp,
 )
 from nimbus_core.platform.clock import iso
@@ -363,8 +366,9 @@ class FakeUsers:
         *,
         max_factors: int,
         backup_codes: Sequence[str] | None = None,
+        sealed_secret: str | None = None,
     ) -> WriteOp:
-        """Enrol a factor (and maybe a first set of backup codes)."""
+        """Enrol a factor (with its sealed seed, and maybe a first set of backup codes)."""
 
         def check(stored: User) -> NimbusError | None:
             if factor.id in stored.second_factors or len(stored.second_factors) >= max_factors:
@@ -373,6 +377,8 @@ class FakeUsers:
 
         def change(u: User) -> User:
             update: dict[str, Any] = {"second_factors": {**u.second_factors, factor.id: factor}}
+            if sealed_secret is not None:
+                update["totp_secrets"] = {**u.totp_secrets, factor.id: sealed_secret}
             if backup_codes is not None:
                 update["backup_codes"] = dict.fromkeys(backup_codes, True)
             return u.changed(**update)
@@ -393,7 +399,10 @@ class FakeUsers:
 
         def change(u: User) -> User:
             kept = {k: v for k, v in u.second_factors.items() if k not in wanted}
-            return u.changed(second_factors=kept, backup_codes={} if last else u.backup_codes)
+            secrets = {k: v for k, v in u.totp_secrets.items() if k not in wanted}
+            return u.changed(
+                second_factors=kept, totp_secrets=secrets, backup_codes={} if last else u.backup_codes
+            )
 
         return self._factor_op(user, check, change)
 
@@ -945,6 +954,49 @@ SETTINGS = Settings.from_environment(
 )
 
 
+FAKE_KEY = "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555"
+
+
+class FakeKeys:
+    """KMS in memory, as the sealing uses it: each key a random AES-256 key that wraps data keys
+    with AES-GCM, the encryption context its associated data (a data key opens only under the key
+    and context it was made with, as in KMS). ``calls`` lists every KMS call, in order."""
+
+    def __init__(self, *keys: str) -> None:
+        self.master = {arn: os.urandom(32) for arn in keys or (FAKE_KEY,)}
+        self.calls: list[str] = []
+
+    def generate_data_key(self, key_id: str, context: Mapping[str, str]) -> tuple[str, bytes, bytes]:
+        """A new data key under ``key_id`` (an ARN this fake holds)."""
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        self.calls.append("GenerateDataKey")
+        if key_id not in self.master:
+            raise DependencyError(f"no such KMS key {key_id}")
+        key, nonce = os.urandom(32), os.urandom(12)
+        wrapped = nonce + AESGCM(self.master[key_id]).encrypt(nonce, key, _context_bytes(context))
+        return key_id, key, wrapped
+
+    def decrypt_data_key(self, key_arn: str, encrypted: bytes, context: Mapping[str, str]) -> bytes:
+        """The data key ``encrypted`` under ``key_arn``, or SealError as KMS refuses it."""
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        self.calls.append("Decrypt")
+        if key_arn not in self.master:
+            raise SealError("KMS refused the data key: NotFoundException")
+        try:
+            return AESGCM(self.master[key_arn]).decrypt(
+                encrypted[:12], encrypted[12:], _context_bytes(context)
+            )
+        except (InvalidTag, ValueError) as exc:
+            raise SealError("KMS refused the data key: InvalidCiphertextException") from exc
+
+
+def _context_bytes(context: Mapping[str, str]) -> bytes:
+    return repr(sorted(context.items())).encode()
+
+
 @dataclass
 class FakeWorld:
     """A fake deployment: the shared database, every fake port, and the Deps bundle."""
@@ -954,6 +1006,7 @@ class FakeWorld:
     config: FakeConfig
     tx: FakeTransactor
     deps: Deps
+    keys: FakeKeys = field(default_factory=FakeKeys)
 
     def round_trips(self) -> int:
         """Store calls made so far (each is one DynamoDB round trip in the adapters)."""
@@ -966,6 +1019,7 @@ def fake_world(settings: Settings = SETTINGS, **overrides: Any) -> FakeWorld:
     clock = FakeClock()
     config = FakeConfig()
     tx = FakeTransactor(db)
+    keys = FakeKeys()
     ports: dict[str, Any] = {
         "settings": settings,
         "clock": clock,
@@ -978,9 +1032,10 @@ def fake_world(settings: Settings = SETTINGS, **overrides: Any) -> FakeWorld:
         "domains": FakeDomains(db),
         "outbox": FakeOutbox(db),
         "challenges": FakeChallenges(db),
+        "sealer": Sealer(lambda: keys, key_id=FAKE_KEY, stage=settings.stage),
     }
     ports.update(overrides)
-    return FakeWorld(db=db, clock=clock, config=config, tx=tx, deps=Deps(**ports))
+    return FakeWorld(db=db, clock=clock, config=config, tx=tx, deps=Deps(**ports), keys=keys)
 
 
 def ceil_seconds(value: float) -> int:

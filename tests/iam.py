@@ -96,6 +96,8 @@ def requests_of(service: str, operation: str, params: Mapping[str, Any]) -> list
         return [IamRequest("ses:SendEmail", identity_arn(sender), (("ses:FromAddress", sender),))]
     if service == "sqs" and operation == "SendMessage":
         return [IamRequest("sqs:SendMessage", queue_arn(str(params["QueueUrl"])))]
+    if service == "kms":
+        return _kms(operation, params)
     raise IamModelError(f"no IAM mapping for {service}:{operation}; add one to tests/iam.py")
 
 
@@ -133,6 +135,30 @@ def _dynamodb_streams(operation: str, params: Mapping[str, Any]) -> list[IamRequ
             raise IamModelError(f"cannot tell the stream of shard iterator {params['ShardIterator']!r}")
         return [IamRequest("dynamodb:GetRecords", arn)]
     raise IamModelError(f"no IAM mapping for dynamodbstreams:{operation}; add one to tests/iam.py")
+
+
+def key_arn(key_id: str) -> str:
+    """The ARN of a KMS key named by its ARN or its id (an alias names no key IAM can tell)."""
+    if key_id.startswith("arn:") and ":key/" in key_id:
+        return key_id
+    if key_id.startswith("alias/") or ":alias/" in key_id:
+        raise IamModelError(f"KMS call names alias {key_id!r}: IAM authorizes it on the key, name the key")
+    return f"arn:aws:kms:{_PREFIX}:key/{key_id}"
+
+
+def _kms(operation: str, params: Mapping[str, Any]) -> list[IamRequest]:
+    """Data keys made and opened: authorized on the key, with the call's encryption context as the
+    ``kms:EncryptionContext:<key>`` condition keys."""
+    if operation not in {"GenerateDataKey", "Decrypt"}:
+        raise IamModelError(f"no IAM mapping for kms:{operation}; add one to tests/iam.py")
+    if not params.get("KeyId"):
+        raise IamModelError(f"kms:{operation} without KeyId: name the key, so IAM can be judged on it")
+    context = tuple(
+        sorted(
+            (f"kms:EncryptionContext:{k}", str(v)) for k, v in (params.get("EncryptionContext") or {}).items()
+        )
+    )
+    return [IamRequest(f"kms:{operation}", key_arn(str(params["KeyId"])), context)]
 
 
 def _ssm(operation: str, params: Mapping[str, Any]) -> list[IamRequest]:
@@ -251,7 +277,9 @@ def _role_policies(template: Template, function: str, role: Any) -> list[dict[st
     return [{"Statement": policy["PolicyDocument"]["Statement"]} for policy in policies]
 
 
-_KNOWN_CONDITION_KEYS = frozenset({"ses:FromAddress"})
+_KNOWN_CONDITION_KEYS = frozenset(
+    {"ses:FromAddress", "kms:EncryptionContext:purpose", "kms:EncryptionContext:stage"}
+)
 
 
 def _conditions(raw: Mapping[str, Any], where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:

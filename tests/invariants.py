@@ -4,7 +4,10 @@ the writes that keep these are transactions, so they hold between any two of the
 The users table (:func:`users_table_violations`):
 
 - every username and address claim names a user whose key it is, and every user holds both claims;
-- the user count (its shards) equals the number of users.
+- the user count (its shards) equals the number of users;
+- every sealed TOTP secret (``totpSecret#<factor id>``) belongs to an enrolled TOTP factor of its
+  user (removing a factor removes its secret in the same write), and every TOTP factor has its
+  secret, sealed beside it or (stored by releases before sealing) in plaintext in it, never both.
 
 Across the tables (:func:`stack_violations`, which includes the above):
 
@@ -111,6 +114,26 @@ def _users_table_problems(items: list[dict[str, Any]]) -> list[str]:
                 problems.append(f"user {user_id} does not hold its {kind.lower()} claim {user.get(field)!r}")
     if counted != len(users):
         problems.append(f"the user count says {counted}, the table holds {len(users)} users")
+    for user_id, user in users.items():
+        problems += _secret_problems(user_id, user)
+    return problems
+
+
+def _secret_problems(user_id: str, user: dict[str, Any]) -> list[str]:
+    factors: dict[str, Any] = user.get("secondFactors") or {}
+    sealed = {k.removeprefix("totpSecret#") for k in user if k.startswith("totpSecret#")}
+    problems = [
+        f"user {user_id} holds a sealed TOTP secret for {fid}, which is no TOTP factor of theirs"
+        for fid in sorted(sealed)
+        if (factors.get(fid) or {}).get("type") != "totp"
+    ]
+    for fid, factor in factors.items():
+        if factor.get("type") != "totp":
+            continue
+        if fid in sealed and factor.get("secret"):
+            problems.append(f"user {user_id}'s TOTP factor {fid} holds its secret sealed and in plaintext")
+        elif fid not in sealed and not factor.get("secret"):
+            problems.append(f"user {user_id}'s TOTP factor {fid} has no secret")
     return problems
 
 

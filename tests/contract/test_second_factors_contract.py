@@ -74,6 +74,22 @@ def test_enrolled_factors_come_back_with_the_user_and_its_session(stores: Stores
     assert "secret" not in str(read.to_public())
 
 
+def test_a_sealed_seed_is_kept_beside_its_factor_and_goes_with_it(stores: Stores) -> None:
+    user = _create(stores)
+    totp = a_totp().changed(secret=None)
+    other = a_totp("Tablet").changed(secret=None)
+    stores.tx.commit([stores.users.add_factor_op(user, totp, max_factors=10, sealed_secret="kms1.a")])
+    stores.tx.commit([stores.users.add_factor_op(user, other, max_factors=10, sealed_secret="kms1.b")])
+
+    read = _stored(stores, user)
+    assert read.totp_secrets == {totp.id: "kms1.a", other.id: "kms1.b"}
+    assert read.second_factors[totp.id].secret is None
+    stores.tx.commit([stores.users.remove_factors_op(read, [totp.id])])
+    assert _stored(stores, user).totp_secrets == {other.id: "kms1.b"}
+    stores.tx.commit([stores.users.remove_factors_op(_stored(stores, user), [other.id])])
+    assert _stored(stores, user).totp_secrets == {}
+
+
 def test_enrolment_is_refused_beyond_the_maximum_and_for_a_deleted_user(stores: Stores) -> None:
     user = _create(stores)
     stores.tx.commit([stores.users.add_factor_op(user, a_totp(), max_factors=1)])

@@ -35,7 +35,7 @@ def test_concurrent_registrations_of_one_username_in_any_case_create_exactly_one
     assert claim["Item"]["userId"]["S"] == winner
     users = dynamodb.query(
         TableName="UsersTable",
-        IndexName="UsernameIndex",
+        IndexName="UsernameLookup",
         KeyConditionExpression="usernameKey = :k",
         ExpressionAttributeValues={":k": {"S": name.lower()}},
     )["Items"]

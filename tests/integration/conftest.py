@@ -33,6 +33,8 @@ from botocore.config import Config
 from moto import mock_aws
 
 from nimbus_core.adapters import clients, container, runtime_config
+from nimbus_core.adapters.kms import KmsKeys
+from nimbus_core.adapters.sealing import Sealer
 from nimbus_core.domain.killswitches import KillSwitch, enabled_in, parameter_names, stored_value
 from nimbus_core.http.policy import Endpoint
 from nimbus_core.platform import metrics
@@ -44,7 +46,7 @@ from nimbus_tools.local.provision import ProvisionedStack, provision, put_defaul
 from nimbus_tools.local.streams import StreamReader, committed, lambda_event, latest_stream_arn, matches
 from nimbus_tools.moto_internals import empty_tables
 from nimbus_tools.openapi import endpoint_errors
-from nimbus_tools.template import Template, load_template, stream_subscriptions
+from nimbus_tools.template import Template, load_template, parameter_values, stream_subscriptions
 from tests.integration.stream_feed import Handler, Invocation, StreamFeed
 
 # A real PostgreSQL holding an upstream deployment, for the import's tests (started only when used).
@@ -150,6 +152,13 @@ class Stack:
     @functools.cached_property
     def dynamodb(self) -> Any:
         return boto3.client("dynamodb", region_name=REGION)
+
+    @functools.cached_property
+    def sealer(self) -> Sealer:
+        """Seals TOTP seeds as the functions do: the stack's key, the stage's encryption context."""
+        kms = boto3.client("kms", region_name=REGION)
+        stage = parameter_values(self.template, PARAMS)["Stage"]
+        return Sealer(lambda: KmsKeys(kms), key_id=self.provisioned.keys["TotpKey"], stage=stage)
 
     @functools.cached_property
     def ssm(self) -> Any:

@@ -47,6 +47,7 @@ from bench.calls import Scenario, scenarios
 from bench.stack import Harness
 from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.items import from_item
+from nimbus_core.adapters.sealing import Sealer
 from nimbus_core.domain.errors import DependencyError
 from nimbus_core.platform import clock
 from nimbus_tools.local.faults import SdkAnswer
@@ -63,9 +64,11 @@ THROTTLED = {
     "dynamodb": ("ProvisionedThroughputExceededException", 400),
     "ssm": ("ThrottlingException", 400),
     "sesv2": ("TooManyRequestsException", 429),
+    "kms": ("ThrottlingException", 400),
 }
 BROKEN = {"dynamodb": ("InternalServerError", 500), "ssm": ("InternalServerError", 500)}
 BROKEN["sesv2"] = ("InternalServerErrorException", 500)
+BROKEN["kms"] = ("KMSInternalException", 500)
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,7 @@ class CallWatch:
 
     def hook(self) -> None:
         """Watch the clients the functions use now (a container reset builds new ones)."""
-        for client in (clients.dynamodb(), clients.ssm(), clients.sesv2()):
+        for client in (clients.dynamodb(), clients.ssm(), clients.sesv2(), clients.kms()):
             if not any(client is hooked for hooked in self._hooked):
                 client.meta.events.register_first("before-call", self._before_call)
                 self._hooked.append(client)
@@ -266,7 +269,9 @@ def _ask_again(api: WatchedApi, stack: Stack, monkeypatch: pytest.MonkeyPatch) -
     user_id = str(kwargs["token"]).partition(".")[0]
     key = {"pk": {"S": f"USER#{user_id}"}}
     stored = from_item(stack.dynamodb.get_item(TableName=stack.table("UsersTable"), Key=key)["Item"])
-    [seed] = [f["secret"] for f in stored["secondFactors"].values() if f.get("type") == "totp"]
+    [factor] = [fid for fid, f in stored["secondFactors"].items() if f.get("type") == "totp"]
+    # The seed, opened as the functions open it (sealed beside the factor: docs/security.md).
+    seed = stack.sealer.unseal(stored[f"totpSecret#{factor}"], user_id=user_id, factor_id=factor)
     later = clock.now() + 30
     answer = {"token": first.body["token"], "type": "totp", "code": pyotp.TOTP(seed).at(later)}
     with monkeypatch.context() as moved:
@@ -284,6 +289,7 @@ def _run_one(
 ) -> list[str]:
     send = scenario.prepare()
     container.production_deps().config.current()  # the runtime configuration read, as when warm
+    _cold_sealer()
     watch.start(failure)
     try:
         first = send()
@@ -343,6 +349,7 @@ def test_every_aws_call_of_every_scenario_failed_in_turn_leaves_a_clean_answer_a
         for _ in range(2):
             send = scenario.prepare()
             container.production_deps().config.current()
+            _cold_sealer()
             watch.start(None)
             clean = send()
             calls = list(watch.calls)
@@ -353,6 +360,14 @@ def test_every_aws_call_of_every_scenario_failed_in_turn_leaves_a_clean_answer_a
             problems += _run_one(scenario, failure, watch, stack, described, monkeypatch)
             stack.truncate()  # per run: moto's transactions slow down as its tables and streams grow
     assert problems == [], "\n".join(problems)
+
+
+def _cold_sealer() -> None:
+    """The request starts with no TOTP data key held, as on a new instance: its KMS calls (the
+    Decrypt that opens a seed, the GenerateDataKey that seals one) are among those failed."""
+    sealer = container.production_deps().sealer
+    assert isinstance(sealer, Sealer)
+    sealer.forget()
 
 
 def test_the_matrix_hears_what_a_500_was_answered_for(
@@ -369,6 +384,23 @@ def test_the_matrix_hears_what_a_500_was_answered_for(
     watch.start(None)
 
     assert (reply.status, [type(exc) for exc in heard]) == (500, [DependencyError])
+
+
+def test_the_matrix_plans_the_kms_calls_of_a_cold_instance(
+    stack: Stack, harness: tuple[Harness, CallWatch]
+) -> None:
+    """A TOTP answer on an instance that holds no data key opens its seed with KMS: that Decrypt is
+    among the calls the matrix fails (else a KMS outage's answer would go untested)."""
+    h, watch = harness
+    [scenario] = [s for s in scenarios(h) if s.name == "POST /login, TOTP answer"]
+    send = scenario.prepare()
+    container.production_deps().config.current()
+    _cold_sealer()
+    watch.start(None)
+    assert send().status == scenario.expected_status
+    calls = [(service, operation) for service, operation, _ in watch.calls]
+    assert calls.count(("kms", "Decrypt")) == 1, calls
+    assert any(f.kind == "throttled" and calls[f.index][0] == "kms" for f in failures_of(watch.calls))
 
 
 def test_the_matrix_fails_every_call_kind_it_claims() -> None:

@@ -182,7 +182,12 @@ class World:
 
     def make_staff(self, token: str) -> str:
         """Staff with a second factor (staff endpoints require one); the factor's TOTP seed."""
-        secret = promote(self.stack.dynamodb, self.stack.table("UsersTable"), token.partition(".")[0])
+        secret = promote(
+            self.stack.dynamodb,
+            self.stack.table("UsersTable"),
+            token.partition(".")[0],
+            sealer=self.stack.sealer,
+        )
         assert secret is not None
         return secret
 
@@ -265,8 +270,8 @@ def register(w: World) -> None:
 
 def login(w: World) -> None:
     token = w.user("lois")
-    expect(w.api.login("lois", ip=w.ip()), 201)  # UsernameIndex
-    expect(w.api.login("lois@example.com", ip=w.ip()), 201)  # EmailIndex
+    expect(w.api.login("lois", ip=w.ip()), 201)  # UsernameLookup
+    expect(w.api.login("lois@example.com", ip=w.ip()), 201)  # EmailLookup
     expect(w.api.login("nobody", ip=w.ip()), 404)  # index miss, claim fallback, hit given back
     expect(w.api.login("lois", password="wrong password", ip=w.ip()), 401)  # counted on the account
     w.age_sessions()

@@ -65,7 +65,7 @@ class _StopsAfter(DynamoSessions):
 
 def _import(stack: Stack, source: Upstream, *, stop_after: int | None = None, **options: Any) -> Report:
     client = stack.dynamodb  # the operator tool's client: boto3 with every operation's model
-    stores = Stores.on(client, stack.provisioned.tables)
+    stores = Stores.on(client, stack.provisioned.tables, stack.sealer)
     if stop_after is not None:
         tables = (stack.table("SessionsTable"), stack.table("UsersTable"), stack.table("TokensTable"))
         stores = replace(stores, sessions=_StopsAfter(stop_after, client, *tables))
@@ -143,6 +143,13 @@ def test_totp_and_upstream_backup_codes_answer_the_login_challenge(
     codes = upstream.add_backup_codes(carol)
     _import(stack, upstream)
 
+    # Sealed on the way in, as an enrolment seals: no table or index holds it in the clear.
+    stored = str(stack.items("UsersTable"))
+    assert secret not in stored
+    assert secret.lower() not in stored
+    sealed = [v["S"] for i in stack.items("UsersTable") for k, v in i.items() if k.startswith("totpSecret#")]
+    assert len(sealed) == 1
+    assert sealed[0].startswith("kms1.")
     first = api.login("carol", PASSWORD)
     assert (first.body["code"], first.body["types"]) == (
         "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR",

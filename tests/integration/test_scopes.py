@@ -63,7 +63,7 @@ def _key(api: Api, stack: Stack, *, staff: bool, flags: int) -> tuple[str, str]:
     created = api.call("POST", "/users/me/sessions", body, token=token, ip=_ip())
     assert created.status == 201, created.body
     if staff:  # staff endpoints require a second factor
-        promote(stack.dynamodb, stack.table("UsersTable"), user_id)
+        promote(stack.dynamodb, stack.table("UsersTable"), user_id, sealer=stack.sealer)
     return user_id, created.body["token"]
 
 

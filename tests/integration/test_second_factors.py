@@ -214,7 +214,7 @@ def test_deleting_the_account_removes_its_factors(api: Api, stack: Stack, frozen
 def staff_user(api: Api, stack: Stack) -> tuple[str, str]:
     """A staff caller with a TOTP factor (staff endpoints require one): (token, seed)."""
     _, token = new_user(api)
-    secret = promote(stack.dynamodb, stack.table("UsersTable"), token.split(".")[0])
+    secret = promote(stack.dynamodb, stack.table("UsersTable"), token.split(".")[0], sealer=stack.sealer)
     assert secret is not None
     return token, secret
 

@@ -70,7 +70,9 @@ def scoped_token(api: Api, token: str, flags: int) -> str:
 
 def make_staff(stack: Stack, token: str, *, with_factor: bool = True) -> None:
     """Staff, with the second factor staff endpoints require (unless told otherwise)."""
-    promote(stack.dynamodb, stack.table("UsersTable"), uid(token), with_factor=with_factor)
+    promote(
+        stack.dynamodb, stack.table("UsersTable"), uid(token), with_factor=with_factor, sealer=stack.sealer
+    )
 
 
 # ------------------------------------------------------------------------------------------- listing

@@ -47,7 +47,7 @@ class Staff:
     def __init__(self, api: Api, stack: Stack, frozen: Clock) -> None:
         self.api, self.frozen = api, frozen
         self.id, self.username, self.token = new_user(api, "staff")
-        secret = promote(stack.dynamodb, stack.table("UsersTable"), self.id)
+        secret = promote(stack.dynamodb, stack.table("UsersTable"), self.id, sealer=stack.sealer)
         assert secret is not None
         self.totp = pyotp.TOTP(secret)
         self.step = 0
@@ -253,7 +253,7 @@ def test_verify_and_unverify_answer_the_contracts_errors(api: Api, stack: Stack,
 def test_promotion_requires_a_second_factor_on_the_target(api: Api, stack: Stack, staff: Staff) -> None:
     uid, _, _ = new_user(api)
     with_factor, _, _ = new_user(api)
-    promote(stack.dynamodb, stack.table("UsersTable"), with_factor)
+    promote(stack.dynamodb, stack.table("UsersTable"), with_factor, sealer=stack.sealer)
     stack.dynamodb.update_item(  # a user with a factor who is not staff (yet)
         TableName=stack.table("UsersTable"),
         Key={"pk": {"S": f"USER#{with_factor}"}},
@@ -366,7 +366,9 @@ def test_deleting_a_user_removes_everything_of_theirs(api: Api, stack: Stack, st
     uid, username, token = new_user(api)
     api.login(username=username, ip=fresh_ip())
     email = f"{username}@example.com"
-    promote(stack.dynamodb, stack.table("UsersTable"), uid)  # a second factor (upstream failed here)
+    promote(
+        stack.dynamodb, stack.table("UsersTable"), uid, sealer=stack.sealer
+    )  # a second factor (upstream failed here)
     assert _everything_of(stack, uid, email)["mail"] == 1  # the verification email, kept for replay
 
     deleted = staff.reverified("DELETE", f"/users/{uid}")

@@ -33,8 +33,8 @@ DATA_CLASSES = "aws_lambda_powertools.utilities.data_classes"
 # Loaded by a path that needs it, never at import: boto3's package (s3transfer, resources; the
 # clients are botocore's), the response views (documentation only), ua-parser (sessions shown),
 # pydantic (the records and settings are dataclasses; request models load with the first body),
-# PyJWT (an upstream token). (bcrypt is not listed: cryptography's serialization imports it when
-# installed, which our code cannot change.)
+# PyJWT (an upstream token), AES-GCM (the first TOTP seed sealed or opened). (bcrypt is not
+# listed: cryptography's serialization imports it when installed, which our code cannot change.)
 NOT_AT_IMPORT = (
     "boto3",
     "s3transfer",
@@ -43,6 +43,7 @@ NOT_AT_IMPORT = (
     "pydantic",
     "pydantic_core",
     "jwt",
+    "cryptography.hazmat.primitives.ciphers.aead",
 )
 # Loaded by the first request that validates a body, query or path, never at an HTTP handler's
 # import: every function's request models, the shared account bodies and the pydantic validation.

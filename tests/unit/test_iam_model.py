@@ -37,9 +37,9 @@ def test_a_transaction_is_authorized_per_item_with_the_items_own_action() -> Non
 
 
 def test_a_query_on_an_index_is_authorized_on_the_index() -> None:
-    params = {"TableName": "UsersTable", "IndexName": "EmailIndex"}
+    params = {"TableName": "UsersTable", "IndexName": "EmailLookup"}
     assert requests_of("dynamodb", "Query", params) == [
-        IamRequest("dynamodb:Query", f"{USERS}/index/EmailIndex")
+        IamRequest("dynamodb:Query", f"{USERS}/index/EmailLookup")
     ]
     assert requests_of("dynamodb", "Query", {"TableName": "UsersTable"}) == [
         IamRequest("dynamodb:Query", USERS)
@@ -69,11 +69,11 @@ def test_an_unmodelled_call_raises(service: str, operation: str) -> None:
 
 def test_wildcards_match_like_iam_and_an_explicit_deny_wins() -> None:
     allow = Statement("A", "Allow", ("DynamoDB:Get*",), (f"{USERS}/index/*",))
-    assert allows([allow], IamRequest("dynamodb:GetItem", f"{USERS}/index/EmailIndex"))
+    assert allows([allow], IamRequest("dynamodb:GetItem", f"{USERS}/index/EmailLookup"))
     assert not allows([allow], IamRequest("dynamodb:GetItem", USERS))  # the table is not its index
-    assert not allows([allow], IamRequest("dynamodb:PutItem", f"{USERS}/index/EmailIndex"))
+    assert not allows([allow], IamRequest("dynamodb:PutItem", f"{USERS}/index/EmailLookup"))
     deny = Statement("D", "Deny", ("dynamodb:*",), ("*",))
-    assert not allows([allow, deny], IamRequest("dynamodb:GetItem", f"{USERS}/index/EmailIndex"))
+    assert not allows([allow, deny], IamRequest("dynamodb:GetItem", f"{USERS}/index/EmailLookup"))
     assert not allows([], IamRequest("dynamodb:GetItem", USERS))
 
 

@@ -29,12 +29,13 @@ from nimbus_core.adapters.counters import DynamoCounters
 from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_core.adapters.items import from_item, to_item
 from nimbus_core.adapters.outbox import DynamoOutbox
+from nimbus_core.adapters.sealing import Sealer
 from nimbus_core.adapters.sessions import DynamoSessions, session_item
 from nimbus_core.adapters.tokens import DynamoTokens
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
 from nimbus_core.domain.deps import Deps
-from nimbus_core.domain.models import Challenge, PendingFactor, Session, User
+from nimbus_core.domain.models import Challenge, PendingFactor, SecondFactor, Session, User
 from nimbus_core.platform import ids
 from nimbus_core.platform.clock import iso
 from nimbus_core.sessions.auth import Caller, authenticate
@@ -45,7 +46,7 @@ from nimbus_tools.migrate.importer import Stores, run_import
 from nimbus_tools.migrate.source import UpstreamAccount, UpstreamSession, UpstreamSource
 from nimbus_tools.template import Template, load_template
 from staff_api import service as staff
-from tests.fakes import SETTINGS, FakeClock, FakeConfig
+from tests.fakes import FAKE_KEY, SETTINGS, FakeClock, FakeConfig, FakeKeys
 from tests.invariants import RECOVERY_SECONDS, VERIFICATION_SECONDS, stack_violations
 from tests.recovery_requests import ask_for_recovery
 
@@ -136,6 +137,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
             domains=DynamoDomains(client, tables["DomainsTable"]),
             outbox=DynamoOutbox(client, tables["OutboxTable"]),
             challenges=DynamoChallenges(client, tables["TokensTable"], tables["UsersTable"]),
+            sealer=Sealer(FakeKeys, key_id=FAKE_KEY, stage=settings.stage),
         )
         yield World(client, tables, deps)
         mocked.reset()
@@ -229,6 +231,24 @@ def test_the_users_tables_own_checks_are_part_of_it(world: World) -> None:
     world.put("UsersTable", {"pk": "USERNAME#ghost", "userId": "nobody"})
 
     _only(world.violations(), "USERNAME#ghost names user nobody, who does not exist")
+
+
+def test_a_sealed_secret_left_without_its_factor_and_a_factor_without_a_secret_are_named(
+    world: World,
+) -> None:
+    alice, _ = world.register("alice")
+    factor = SecondFactor(id="f1", type="totp", name="Phone", created_at="x", updated_at="x")
+    sealed = world.deps.sealer.seal("JBSWY3DPEHPK3PXP", user_id=alice.id, factor_id="f1")
+    world.deps.tx.commit(
+        [world.deps.users.add_factor_op(alice, factor, max_factors=10, sealed_secret=sealed)]
+    )
+    assert world.violations() == []
+    # The factor removed as removal does (its secret with it): still whole.
+    world.deps.tx.commit([world.deps.users.remove_factors_op(world.user(alice.id), ["f1"])])
+    assert world.violations() == []
+    # A write that forgot one of the two.
+    world.deps.tx.commit([world.deps.users.add_factor_op(world.user(alice.id), factor, max_factors=10)])
+    _only(world.violations(), f"user {alice.id}'s TOTP factor f1 has no secret")
 
 
 # --------------------------------------------------------------------------------------- sessions
@@ -464,7 +484,9 @@ def test_an_imported_banned_account_keeps_no_session_that_an_unban_would_revive(
         updated_at=now,
         sessions=[upstream_session],
     )
-    report = run_import(cast(UpstreamSource, _Upstream([banned])), Stores.on(world.client, world.tables))
+    report = run_import(
+        cast(UpstreamSource, _Upstream([banned])), Stores.on(world.client, world.tables, world.deps.sealer)
+    )
     assert report.imported["users"] == 1
 
     assert world.items("SessionsTable") == []  # listed in the report as dropped, not stored

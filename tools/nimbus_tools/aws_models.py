@@ -18,6 +18,7 @@ _DYNAMODB = ("BatchGetItem", "BatchWriteItem", "DeleteItem", "GetItem", "PutItem
 # Every operation a function calls, per service (a missing one is an AttributeError on the client).
 OPERATIONS: Mapping[str, tuple[str, ...]] = {
     "dynamodb": (*_DYNAMODB, "TransactWriteItems"),
+    "kms": ("Decrypt", "GenerateDataKey"),
     "sesv2": ("SendEmail",),
     "sqs": ("SendMessage",),
     "ssm": ("GetParameters", "PutParameter"),

@@ -152,3 +152,21 @@ def stop_stream_records(keep: Collection[str] = ()) -> None:
             for table in backend.tables.values():
                 if table.stream_shard is not None and table.name not in keep:
                     table.stream_shard = None
+
+
+def pin_kms_key_id(account_id: str, region: str, key_id: str, wanted: str) -> None:
+    """Give the KMS key moto just created as ``key_id`` the id ``wanted`` (its ARN follows).
+
+    Relies on ``moto.kms.models.kms_backends`` (a backend's ``keys`` by id, each key's ``id`` and
+    ``arn``). AWS and moto draw a key's id at random and no API chooses it; the local stack names
+    the template's keys by ids fixed from their logical ids (``nimbus_tools.template.local_key_id``),
+    so the functions' environment and the IAM statements can name a key before it is created. Call
+    it right after CreateKey, before the key is used or given an alias or tags.
+    """
+    from moto.kms.models import kms_backends
+
+    backend = kms_backends[account_id][region]
+    key = backend.keys.pop(key_id)
+    key.id = wanted
+    key.arn = f"{key.arn.rsplit('/', 1)[0]}/{wanted}"
+    backend.keys[wanted] = key

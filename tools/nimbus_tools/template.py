@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,8 @@ TABLE_TYPE = "AWS::DynamoDB::Table"
 SSM_PARAMETER_TYPE = "AWS::SSM::Parameter"
 FUNCTION_TYPE = "AWS::Serverless::Function"
 QUEUE_TYPE = "AWS::SQS::Queue"
+KMS_KEY_TYPE = "AWS::KMS::Key"
+KMS_ALIAS_TYPE = "AWS::KMS::Alias"
 # Resource type -> (the property naming it, its ARN's service and resource part).
 _NAMED = {
     TABLE_TYPE: ("TableName", "dynamodb", "table/{}"),
@@ -166,9 +169,16 @@ class Resolver:
         resource = self.template["Resources"].get(name)
         if resource is None:
             raise TemplateError(f"Ref to unknown parameter or resource {name!r}")
+        return self._resource_ref(name, resource)
+
+    def _resource_ref(self, name: str, resource: Mapping[str, Any]) -> str:
         if resource.get("Type") == QUEUE_TYPE:
             # An SQS queue's Ref is its URL; the emulator finds the queue by the URL's last part.
             return queue_url(self.physical_name(name, resource))
+        if resource.get("Type") == KMS_KEY_TYPE:
+            return local_key_id(name)
+        if resource.get("Type") == KMS_ALIAS_TYPE:
+            return self.resolve_string((resource.get("Properties") or {}).get("AliasName"), f"{name} alias")
         return self.physical_name(name, resource)
 
     def physical_name(self, logical_id: str, resource: Mapping[str, Any]) -> str:
@@ -201,6 +211,8 @@ class Resolver:
         resource_type = resource.get("Type")
         if resource_type == "AWS::Logs::LogGroup":
             return f"arn:aws:logs:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:log-group:{logical_id}:*"
+        if resource_type == KMS_KEY_TYPE:
+            return local_key_arn(logical_id)
         if resource_type not in _NAMED:
             raise TemplateError(f"Fn::GetAtt {logical_id}.Arn ({resource_type}) is not supported locally")
         _, service, part = _NAMED[resource_type]
@@ -262,6 +274,17 @@ class Resolver:
         if not isinstance(values, list):
             raise TemplateError(f"Fn::Join needs a list of values, got {values!r}")
         return arg[0].join(parameter_string(v) for v in values)
+
+
+def local_key_id(logical_id: str) -> str:
+    """The id a template's KMS key has locally: fixed by its logical id (AWS and moto draw one at
+    random), so the functions' environment and the IAM statements name it before it exists."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"nimbus-local:{logical_id}"))
+
+
+def local_key_arn(logical_id: str) -> str:
+    """The ARN of a template's KMS key locally (see :func:`local_key_id`)."""
+    return f"arn:aws:kms:{LOCAL_REGION}:{LOCAL_ACCOUNT_ID}:key/{local_key_id(logical_id)}"
 
 
 def resolver(template: Template, params: Mapping[str, str] | None = None) -> Resolver:

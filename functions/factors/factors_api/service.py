@@ -19,7 +19,7 @@ from nimbus_core.accounts.notices import Actor, Notice, notice_op
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import PendingFactor, SecondFactor, User
-from nimbus_core.factors import otp, passkeys
+from nimbus_core.factors import otp, passkeys, seeds
 from nimbus_core.platform import clock, ids
 from nimbus_core.sessions.auth import Caller
 from nimbus_core.sessions.tokens import hash_secret
@@ -35,12 +35,14 @@ def start_totp(deps: Deps, caller: Caller, now: float) -> dict[str, Any]:
     """Store a pending TOTP factor and answer what an authenticator app needs (shown once)."""
     user = caller.user
     secret, token = otp.new_totp_secret(), ids.new_secret()
+    token_hash = hash_secret(token)
     pending = PendingFactor(
-        hash=hash_secret(token),
+        hash=token_hash,
         user_id=user.id,
         session_id=caller.session.id,
         type="totp",
-        secret=secret,
+        # Shown once, stored sealed: the tokens table never holds the seed in the clear.
+        secret=seeds.seal_pending_seed(deps, user.id, token_hash, secret),
         created_at=clock.iso(now),
         exp=int(now) + PENDING_SECONDS,
     )
@@ -64,20 +66,16 @@ def confirm_totp(
     (shown once) when the user had none; the notice naming ``actor`` goes in the same write. Wrong
     or stale token, or wrong code: 401."""
     pending = _pending(deps, caller, token, "totp", now)
-    step = otp.totp_step(pending.secret or "", code, now)
-    if pending.secret is None or step is None:
+    seed = seeds.pending_seed(deps, pending)
+    step = otp.totp_step(seed, code, now) if seed else None
+    if seed is None or step is None:
         raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
     stamp = clock.iso(now)
     factor = SecondFactor(
-        id=ids.new_id(),
-        type="totp",
-        name=name,
-        created_at=stamp,
-        updated_at=stamp,
-        secret=pending.secret,
-        last_step=step,
+        id=ids.new_id(), type="totp", name=name, created_at=stamp, updated_at=stamp, last_step=step
     )
-    return factor, _enrol(deps, caller.user, pending, factor, actor=actor, now=now)
+    sealed = seeds.seal_factor_seed(deps, caller.user.id, factor.id, seed)
+    return factor, _enrol(deps, caller.user, pending, factor, actor=actor, now=now, sealed_secret=sealed)
 
 
 def start_webauthn(deps: Deps, caller: Caller, now: float, *, passkey: bool = False) -> dict[str, Any]:
@@ -168,16 +166,26 @@ def _pending(deps: Deps, caller: Caller, token: str, kind: str, now: float) -> P
 
 
 def _enrol(
-    deps: Deps, user: User, pending: PendingFactor, factor: SecondFactor, *, actor: Actor, now: float
+    deps: Deps,
+    user: User,
+    pending: PendingFactor,
+    factor: SecondFactor,
+    *,
+    actor: Actor,
+    now: float,
+    sealed_secret: str | None = None,
 ) -> list[str] | None:
-    """Add ``factor``, use the pending enrolment up and queue the notice, in one transaction; with
-    the first set of backup codes (returned, shown once) when the user has none."""
+    """Add ``factor`` (with its ``sealed_secret``, a TOTP seed), use the pending enrolment up and
+    queue the notice, in one transaction; with the first set of backup codes (returned, shown once)
+    when the user has none."""
     codes = None if user.backup_codes else otp.new_backup_codes()
     hashes = None if codes is None else [h for h in (otp.backup_code_hash(c) for c in codes) if h]
     deps.tx.commit(
         [
             deps.challenges.consume_pending_op(pending.hash),
-            deps.users.add_factor_op(user, factor, max_factors=MAX_FACTORS, backup_codes=hashes),
+            deps.users.add_factor_op(
+                user, factor, max_factors=MAX_FACTORS, backup_codes=hashes, sealed_secret=sealed_secret
+            ),
             notice_op(deps, user, Notice.FACTOR_ADDED, actor=actor, now=now, details=[_factor_line(factor)]),
         ]
     )

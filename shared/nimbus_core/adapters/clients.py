@@ -38,6 +38,7 @@ from nimbus_core import __version__
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
+    from types_boto3_kms import KMSClient
     from types_boto3_sesv2 import SESV2Client
     from types_boto3_sqs import SQSClient
     from types_boto3_ssm import SSMClient
@@ -107,8 +108,14 @@ def sqs() -> SQSClient:
     return cast("SQSClient", session().create_client("sqs", config=CONFIG))
 
 
+@cache
+def kms() -> KMSClient:
+    """The KMS client (TOTP secrets' data keys: built by the first seal or unseal only)."""
+    return cast("KMSClient", session().create_client("kms", config=CONFIG))
+
+
 def reset() -> None:
     """Forget every client, the session and its credentials (tests switch endpoints and
     credentials between cases; a SnapStart restore must not reuse them)."""
-    for factory in (session, dynamodb, ssm, sesv2, sqs):
+    for factory in (session, dynamodb, ssm, sesv2, sqs, kms):
         factory.cache_clear()

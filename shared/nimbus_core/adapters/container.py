@@ -8,8 +8,10 @@ from nimbus_core.adapters import clients
 from nimbus_core.adapters.challenges import DynamoChallenges
 from nimbus_core.adapters.counters import DynamoCounters
 from nimbus_core.adapters.domains import DynamoDomains
+from nimbus_core.adapters.kms import KmsKeys
 from nimbus_core.adapters.outbox import DynamoOutbox
 from nimbus_core.adapters.runtime_config import SsmRuntimeConfig
+from nimbus_core.adapters.sealing import Sealer
 from nimbus_core.adapters.sessions import DynamoSessions
 from nimbus_core.adapters.tokens import DynamoTokens
 from nimbus_core.adapters.transactions import DynamoTransactor
@@ -43,6 +45,8 @@ def production_deps() -> Deps:
         challenges=DynamoChallenges(dynamodb, settings.tokens_table, settings.users_table),
         domains=DynamoDomains(dynamodb, settings.domains_table),
         outbox=DynamoOutbox(dynamodb, settings.outbox_table),
+        # The KMS client is built by the first TOTP secret sealed or opened: no other request pays.
+        sealer=Sealer(lambda: KmsKeys(clients.kms()), key_id=settings.totp_key, stage=settings.stage),
     )
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Set
 from decimal import Decimal
 from typing import Any
 
-from nimbus_core.domain.models import RECORDS, Record
+from nimbus_core.domain.models import PREFIXED, RECORDS, Record
 
 
 def to_item(values: dict[str, Any]) -> dict[str, Any]:
@@ -105,9 +105,12 @@ def record_item(record: Record, *, exclude: frozenset[str] = frozenset(), **keys
 def stored_values(record: Record, *, exclude: frozenset[str] = frozenset()) -> dict[str, Any]:
     """A record's fields as plain values under their stored names (nested records too), None dropped."""
     values: dict[str, Any] = {}
-    for name, stored, nested in _layout(type(record)):
+    for name, stored, nested, prefix in _layout(type(record)):
         value = getattr(record, name)
         if value is None or name in exclude:
+            continue
+        if prefix:
+            values.update({prefix + k: v for k, v in value.items()})
             continue
         values[stored] = {k: stored_values(v) for k, v in value.items()} if nested else value
     return values
@@ -121,23 +124,26 @@ def read_record[R: Record](model: type[R], item: dict[str, Any]) -> R:
 def from_stored[R: Record](model: type[R], values: Mapping[str, Any]) -> R:
     """A record from plain values under their stored names (absent ones take the field's default)."""
     fields: dict[str, Any] = {}
-    for name, stored, nested in _layout(model):
-        if stored in values:
+    for name, stored, nested, prefix in _layout(model):
+        if prefix:
+            fields[name] = {k.removeprefix(prefix): v for k, v in values.items() if k.startswith(prefix)}
+        elif stored in values:
             value = values[stored]
             fields[name] = {k: from_stored(nested, v) for k, v in value.items()} if nested else value
     return model(**fields)
 
 
-type _Layout = tuple[tuple[str, str, type[Record] | None], ...]
+type _Layout = tuple[tuple[str, str, type[Record] | None, str], ...]
 _LAYOUTS: dict[type[Record], _Layout] = {}
 
 
 def _layout(model: type[Record]) -> _Layout:
-    """Per field: its name, its stored name (camelCase) and the record type of its values, if any."""
+    """Per field: its name, its stored name (camelCase), the record type of its values, if any, and
+    the prefix of its attributes when it is stored one attribute per entry (else "")."""
     layout = _LAYOUTS.get(model)
     if layout is None:
         layout = _LAYOUTS[model] = tuple(
-            (f.name, stored_name(f.name), f.metadata.get(RECORDS))
+            (f.name, stored_name(f.name), f.metadata.get(RECORDS), f.metadata.get(PREFIXED, ""))
             for f in dataclasses.fields(model)  # type: ignore[arg-type]
         )
     return layout

@@ -24,13 +24,20 @@ class UserFactors(UsersTable):
         *,
         max_factors: int,
         backup_codes: Sequence[str] | None = None,
+        sealed_secret: str | None = None,
     ) -> WriteOp:
         """Enrol ``factor`` (and, with ``backup_codes``, a first set of backup codes, in the same
-        write): the user must still exist and have room (INVALID_FIELDS_ERROR beyond
-        ``max_factors``); a concurrent enrolment of the same id is refused."""
+        write) with its ``sealed_secret`` (a TOTP seed, stored as ``totpSecret#<factor id>``): the
+        user must still exist and have room (INVALID_FIELDS_ERROR beyond ``max_factors``); a
+        concurrent enrolment of the same id is refused."""
         stored = to_item(stored_values(factor))
         update = "SET secondFactors.#f = :factor"
         values: dict[str, Any] = {":factor": {"M": stored}, ":max": number(max_factors)}
+        names = {"#f": factor.id}
+        if sealed_secret is not None:
+            update += ", #secret = :secret"
+            names["#secret"] = totp_secret_attribute(factor.id)
+            values[":secret"] = {"S": sealed_secret}
         if backup_codes is not None:
             update += ", backupCodes = :codes"
             values[":codes"] = {"M": {h: {"BOOL": True} for h in backup_codes}}
@@ -38,7 +45,7 @@ class UserFactors(UsersTable):
             user,
             update,
             condition="attribute_not_exists(secondFactors.#f) AND size(secondFactors) < :max",
-            names={"#f": factor.id},
+            names=names,
             values=values,
             explain=lambda old: (
                 NimbusError(ErrorCode.INVALID_SESSION_ERROR)
@@ -50,10 +57,14 @@ class UserFactors(UsersTable):
     def remove_factors_op(self, user: User, factor_ids: Sequence[str]) -> WriteOp:
         """Remove factors that must all still be enrolled (else INVALID_SECOND_FACTOR_ERROR, nothing
         removed). Removing the last ones also drops the backup codes, which only back a factor up;
-        that case also requires that no factor was enrolled meanwhile."""
-        names = {f"#f{i}": fid for i, fid in enumerate(dict.fromkeys(factor_ids))}
-        update = "REMOVE " + ", ".join(f"secondFactors.{name}" for name in names)
+        that case also requires that no factor was enrolled meanwhile. A TOTP factor's sealed seed
+        goes with it."""
+        ids = list(dict.fromkeys(factor_ids))
+        names = {f"#f{i}": fid for i, fid in enumerate(ids)}
         conditions = [f"attribute_exists(secondFactors.{name})" for name in names]
+        secrets = {f"#s{i}": totp_secret_attribute(fid) for i, fid in enumerate(ids)}
+        update = "REMOVE " + ", ".join([*(f"secondFactors.{name}" for name in names), *secrets])
+        names |= secrets
         values: dict[str, Any] = {}
         if set(user.second_factors) <= set(factor_ids):
             update += " SET backupCodes = :empty"
@@ -138,6 +149,12 @@ class UserFactors(UsersTable):
         if values:
             body["ExpressionAttributeValues"] = values
         return TransactOp({"Update": body}, explain)
+
+
+def totp_secret_attribute(factor_id: str) -> str:
+    """The attribute of the user item that holds a TOTP factor's sealed seed (see
+    ``User.totp_secrets``)."""
+    return f"totpSecret#{factor_id}"
 
 
 def _gone_or(code: ErrorCode) -> Explain:

@@ -15,8 +15,12 @@ import the table's public names from here (``__all__``), wherever they are defin
 
 from __future__ import annotations
 
+from typing import Any
+
+from botocore.exceptions import ClientError
+
 from nimbus_core.adapters.counters import CounterSpec, CounterTargetMissingError, hit
-from nimbus_core.adapters.errors import aws_errors
+from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import read_record
 from nimbus_core.adapters.user_changes import UserChanges
 from nimbus_core.adapters.user_claims import UserClaims
@@ -36,6 +40,8 @@ from nimbus_core.domain.ports import CounterState
 
 __all__ = [
     "COUNT_KEY_PREFIX",
+    "EMAIL_LOOKUP",
+    "USERNAME_LOOKUP",
     "DynamoUsers",
     "ImportState",
     "count_shard",
@@ -43,6 +49,19 @@ __all__ = [
     "user_item",
     "user_key",
 ]
+
+# The login lookups (template.yaml): every attribute of a user but its sealed secrets.
+USERNAME_LOOKUP = "UsernameLookup"
+EMAIL_LOOKUP = "EmailLookup"
+
+
+def _index_unusable(exc: ClientError) -> bool:
+    """Whether a Query failed because its index does not exist (yet) or is still backfilling.
+    DynamoDB says ValidationException ("The table does not have the specified index", "Cannot
+    read from backfilling global secondary index"); moto, ResourceNotFoundException."""
+    message = str(exc.response.get("Error", {}).get("Message", "")).lower()
+    unusable = {"ValidationException", "ResourceNotFoundException"}
+    return error_code(exc) in unusable and "index" in message
 
 
 class DynamoUsers(UserClaims, UserChanges, UserFactors, UserListing, UserImports):
@@ -58,26 +77,34 @@ class DynamoUsers(UserClaims, UserChanges, UserFactors, UserListing, UserImports
 
     def find_by_username(self, username: str, *, index_only: bool = False) -> User | None:
         """A user by username, case-insensitively."""
-        return self._find("UsernameIndex", "usernameKey", "USERNAME#", username_key(username), index_only)
+        return self._find(USERNAME_LOOKUP, "usernameKey", "USERNAME#", username_key(username), index_only)
 
     def find_by_email(self, email: str, *, index_only: bool = False) -> User | None:
         """A user by email address (case-folded, IDNA domain)."""
-        return self._find("EmailIndex", "emailKey", "EMAIL#", email_key(email), index_only)
+        return self._find(EMAIL_LOOKUP, "emailKey", "EMAIL#", email_key(email), index_only)
 
     def _find(self, index: str, attr: str, prefix: str, key: str, index_only: bool) -> User | None:
         """One round trip on the common path: the index is eventually consistent, so a miss falls
         back to the claim item (strongly consistent) and a user registered a moment ago is found;
-        ``index_only`` skips that second look, so a miss costs what a hit costs."""
+        ``index_only`` skips that second look, so a miss costs what a hit costs. An index that is
+        not there yet (or still backfilling: an upgrade, docs/operations.md) is a miss too, so
+        login works meanwhile at two more round trips. The user read from the index has every
+        attribute but its sealed TOTP secrets, which only the checking of a code needs."""
+        items: list[dict[str, Any]] = []
         with aws_errors(f"Query ({index})"):
-            result = self._client.query(
-                TableName=self._table,
-                IndexName=index,
-                KeyConditionExpression="#k = :k",
-                ExpressionAttributeNames={"#k": attr},
-                ExpressionAttributeValues={":k": {"S": key}},
-                Limit=2,
-            )
-        items = result.get("Items", [])
+            try:
+                result = self._client.query(
+                    TableName=self._table,
+                    IndexName=index,
+                    KeyConditionExpression="#k = :k",
+                    ExpressionAttributeNames={"#k": attr},
+                    ExpressionAttributeValues={":k": {"S": key}},
+                    Limit=2,
+                )
+                items = list(result.get("Items", []))
+            except ClientError as exc:
+                if not _index_unusable(exc):
+                    raise
         if len(items) == 1:
             return read_record(User, items[0])
         if index_only:

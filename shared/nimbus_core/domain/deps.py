@@ -13,7 +13,7 @@ from nimbus_core.platform.settings import Settings
 
 if TYPE_CHECKING:
     from nimbus_core.domain.deployment_ports import CounterStore, DomainStore, Outbox, RuntimeConfigSource
-    from nimbus_core.domain.ports import Clock, Transactor
+    from nimbus_core.domain.ports import Clock, SecretSealer, Transactor
     from nimbus_core.domain.token_ports import ChallengeStore, TokenStore
     from nimbus_core.domain.user_ports import SessionStore, UserStore
 
@@ -33,3 +33,4 @@ class Deps:
     domains: DomainStore
     outbox: Outbox
     challenges: ChallengeStore
+    sealer: SecretSealer

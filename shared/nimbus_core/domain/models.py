@@ -21,6 +21,10 @@ from typing import Any, Literal, Self
 # A field whose values are records of another kind (``User.second_factors``): the item mapping
 # reads and writes them as nested maps. Read with ``dataclasses.fields(...)[i].metadata``.
 RECORDS = "records"
+# A map field stored as one top-level attribute per entry, named ``<prefix><key>``
+# (``User.totp_secrets``): an index's INCLUDE projection, which names the attributes it copies,
+# then never copies them.
+PREFIXED = "prefixed"
 
 
 class Record:
@@ -47,7 +51,9 @@ class SecondFactor(Record):
     name: str
     created_at: str
     updated_at: str
-    # TOTP: the seed and the last time step accepted (a code is accepted at most once).
+    # TOTP: the last time step accepted (a code is accepted at most once). The seed is sealed and
+    # kept outside the factor (``User.totp_secrets``); ``secret`` is a plaintext seed stored before
+    # sealing existed, still read until `nimbus totp reseal` seals it.
     secret: str | None = None
     last_step: int = 0
     # WebAuthn: the credential (base64url) and its signature counter.
@@ -94,6 +100,10 @@ class User(Record):
     # removed atomically by its hash). Both live in the user item: see SecondFactor.
     second_factors: dict[str, SecondFactor] = field(default_factory=dict, metadata={RECORDS: SecondFactor})
     backup_codes: dict[str, bool] = field(default_factory=dict)
+    # The TOTP factors' seeds, sealed (nimbus_core.adapters.sealing), by factor id: stored one
+    # attribute each (``totpSecret#<factor id>``), beside the factors rather than in them, so the
+    # login indexes, which project the factors, never hold a seed.
+    totp_secrets: dict[str, str] = field(default_factory=dict, metadata={PREFIXED: "totpSecret#"})
     # Failed password (and later second-factor) answers in the current per-account window.
     auth_failures: int = 0
     auth_failures_reset_at: int = 0
@@ -256,6 +266,8 @@ class PendingFactor(Record):
     user_id: str
     session_id: str
     type: Literal["totp", "webauthn"]
+    # The TOTP seed shown, sealed for the user and this enrolment (a plaintext one was stored by
+    # releases before sealing).
     secret: str | None = None
     webauthn_challenge: str | None = None
     passkey: bool = False  # a WebAuthn enrolment that asked for a passkey

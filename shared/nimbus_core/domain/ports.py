@@ -112,3 +112,25 @@ class Transactor(Protocol):
         one item are merged into one); otherwise, or when a merged write's condition fails, commit
         ``first`` and then ``then``, each atomically, so each failure is its own domain error."""
         ...
+
+
+class SealError(Exception):
+    """A sealed secret that does not open: malformed, tampered with, bound to another user or
+    factor, or under a key KMS refuses. Its message never holds the secret."""
+
+
+class SecretSealer(Protocol):
+    """Seals second-factor secrets for storage (envelope encryption under a KMS key) and opens
+    them again, each bound to its user and factor (docs/security.md, "Sealed secrets")."""
+
+    def seal(self, secret: str, *, user_id: str, factor_id: str) -> str:
+        """``secret`` sealed for ``user_id``'s factor ``factor_id``: the stored form."""
+        ...
+
+    def unseal(self, value: str, *, user_id: str, factor_id: str) -> str:
+        """The secret ``value`` seals for that user and factor, or :class:`SealError`."""
+        ...
+
+    def is_sealed(self, value: str) -> bool:
+        """Whether a stored ``value`` is sealed (else a plaintext secret stored before sealing)."""
+        ...

@@ -91,9 +91,11 @@ class UserStore(Protocol):
         *,
         max_factors: int,
         backup_codes: Sequence[str] | None = None,
+        sealed_secret: str | None = None,
     ) -> WriteOp:
-        """Enrol a second factor (stored in the user item), optionally with a first set of backup
-        code hashes in the same write; INVALID_FIELDS_ERROR beyond ``max_factors``."""
+        """Enrol a second factor (stored in the user item) with its ``sealed_secret`` (a TOTP
+        seed, kept beside it: ``User.totp_secrets``), optionally with a first set of backup code
+        hashes in the same write; INVALID_FIELDS_ERROR beyond ``max_factors``."""
         ...
 
     def remove_factors_op(self, user: User, factor_ids: Sequence[str]) -> WriteOp:

@@ -26,7 +26,7 @@ from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import Challenge, User
 from nimbus_core.domain.ports import CounterWindowMovedError, WriteOp
 from nimbus_core.domain.ratelimits import RECOVERY_WRONG_ANSWERS
-from nimbus_core.factors import otp, passkeys
+from nimbus_core.factors import otp, passkeys, seeds
 from nimbus_core.platform import clock, metrics
 from nimbus_core.sessions import credentials
 from nimbus_core.sessions.tokens import hash_secret, new_user_token, parse_user_token, secret_matches
@@ -233,8 +233,10 @@ def _verified_ops(
     """The writes that record a right answer, or None for a wrong one."""
     if answer.type == "totp" and answer.code is not None:
         for factor in user.second_factors.values():
-            if factor.type == "totp" and factor.secret:
-                step = otp.totp_step(factor.secret, answer.code, now, factor_id=factor.id)
+            # Each seed is opened only when a code is checked against it (sealed: docs/security.md).
+            seed = seeds.factor_seed(deps, user, factor) if factor.type == "totp" else None
+            if seed:
+                step = otp.totp_step(seed, answer.code, now, factor_id=factor.id)
                 if step is not None and step > factor.last_step:
                     return [deps.users.use_totp_step_op(user, factor.id, step, clock.iso(now))]
         return None

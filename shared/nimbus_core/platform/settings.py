@@ -99,6 +99,9 @@ class Settings:
     # The X.509 certificate (PEM) of the key an upstream deployment signed its session tokens with:
     # with it, those tokens keep authenticating their imported sessions; without it, none does.
     upstream_jwt_certificate: str = field(default="", metadata=_env("UPSTREAM_JWT_CERTIFICATE"))
+    # The KMS key new TOTP secrets are sealed under (its ARN; an id or alias works too). Seeds sealed
+    # under an older key name theirs, and open while the function's role may still Decrypt with it.
+    totp_key: str = field(default="", metadata=_env("TOTP_KEY_ARN"))
     metrics_namespace: str = field(default="Nimbus", metadata=_env("POWERTOOLS_METRICS_NAMESPACE"))
     # How long a function trusts its copy of the kill switches and log level (CONTRACT: at most 10 s).
     config_cache_seconds: int = field(default=10, metadata=_env("CONFIG_CACHE_SECONDS", _whole(0, 10)))

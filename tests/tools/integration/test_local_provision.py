@@ -10,7 +10,7 @@ import pytest
 
 from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_tools.local.provision import provision
-from nimbus_tools.template import load_template
+from nimbus_tools.template import load_template, local_key_arn, local_key_id
 from tests.integration.conftest import fresh_aws
 
 REGION = "us-east-1"
@@ -35,10 +35,27 @@ def test_every_table_is_created_with_its_keys_and_indexes(session: boto3.Session
     assert users["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
     assert sorted(i["IndexName"] for i in users.get("GlobalSecondaryIndexes", [])) == [
         "CreatedIndex",
-        "EmailIndex",
-        "UsernameIndex",
+        "EmailLookup",
+        "UsernameLookup",
     ]
     assert users["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+
+
+def test_the_totp_key_is_created_once_under_its_local_id_with_rotation_and_alias(
+    session: boto3.Session,
+) -> None:
+    stack = provision(session, TEMPLATE, {"Stage": "qa"})
+    provision(session, TEMPLATE, {"Stage": "qa"})  # twice: the key is kept, not made again
+    kms = session.client("kms")
+    assert stack.keys == {"TotpKey": local_key_arn("TotpKey")}
+    assert [k["KeyArn"] for k in kms.list_keys()["Keys"]] == [local_key_arn("TotpKey")]
+    assert kms.get_key_rotation_status(KeyId=local_key_id("TotpKey"))["KeyRotationEnabled"] is True
+    aliases = {a["AliasName"]: a.get("TargetKeyId") for a in kms.list_aliases()["Aliases"]}
+    assert aliases["alias/nimbus-qa-totp"] == local_key_id("TotpKey")
+    # The data keys the functions ask for are made under it, for the stage's context only.
+    context = {"purpose": "nimbus-totp", "stage": "qa"}
+    made = kms.generate_data_key(KeyId="alias/nimbus-qa-totp", KeySpec="AES_256", EncryptionContext=context)
+    assert made["KeyId"] == local_key_arn("TotpKey")
 
 
 def test_tables_that_hold_accounts_refuse_deletion_as_deployed(session: boto3.Session) -> None:

@@ -73,7 +73,7 @@ def test_the_trimmed_endpoints_keep_every_partition_with_only_our_services() -> 
     assert [p["partition"] for p in ours["partitions"]] == [p["partition"] for p in full["partitions"]]
     for mine, theirs in zip(ours["partitions"], full["partitions"], strict=True):
         assert mine["regions"] == theirs["regions"]
-        assert set(mine["services"]) <= {"dynamodb", "email", "sqs", "ssm"}
+        assert set(mine["services"]) <= {"dynamodb", "email", "kms", "sqs", "ssm"}
         assert all(mine["services"][name] == theirs["services"][name] for name in mine["services"])
     assert {"dynamodb", "email", "sqs", "ssm"} <= set(ours["partitions"][0]["services"])
 

@@ -17,6 +17,8 @@ from nimbus_tools.template import (
     function_specs,
     http_api_cors,
     load_template,
+    local_key_arn,
+    local_key_id,
     parameter_values,
     resolver,
     resources_of_type,
@@ -85,6 +87,28 @@ def test_sub_knows_the_pseudo_parameters_and_join_joins() -> None:
     assert names.resolve({"Fn::Join": ["-", ["a", {"Ref": "Stage"}]]}) == "a-dev"
 
 
+def test_if_follows_the_conditions_for_the_parameters_given() -> None:
+    own = {"Fn::GetAtt": ["TotpKey", "Arn"]}
+    sealing = {"Fn::If": ["HasTotpSealingKey", {"Ref": "TotpSealingKeyArn"}, own]}
+    assert resolver(TEMPLATE).resolve(sealing) == local_key_arn("TotpKey")
+    other = "arn:aws:kms:us-east-1:123456789012:key/0f0f0f0f-0000-4000-8000-000000000000"
+    assert resolver(TEMPLATE, {"TotpSealingKeyArn": other}).resolve(sealing) == other
+    # A branch that is AWS::NoValue leaves the list, as in CloudFormation.
+    listed = [{"Fn::If": ["HasTotpPreviousKey", {"Ref": "TotpPreviousKeyArn"}, {"Ref": "AWS::NoValue"}]}]
+    assert resolver(TEMPLATE).resolve(listed) == []
+    with pytest.raises(TemplateError, match="unknown condition"):
+        resolver(TEMPLATE).resolve({"Fn::If": ["Nope", "a", "b"]})
+
+
+def test_a_kms_key_has_one_local_id_its_ref_arn_and_environment_agree_on() -> None:
+    names = resolver(TEMPLATE)
+    assert names.resolve({"Ref": "TotpKey"}) == local_key_id("TotpKey")
+    assert names.resolve({"Fn::GetAtt": ["TotpKey", "Arn"]}).endswith(f":key/{local_key_id('TotpKey')}")
+    assert names.resolve({"Ref": "TotpKeyAlias"}) == "alias/nimbus-dev-totp"
+    for spec in function_specs(TEMPLATE):
+        assert spec.environment["TOTP_KEY_ARN"] == local_key_arn("TotpKey")
+
+
 def test_fn_if_follows_the_templates_conditions_under_the_parameters() -> None:
     template = {
         "Parameters": {"Units": {"Type": "Number", "Default": 0}, "Mode": {"Type": "String", "Default": "a"}},
@@ -144,8 +168,8 @@ def test_table_definitions_give_create_table_kwargs_and_ttl() -> None:
     assert users["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
     assert [i["IndexName"] for i in users["GlobalSecondaryIndexes"]] == [
         "CreatedIndex",
-        "UsernameIndex",
-        "EmailIndex",
+        "UsernameLookup",
+        "EmailLookup",
     ]
     assert tables["SessionsTable"]["create_table"]["KeySchema"][1] == {
         "AttributeName": "sessionId",

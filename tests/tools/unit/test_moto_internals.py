@@ -22,6 +22,7 @@ from werkzeug.test import Client
 from nimbus_tools.moto_internals import (
     empty_tables,
     forget_model_instances,
+    pin_kms_key_id,
     server_app,
     stop_stream_records,
     tracked_model_instances,
@@ -177,3 +178,20 @@ def test_stopping_stream_records_leaves_only_the_kept_tables_recording(dynamodb:
     assert [r[1] for r in _read(readers["users"])] == ["a"]
     assert _read(readers["other"]) == []
     assert dynamodb.scan(TableName="other")["Count"] == 1
+
+
+def test_a_pinned_kms_key_answers_to_its_new_id_and_arn_only() -> None:
+    with mock_aws():
+        kms = boto3.client("kms", region_name=REGION)
+        drawn = kms.create_key()["KeyMetadata"]["KeyId"]
+        wanted = "0f0f0f0f-0000-4000-8000-000000000001"
+        pin_kms_key_id("123456789012", REGION, drawn, wanted)
+        described = kms.describe_key(KeyId=wanted)["KeyMetadata"]
+        assert described["Arn"] == f"arn:aws:kms:{REGION}:123456789012:key/{wanted}"
+        made = kms.generate_data_key(KeyId=wanted, KeySpec="AES_256", EncryptionContext={"a": "b"})
+        assert made["KeyId"] == described["Arn"]
+        opened = kms.decrypt(CiphertextBlob=made["CiphertextBlob"], EncryptionContext={"a": "b"})
+        assert opened["Plaintext"] == made["Plaintext"]
+        assert opened["KeyId"] == described["Arn"]
+        with pytest.raises(kms.exceptions.NotFoundException):
+            kms.describe_key(KeyId=drawn)

@@ -30,7 +30,8 @@ def import_command(args: argparse.Namespace, target: TargetFactory) -> str:
         raise CliError("--page-size is 1..5000 and --workers 1..64", EXIT_USAGE)
     stack = target()
     client = stack.session.client("dynamodb", endpoint_url=stack.endpoint_url, config=_RETRIES)
-    stores = Stores.on(client, {name: stack.table(name) for name in _TABLES})
+    # Upstream's TOTP secrets are sealed on the way in, as the functions seal an enrolment's.
+    stores = Stores.on(client, {name: stack.table(name) for name in _TABLES}, stack.sealer())
     import psycopg
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn

@@ -1,6 +1,6 @@
 """``nimbus``: the operator tool (staff, kill switches, log level, domains, captured and failed mail,
-importing an upstream deployment), on the running local API (its serve.json) by default or on a
-deployed stack with ``--stack NAME [--region R]``."""
+importing an upstream deployment, resealing TOTP secrets), on the running local API (its serve.json)
+by default or on a deployed stack with ``--stack NAME [--region R]``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from nimbus_tools.cli import commands, importing, mailqueue, throughput
+from nimbus_tools.cli import commands, importing, mailqueue, reseal, throughput
 from nimbus_tools.cli.target import EXIT_USAGE, CliError, local_target, stack_target
 
 
@@ -91,6 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     imports.add_argument("--page-size", type=int, default=500, help="accounts read per page (default 500)")
     imports.add_argument("--workers", type=int, default=8, help="accounts written at once (default 8)")
     imports.add_argument("--json", action="store_true", help="print the report as JSON")
+    totp = group("totp", "the stored TOTP secrets")
+    resealing = leaf(totp, "reseal", "seal every stored TOTP secret under one KMS key (idempotent)")
+    resealing.add_argument(
+        "--key", metavar="KEY", help="key id, ARN or alias (default: the key the stack's functions seal with)"
+    )
     return parser
 
 
@@ -118,6 +123,7 @@ def run(args: argparse.Namespace, target: commands.TargetFactory) -> str:
         "status": lambda: commands.status(target),
         "ssm-throughput": lambda: throughput.command(args.action, target),
         "import": lambda: importing.import_command(args, target),
+        "totp": lambda: reseal.command(args, target),
     }
     return commands_by_group[args.group]()
 

@@ -10,6 +10,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
 
+from nimbus_core.adapters.kms import KmsKeys
+from nimbus_core.adapters.sealing import Sealer
 from nimbus_core.domain.killswitches import KillSwitch, parameter_names
 from nimbus_tools.local.session import emulator_session
 from nimbus_tools.local.state import read_state, state_path
@@ -49,6 +51,8 @@ class Target:
     queues: dict[str, str] = field(default_factory=dict)  # logical id -> queue URL
     sender_email: str | None = None  # the address system emails are sent from
     killswitch_path: str | None = None  # the kill switches' parameters are <path>/<NAME>
+    stage: str | None = None  # TOTP secrets are sealed under the context {purpose, stage}
+    totp_key: str | None = None  # the KMS key (ARN) the functions seal TOTP secrets under
 
     def table(self, logical_id: str) -> str:
         """The physical name of a table (``"UsersTable"`` -> its name)."""
@@ -72,6 +76,18 @@ class Target:
         if not self.killswitch_path:
             raise CliError(f"{self.description} has no kill switch path")
         return parameter_names(self.killswitch_path)
+
+    def sealer(self, key_id: str | None = None) -> Sealer:
+        """Seals TOTP secrets as this stack's functions do (under ``key_id``, default the stack's
+        key), and opens them under any key the caller's credentials may use."""
+        key, stage = key_id or self.totp_key, self.stage
+
+        def keys() -> KmsKeys:  # asked for by the first seal or unseal only
+            if not key or not stage:
+                raise CliError(f"{self.description} names no TOTP key or stage (deployed before sealing?)")
+            return KmsKeys(self.session.client("kms", endpoint_url=self.endpoint_url))
+
+        return Sealer(keys, key_id=key or "(none)", stage=stage or "")
 
     def dynamodb(self) -> DynamoDBClient:
         """A DynamoDB client for this stack."""
@@ -112,6 +128,8 @@ def local_target(state_file: Path | None = None) -> Target:
         queues=dict(state.get("queues", {})),
         sender_email=state.get("sender_email") or None,
         killswitch_path=state.get("killswitch_path") or None,
+        stage=state.get("stage") or None,
+        totp_key=state.get("totp_key") or None,
     )
 
 
@@ -145,4 +163,6 @@ def stack_target(stack_name: str, region: str | None = None) -> Target:
         queues=named("Url", "Queue"),
         sender_email=outputs.get("SenderEmail"),
         killswitch_path=outputs.get("KillSwitchPath"),
+        stage=outputs.get("Stage"),
+        totp_key=outputs.get("TotpKeyArn"),
     )

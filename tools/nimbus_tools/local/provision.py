@@ -14,11 +14,16 @@ from botocore.exceptions import ClientError
 from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_core.platform import clock
 from nimbus_tools.template import (
+    KMS_ALIAS_TYPE,
+    KMS_KEY_TYPE,
+    LOCAL_ACCOUNT_ID,
+    LOCAL_REGION,
     QUEUE_TYPE,
     SSM_PARAMETER_TYPE,
     TABLE_TYPE,
     Template,
     TemplateError,
+    local_key_id,
     parameter_string,
     parameter_values,
     queue_url,
@@ -108,6 +113,7 @@ class ProvisionedStack:
     tables: dict[str, str]
     parameters: dict[str, str]
     queues: dict[str, str] = field(default_factory=dict)  # logical id -> queue URL
+    keys: dict[str, str] = field(default_factory=dict)  # logical id -> KMS key ARN
 
 
 def provision(
@@ -117,12 +123,14 @@ def provision(
     *,
     endpoint_url: str | None = None,
 ) -> ProvisionedStack:
-    """Create every table (TTL and stream where the template says), SQS queue, SSM parameter, SES
-    identity and the default domain with ``session``'s clients (at ``endpoint_url`` if given). Safe
-    to call twice: what exists is left as it is, parameters are reset to their template value."""
+    """Create every table (TTL and stream where the template says), KMS key (and alias), SQS
+    queue, SSM parameter, SES identity and the default domain with ``session``'s clients (at
+    ``endpoint_url`` if given). Safe to call twice: what exists is left as it is, parameters are
+    reset to their template value."""
     values = parameter_values(template, params)
     dynamodb = session.client("dynamodb", endpoint_url=endpoint_url)
     tables = create_tables(dynamodb, template)
+    keys = create_keys(session.client("kms", endpoint_url=endpoint_url), template, params)
     sqs = session.client("sqs", endpoint_url=endpoint_url)
     queues = {}
     for logical_id, definition in queue_definitions(template).items():
@@ -147,7 +155,42 @@ def provision(
         )
     if "DefaultDomain" in values and "DomainsTable" in tables:
         put_default_domain(dynamodb, tables["DomainsTable"], values["DefaultDomain"])
-    return ProvisionedStack(tables=tables, parameters=parameters, queues=queues)
+    return ProvisionedStack(tables=tables, parameters=parameters, queues=queues, keys=keys)
+
+
+def create_keys(kms: Any, template: Template, params: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Create every KMS key of the template under its local id (rotation and key policy as the
+    template says) and every alias; logical id -> key ARN. Keys that exist are left as they are."""
+    from nimbus_tools.moto_internals import pin_kms_key_id  # moto's KMS models: imported late
+
+    names = resolver(template, params)
+    arns: dict[str, str] = {}
+    for logical_id, resource in resources_of_type(template, KMS_KEY_TYPE).items():
+        properties = names.resolve(resource.get("Properties") or {})
+        wanted = local_key_id(logical_id)
+        try:
+            arns[logical_id] = kms.describe_key(KeyId=wanted)["KeyMetadata"]["Arn"]
+            continue
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "NotFoundException":
+                raise
+        created = kms.create_key(
+            Description=str(properties.get("Description", "")),
+            KeySpec=str(properties.get("KeySpec", "SYMMETRIC_DEFAULT")),
+            KeyUsage=str(properties.get("KeyUsage", "ENCRYPT_DECRYPT")),
+        )["KeyMetadata"]
+        pin_kms_key_id(LOCAL_ACCOUNT_ID, LOCAL_REGION, created["KeyId"], wanted)
+        if properties.get("EnableKeyRotation") in (True, "true"):
+            kms.enable_key_rotation(KeyId=wanted)
+        arns[logical_id] = kms.describe_key(KeyId=wanted)["KeyMetadata"]["Arn"]
+    for resource in resources_of_type(template, KMS_ALIAS_TYPE).values():
+        properties = names.resolve(resource.get("Properties") or {})
+        try:
+            kms.create_alias(AliasName=properties["AliasName"], TargetKeyId=properties["TargetKeyId"])
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "AlreadyExistsException":
+                raise
+    return arns
 
 
 def create_tables(dynamodb: DynamoDBClient, template: Template) -> dict[str, str]:

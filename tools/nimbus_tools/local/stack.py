@@ -136,6 +136,7 @@ class LocalStack:
     ) -> ServeState:
         # The path the functions themselves read, so `nimbus killswitch` and the API agree.
         paths = (s.environment["KILLSWITCH_PATH"] for s in self.specs if "KILLSWITCH_PATH" in s.environment)
+        keys = (s.environment["TOTP_KEY_ARN"] for s in self.specs if "TOTP_KEY_ARN" in s.environment)
         return {
             "api_url": api_url,
             "aws_endpoint_url": aws_url,
@@ -146,6 +147,7 @@ class LocalStack:
             "queues": provisioned.queues,
             "sender_email": values.get("SenderEmail", ""),
             "killswitch_path": next(paths, ""),
+            "totp_key": next(keys, ""),
             "pid": os.getpid(),
         }
 

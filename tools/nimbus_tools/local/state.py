@@ -26,6 +26,7 @@ class ServeState(TypedDict):
     queues: NotRequired[dict[str, str]]  # logical id -> queue URL
     sender_email: NotRequired[str]
     killswitch_path: NotRequired[str]  # the kill switches' parameters are <path>/<NAME>
+    totp_key: NotRequired[str]  # the KMS key (ARN) the functions seal TOTP secrets under
     pid: int
 
 

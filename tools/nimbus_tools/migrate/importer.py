@@ -19,6 +19,7 @@ from nimbus_core.adapters.users import DynamoUsers, ImportState
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.identity import email_key, username_key
 from nimbus_core.domain.models import Session, User
+from nimbus_core.domain.ports import SecretSealer
 from nimbus_tools.migrate import records
 from nimbus_tools.migrate.source import UpstreamAccount, UpstreamSource
 
@@ -90,9 +91,10 @@ class Stores:
     sessions: DynamoSessions
     domains: DynamoDomains
     transactor: DynamoTransactor
+    sealer: SecretSealer  # the imported TOTP secrets are sealed as the functions seal them
 
     @classmethod
-    def on(cls, client: Any, tables: Mapping[str, str]) -> Stores:
+    def on(cls, client: Any, tables: Mapping[str, str], sealer: SecretSealer) -> Stores:
         """The stores of a stack whose tables are named ``tables`` (logical id -> name)."""
         users = tables["UsersTable"]
         return cls(
@@ -100,6 +102,7 @@ class Stores:
             sessions=DynamoSessions(client, tables["SessionsTable"], users, tables["TokensTable"]),
             domains=DynamoDomains(client, tables["DomainsTable"]),
             transactor=DynamoTransactor(client),
+            sealer=sealer,
         )
 
 
@@ -226,10 +229,13 @@ def _account(
 
 
 def _create(stores: Stores, row: UpstreamAccount, user: User) -> str:
-    """Create the account marked pending, in one transaction; why not ("" when created)."""
+    """Create the account marked pending, its TOTP secrets sealed, in one transaction; why not
+    ("" when created)."""
     try:
         stores.transactor.commit(
-            stores.users.import_ops(user, upstream_updated_at=records.stamp(row.updated_at))
+            stores.users.import_ops(
+                sealed(stores.sealer, user), upstream_updated_at=records.stamp(row.updated_at)
+            )
         )
     except NimbusError as refused:
         taken = _taken(stores, user) if refused.code is ErrorCode.USER_EXISTS_ERROR else ""
@@ -237,6 +243,17 @@ def _create(stores: Stores, row: UpstreamAccount, user: User) -> str:
             raise  # not a claim: the user item exists (another run imports it right now) or AWS failed
         return taken
     return ""
+
+
+def sealed(sealer: SecretSealer, user: User) -> User:
+    """``user`` with each plaintext TOTP secret of its factors sealed beside them (as an enrolment
+    stores it): one data key per run, so the whole import costs one GenerateDataKey."""
+    plain = {fid: f.secret for fid, f in user.second_factors.items() if f.type == "totp" and f.secret}
+    if not plain:
+        return user
+    factors = {fid: f.changed(secret=None) if fid in plain else f for fid, f in user.second_factors.items()}
+    seals = {fid: sealer.seal(secret, user_id=user.id, factor_id=fid) for fid, secret in plain.items()}
+    return user.changed(second_factors=factors, totp_secrets={**user.totp_secrets, **seals})
 
 
 def _done_before(
