@@ -2,9 +2,11 @@
 
 The scenarios are the ones ``make bench`` counts round trips with (bench/calls.py: one or more per
 registered endpoint, derived from its registration, each a setup and the one request measured;
-tests/tools/unit/test_bench_scenarios.py keeps them covering every endpoint). For each scenario, a
-clean run records the request's AWS calls in order; then, for each call and each way it can fail,
-the setup is made again, that one call fails, and:
+tests/tools/unit/test_bench_scenarios.py keeps them covering every endpoint), one test each. For
+each scenario, the setup is made once and the tables and the runtime configuration as it left them
+are kept; a clean run records the request's AWS calls in order; then, for each call and each way it
+can fail, the tables and configuration are put back as the setup left them (the same state a new
+setup would make, for a fraction of its AWS calls and argon2 work), that one call fails, and:
 
 - the answer is the scenario's own (the failure was absorbed) or a clean, documented error: a 500
   ``INTERNAL_SERVER_ERROR`` for a dependency failure, or, where a write's condition failed as if a
@@ -23,6 +25,10 @@ the setup is made again, that one call fails, and:
 The ways to fail: throttling after the SDK's retries, a 500 from the service, a timeout (the SDK
 raising, as a read timeout does once its retries are spent), and for a conditional write, its
 condition failing (ConditionalCheckFailed; for TransactWriteItems, each conditioned item's in turn).
+
+The functions' clock stands still at the moment the setup ended for all of a scenario's runs, so
+each run meets the state the setup left at the time it left it: a TOTP code or a challenge the
+setup made for the request is as fresh in the last run as in the first.
 """
 
 from __future__ import annotations
@@ -52,12 +58,15 @@ from nimbus_core.domain.errors import DependencyError
 from nimbus_core.platform import clock
 from nimbus_tools.local.faults import SdkAnswer
 from nimbus_tools.local.inprocess import Reply
+from nimbus_tools.moto_internals import TablesSnapshot, restore_tables, snapshot_tables
 from nimbus_tools.template import load_template, stream_subscriptions
-from tests.integration.conftest import PARAMS, REGION, Api, Stack
+from tests.integration.conftest import PARAMS, REGION, Api, Clock, Stack
 from tests.invariants import stack_violations
 from tests.samples import PASSWORD
 
-SHARDS = 12  # the scenarios are split so that pytest-xdist spreads them over its workers
+# The scenarios' names, for one test each (pytest-xdist spreads them over its workers). Only the
+# names: scenarios() binds the harness into each scenario's setup, which runs in the test.
+SCENARIOS = [scenario.name for scenario in scenarios(cast(Harness, None))]
 
 # (service, code, HTTP status) of the service-side failures, per botocore service name.
 THROTTLED = {
@@ -279,15 +288,46 @@ def _ask_again(api: WatchedApi, stack: Stack, monkeypatch: pytest.MonkeyPatch) -
         return api.call(method, path, {**body, "2fa": answer}, **kwargs)
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What a scenario's setup left: the tables, and the runtime configuration in SSM."""
+
+    tables: TablesSnapshot
+    parameters: dict[str, tuple[str, str]]  # name -> (type, value)
+
+    @classmethod
+    def take(cls, stack: Stack) -> Prepared:
+        """The state of ``stack`` now."""
+        return cls(snapshot_tables(REGION, stack.provisioned.tables.values()), _parameters(stack))
+
+    def restore(self, stack: Stack) -> None:
+        """Put ``stack`` back in this state (a parameter is written only where a run changed it)."""
+        restore_tables(self.tables)
+        now = _parameters(stack)
+        for name, (kind, value) in self.parameters.items():
+            if now.get(name) != (kind, value):
+                stack.ssm.put_parameter(Name=name, Value=value, Type=kind, Overwrite=True)
+
+
+def _parameters(stack: Stack) -> dict[str, tuple[str, str]]:
+    """Every SSM parameter of the stack (the kill switches, the log level): name -> (type, value)."""
+    names = sorted({*stack.switch_parameters.values(), *stack.provisioned.parameters.values()})
+    found: dict[str, tuple[str, str]] = {}
+    for start in range(0, len(names), 10):  # GetParameters takes ten names at most
+        for p in stack.ssm.get_parameters(Names=names[start : start + 10])["Parameters"]:
+            found[p["Name"]] = (p["Type"], p["Value"])
+    return found
+
+
 def _run_one(
     scenario: Scenario,
+    send: Callable[[], Reply],
     failure: Failure,
     watch: CallWatch,
     stack: Stack,
     described: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> list[str]:
-    send = scenario.prepare()
     container.production_deps().config.current()  # the runtime configuration read, as when warm
     _cold_sealer()
     watch.start(failure)
@@ -322,43 +362,69 @@ def _run_one(
     return problems
 
 
+@dataclass(frozen=True)
+class Matrix:
+    """The harness the scenarios are set up with, the watch on the functions' calls, and the
+    scenarios by name: made once per worker (planning the scenarios builds the OpenAPI document)."""
+
+    harness: Harness
+    watch: CallWatch
+    scenarios: dict[str, Scenario]
+
+
+@pytest.fixture(scope="module")
+def _matrix(_provisioned: Stack) -> Matrix:
+    api = WatchedApi(_provisioned.template, PARAMS)
+    harness = Harness(api, boto3.Session(region_name=REGION))
+    planned = {scenario.name: scenario for scenario in scenarios(harness)}
+    return Matrix(harness, CallWatch(api, _provisioned.dynamodb), planned)
+
+
 @pytest.fixture
-def harness(stack: Stack) -> Iterator[tuple[Harness, CallWatch]]:
-    api = WatchedApi(stack.template, PARAMS)
-    watch = CallWatch(api, stack.dynamodb)
-    unhandled = UnhandledErrors(watch.unhandled)
+def matrix(stack: Stack, _matrix: Matrix) -> Iterator[Matrix]:
+    unhandled = UnhandledErrors(_matrix.watch.unhandled)
     # Powertools configures the functions' logger with the first Logger() a handler module makes and
     # takes its first handler for its own: make sure that is done before ours is added.
     Logger(service="nimbus")
     logging.getLogger("nimbus").addHandler(unhandled)  # the functions' logger (service "nimbus")
-    yield Harness(api, boto3.Session(region_name=REGION)), watch
+    yield _matrix
     logging.getLogger("nimbus").removeHandler(unhandled)
-    watch.unhook()
+    _matrix.watch.unhook()
 
 
-@pytest.mark.parametrize("shard", range(SHARDS))
-def test_every_aws_call_of_every_scenario_failed_in_turn_leaves_a_clean_answer_and_whole_tables(
-    stack: Stack, harness: tuple[Harness, CallWatch], shard: int, monkeypatch: pytest.MonkeyPatch
+def test_the_scenarios_have_one_name_each() -> None:
+    """A scenario's name is its test's id: two of one name would hide one of them."""
+    assert len(set(SCENARIOS)) == len(SCENARIOS)
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_every_aws_call_of_the_scenario_failed_in_turn_leaves_a_clean_answer_and_whole_tables(
+    stack: Stack, matrix: Matrix, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    h, watch = harness
-    planned = scenarios(h)
+    scenario, watch = matrix.scenarios[name], matrix.watch
+    # First a setup and a clean run that warms what the functions make on first use (clients,
+    # caches); this setup may store what every later one finds (a page of users, stored once), so
+    # the tables are emptied after it. The calls to fail come from the second, which starts as every
+    # failed run does: from the state its setup left.
+    send = scenario.prepare()
+    container.production_deps().config.current()
+    assert send().status == scenario.expected_status, scenario.name
+    stack.truncate()
+    send = scenario.prepare()
+    prepared = Prepared.take(stack)
     problems: list[str] = []
-    for scenario in planned[shard::SHARDS]:
-        # Twice: the first run may find what a setup stores once for all its runs (a page of
-        # users); the calls to fail come from the second, which starts as every failed run does.
-        for _ in range(2):
-            send = scenario.prepare()
-            container.production_deps().config.current()
-            _cold_sealer()
-            watch.start(None)
-            clean = send()
-            calls = list(watch.calls)
-            assert clean.status == scenario.expected_status, (scenario.name, clean.body)
-            stack.truncate()
+    with monkeypatch.context() as still:
+        still.setattr(clock, "now", Clock(clock.now()))
+        container.production_deps().config.current()
+        _cold_sealer()
+        watch.start(None)
+        clean = send()
+        calls = list(watch.calls)
+        assert clean.status == scenario.expected_status, (scenario.name, clean.body)
         for failure in failures_of(calls):
+            prepared.restore(stack)
             described = f"{scenario.name}, {failure.describe(calls)}"
-            problems += _run_one(scenario, failure, watch, stack, described, monkeypatch)
-            stack.truncate()  # per run: moto's transactions slow down as its tables and streams grow
+            problems += _run_one(scenario, send, failure, watch, stack, described, monkeypatch)
     assert problems == [], "\n".join(problems)
 
 
@@ -370,12 +436,9 @@ def _cold_sealer() -> None:
     sealer.forget()
 
 
-def test_the_matrix_hears_what_a_500_was_answered_for(
-    stack: Stack, harness: tuple[Harness, CallWatch]
-) -> None:
+def test_the_matrix_hears_what_a_500_was_answered_for(stack: Stack, matrix: Matrix) -> None:
     """The exceptions behind a 500 reach the matrix (else a bug behind one would pass unnamed)."""
-    h, watch = harness
-    [scenario] = [s for s in scenarios(h) if s.name == "GET /users/me (usedAt recent)"]
+    scenario, watch = matrix.scenarios["GET /users/me (usedAt recent)"], matrix.watch
     send = scenario.prepare()
     container.production_deps().config.current()
     watch.start(Failure(0, "broken"))
@@ -386,13 +449,10 @@ def test_the_matrix_hears_what_a_500_was_answered_for(
     assert (reply.status, [type(exc) for exc in heard]) == (500, [DependencyError])
 
 
-def test_the_matrix_plans_the_kms_calls_of_a_cold_instance(
-    stack: Stack, harness: tuple[Harness, CallWatch]
-) -> None:
+def test_the_matrix_plans_the_kms_calls_of_a_cold_instance(stack: Stack, matrix: Matrix) -> None:
     """A TOTP answer on an instance that holds no data key opens its seed with KMS: that Decrypt is
     among the calls the matrix fails (else a KMS outage's answer would go untested)."""
-    h, watch = harness
-    [scenario] = [s for s in scenarios(h) if s.name == "POST /login, TOTP answer"]
+    scenario, watch = matrix.scenarios["POST /login, TOTP answer"], matrix.watch
     send = scenario.prepare()
     container.production_deps().config.current()
     _cold_sealer()

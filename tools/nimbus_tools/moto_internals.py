@@ -11,6 +11,7 @@ fails if the pinned moto changes any of them. moto is imported late: its server 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from werkzeug.serving import WSGIRequestHandler
@@ -133,6 +134,52 @@ def empty_tables(region: str, names: Iterable[str]) -> None:
         table.items.clear()
         if table.stream_shard is not None:
             table.stream_shard.items.clear()
+
+
+@dataclass(frozen=True)
+class TablesSnapshot:
+    """The items of some tables of moto's default account in one region, as they were (see
+    :func:`snapshot_tables`)."""
+
+    region: str
+    items: dict[str, Any]  # table name -> a deep copy of moto's ``Table.items``
+
+
+def snapshot_tables(region: str, names: Iterable[str]) -> TablesSnapshot:
+    """Copy the items of the tables ``names`` of moto's default account in ``region``, for
+    :func:`restore_tables` to put back, any number of times.
+
+    Relies on ``moto.dynamodb.models.dynamodb_backends`` (a backend's ``tables``, each table's
+    ``items``: hash key to item, or to a dict of range key to item), which moto itself deep-copies
+    to roll a transaction back. Through the API a restore costs a Scan per table, a delete per item
+    written since and a put per item changed; and DynamoDB has no snapshot short of a backup.
+    """
+    import copy
+
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    tables = dynamodb_backends[DEFAULT_ACCOUNT_ID][region].tables
+    return TablesSnapshot(region, {name: copy.deepcopy(tables[name].items) for name in names})
+
+
+def restore_tables(snapshot: TablesSnapshot) -> None:
+    """Put the items of each table in ``snapshot`` back as they were when it was taken: items
+    written since are gone, items changed or deleted since are back. The streams are left alone:
+    the restore is no write a stream reader would see, and the sequence numbers go on rising.
+
+    Relies on what :func:`snapshot_tables` relies on.
+    """
+    import copy
+
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    tables = dynamodb_backends[DEFAULT_ACCOUNT_ID][snapshot.region].tables
+    for name, items in snapshot.items.items():
+        table = tables[name]
+        table.items.clear()
+        table.items.update(copy.deepcopy(items))  # a copy: the snapshot serves the next restore too
 
 
 def stop_stream_records(keep: Collection[str] = ()) -> None:

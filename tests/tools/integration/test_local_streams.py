@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from nimbus_core.platform import clock
-from nimbus_tools.local.aws import AwsEmulator
+from nimbus_tools.local.aws import AwsEmulator, TableWrites
 from nimbus_tools.local.functions import Invocation
 from nimbus_tools.local.session import emulator_session
 from nimbus_tools.local.streams import STREAM_CLIENT_CONFIG, StreamPoller, latest_stream_arn
@@ -40,7 +40,7 @@ class Function:
 class Stack:
     """A table with a stream (and a queue) in a running emulator, fed to :class:`Function`."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, interval: float = 0.02, writes: TableWrites | None = None) -> None:
         session = emulator_session(LOCAL_REGION)
         self.dynamodb: Any = session.client("dynamodb", endpoint_url=url)
         self.streams: Any = session.client("dynamodbstreams", endpoint_url=url, config=STREAM_CLIENT_CONFIG)
@@ -66,8 +66,9 @@ class Stack:
             endpoint_url=url,
             tables={"Table": self.table},
             queues={"Q": self.queue},
-            interval=0.02,
+            interval=interval,
             retry_delay=0.01,
+            writes=writes,
         )
 
     def put(self, *keys: str) -> None:
@@ -166,3 +167,44 @@ def test_a_batch_given_up_to_the_failure_queue_stays_readable_for_24_hours(
     stack.put("next-day")
     eventually(lambda: stack.function.keys == ["first", "after", "next-day"])
     eventually(lambda: [r["dynamodb"]["Keys"]["pk"]["S"] for r in stack.stream()] == ["next-day"])
+
+
+class Waited(TableWrites):
+    """The emulator's writes, as the poller is given them, telling when the poller waits on them."""
+
+    def __init__(self, writes: TableWrites) -> None:
+        super().__init__()
+        self.writes, self.waiting = writes, False
+
+    def seen(self) -> int:
+        return self.writes.seen()
+
+    def notify(self) -> None:
+        self.writes.notify()
+
+    def wait(self, seen: int, timeout: float) -> None:
+        self.waiting = True
+        try:
+            self.writes.wait(seen, timeout)
+        finally:
+            self.waiting = False
+
+
+def test_a_poller_told_of_the_emulators_writes_reads_an_idle_stream_when_a_table_is_written() -> None:
+    """It waits for a write, not for its interval (an hour here: without the wake-up, the records
+    would never arrive in time), and stopping wakes it too."""
+    emulator = AwsEmulator()
+    url = emulator.start()
+    try:
+        writes = Waited(emulator.writes)
+        stack = Stack(url, interval=3600, writes=writes)
+        stack.poller.start()
+        for keys in (["a"], ["b", "c"]):
+            eventually(lambda: writes.waiting)  # found nothing more to read: waits for a write
+            stack.put(*keys)
+            eventually(lambda: stack.function.keys[-1:] == keys[-1:])  # noqa: B023 - called at once
+        stack.poller.stop(timeout=3600)  # returns once its threads have ended
+        stack.dynamodb.delete_table(TableName=stack.table)
+    finally:
+        emulator.stop()
+    assert stack.function.keys == ["a", "b", "c"]

@@ -23,7 +23,9 @@ from nimbus_tools.moto_internals import (
     empty_tables,
     forget_model_instances,
     pin_kms_key_id,
+    restore_tables,
     server_app,
+    snapshot_tables,
     stop_stream_records,
     tracked_model_instances,
     trim_stream,
@@ -195,3 +197,36 @@ def test_a_pinned_kms_key_answers_to_its_new_id_and_arn_only() -> None:
         assert opened["KeyId"] == described["Arn"]
         with pytest.raises(kms.exceptions.NotFoundException):
             kms.describe_key(KeyId=drawn)
+
+
+def _scan(dynamodb: Any, table: str) -> dict[str, dict[str, Any]]:
+    return {i["id"]["S"]: i for i in dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]}
+
+
+def test_a_restore_puts_back_the_items_of_the_snapshot_as_often_as_asked(dynamodb: Any) -> None:
+    users, other = _table(dynamodb, "users"), _table(dynamodb, "other")
+    _put(dynamodb, "users", "a", "b")
+    _put(dynamodb, "other", "x")
+    snapshot = snapshot_tables(REGION, ["users"])
+    taken = _scan(dynamodb, "users")
+
+    for _ in range(2):  # the snapshot is not used up by a restore
+        _put(dynamodb, "users", "c")
+        dynamodb.delete_item(TableName="users", Key={"id": {"S": "a"}})
+        dynamodb.update_item(
+            TableName="users",
+            Key={"id": {"S": "b"}},
+            UpdateExpression="SET n = :n",
+            ExpressionAttributeValues={":n": {"N": "1"}},
+        )
+        _put(dynamodb, "other", "y")
+
+        restore_tables(snapshot)
+
+        assert _scan(dynamodb, "users") == taken
+    assert set(_scan(dynamodb, "other")) == {"x", "y"}  # a table not in the snapshot is left alone
+    records = _records(users)
+    assert [r[1] for r in records] == ["a", "b", *["c", "a", "b"] * 2]  # the stream is left alone
+    _put(dynamodb, "users", "d")
+    assert _records(users)[-1] == (str(int(records[-1][0]) + 1), "d")  # and its numbers go on rising
+    assert [r[1] for r in _records(other)] == ["x", "y", "y"]

@@ -37,11 +37,53 @@ FORGET_EVERY = 50
 KEPT_SHARD_ITERATORS = 1000
 
 
+# The DynamoDB operations that write items, and so may add stream records.
+ITEM_WRITES = frozenset(
+    {
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "BatchWriteItem",
+        "TransactWriteItems",
+        "ExecuteStatement",
+        "BatchExecuteStatement",
+        "ExecuteTransaction",
+    }
+)
+
+
+class TableWrites:
+    """A count of the item writes the emulator served, that stream pollers wait on: an idle
+    stream's reads would otherwise be requests into moto several times a second per stream-fed
+    function, for as long as the local API runs, and a write would wait for the next of them."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._count = 0
+
+    def seen(self) -> int:
+        """How many writes were served so far (to wait for the next with :meth:`wait`)."""
+        with self._changed:
+            return self._count
+
+    def notify(self) -> None:
+        """A write was served (or a waiter must wake up: the poller is stopping)."""
+        with self._changed:
+            self._count += 1
+            self._changed.notify_all()
+
+    def wait(self, seen: int, timeout: float) -> None:
+        """Return once a write after the ``seen``-th was served, or after ``timeout`` seconds."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._count != seen, timeout)
+
+
 class EmulatorMiddleware:
     """WSGI middleware in front of moto: serialises requests, captures mail, injects faults."""
 
-    def __init__(self, app: WsgiApp) -> None:
+    def __init__(self, app: WsgiApp, writes: TableWrites | None = None) -> None:
         self.app = app
+        self.writes = writes or TableWrites()
         self.faults = FaultRegistry()
         self.mail: list[dict[str, Any]] = []  # the GET /_nimbus/mail entries, oldest first
         self._aws_lock = threading.Lock()  # also guards self.mail and self._served
@@ -91,6 +133,8 @@ class EmulatorMiddleware:
             if self._served >= FORGET_EVERY:
                 forget_model_instances()
                 self._served = 0
+        if operation is not None and operation.service == "dynamodb" and operation.name in ITEM_WRITES:
+            self.writes.notify()
         return chunks
 
     def _control(
@@ -172,6 +216,7 @@ class AwsEmulator:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.host, self.port = host, port
+        self.writes = TableWrites()  # what the stream pollers wait on
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -184,7 +229,11 @@ class AwsEmulator:
         moto_scale.install()
         app, request_handler = server_app()
         self._server = make_server(
-            self.host, self.port, EmulatorMiddleware(app), threaded=True, request_handler=request_handler
+            self.host,
+            self.port,
+            EmulatorMiddleware(app, self.writes),
+            threaded=True,
+            request_handler=request_handler,
         )
         self._thread = threading.Thread(target=self._server.serve_forever, name="aws-emulator", daemon=True)
         self._thread.start()

@@ -32,6 +32,8 @@ from nimbus_tools.template import (
 )
 
 HOST = "127.0.0.1"
+# How long an idle stream poller waits for a table write before reading its stream anyway.
+IDLE_STREAM_SECONDS = 2.0
 
 
 @dataclass
@@ -122,6 +124,10 @@ class LocalStack:
             tables=provisioned.tables,
             queues=provisioned.queues,
             log=lambda line: print(line, flush=True),
+            # Read as soon as a table is written; an idle stream is still read every few seconds,
+            # should a write reach moto in a way the emulator does not see.
+            writes=self.emulator.writes,
+            interval=IDLE_STREAM_SECONDS,
         )
         self.poller.start()
         self._thread = threading.Thread(target=self.server.serve_forever, name="local-api", daemon=True)

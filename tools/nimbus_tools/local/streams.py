@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import boto3
     from types_boto3_dynamodbstreams import DynamoDBStreamsClient
 
+    from nimbus_tools.local.aws import TableWrites
     from nimbus_tools.local.functions import Invoker
 
 # Lambda's default is "retry until the record expires" (-1); locally that would spin for a day.
@@ -251,8 +252,13 @@ class StreamPoller:
         interval: float = 0.2,
         retry_delay: float = 0.2,
         log: Callable[[str], None] | None = None,
+        writes: TableWrites | None = None,
     ) -> None:
+        """``interval``: how long a stream that had nothing waits before it is read again; with
+        ``writes`` (the emulator's), it is read again as soon as a table is written, and
+        ``interval`` is only the longest wait."""
         self.subscriptions, self.invoker, self.session = list(subscriptions), invoker, session
+        self.writes = writes
         self.endpoint_url, self.tables, self.queues = endpoint_url, dict(tables), dict(queues)
         self.interval, self.retry_delay = interval, retry_delay
         self._log = log or (lambda _line: None)
@@ -285,10 +291,12 @@ class StreamPoller:
     def request_stop(self) -> None:
         """Stop reading and retrying: threads finish their invocation, then exit."""
         self._stop.set()
+        if self.writes is not None:
+            self.writes.notify()  # wake the threads waiting for a write
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop and wait for every thread (after closing the pools: no invocation is then in flight)."""
-        self._stop.set()
+        self.request_stop()
         for thread in self._threads:
             thread.join(timeout=timeout)
         self._threads.clear()
@@ -302,6 +310,7 @@ class StreamPoller:
             if position != trimmed[0] or time.monotonic() - trimmed[1] > TRIM_INTERVAL_SECONDS:
                 self._trim(reader)
                 trimmed = (position, time.monotonic())
+            seen = self.writes.seen() if self.writes is not None else 0  # before the read: none missed
             try:
                 records = reader.read(subscription.batch_size)
             except (BotoCoreError, ClientError) as error:
@@ -311,7 +320,10 @@ class StreamPoller:
                 self._stop.wait(1.0)
                 continue
             if not records:
-                self._stop.wait(self.interval)
+                if self.writes is None:
+                    self._stop.wait(self.interval)
+                elif not self._stop.is_set():
+                    self.writes.wait(seen, self.interval)
                 continue
             try:
                 batch = [r for r in records if matches(r, subscription.filter_patterns)]
