@@ -175,11 +175,14 @@ def restore_tables(snapshot: TablesSnapshot) -> None:
     from moto.core.models import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
 
+    from nimbus_tools import moto_scale
+
     tables = dynamodb_backends[DEFAULT_ACCOUNT_ID][snapshot.region].tables
     for name, items in snapshot.items.items():
         table = tables[name]
         table.items.clear()
         table.items.update(copy.deepcopy(items))  # a copy: the snapshot serves the next restore too
+        moto_scale.forget(table)  # items put back that its query indexes no longer name
 
 
 def stop_stream_records(keep: Collection[str] = ()) -> None:

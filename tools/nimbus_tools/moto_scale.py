@@ -68,6 +68,19 @@ def uninstall() -> None:
         _indexes.clear()
 
 
+def installed() -> bool:
+    """Whether moto's methods are replaced now."""
+    return bool(_STOCK)
+
+
+def forget(table: Table) -> None:
+    """Drop ``table``'s attribute indexes, after its items were replaced without moto's methods
+    (nimbus_tools.moto_internals.restore_tables): the next query on an attribute rebuilds its index
+    from every item, so an item put back is a candidate again."""
+    with _lock:
+        _indexes.pop(table, None)
+
+
 def _replacements() -> tuple[tuple[type, str, Callable[..., Any]], ...]:
     return (
         (Table, "query", _query),

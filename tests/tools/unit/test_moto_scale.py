@@ -2,11 +2,13 @@
 moto for random operation sequences, and a transaction or query that no longer costs the table.
 
 Each run uses its own tables in a ``mock_aws`` (nested in a worker's session mock, possibly) and
-deletes them after; the patch is installed for the patched runs only and removed after.
+deletes them after; each run installs or removes the patch for itself and leaves it as it found it
+(tests/conftest.py installs it for the whole suite).
 """
 
 from __future__ import annotations
 
+import contextlib
 import cProfile
 import pstats
 import random
@@ -198,21 +200,27 @@ def _stream(client: Any, table: str) -> list[Any]:
 
 def _play(seed: int, steps: int, patched: bool) -> list[Any]:
     """Every answer of the seed's script, then every stream record, on stock or patched moto."""
-    if patched:
-        moto_scale.install()
+    with _moto(patched=patched), mock_aws():
+        client = boto3.client("dynamodb", region_name=REGION)
+        users, sessions = _tables(client, f"t{seed}{'p' if patched else 's'}")
+        names = {"users": users, "sessions": sessions}
+        try:
+            answers = [_run(client, names, step) for step in _Script(seed).steps(steps)]
+            return [*answers, _stream(client, users), _stream(client, sessions)]
+        finally:
+            client.delete_table(TableName=users)
+            client.delete_table(TableName=sessions)
+
+
+@contextlib.contextmanager
+def _moto(*, patched: bool) -> Iterator[None]:
+    """Patched or stock moto for the block; then as it was before."""
+    was = moto_scale.installed()
+    (moto_scale.install if patched else moto_scale.uninstall)()
     try:
-        with mock_aws():
-            client = boto3.client("dynamodb", region_name=REGION)
-            users, sessions = _tables(client, f"t{seed}{'p' if patched else 's'}")
-            names = {"users": users, "sessions": sessions}
-            try:
-                answers = [_run(client, names, step) for step in _Script(seed).steps(steps)]
-                return [*answers, _stream(client, users), _stream(client, sessions)]
-            finally:
-                client.delete_table(TableName=users)
-                client.delete_table(TableName=sessions)
+        yield
     finally:
-        moto_scale.uninstall()
+        (moto_scale.install if was else moto_scale.uninstall)()
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -257,34 +265,30 @@ def _transaction_calls(client: Any, table: str) -> int:
 def test_a_query_and_a_transaction_cost_what_they_touch_not_the_table() -> None:
     """From 20 items to 4,000 (and their stream records) a GSI query, a base-table query and a
     transaction do about the same work; stock moto's walk and table copies do tens of times more."""
-    moto_scale.install()
-    try:
-        with mock_aws():
-            client = boto3.client("dynamodb", region_name=REGION)
-            users, _ = names = _tables(client, "scale")
-            try:
-                figures = []
-                for first, last in ((0, 20), (20, 4000)):
-                    for start in range(first, last, 25):
-                        batch = range(start, min(last, start + 25))
-                        puts: list[Any] = [
-                            {"PutRequest": {"Item": {"pk": _s(f"u{i}"), "name": _s(f"n{i}")}}} for i in batch
-                        ]
-                        client.batch_write_item(RequestItems={users: puts})
-                    figures.append(
-                        (
-                            _query_calls(client, users, "Name", "name", "n7"),
-                            _query_calls(client, users, None, "pk", "u7"),
-                            _transaction_calls(client, users),
-                        )
+    with _moto(patched=True), mock_aws():
+        client = boto3.client("dynamodb", region_name=REGION)
+        users, _ = names = _tables(client, "scale")
+        try:
+            figures = []
+            for first, last in ((0, 20), (20, 4000)):
+                for start in range(first, last, 25):
+                    batch = range(start, min(last, start + 25))
+                    puts: list[Any] = [
+                        {"PutRequest": {"Item": {"pk": _s(f"u{i}"), "name": _s(f"n{i}")}}} for i in batch
+                    ]
+                    client.batch_write_item(RequestItems={users: puts})
+                figures.append(
+                    (
+                        _query_calls(client, users, "Name", "name", "n7"),
+                        _query_calls(client, users, None, "pk", "u7"),
+                        _transaction_calls(client, users),
                     )
-                    for n in range(2):
-                        client.delete_item(TableName=users, Key={"pk": _s(f"new{n}")})
-            finally:
-                for name in names:
-                    client.delete_table(TableName=name)
-    finally:
-        moto_scale.uninstall()
+                )
+                for n in range(2):
+                    client.delete_item(TableName=users, Key={"pk": _s(f"new{n}")})
+        finally:
+            for name in names:
+                client.delete_table(TableName=name)
     small, large = figures
     ratios = [round(b / a, 1) for a, b in zip(small, large, strict=True)]
     assert all(ratio < 3 for ratio in ratios), f"GSI query, base query, transaction: {ratios}"
