@@ -8,13 +8,13 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import pytest
 
 from nimbus_core.platform import clock
-from nimbus_tools.local.aws import AwsEmulator, TableWrites
+from nimbus_tools.local.aws import AwsEmulator, TableWrites, written_tables
 from nimbus_tools.local.functions import Invocation
 from nimbus_tools.local.session import emulator_session
 from nimbus_tools.local.streams import STREAM_CLIENT_CONFIG, StreamPoller, latest_stream_arn
@@ -176,18 +176,21 @@ class Waited(TableWrites):
         super().__init__()
         self.writes, self.waiting = writes, False
 
-    def seen(self) -> int:
-        return self.writes.seen()
+        self.woken = 0  # waits that ended
 
-    def notify(self) -> None:
-        self.writes.notify()
+    def seen(self, table: str | None = None) -> int:
+        return self.writes.seen(table)
 
-    def wait(self, seen: int, timeout: float) -> None:
+    def notify(self, tables: Iterable[str] | None = None) -> None:
+        self.writes.notify(tables)
+
+    def wait(self, seen: int, timeout: float, table: str | None = None) -> None:
         self.waiting = True
         try:
-            self.writes.wait(seen, timeout)
+            self.writes.wait(seen, timeout, table)
         finally:
             self.waiting = False
+            self.woken += 1
 
 
 def test_a_poller_told_of_the_emulators_writes_reads_an_idle_stream_when_a_table_is_written() -> None:
@@ -208,3 +211,42 @@ def test_a_poller_told_of_the_emulators_writes_reads_an_idle_stream_when_a_table
     finally:
         emulator.stop()
     assert stack.function.keys == ["a", "b", "c"]
+
+
+def test_a_poller_sleeps_through_writes_to_other_tables_and_wakes_for_its_own() -> None:
+    """A sign-in writes sessions and counters: no reader of another table's stream is woken to
+    read nothing (an hour's interval: only a write to its own table can wake it)."""
+    emulator = AwsEmulator()
+    url = emulator.start()
+    try:
+        writes = Waited(emulator.writes)
+        stack, other = Stack(url, interval=3600, writes=writes), Stack(url)
+        stack.poller.start()
+        eventually(lambda: writes.waiting)
+        woken = writes.woken
+        item = {"pk": {"S": "elsewhere"}}
+        other.put("elsewhere")
+        other.dynamodb.batch_write_item(RequestItems={other.table: [{"PutRequest": {"Item": item}}]})
+        other.dynamodb.transact_write_items(TransactItems=[{"Put": {"TableName": other.table, "Item": item}}])
+        time.sleep(0.3)  # long enough for a wake-up to have been seen: there must be none
+        assert (writes.waiting, writes.woken) == (True, woken)
+
+        stack.dynamodb.transact_write_items(
+            TransactItems=[{"Put": {"TableName": stack.table, "Item": {"pk": {"S": "mine"}}}}]
+        )
+        eventually(lambda: stack.function.keys == ["mine"])
+        stack.poller.stop(timeout=3600)
+        for table in (stack.table, other.table):
+            stack.dynamodb.delete_table(TableName=table)
+    finally:
+        emulator.stop()
+
+
+def test_the_tables_a_write_names_are_told_apart_and_partiql_is_not() -> None:
+    transaction = {"TransactItems": [{"Put": {"TableName": "A"}}, {"Update": {"TableName": "B"}}]}
+    arn = "arn:aws:dynamodb:us-east-1:123456789012:table/C"
+    assert written_tables("TransactWriteItems", json.dumps(transaction).encode()) == ["A", "B"]
+    assert written_tables("BatchWriteItem", b'{"RequestItems": {"A": [], "B": []}}') == ["A", "B"]
+    assert written_tables("UpdateItem", json.dumps({"TableName": arn}).encode()) == ["C"]
+    assert written_tables("ExecuteStatement", b'{"Statement": "INSERT INTO A VALUE {}"}') is None
+    assert written_tables("PutItem", b"not json") is None

@@ -53,29 +53,68 @@ ITEM_WRITES = frozenset(
 
 
 class TableWrites:
-    """A count of the item writes the emulator served, that stream pollers wait on: an idle
-    stream's reads would otherwise be requests into moto several times a second per stream-fed
-    function, for as long as the local API runs, and a write would wait for the next of them."""
+    """Counts of the item writes the emulator served, per table, that stream pollers wait on: an
+    idle stream's reads would otherwise be requests into moto several times a second per
+    stream-fed function, for as long as the local API runs, and a write would wait for the next
+    of them. A poller waits for its own table's writes only: the sessions and counters a sign-in
+    writes wake no reader of the users or outbox stream."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
-        self._count = 0
+        self._per_table: dict[str, int] = {}
+        self._to_all = 0  # writes whose tables were not told apart, and wake-ups for everyone
 
-    def seen(self) -> int:
-        """How many writes were served so far (to wait for the next with :meth:`wait`)."""
+    def seen(self, table: str | None = None) -> int:
+        """How many writes to ``table`` (None: to any table) were served so far, to wait for the
+        next with :meth:`wait`."""
         with self._changed:
-            return self._count
+            return self._count(table)
 
-    def notify(self) -> None:
-        """A write was served (or a waiter must wake up: the poller is stopping)."""
+    def notify(self, tables: Iterable[str] | None = None) -> None:
+        """A write to ``tables`` was served; None: to tables not told apart, or a waiter must
+        wake up (the poller is stopping)."""
         with self._changed:
-            self._count += 1
+            if tables is None:
+                self._to_all += 1
+            else:
+                for table in tables:
+                    self._per_table[table] = self._per_table.get(table, 0) + 1
             self._changed.notify_all()
 
-    def wait(self, seen: int, timeout: float) -> None:
-        """Return once a write after the ``seen``-th was served, or after ``timeout`` seconds."""
+    def wait(self, seen: int, timeout: float, table: str | None = None) -> None:
+        """Return once a write to ``table`` (None: to any) after the ``seen``-th was served, or
+        after ``timeout`` seconds."""
         with self._changed:
-            self._changed.wait_for(lambda: self._count != seen, timeout)
+            self._changed.wait_for(lambda: self._count(table) != seen, timeout)
+
+    def _count(self, table: str | None) -> int:
+        counted = sum(self._per_table.values()) if table is None else self._per_table.get(table, 0)
+        return counted + self._to_all
+
+
+def written_tables(operation: str, body: bytes) -> list[str] | None:
+    """The tables a DynamoDB item write names (by name; an ARN's table part), or None where the
+    request does not say in a field (PartiQL names them in its statements)."""
+    try:
+        request = json.loads(body or b"{}")
+    except ValueError:
+        return None
+    if not isinstance(request, dict):
+        return None
+    names: list[Any]
+    if operation in ("PutItem", "UpdateItem", "DeleteItem"):
+        names = [request.get("TableName")]
+    elif operation == "BatchWriteItem":
+        names = list(request.get("RequestItems") or {})
+    elif operation == "TransactWriteItems":
+        entries: list[Any] = request.get("TransactItems") or []
+        actions = [next(iter(entry.values()), {}) for entry in entries if isinstance(entry, dict) and entry]
+        names = [action.get("TableName") for action in actions if isinstance(action, dict)]
+    else:
+        return None
+    if not all(isinstance(name, str) for name in names):
+        return None
+    return [str(name).rpartition(":table/")[2] for name in names]
 
 
 class EmulatorMiddleware:
@@ -134,7 +173,7 @@ class EmulatorMiddleware:
                 forget_model_instances()
                 self._served = 0
         if operation is not None and operation.service == "dynamodb" and operation.name in ITEM_WRITES:
-            self.writes.notify()
+            self.writes.notify(written_tables(operation.name, body))
         return chunks
 
     def _control(

@@ -255,7 +255,7 @@ class StreamPoller:
         writes: TableWrites | None = None,
     ) -> None:
         """``interval``: how long a stream that had nothing waits before it is read again; with
-        ``writes`` (the emulator's), it is read again as soon as a table is written, and
+        ``writes`` (the emulator's), it is read again as soon as its table is written, and
         ``interval`` is only the longest wait."""
         self.subscriptions, self.invoker, self.session = list(subscriptions), invoker, session
         self.writes = writes
@@ -310,7 +310,8 @@ class StreamPoller:
             if position != trimmed[0] or time.monotonic() - trimmed[1] > TRIM_INTERVAL_SECONDS:
                 self._trim(reader)
                 trimmed = (position, time.monotonic())
-            seen = self.writes.seen() if self.writes is not None else 0  # before the read: none missed
+            table = self.tables[subscription.table]
+            seen = self.writes.seen(table) if self.writes is not None else 0  # before the read: none missed
             try:
                 records = reader.read(subscription.batch_size)
             except (BotoCoreError, ClientError) as error:
@@ -323,7 +324,7 @@ class StreamPoller:
                 if self.writes is None:
                     self._stop.wait(self.interval)
                 elif not self._stop.is_set():
-                    self.writes.wait(seen, self.interval)
+                    self.writes.wait(seen, self.interval, table)
                 continue
             try:
                 batch = [r for r in records if matches(r, subscription.filter_patterns)]
