@@ -108,7 +108,9 @@ def written_tables(operation: str, body: bytes) -> list[str] | None:
         names = list(request.get("RequestItems") or {})
     elif operation == "TransactWriteItems":
         entries: list[Any] = request.get("TransactItems") or []
-        actions = [next(iter(entry.values()), {}) for entry in entries if isinstance(entry, dict) and entry]
+        actions: list[Any] = [
+            next(iter(entry.values()), {}) for entry in entries if isinstance(entry, dict) and entry
+        ]
         names = [action.get("TableName") for action in actions if isinstance(action, dict)]
     else:
         return None
