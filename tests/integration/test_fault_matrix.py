@@ -94,10 +94,34 @@ class Failure:
         return f"call {self.index + 1} {service}.{operation}{where}: {self.kind}"
 
 
+def _alike(call: tuple[str, str, dict[str, Any]]) -> str:
+    """What a call asks, leaving out the values it asks it for: the calls of one loop (a query
+    per list shard, the pages of one query) are alike."""
+    service, operation, params = call
+    shape = {k: v for k, v in params.items() if k not in ("ExpressionAttributeValues", "ExclusiveStartKey")}
+    return json.dumps([service, operation, shape], sort_keys=True, default=str)
+
+
+def representatives(calls: list[tuple[str, str, dict[str, Any]]]) -> list[int]:
+    """The indexes of the calls to fail: of each run of alike calls in a row, the first and the
+    last. The calls between them go through the same code with other values (a listing's
+    thirty-odd shard queries), so failing each of them would prove nothing more, at the cost of a
+    whole request and a check of every table per call; the first and the last prove the loop
+    stops cleanly before any result and after all the others."""
+    kept: list[int] = []
+    for index, call in enumerate(calls):
+        starts_run = index == 0 or _alike(calls[index - 1]) != _alike(call)
+        ends_run = index == len(calls) - 1 or _alike(calls[index + 1]) != _alike(call)
+        if starts_run or ends_run:
+            kept.append(index)
+    return kept
+
+
 def failures_of(calls: list[tuple[str, str, dict[str, Any]]]) -> list[Failure]:
-    """Every way each recorded call can fail."""
+    """Every way each call to fail (``representatives``) can fail."""
     planned: list[Failure] = []
-    for index, (_service, operation, params) in enumerate(calls):
+    for index in representatives(calls):
+        _service, operation, params = calls[index]
         planned += [Failure(index, "throttled"), Failure(index, "broken"), Failure(index, "timeout")]
         if operation == "TransactWriteItems":
             for item, entry in enumerate(params.get("TransactItems", [])):
@@ -107,6 +131,20 @@ def failures_of(calls: list[tuple[str, str, dict[str, Any]]]) -> list[Failure]:
         elif "ConditionExpression" in params:
             planned.append(Failure(index, "condition"))
     return planned
+
+
+def _sent(request: dict[str, Any]) -> dict[str, Any]:
+    """A call's parameters as the service reads them: its JSON body (DynamoDB, SSM and KMS send all
+    of them there; SESv2 the message), so a write's conditions and transaction items can be planned
+    from it."""
+    body = request.get("body")
+    if not body:
+        return {}
+    try:
+        decoded = json.loads(body)
+    except ValueError:
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
 
 
 @dataclass
@@ -141,16 +179,18 @@ class CallWatch:
         self.unhandled.clear()
 
     def _before_call(self, model: OperationModel, params: dict[str, Any], **_: Any) -> Any:
+        request = params  # botocore's "before-call" hands over the serialized request
         service = model.service_model.service_name
+        sent = _sent(request)
         with self._lock:
             index = len(self.calls)
-            self.calls.append((service, model.name, params))
+            self.calls.append((service, model.name, sent))
         if self.failure is None or self.failure.index != index:
             return None
         self.failed = True
         if self.failure.kind == "timeout":
             raise ReadTimeoutError(endpoint_url=f"https://{service}.{REGION}.amazonaws.com/")
-        return _error_answer(model, service, self.failure, params, self._stored)
+        return _error_answer(model, service, self.failure, sent, self._stored)
 
     def _stored(self, action: dict[str, Any]) -> dict[str, Any] | None:
         """The item a write names, as stored now (what DynamoDB returns with ALL_OLD)."""
@@ -214,7 +254,12 @@ def _error_answer(
         headers = HeadersDict({"Content-Type": "application/json", "x-amzn-ErrorType": code})
     raw = json.dumps(body).encode()
     response = {"status_code": status, "headers": headers, "body": raw}
-    parsed: dict[str, Any] = create_parser(protocol).parse(response, cast(Any, model.output_shape))
+    parser = create_parser(protocol)
+    parsed: dict[str, Any] = parser.parse(response, cast(Any, model.output_shape))
+    # The error's own fields (a cancelled transaction's reasons, the item a failed condition found),
+    # as botocore's endpoint adds them in a second pass after parsing the error.
+    if (error_shape := model.service_model.shape_for_error_code(code)) is not None:
+        parsed.update(parser.parse(response, error_shape))
     return SdkAnswer(status, headers, raw), parsed
 
 
@@ -461,6 +506,32 @@ def test_the_matrix_plans_the_kms_calls_of_a_cold_instance(stack: Stack, matrix:
     calls = [(service, operation) for service, operation, _ in watch.calls]
     assert calls.count(("kms", "Decrypt")) == 1, calls
     assert any(f.kind == "throttled" and calls[f.index][0] == "kms" for f in failures_of(watch.calls))
+
+
+def test_the_matrix_plans_the_conditions_of_the_writes_a_request_sends(stack: Stack, matrix: Matrix) -> None:
+    """The plan is made from what the functions' clients send: a registration's transaction is
+    failed item by conditioned item (else no concurrent writer would ever be tried)."""
+    scenario, watch = matrix.scenarios["POST /register"], matrix.watch
+    send = scenario.prepare()
+    container.production_deps().config.current()
+    watch.start(None)
+    assert send().status == scenario.expected_status
+    calls = list(watch.calls)
+    watch.start(None)
+    conditions = [f for f in failures_of(calls) if f.kind == "condition"]
+    assert any(calls[f.index][1] == "TransactWriteItems" and f.item is not None for f in conditions)
+
+
+def test_the_matrix_fails_the_first_and_last_of_a_run_of_alike_calls() -> None:
+    """A listing's query per shard differs only in its values: the first and the last are failed,
+    and so is every call unlike its neighbours."""
+    shard = [
+        ("dynamodb", "Query", {"IndexName": "Created", "ExpressionAttributeValues": {":p": {"S": f"{n}"}}})
+        for n in range(5)
+    ]
+    read = ("dynamodb", "BatchGetItem", {"RequestItems": {}})
+    calls = [read, *shard, read, read]
+    assert representatives(calls) == [0, 1, 5, 6, 7]
 
 
 def test_the_matrix_fails_every_call_kind_it_claims() -> None:
