@@ -331,7 +331,8 @@ def _error_answer(
     parsed: dict[str, Any] = parser.parse(response, cast(Any, model.output_shape))
     # The error's own fields (a cancelled transaction's reasons, the item a failed condition found),
     # as botocore's endpoint adds them in a second pass after parsing the error.
-    if (error_shape := model.service_model.shape_for_error_code(code)) is not None:
+    # botocore-stubs types the code as an int; botocore keys its error shapes by the code's name.
+    if (error_shape := model.service_model.shape_for_error_code(cast(Any, code))) is not None:
         parsed.update(parser.parse(response, error_shape))
     return SdkAnswer(status, headers, raw), parsed
 
@@ -607,11 +608,11 @@ def test_the_matrix_plans_the_conditions_of_the_writes_a_request_sends(stack: St
 def test_the_matrix_fails_the_first_and_last_of_a_run_of_alike_calls() -> None:
     """A listing's query per shard differs only in its values: the first and the last are failed,
     and so is every call unlike its neighbours."""
-    shard = [
+    shard: list[tuple[str, str, dict[str, Any]]] = [
         ("dynamodb", "Query", {"IndexName": "Created", "ExpressionAttributeValues": {":p": {"S": f"{n}"}}})
         for n in range(5)
     ]
-    read = ("dynamodb", "BatchGetItem", {"RequestItems": {}})
+    read: tuple[str, str, dict[str, Any]] = ("dynamodb", "BatchGetItem", {"RequestItems": {}})
     calls = [read, *shard, read, read]
     assert representatives(calls) == [0, 1, 5, 6, 7]
 
