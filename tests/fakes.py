@@ -307,7 +307,7 @@ class FakeUsers:
             ):
                 return UserChangedError()  # changed after the read: its claims are not these
             if any(table.get(key, user.id) != user.id for table, key in claims):
-                return FakeConditionFailedError("a claim of the deleted user belongs to another user")
+                return UserChangedError()  # its names moved on: built again on a fresh read
             return None
 
         def apply() -> None:

@@ -11,7 +11,14 @@ setup would make, for a fraction of its AWS calls and argon2 work), that one cal
 - the answer is the scenario's own (the failure was absorbed) or a clean, documented error: a 500
   ``INTERNAL_SERVER_ERROR`` for a dependency failure, or, where a write's condition failed as if a
   concurrent request had changed the item, a documented 4xx of the endpoint (the integration API
-  checks every error body against the endpoint's OpenAPI errors);
+  checks every error body against the endpoint's OpenAPI errors), or the write made again on a
+  fresh read (the retry then succeeds). Another request can fail a claim of a name the client chose,
+  a check that the user item is as read (its version: generation, names, hash, pending links), a
+  token, challenge or counter window spent, a counter at its limit. One kind of condition no other
+  request can fail: a new item's ``attribute_not_exists`` of a key the request made up at random
+  (``FRESH_KEYS``, each with why: a new id, the hash of a new 256-bit secret). Only a collision of
+  random values, or a bug, fails it, and the honest answer to that is a clean 500, never a user's
+  error;
 - a 500 is for the failed call alone: any other exception the functions answered it for (a bug in
   verifying a second factor, say) is named as one;
 - the tables are whole (tests/invariants.py): no half-written change;
@@ -25,6 +32,12 @@ setup would make, for a fraction of its AWS calls and argon2 work), that one cal
 The ways to fail: throttling after the SDK's retries, a 500 from the service, a timeout (the SDK
 raising, as a read timeout does once its retries are spent), and for a conditional write, its
 condition failing (ConditionalCheckFailed; for TransactWriteItems, each conditioned item's in turn).
+A failed condition comes with the item as stored (what ReturnValuesOnConditionCheckFailure=ALL_OLD
+returns): the concurrent writer changed nothing the request can see, so a request that decides on
+that item, or reads again, must go on to its own answer.
+
+Every failed run starts from the state its setup left: the tables and SSM parameters put back, and
+the instance's memory of what it learnt from them (the rate limiter's refusals) forgotten.
 
 The functions' clock stands still at the moment the setup ended for all of a scenario's runs, so
 each run meets the state the setup left at the time it left it: a TOTP code or a challenge the
@@ -55,6 +68,8 @@ from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.items import from_item
 from nimbus_core.adapters.sealing import Sealer
 from nimbus_core.domain.errors import DependencyError
+from nimbus_core.domain.limiter import memo_for
+from nimbus_core.domain.ports import CounterState
 from nimbus_core.platform import clock
 from nimbus_tools.local.faults import SdkAnswer
 from nimbus_tools.local.inprocess import Reply
@@ -91,13 +106,95 @@ class Failure:
     def describe(self, calls: list[tuple[str, str, dict[str, Any]]]) -> str:
         service, operation, _ = calls[self.index]
         where = f" (item {self.item})" if self.item is not None else ""
+        if self.kind == "condition":
+            kind, action = conditioned_write(self, calls)
+            where += f" [{kind} {action.get('TableName')} if {action.get('ConditionExpression')}]"
         return f"call {self.index + 1} {service}.{operation}{where}: {self.kind}"
 
 
+def conditioned_write(
+    failure: Failure, calls: list[tuple[str, str, dict[str, Any]]]
+) -> tuple[str, dict[str, Any]]:
+    """The write whose condition ``failure`` fails: its kind (Put, Update, Delete, ConditionCheck;
+    for a single write, its operation) and its parameters."""
+    _service, operation, params = calls[failure.index]
+    if failure.item is None:
+        return operation.removesuffix("Item"), params
+    ((kind, action),) = params["TransactItems"][failure.item].items()
+    return kind, action
+
+
+@dataclass(frozen=True)
+class FreshKey:
+    """New items stored under a key attribute whose value the request made up at random, each
+    guarded by ``attribute_not_exists`` of that attribute: no other request can name the key."""
+
+    table: str  # the table's logical id
+    attribute: str  # the key attribute the request made up
+    prefix: str  # how its value starts ("" for any)
+    why: str
+
+
+FRESH_KEYS = (
+    FreshKey("UsersTable", "pk", "USER#", "a new account's id (ids.new_id: 80 random bits a millisecond)"),
+    FreshKey("SessionsTable", "sessionId", "", "a new session's id (ids.new_id)"),
+    FreshKey("OutboxTable", "id", "", "a new message's id (ids.new_id)"),
+    FreshKey("TokensTable", "pk", "VERIFY#", "the hash of a new verification link's 256-bit secret"),
+    FreshKey("TokensTable", "pk", "RECOVER#", "the hash of a new recovery link's 256-bit secret"),
+    FreshKey("TokensTable", "pk", "CHALLENGE#", "the hash of a new challenge token's 256-bit secret"),
+    FreshKey("TokensTable", "pk", "ENROL#", "the hash of a new enrolment token's 256-bit secret"),
+)
+
+
+def fresh_key(
+    failure: Failure, calls: list[tuple[str, str, dict[str, Any]]], tables: dict[str, str]
+) -> FreshKey | None:
+    """The fresh key whose condition ``failure`` fails (``tables``: logical id -> table name), or
+    None: a condition another request can fail, which must be answered as the endpoint documents."""
+    kind, action = conditioned_write(failure, calls)
+    if kind != "Put":
+        return None
+    item = action.get("Item", {})
+    for key in FRESH_KEYS:
+        value = next(iter(item.get(key.attribute, {}).values()), None)
+        if (
+            action.get("TableName") == tables.get(key.table)
+            and action.get("ConditionExpression") == f"attribute_not_exists({key.attribute})"
+            and isinstance(value, str)
+            and value.startswith(key.prefix)
+        ):
+            return key
+    return None
+
+
+def _alike(call: tuple[str, str, dict[str, Any]]) -> str:
+    """What a call asks, leaving out the values it asks it for: the calls of one loop (a query
+    per list shard, the pages of one query) are alike."""
+    service, operation, params = call
+    shape = {k: v for k, v in params.items() if k not in ("ExpressionAttributeValues", "ExclusiveStartKey")}
+    return json.dumps([service, operation, shape], sort_keys=True, default=str)
+
+
+def representatives(calls: list[tuple[str, str, dict[str, Any]]]) -> list[int]:
+    """The indexes of the calls to fail: of each run of alike calls in a row, the first and the
+    last. The calls between them go through the same code with other values (a listing's
+    thirty-odd shard queries), so failing each of them would prove nothing more, at the cost of a
+    whole request and a check of every table per call; the first and the last prove the loop
+    stops cleanly before any result and after all the others."""
+    kept: list[int] = []
+    for index, call in enumerate(calls):
+        starts_run = index == 0 or _alike(calls[index - 1]) != _alike(call)
+        ends_run = index == len(calls) - 1 or _alike(calls[index + 1]) != _alike(call)
+        if starts_run or ends_run:
+            kept.append(index)
+    return kept
+
+
 def failures_of(calls: list[tuple[str, str, dict[str, Any]]]) -> list[Failure]:
-    """Every way each recorded call can fail."""
+    """Every way each call to fail (``representatives``) can fail."""
     planned: list[Failure] = []
-    for index, (_service, operation, params) in enumerate(calls):
+    for index in representatives(calls):
+        _service, operation, params = calls[index]
         planned += [Failure(index, "throttled"), Failure(index, "broken"), Failure(index, "timeout")]
         if operation == "TransactWriteItems":
             for item, entry in enumerate(params.get("TransactItems", [])):
@@ -107,6 +204,20 @@ def failures_of(calls: list[tuple[str, str, dict[str, Any]]]) -> list[Failure]:
         elif "ConditionExpression" in params:
             planned.append(Failure(index, "condition"))
     return planned
+
+
+def _sent(request: dict[str, Any]) -> dict[str, Any]:
+    """A call's parameters as the service reads them: its JSON body (DynamoDB, SSM and KMS send all
+    of them there; SESv2 the message), so a write's conditions and transaction items can be planned
+    from it."""
+    body = request.get("body")
+    if not body:
+        return {}
+    try:
+        decoded = json.loads(body)
+    except ValueError:
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
 
 
 @dataclass
@@ -141,16 +252,18 @@ class CallWatch:
         self.unhandled.clear()
 
     def _before_call(self, model: OperationModel, params: dict[str, Any], **_: Any) -> Any:
+        request = params  # botocore's "before-call" hands over the serialized request
         service = model.service_model.service_name
+        sent = _sent(request)
         with self._lock:
             index = len(self.calls)
-            self.calls.append((service, model.name, params))
+            self.calls.append((service, model.name, sent))
         if self.failure is None or self.failure.index != index:
             return None
         self.failed = True
         if self.failure.kind == "timeout":
             raise ReadTimeoutError(endpoint_url=f"https://{service}.{REGION}.amazonaws.com/")
-        return _error_answer(model, service, self.failure, params, self._stored)
+        return _error_answer(model, service, self.failure, sent, self._stored)
 
     def _stored(self, action: dict[str, Any]) -> dict[str, Any] | None:
         """The item a write names, as stored now (what DynamoDB returns with ALL_OLD)."""
@@ -214,7 +327,13 @@ def _error_answer(
         headers = HeadersDict({"Content-Type": "application/json", "x-amzn-ErrorType": code})
     raw = json.dumps(body).encode()
     response = {"status_code": status, "headers": headers, "body": raw}
-    parsed: dict[str, Any] = create_parser(protocol).parse(response, cast(Any, model.output_shape))
+    parser = create_parser(protocol)
+    parsed: dict[str, Any] = parser.parse(response, cast(Any, model.output_shape))
+    # The error's own fields (a cancelled transaction's reasons, the item a failed condition found),
+    # as botocore's endpoint adds them in a second pass after parsing the error.
+    # botocore-stubs types the code as an int; botocore keys its error shapes by the code's name.
+    if (error_shape := model.service_model.shape_for_error_code(cast(Any, code))) is not None:
+        parsed.update(parser.parse(response, error_shape))
     return SdkAnswer(status, headers, raw), parsed
 
 
@@ -234,7 +353,7 @@ def _is_clean_500(reply: Reply) -> bool:
     return reply.body.get("code") == "INTERNAL_SERVER_ERROR"
 
 
-def _acceptable_first(scenario: Scenario, failure: Failure, reply: Reply) -> bool:
+def _acceptable_first(scenario: Scenario, failure: Failure, reply: Reply, fresh: FreshKey | None) -> bool:
     if reply.status == scenario.expected_status:
         return True
     if failure.kind == "throttled" and reply.status == 429:
@@ -242,6 +361,9 @@ def _acceptable_first(scenario: Scenario, failure: Failure, reply: Reply) -> boo
         return reply.body.get("code") == "RATELIMITED_ERROR" and "Retry-After" in reply.headers
     if failure.kind != "condition":
         return _is_clean_500(reply)  # AWS failed: nothing but a clean 500 (or the success) is right
+    if fresh is not None:
+        # No request names a key another made up at random: a collision or a bug, never the user's.
+        return _is_clean_500(reply)
     # A failed condition is a concurrent writer, never a dependency failure: the endpoint's own
     # documented refusal (the integration API checks the code is one of its documented errors).
     return 400 <= reply.status < 500
@@ -301,8 +423,11 @@ class Prepared:
         return cls(snapshot_tables(REGION, stack.provisioned.tables.values()), _parameters(stack))
 
     def restore(self, stack: Stack) -> None:
-        """Put ``stack`` back in this state (a parameter is written only where a run changed it)."""
+        """Put ``stack`` back in this state (a parameter is written only where a run changed it),
+        and make the functions forget the refusals their rate limiter remembers from the counters
+        as a run left them (else a refusal one run met would answer the next run's requests)."""
         restore_tables(self.tables)
+        memo_for(container.production_deps().counters).clear()
         now = _parameters(stack)
         for name, (kind, value) in self.parameters.items():
             if now.get(name) != (kind, value):
@@ -323,6 +448,7 @@ def _run_one(
     scenario: Scenario,
     send: Callable[[], Reply],
     failure: Failure,
+    fresh: FreshKey | None,
     watch: CallWatch,
     stack: Stack,
     described: str,
@@ -339,7 +465,7 @@ def _run_one(
     problems: list[str] = []
     if not failed:
         problems.append(f"{described}: the request made fewer calls than its clean run")
-    if not _acceptable_first(scenario, failure, first):
+    if not _acceptable_first(scenario, failure, first, fresh):
         problems.append(f"{described}: answered {first.status} {first.body}")
     problems += [
         f"{described}: answered 500 for {type(exc).__name__}: {exc}, not for the failed call"
@@ -421,10 +547,12 @@ def test_every_aws_call_of_the_scenario_failed_in_turn_leaves_a_clean_answer_and
         clean = send()
         calls = list(watch.calls)
         assert clean.status == scenario.expected_status, (scenario.name, clean.body)
+        tables = stack.provisioned.tables
         for failure in failures_of(calls):
             prepared.restore(stack)
             described = f"{scenario.name}, {failure.describe(calls)}"
-            problems += _run_one(scenario, send, failure, watch, stack, described, monkeypatch)
+            fresh = fresh_key(failure, calls, tables) if failure.kind == "condition" else None
+            problems += _run_one(scenario, send, failure, fresh, watch, stack, described, monkeypatch)
     assert problems == [], "\n".join(problems)
 
 
@@ -463,6 +591,32 @@ def test_the_matrix_plans_the_kms_calls_of_a_cold_instance(stack: Stack, matrix:
     assert any(f.kind == "throttled" and calls[f.index][0] == "kms" for f in failures_of(watch.calls))
 
 
+def test_the_matrix_plans_the_conditions_of_the_writes_a_request_sends(stack: Stack, matrix: Matrix) -> None:
+    """The plan is made from what the functions' clients send: a registration's transaction is
+    failed item by conditioned item (else no concurrent writer would ever be tried)."""
+    scenario, watch = matrix.scenarios["POST /register"], matrix.watch
+    send = scenario.prepare()
+    container.production_deps().config.current()
+    watch.start(None)
+    assert send().status == scenario.expected_status
+    calls = list(watch.calls)
+    watch.start(None)
+    conditions = [f for f in failures_of(calls) if f.kind == "condition"]
+    assert any(calls[f.index][1] == "TransactWriteItems" and f.item is not None for f in conditions)
+
+
+def test_the_matrix_fails_the_first_and_last_of_a_run_of_alike_calls() -> None:
+    """A listing's query per shard differs only in its values: the first and the last are failed,
+    and so is every call unlike its neighbours."""
+    shard: list[tuple[str, str, dict[str, Any]]] = [
+        ("dynamodb", "Query", {"IndexName": "Created", "ExpressionAttributeValues": {":p": {"S": f"{n}"}}})
+        for n in range(5)
+    ]
+    read: tuple[str, str, dict[str, Any]] = ("dynamodb", "BatchGetItem", {"RequestItems": {}})
+    calls = [read, *shard, read, read]
+    assert representatives(calls) == [0, 1, 5, 6, 7]
+
+
 def test_the_matrix_fails_every_call_kind_it_claims() -> None:
     """The failure plan covers each call three ways, and each conditioned write's condition."""
     calls: list[tuple[str, str, dict[str, Any]]] = [
@@ -487,3 +641,50 @@ def test_the_matrix_fails_every_call_kind_it_claims() -> None:
         (2, "throttled", None), (2, "broken", None), (2, "timeout", None),
         (2, "condition", 0), (2, "condition", 2),
     ]  # fmt: skip
+
+
+def test_the_matrix_answers_a_clean_500_only_for_conditions_on_keys_the_request_made_up() -> None:
+    """A new item's key made up at random (an id, a token's hash) is named by no other request; a
+    claim of a name the client chose, a consumed token or a counter is, and needs the endpoint's
+    own answer."""
+    tables = {"UsersTable": "users", "TokensTable": "tokens", "SessionsTable": "sessions"}
+    new = "attribute_not_exists(pk)"
+    writes: list[dict[str, Any]] = [
+        {"Put": {"TableName": "users", "Item": {"pk": {"S": "USER#01M8GN49WC"}}, "ConditionExpression": new}},
+        {"Put": {"TableName": "users", "Item": {"pk": {"S": "USERNAME#alice"}}, "ConditionExpression": new}},
+        {"Put": {"TableName": "tokens", "Item": {"pk": {"S": "VERIFY#9f86d0"}}, "ConditionExpression": new}},
+        {
+            "Delete": {
+                "TableName": "tokens",
+                "Key": {"pk": {"S": "VERIFY#9f86d0"}},
+                "ConditionExpression": new,
+            }
+        },
+        {
+            "Put": {
+                "TableName": "sessions",
+                "Item": {"userId": {"S": "01M8GN49WC"}, "sessionId": {"S": "01M8GN5NEZ"}},
+                "ConditionExpression": "attribute_not_exists(sessionId)",
+            }
+        },
+    ]
+    calls = [("dynamodb", "TransactWriteItems", {"TransactItems": writes})]
+    single = [("dynamodb", "PutItem", writes[0]["Put"])]
+
+    fresh = [fresh_key(Failure(0, "condition", item), calls, tables) for item in range(len(writes))]
+
+    assert [key.why if key else None for key in fresh] == [
+        FRESH_KEYS[0].why, None, FRESH_KEYS[3].why, None, FRESH_KEYS[1].why
+    ]  # fmt: skip
+    assert fresh_key(Failure(0, "condition"), single, tables) == FRESH_KEYS[0]
+
+
+def test_a_restore_forgets_the_refusals_the_rate_limiter_remembers(stack: Stack) -> None:
+    """A refusal one run met is not the next run's: the restored counters decide again."""
+    prepared = Prepared.take(stack)
+    memo = memo_for(container.production_deps().counters)
+    memo.remember("login#ip#192.0.2.1", CounterState(False, 4, 4, int(clock.now()) + 300))
+
+    prepared.restore(stack)
+
+    assert memo.refusal("login#ip#192.0.2.1", clock.now()) is None

@@ -139,3 +139,17 @@ def test_a_refusal_whose_window_ended_is_not_repeated() -> None:
 
     assert memo.refusal("a", NOW + 300) is None
     assert len(memo) == 0
+
+
+def test_a_cleared_memo_asks_the_store_again() -> None:
+    db = FakeDb()
+    memo = RefusalMemo(size=100)
+    limiter = RateLimiter(FakeCounters(db), memo=memo)
+    exhaust(limiter, "192.0.2.1")
+    assert not limiter.hit(LOGIN, "192.0.2.1", NOW).state.allowed
+    db.counters.clear()  # the counters put back as they were before (a test's restored tables)
+
+    memo.clear()
+
+    assert limiter.hit(LOGIN, "192.0.2.1", NOW).state.allowed
+    assert len(memo) == 0

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from accounts_api import service as accounts
 from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody
 from nimbus_core.accounts import notices
-from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.errors import ErrorCode, NimbusError, UserChangedError
 from nimbus_core.domain.scopes import Scope
 from nimbus_core.http.guard import Request
 from nimbus_core.platform.ids import new_id
@@ -168,6 +169,38 @@ def test_staff_revoke_all_retries_after_a_concurrent_revocation(world: FakeWorld
     service.revoke_all_sessions(world.deps, stale_target, keep_current=False, now=world.clock.now())
 
     assert [_caller(world, t) for t in tokens] == [None, None]
+
+
+def test_staff_revoke_all_lands_after_the_users_own_password_change(world: FakeWorld) -> None:
+    """The password change that lands between the staff read and the revocation revoked the other
+    sessions and changed the hash: the revocation is made again on the user as stored, never
+    answered INVALID_PASSWORD_ERROR (no password was asked)."""
+    tokens = _user(world, logins=1)
+    owner = _caller(world, tokens[0])
+    assert owner is not None
+    stale_target = Owner(owner.user)
+    actor = notices.Actor("user", "203.0.113.9", "Firefox 132 on Ubuntu")
+    accounts.change_password(world.deps, owner, "a new long password", world.clock.now(), actor=actor)
+
+    service.revoke_all_sessions(world.deps, stale_target, keep_current=False, now=world.clock.now())
+
+    assert [_caller(world, t) for t in tokens] == [None, None]
+
+
+def test_staff_revoke_all_whose_write_went_stale_is_made_again_on_a_fresh_read(world: FakeWorld) -> None:
+    """A condition that failed for a change the revocation cannot see (the fresh read finds the
+    user as read) is no answer: the revocation is made again and lands."""
+    tokens = _user(world, logins=2)
+    caller = _caller(world, tokens[0])
+    assert caller is not None
+    world.tx.fail_next = UserChangedError()
+
+    count = service.revoke_all_sessions(
+        world.deps, Owner(caller.user), keep_current=False, now=world.clock.now()
+    )
+
+    assert count == 3
+    assert [_caller(world, t) for t in tokens] == [None, None, None]
 
 
 def test_revoke_all_costs_one_transaction_whatever_the_number_of_sessions(world: FakeWorld) -> None:

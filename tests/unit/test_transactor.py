@@ -9,7 +9,9 @@ import pytest
 from botocore.stub import Stubber
 
 from nimbus_core.adapters.transactions import DynamoTransactor, TransactOp, fails_with
-from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError
+from nimbus_core.adapters.users import DynamoUsers
+from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
+from tests.contract.builders import a_user
 
 PUT = {"Put": {"TableName": "t", "Item": {"pk": {"S": "a"}}}}
 CLAIM = {
@@ -60,3 +62,17 @@ def test_a_failed_condition_raises_the_error_its_op_carries() -> None:
                 [TransactOp(PUT), TransactOp(CLAIM, fails_with(ErrorCode.USER_EXISTS_ERROR))]
             )
     assert raised.value.code is ErrorCode.USER_EXISTS_ERROR
+
+
+@pytest.mark.parametrize("claim", [1, 2], ids=["username", "email"])
+def test_a_deletion_whose_claim_moved_on_is_built_again_on_a_fresh_read(claim: int) -> None:
+    """A claim of the deleted user that another user holds means the user's names moved on since
+    the read: a UserChangedError (the deletion is built again on the stored user), never a 500."""
+    client = _client()
+    ops = DynamoUsers(client, "users").delete_ops(a_user())
+    codes = ["None"] * len(ops)
+    codes[claim] = "ConditionalCheckFailed"
+    with Stubber(client) as stubber:
+        _cancelled(stubber, *codes)
+        with pytest.raises(UserChangedError):
+            DynamoTransactor(client).commit(ops)

@@ -23,8 +23,6 @@ from nimbus_core.sessions.auth import Caller
 from nimbus_core.sessions.session_issuer import IssuedSession, new_session, revoke_all, revoke_all_but
 
 ME = "me"
-# A staff revoke-all retries when the target's sessions were revoked meanwhile by someone else.
-_REVOKE_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,20 +120,15 @@ def revoke_all_sessions(deps: Deps, owner: Owner, *, keep_current: bool, now: fl
         return _revoke_all_but_mine(deps, Caller(owner.user, owner.current), now)
     # The count is for the answer (upstream's clients read it); the revocation does not depend on it.
     count = deps.sessions.count_live(owner.user.id, generation=owner.user.session_generation, now=now)
-    user = owner.user
-    for _ in range(_REVOKE_ATTEMPTS):
-        try:
-            deps.tx.commit(deps.users.change_ops(user, revoke_all(user)))
-            return count
-        except NimbusError as exc:
-            if exc.code is not ErrorCode.INVALID_SESSION_ERROR:
-                raise
-            # Revoked meanwhile by someone else (a session kept there must go too), or deleted.
-            fresh = deps.users.get(user.id)
-            if fresh is None:
-                raise NimbusError(ErrorCode.INVALID_USER_ERROR) from None
-            user = fresh
-    raise NimbusError(ErrorCode.INTERNAL_SERVER_ERROR)
+
+    def attempt(user: User) -> int:
+        # Conditional on the generation read: any change that lands first (sessions revoked
+        # meanwhile by someone else, a session kept there that must go too; a password change) is
+        # revoked again on the user as stored now; a user deleted meanwhile is 404 INVALID_USER_ERROR.
+        deps.tx.commit(deps.users.change_ops(user, revoke_all(user), rebuilt_when_stale=True))
+        return count
+
+    return account_changes.on_fresh_user(deps, owner.user, attempt, gone=ErrorCode.INVALID_USER_ERROR)
 
 
 def _revoke_all_but_mine(deps: Deps, caller: Caller, now: float) -> int:

@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import from_item
 from nimbus_core.adapters.transactions import TransactOp
+from nimbus_core.domain.errors import DependencyError
 from nimbus_core.domain.ports import CounterState, CounterThrottledError, CounterWindowMovedError, WriteOp
 
 if TYPE_CHECKING:
@@ -126,9 +127,13 @@ def hit(client: DynamoDBClient, spec: CounterSpec, *, limit: int, window: int, n
                 if error_code(exc) != "ConditionalCheckFailedException":
                     raise
                 old = from_item(dict(exc.response.get("Item") or {}))  # type: ignore[call-overload]
-                if not old:
+                if not old and spec.must_exist:
                     raise CounterTargetMissingError(spec.table) from exc
-                return CounterState(False, int(old[spec.count_attr]), limit, int(old[spec.reset_attr]))
+                if _full(old, spec, limit=limit, now=now_s):
+                    return CounterState(False, int(old[spec.count_attr]), limit, int(old[spec.reset_attr]))
+                # A refusal is decided on the item returned with the failure, never on the failure
+                # alone: one that shows room (or no counter at all) refuses nobody, so count again.
+                continue
         new = from_item(result["Attributes"])
         reset_at = int(new[spec.reset_attr])
         if reset_at > now_s:
@@ -136,7 +141,14 @@ def hit(client: DynamoDBClient, spec: CounterSpec, *, limit: int, window: int, n
         if _restart_window(client, spec, old_reset=reset_at, window=window, now=now_s):
             return CounterState(True, 1, limit, now_s + window)
         # Another request restarted the window first: count again inside the new window.
-    raise RuntimeError("counter contention did not settle")
+    raise DependencyError(f"UpdateItem (counter) on {spec.table}: contention did not settle")
+
+
+def _full(old: dict[str, Any], spec: CounterSpec, *, limit: int, now: int) -> bool:
+    """Whether the counter as found refuses a hit at ``now``: counted up to ``limit`` in a window
+    still open (the negation of the hit's condition, decided on the item DynamoDB returned)."""
+    count, reset_at = old.get(spec.count_attr), old.get(spec.reset_attr)
+    return count is not None and int(count) >= limit and reset_at is not None and int(reset_at) > now
 
 
 def _restart_window(

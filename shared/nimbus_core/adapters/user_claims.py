@@ -9,7 +9,7 @@ from nimbus_core.adapters.items import to_item
 from nimbus_core.adapters.transactions import TransactOp, fails_with
 from nimbus_core.adapters.user_items import NOT_EXISTS, UsersTable, email_claim, user_item, username_claim
 from nimbus_core.adapters.user_listing import count_op
-from nimbus_core.domain.errors import ErrorCode
+from nimbus_core.domain.errors import ErrorCode, UserChangedError
 from nimbus_core.domain.models import User
 from nimbus_core.domain.ports import WriteOp
 
@@ -40,8 +40,11 @@ def release_op(table: str, pk: str, user: User) -> TransactOp:
 
 
 def delete_own_claim_op(table: str, pk: str, user: User) -> TransactOp:
-    """Delete the claim ``pk`` with its user ``user``."""
-    # Unconditional on existence (idempotent), but never another user's claim.
+    """Delete the claim ``pk`` with its user ``user``; a claim now another user's is a
+    UserChangedError (the user's names moved on since the read: built again on a fresh one)."""
+    # Unconditional on existence (idempotent), but never another user's claim. A claim changes hands
+    # only in a transaction that also changes its holder's user item, so the user item's own
+    # condition in the deletion fails with it; either reason asks for the same fresh read.
     return TransactOp(
         {
             "Delete": {
@@ -50,7 +53,8 @@ def delete_own_claim_op(table: str, pk: str, user: User) -> TransactOp:
                 "ConditionExpression": "attribute_not_exists(pk) OR userId = :me",
                 "ExpressionAttributeValues": {":me": {"S": user.id}},
             }
-        }
+        },
+        lambda _old: UserChangedError(),
     )
 
 

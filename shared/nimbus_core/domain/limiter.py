@@ -68,6 +68,12 @@ class RefusalMemo:
         with self._lock:
             self._refusals.pop(key, None)
 
+    def clear(self) -> None:
+        """Forget every refusal, as a new instance starts (the counters were put back to a state
+        in which they may not hold)."""
+        with self._lock:
+            self._refusals.clear()
+
 
 # One memo per counter store: the production store lives as long as the Lambda instance, so the
 # memo does too, and each test's fresh store starts with an empty one.
