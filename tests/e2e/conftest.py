@@ -148,6 +148,7 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.fail("Chromium is missing: `make test` (or `make chromium`) installs Debian's package")
+    # No GPU emulation: headless pages are drawn in software either way, and its process costs CPU.
     launched = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
     yield launched
     launched.close()
