@@ -68,13 +68,12 @@ $(NODE_MODULES): package.json package-lock.json
 serve: $(VENV)/.synced $(NODE_MODULES)
 	$(VENV)/bin/nimbus-local serve $(if $(PORT),--port $(PORT))
 
-# The parallel tests keep both cores busy by themselves; the end-to-end tests wait on their local
-# APIs' pollers, cache ages and browsers, so the contract fuzzing, mypy and sam validate run beside
-# them (--output-sync: each one's output whole, once it ends), and so do the template's checks and
-# `sam build`'s (it mostly downloads). ruff first: it fails in a second.
+# Everything after ruff at once (--output-sync: each one's output whole, once it ends): the
+# end-to-end tests wait on their local APIs' pollers, cache ages and browsers, and `sam build`
+# mostly downloads, so the parallel tests, the contract fuzzing, mypy and the template's checks
+# use the cores meanwhile. ruff first: it fails in a second.
 test: lint
-	@$(MAKE) --no-print-directory parallel-tests
-	@$(MAKE) --no-print-directory -j --output-sync=target e2e-http fuzzing typecheck validate iac-check build-check
+	@$(MAKE) --no-print-directory -j --output-sync=target parallel-tests e2e-http fuzzing typecheck validate iac-check build-check
 
 lint: $(VENV)/.synced
 	$(VENV)/bin/ruff check .

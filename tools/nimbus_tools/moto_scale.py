@@ -17,10 +17,18 @@ touching moto internals, changes exactly those two things and leaves the rest to
   use too, and ``DynamoDBBackend.update_item``, which changes an item in place) and each item a
   rollback restores; entries of deleted or changed items are dropped when a query meets them.
 
+And one thing of moto's response serializer (moto.core.serialize), which every answer passes
+through: for each member of each structure it makes alias providers anew to list the names to try
+on the result object (most of an answer's cost, items and scans above all). For a result that is a
+dict, as DynamoDB's are, that list depends only on the key, the shape and the shape's parent, so
+``AttributePicker.get_possible_keys`` (and its XFormed subclass's) is remembered per those.
+
 Relies on ``moto.dynamodb.models``: ``DynamoDBBackend.transact_write_items`` (its ``self.tables``
 backup and rollback lines), ``update_item`` and ``get_keys_value``; ``Table.query``,
 ``put_item``, ``all_indexes``, ``items`` (hash key to item, or to a dict of range
-key to item), ``stream_shard.items``; ``Item.attrs``, ``hash_key`` and ``range_key``.
+key to item), ``stream_shard.items``; ``Item.attrs``, ``hash_key`` and ``range_key``; and
+``moto.core.serialize``'s ``AttributePicker`` (``get_possible_keys``, ``alias_providers``),
+``XFormedAttributePicker`` and ``AttributePickerContext`` (the ``parent`` moto sets on shapes).
 tests/tools/unit/test_moto_scale.py runs random operation sequences on stock and patched moto and
 compares every answer and stream record. The same change as a patch to moto, with its test, is
 patches/moto-dynamodb-scale.patch (docs/decisions/2026-11-26-local-aws-emulator.md).
@@ -33,9 +41,10 @@ import copy
 import inspect
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from moto.core.serialize import AttributePicker, AttributePickerContext, XFormedAttributePicker
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
@@ -49,23 +58,28 @@ _indexes: weakref.WeakKeyDictionary[Table, dict[str, dict[DynamoType, set[Key]]]
     weakref.WeakKeyDictionary()
 )
 _INDEXABLE = frozenset({"S", "N", "B"})  # the key types DynamoDB allows
+# The response serializer's keys to try, per picker, key and shape (see _possible_keys); bounded,
+# should a long session meet shapes without end.
+_aliases: dict[tuple[Any, ...], tuple[str, ...]] = {}
+_ALIASES_KEPT = 100_000
 
 
 def install() -> None:
-    """Replace the four moto methods named in the module docstring (idempotent)."""
+    """Replace the moto methods named in the module docstring (idempotent)."""
     for owner, name, replacement in _replacements():
-        if name not in _STOCK:
-            _STOCK[name] = getattr(owner, name)
+        if f"{owner.__name__}.{name}" not in _STOCK:
+            _STOCK[f"{owner.__name__}.{name}"] = owner.__dict__[name]
             setattr(owner, name, replacement)
 
 
 def uninstall() -> None:
     """Put moto's own methods back (the differential test compares both)."""
     for owner, name, _ in _replacements():
-        if name in _STOCK:
-            setattr(owner, name, _STOCK.pop(name))
+        if f"{owner.__name__}.{name}" in _STOCK:
+            setattr(owner, name, _STOCK.pop(f"{owner.__name__}.{name}"))
     with _lock:
         _indexes.clear()
+        _aliases.clear()
 
 
 def installed() -> bool:
@@ -87,7 +101,33 @@ def _replacements() -> tuple[tuple[type, str, Callable[..., Any]], ...]:
         (Table, "put_item", _put_item),
         (DynamoDBBackend, "update_item", _update_item),
         (DynamoDBBackend, "transact_write_items", _transact_write_items),
+        (AttributePicker, "get_possible_keys", _possible_keys(AttributePicker)),
+        (XFormedAttributePicker, "get_possible_keys", _possible_keys(XFormedAttributePicker)),
     )
+
+
+def _possible_keys(owner: type[AttributePicker]) -> Callable[..., Any]:
+    """``owner.get_possible_keys``, remembered for a result that is a dict (DynamoDB's are): the
+    keys it tries depend on the key, the shape and the shape's parent at the time (moto sets it as
+    it walks), and on the object only through its class and a ``Meta``, which a dict has not."""
+
+    def get_possible_keys(self: AttributePicker, context: AttributePickerContext) -> Iterable[str]:
+        stock = _STOCK[f"{owner.__name__}.get_possible_keys"]
+        if type(context.obj) is not dict:
+            return stock(self, context)  # type: ignore[no-any-return]
+        shape = context.shape
+        remembered = (owner, tuple(self.alias_providers), context.key, shape, getattr(shape, "parent", None))
+        with _lock:
+            keys = _aliases.get(remembered)
+        if keys is None:
+            keys = tuple(stock(self, context))
+            with _lock:
+                if len(_aliases) >= _ALIASES_KEPT:
+                    _aliases.clear()
+                _aliases[remembered] = keys
+        return keys
+
+    return get_possible_keys
 
 
 def _lookup(table: Table, key: Key) -> Item | None:
@@ -167,11 +207,11 @@ def _query(self: Table, *args: Any, **kwargs: Any) -> Any:
     found = _candidates(
         self, given.get("hash_key"), given.get("index_name"), given.get("hash_key_conditions")
     )
-    return _STOCK["query"](self if found is None else _OnlyCandidates(self, found), *args, **kwargs)
+    return _STOCK["Table.query"](self if found is None else _OnlyCandidates(self, found), *args, **kwargs)
 
 
 def _put_item(self: Table, *args: Any, **kwargs: Any) -> Item:
-    item: Item = _STOCK["put_item"](self, *args, **kwargs)
+    item: Item = _STOCK["Table.put_item"](self, *args, **kwargs)
     _record(self, item)
     return item
 
@@ -179,7 +219,7 @@ def _put_item(self: Table, *args: Any, **kwargs: Any) -> Item:
 def _update_item(self: DynamoDBBackend, table_name: str, key: Any, *args: Any, **kwargs: Any) -> Item:
     table = self.get_table(table_name)
     try:
-        return _STOCK["update_item"](self, table_name, key, *args, **kwargs)  # type: ignore[no-any-return]
+        return _STOCK["DynamoDBBackend.update_item"](self, table_name, key, *args, **kwargs)  # type: ignore[no-any-return]
     finally:  # moto changes the stored item in place, and may have created it before failing
         with contextlib.suppress(Exception):
             item = _lookup(table, self.get_keys_value(table, key))
@@ -220,11 +260,11 @@ class _WithoutTableCopies:
 def _transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
     undo = _undo_log(self, transact_items)
     if undo is None:  # an operation's key cannot be read here: moto copies the tables itself
-        _STOCK["transact_write_items"](self, transact_items)
+        _STOCK["DynamoDBBackend.transact_write_items"](self, transact_items)
         return
     items, streams = undo
     try:
-        _STOCK["transact_write_items"](_WithoutTableCopies(self), transact_items)
+        _STOCK["DynamoDBBackend.transact_write_items"](_WithoutTableCopies(self), transact_items)
     except BaseException:
         for (table, key), before in items.items():
             _restore(table, key, before)
