@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from typing import Any
 
-from werkzeug.serving import BaseWSGIServer, make_server
+from waitress.adjustments import Adjustments
+from waitress.server import TcpWSGIServer
 from werkzeug.wrappers import Response
 from werkzeug.wsgi import get_input_stream
 
@@ -24,6 +25,7 @@ from nimbus_tools.local.faults import (
     fault_response,
     identify_operation,
 )
+from nimbus_tools.local.waitress_serving import WaitressServing
 from nimbus_tools.moto_internals import WsgiApp, forget_model_instances, server_app, trim_stream
 
 SES_SEND_EMAIL = AwsOperation("ses", "SendEmail", "rest-json")
@@ -50,6 +52,10 @@ ITEM_WRITES = frozenset(
         "ExecuteTransaction",
     }
 )
+
+
+# Threads answering AWS calls (moto itself answers one at a time, under the middleware's lock).
+EMULATOR_THREADS = 8
 
 
 class TableWrites:
@@ -253,12 +259,13 @@ def _json(
 
 
 class AwsEmulator:
-    """moto's server app plus :class:`EmulatorMiddleware`, served by werkzeug on a thread."""
+    """moto's server app plus :class:`EmulatorMiddleware`, served by waitress on a thread (kept-alive
+    connections: an SDK call costs no new connection, as against AWS)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.host, self.port = host, port
         self.writes = TableWrites()  # what the stream pollers wait on
-        self._server: BaseWSGIServer | None = None
+        self._serving: WaitressServing | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> str:
@@ -268,23 +275,28 @@ class AwsEmulator:
         from nimbus_tools import moto_scale  # imports moto's DynamoDB models: late, as server_app
 
         moto_scale.install()
-        app, request_handler = server_app()
-        self._server = make_server(
-            self.host,
-            self.port,
-            EmulatorMiddleware(app, self.writes),
-            threaded=True,
-            request_handler=request_handler,
+        app, _ = server_app()
+        channels: dict[int, Any] = {}
+        adjustments = Adjustments(
+            host=self.host,
+            port=self.port,
+            threads=EMULATOR_THREADS,
+            ident="nimbus-aws-emulator",
+            # Emulated AWS APIs take large requests (a BatchWriteItem, a stream's records).
+            max_request_body_size=64 * 1024 * 1024,
+            log_socket_errors=False,
         )
-        self._thread = threading.Thread(target=self._server.serve_forever, name="aws-emulator", daemon=True)
+        server = TcpWSGIServer(EmulatorMiddleware(app, self.writes), map=channels, adj=adjustments)
+        self._serving = WaitressServing(server, channels)
+        self._thread = threading.Thread(target=self._serving.serve_forever, name="aws-emulator", daemon=True)
         self._thread.start()
-        return f"http://{self.host}:{self._server.server_port}"
+        return f"http://{self.host}:{self._serving.port}"
 
     def stop(self) -> None:
         """Stop serving and release the port."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+        if self._serving is not None:
+            self._serving.shutdown()
+            self._serving.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        self._server = self._thread = None
+        self._serving = self._thread = None

@@ -18,7 +18,6 @@ from collections.abc import Iterable
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, TextIO
 
-from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
@@ -26,6 +25,7 @@ from waitress.task import ErrorTask, WSGITask
 
 from nimbus_tools.local.events import HttpRequest, HttpResponse
 from nimbus_tools.local.gateway import Gateway, GatewayResult, json_message
+from nimbus_tools.local.waitress_serving import WaitressServing
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment
@@ -214,14 +214,11 @@ class LocalApiServer:
             log_socket_errors=False,
             expose_tracebacks=False,
         )
-        self._map: dict[int, Any] = {}
-        self._server = _WaitressServer(self, map=self._map, adj=adjustments)
+        channels: dict[int, Any] = {}
+        self._server = _WaitressServer(self, map=channels, adj=adjustments)
         self._server.request_log = self.request_log
-        listening: Any = self._server.socket
-        self.port: int = listening.getsockname()[1]  # the port bound
-        self._stopped = threading.Event()
-        self._stopped.set()
-        self._closed = False
+        self._serving = WaitressServing(self._server, channels)
+        self.port: int = self._serving.port  # the port bound
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         """The WSGI application: the request goes to the gateway, the answer back, one log line each."""
@@ -256,42 +253,16 @@ class LocalApiServer:
 
     def serve_forever(self) -> None:
         """Serve until :meth:`shutdown` (blocks; run it on a thread)."""
-        self._stopped.clear()
-        try:
-            self._server.run()
-        finally:
-            self._stopped.set()
+        self._serving.serve_forever()
 
     def open_connections(self) -> list[socket.socket]:
         """The accepted client sockets that are open now."""
-        channels: Any = self._server.active_channels  # the stubs type it as a single channel
-        return [channel.socket for channel in list(channels.values())]
+        return self._serving.open_connections()
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stop serving: close the listening socket and every connection, and wait for the loop."""
-        if not self._stopped.is_set():
-            self._wait_idle(timeout)
-            trigger: Any = self._server.trigger  # the stubs type it as an int
-            trigger.pull_trigger(self._close_all)  # runs on the serving thread
-            self._stopped.wait(timeout)
+        self._serving.shutdown(timeout)
 
     def server_close(self) -> None:
         """Release the socket and stop the worker threads (after :meth:`shutdown`); idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._stopped.is_set():
-            self._close_all()
-        self._wait_idle()
-        self._server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
-
-    def _wait_idle(self, timeout: float = 5.0) -> None:
-        """Let requests still being answered finish: closing or cancelling a channel while a worker
-        thread services it makes waitress fail inside that thread (a traceback on Ctrl-C)."""
-        dispatcher: Any = self._server.task_dispatcher
-        deadline = time.monotonic() + timeout
-        while (dispatcher.active_count or dispatcher.queue) and time.monotonic() < deadline:
-            time.sleep(0.01)
-
-    def _close_all(self) -> None:
-        wasyncore.close_all(self._map)
+        self._serving.server_close()
