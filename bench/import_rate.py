@@ -78,21 +78,9 @@ def _into_local_stack(url: str) -> tuple[ImportReport, ImportReport]:
         api = start_local_api(state_dir=Path(state), timeout=120)
         try:
             key = "testing"  # the emulator's credentials
-            client = boto3.client(
-                "dynamodb",
-                REGION,
-                endpoint_url=api.aws_endpoint_url,
-                aws_access_key_id=key,
-                aws_secret_access_key=key,
-                config=_CONFIG,
-            )
-            kms = boto3.client(
-                "kms",
-                REGION,
-                endpoint_url=api.aws_endpoint_url,
-                aws_access_key_id=key,
-                aws_secret_access_key=key,
-            )
+            emulator = boto3.Session(aws_access_key_id=key, aws_secret_access_key=key, region_name=REGION)
+            client = emulator.client("dynamodb", endpoint_url=api.aws_endpoint_url, config=_CONFIG)
+            kms = emulator.client("kms", endpoint_url=api.aws_endpoint_url)
             sealer = Sealer(lambda: KmsKeys(kms), key_id=api.state["totp_key"], stage=api.state["stage"])
             stores = Stores.on(client, {name: api.state["tables"][name] for name in _CANNED_TABLES}, sealer)
             with UpstreamSource(url) as reader:
