@@ -22,6 +22,10 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_COMPILE_BYTECODE := 1
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 export SAM_CLI_TELEMETRY := 0
+# Bytecode caches are written (__pycache__, ignored by git): the suite starts hundreds of Python
+# processes (test workers, local APIs, their function workers, operator tool runs), which then load
+# the compiled sources instead of compiling them again each. A caller's setting must not stop it.
+unexport PYTHONDONTWRITEBYTECODE
 # `sam build` must find python3.13 on PATH.
 export PATH := $(dir $(PY313)):$(PATH)
 
@@ -126,12 +130,14 @@ unit integration contract tools: $(VENV)/.synced
 e2e:
 	@$(MAKE) --no-print-directory -j --output-sync=target e2e-http fuzzing
 
-# Headless Chromium (Debian's package) for the account console's browser tests (tests/e2e/test_console.py).
+# Headless Chromium for the account console's browser tests (tests/e2e/test_console.py): Debian's
+# chromium-headless-shell, the headless-only build Playwright itself runs headless tests in (the
+# full browser's headless mode draws its whole UI stack too, at about four times the CPU).
 .PHONY: chromium
 chromium:
-	@command -v chromium >/dev/null || { echo "installing Debian's chromium (browser tests)"; \
+	@command -v chromium-headless-shell >/dev/null || { echo "installing Debian's chromium-headless-shell (browser tests)"; \
 		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq chromium >/dev/null; }
+		DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq chromium-headless-shell >/dev/null; }
 
 # The README's screenshots, taken by the browser tests against the local API.
 .PHONY: screenshots

@@ -144,10 +144,11 @@ def playwright() -> Iterator[Playwright]:
 
 @pytest.fixture(scope="session")
 def browser(playwright: Playwright) -> Iterator[Browser]:
-    """One headless Chromium for the session: Debian's package, which `make test` installs."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    """One headless Chromium for the session: Debian's chromium-headless-shell, which `make test`
+    installs (the headless-only build Playwright runs headless tests in)."""
+    chromium = shutil.which("chromium-headless-shell")
     if chromium is None:
-        pytest.fail("Chromium is missing: `make test` (or `make chromium`) installs Debian's package")
+        pytest.fail("chromium-headless-shell is missing: `make test` (or `make chromium`) installs it")
     # No GPU emulation: headless pages are drawn in software either way, and its process costs CPU.
     launched = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
     yield launched

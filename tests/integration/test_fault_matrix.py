@@ -29,9 +29,10 @@ setup would make, for a fraction of its AWS calls and argon2 work), that one cal
   (CONTRACT 13). There, converging means what the person does next: asking again with the
   password and answering the new challenge with the next code, which must then succeed.
 
-The ways to fail: throttling after the SDK's retries, a 500 from the service, a timeout (the SDK
-raising, as a read timeout does once its retries are spent), and for a conditional write, its
-condition failing (ConditionalCheckFailed; for TransactWriteItems, each conditioned item's in turn).
+The ways to fail: throttling after the SDK's retries or a 500 from the service (both where the
+functions tell them apart, else one of the two, call by call in turn: ``failures_of``), a timeout
+(the SDK raising, as a read timeout does once its retries are spent), and for a conditional write,
+its condition failing (ConditionalCheckFailed; for TransactWriteItems, each conditioned item's in turn).
 A failed condition comes with the item as stored (what ReturnValuesOnConditionCheckFailure=ALL_OLD
 returns): the concurrent writer changed nothing the request can see, so a request that decides on
 that item, or reads again, must go on to its own answer.
@@ -190,12 +191,32 @@ def representatives(calls: list[tuple[str, str, dict[str, Any]]]) -> list[int]:
     return kept
 
 
-def failures_of(calls: list[tuple[str, str, dict[str, Any]]]) -> list[Failure]:
-    """Every way each call to fail (``representatives``) can fail."""
+def tells_throttling_apart(call: tuple[str, str, dict[str, Any]], counters_table: str | None) -> bool:
+    """Whether the functions answer a throttled ``call`` otherwise than one the service failed: a
+    rate counter's write (a throttled partition is its caller going too fast: a 429) and SES's send
+    (a throttled message waits in its stream). Every other error of a call is a dependency failure,
+    whatever its code (``nimbus_core.adapters.errors``): a bare 500, and SSM's cache keeps its value
+    through either."""
+    service, operation, params = call
+    if service == "sesv2":
+        return True
+    return service == "dynamodb" and operation == "UpdateItem" and params.get("TableName") == counters_table
+
+
+def failures_of(
+    calls: list[tuple[str, str, dict[str, Any]]], counters_table: str | None = None
+) -> list[Failure]:
+    """Every way each call to fail (``representatives``) can fail. A throttle and a service error
+    take one path through the functions except where a call ``tells_throttling_apart``, which meets
+    both; elsewhere the calls meet one of the two in turn, so each scenario meets both."""
     planned: list[Failure] = []
-    for index in representatives(calls):
+    for turn, index in enumerate(representatives(calls)):
         _service, operation, params = calls[index]
-        planned += [Failure(index, "throttled"), Failure(index, "broken"), Failure(index, "timeout")]
+        if tells_throttling_apart(calls[index], counters_table):
+            planned += [Failure(index, "throttled"), Failure(index, "broken")]
+        else:
+            planned.append(Failure(index, ("throttled", "broken")[turn % 2]))
+        planned.append(Failure(index, "timeout"))
         if operation == "TransactWriteItems":
             for item, entry in enumerate(params.get("TransactItems", [])):
                 (action,) = entry.values()
@@ -548,7 +569,7 @@ def test_every_aws_call_of_the_scenario_failed_in_turn_leaves_a_clean_answer_and
         calls = list(watch.calls)
         assert clean.status == scenario.expected_status, (scenario.name, clean.body)
         tables = stack.provisioned.tables
-        for failure in failures_of(calls):
+        for failure in failures_of(calls, tables["CountersTable"]):
             prepared.restore(stack)
             described = f"{scenario.name}, {failure.describe(calls)}"
             fresh = fresh_key(failure, calls, tables) if failure.kind == "condition" else None
@@ -588,7 +609,8 @@ def test_the_matrix_plans_the_kms_calls_of_a_cold_instance(stack: Stack, matrix:
     assert send().status == scenario.expected_status
     calls = [(service, operation) for service, operation, _ in watch.calls]
     assert calls.count(("kms", "Decrypt")) == 1, calls
-    assert any(f.kind == "throttled" and calls[f.index][0] == "kms" for f in failures_of(watch.calls))
+    failed = {f.kind for f in failures_of(watch.calls) if calls[f.index][0] == "kms"}
+    assert {"timeout"} < failed, failed
 
 
 def test_the_matrix_plans_the_conditions_of_the_writes_a_request_sends(stack: Stack, matrix: Matrix) -> None:
@@ -618,10 +640,12 @@ def test_the_matrix_fails_the_first_and_last_of_a_run_of_alike_calls() -> None:
 
 
 def test_the_matrix_fails_every_call_kind_it_claims() -> None:
-    """The failure plan covers each call three ways, and each conditioned write's condition."""
+    """The failure plan fails each call as a throttle or a service error (in turn, both for a call
+    that tells them apart: a rate counter's write, SES's send) and a timeout, and each conditioned
+    write's condition."""
     calls: list[tuple[str, str, dict[str, Any]]] = [
         ("dynamodb", "BatchGetItem", {}),
-        ("dynamodb", "UpdateItem", {"ConditionExpression": "attribute_exists(pk)"}),
+        ("dynamodb", "UpdateItem", {"TableName": "users", "ConditionExpression": "attribute_exists(pk)"}),
         (
             "dynamodb",
             "TransactWriteItems",
@@ -633,13 +657,19 @@ def test_the_matrix_fails_every_call_kind_it_claims() -> None:
                 ]
             },
         ),
+        ("dynamodb", "UpdateItem", {"TableName": "counters", "ConditionExpression": "z"}),
+        ("sesv2", "SendEmail", {}),
+        ("ssm", "GetParameters", {}),
     ]
-    kinds = [(f.index, f.kind, f.item) for f in failures_of(calls)]
+    kinds = [(f.index, f.kind, f.item) for f in failures_of(calls, "counters")]
     assert kinds == [
-        (0, "throttled", None), (0, "broken", None), (0, "timeout", None),
-        (1, "throttled", None), (1, "broken", None), (1, "timeout", None), (1, "condition", None),
-        (2, "throttled", None), (2, "broken", None), (2, "timeout", None),
+        (0, "throttled", None), (0, "timeout", None),
+        (1, "broken", None), (1, "timeout", None), (1, "condition", None),
+        (2, "throttled", None), (2, "timeout", None),
         (2, "condition", 0), (2, "condition", 2),
+        (3, "throttled", None), (3, "broken", None), (3, "timeout", None), (3, "condition", None),
+        (4, "throttled", None), (4, "broken", None), (4, "timeout", None),
+        (5, "broken", None), (5, "timeout", None),
     ]  # fmt: skip
 
 

@@ -24,8 +24,9 @@ def server_app() -> tuple[WsgiApp, type[WSGIRequestHandler]]:
     request handler it serves that app with, here without a console line per AWS call (errors are
     still logged).
 
-    Relies on ``moto.moto_server.werkzeug_app``: ``DomainDispatcherApplication``,
-    ``create_backend_app`` and ``MotoRequestHandler``. The public ``ThreadedMotoServer`` builds
+    Relies on ``moto.moto_server.werkzeug_app``: ``DomainDispatcherApplication`` (whose
+    ``get_backend_for_host`` is remembered per host), ``create_backend_app`` and
+    ``MotoRequestHandler``. The public ``ThreadedMotoServer`` builds
     the app inside its serving thread, so our middleware could only be put in front afterwards
     (moto serving unguarded meanwhile) through its private ``_server``, and its ``stop()`` leaves
     the port bound.
@@ -40,7 +41,22 @@ def server_app() -> tuple[WsgiApp, type[WSGIRequestHandler]]:
         def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
             return None
 
-    return DomainDispatcherApplication(create_backend_app), QuietRequestHandler
+    class RememberingDispatcher(DomainDispatcherApplication):
+        # moto names a request's service by listing its package directory (an isdir per module)
+        # and matching URL patterns, for every request; the answer depends on the host alone.
+        def __init__(self, create_app: Any) -> None:
+            super().__init__(create_app)
+            self._backends: dict[str | None, Any] = {}
+
+        def get_backend_for_host(self, host: str | None) -> Any:
+            if host in self._backends:
+                return self._backends[host]
+            backend = super().get_backend_for_host(host)
+            if len(self._backends) < 1000:  # a bound, should requests name hosts without end
+                self._backends[host] = backend
+            return backend
+
+    return RememberingDispatcher(create_backend_app), QuietRequestHandler
 
 
 def forget_model_instances() -> None:

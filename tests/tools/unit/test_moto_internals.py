@@ -88,21 +88,42 @@ def _streams() -> Any:
     )
 
 
+def _signed(app: Any, service: str, target: str) -> Any:
+    return Client(app).post(
+        "/",
+        data="{}",
+        headers={
+            "X-Amz-Target": target,
+            "Content-Type": "application/x-amz-json-1.1",
+            "Authorization": f"AWS4-HMAC-SHA256 Credential=test/20240101/{REGION}/{service}/aws4_request",
+        },
+    )
+
+
 def test_the_server_app_answers_aws_requests_served_by_moto_s_request_handler() -> None:
     app, handler = server_app()
     assert issubclass(handler, WSGIRequestHandler)
     with mock_aws():
-        reply = Client(app).post(
-            "/",
-            data="{}",
-            headers={
-                "X-Amz-Target": "DynamoDB_20120810.ListTables",
-                "Content-Type": "application/x-amz-json-1.0",
-                "Authorization": f"AWS4-HMAC-SHA256 Credential=test/20240101/{REGION}/dynamodb/aws4_request",
-            },
-        )
+        reply = _signed(app, "dynamodb", "DynamoDB_20120810.ListTables")
     assert reply.status_code == 200
     assert isinstance(json.loads(reply.get_data())["TableNames"], list)
+
+
+def test_the_server_app_sends_each_request_to_its_own_service_once_it_has_seen_their_hosts() -> None:
+    """The dispatcher remembers each host's service: requests to several services, in turn,
+    each reach their own."""
+    app, _ = server_app()
+    with mock_aws():
+        answers = [
+            json.loads(_signed(app, service, target).get_data())
+            for _ in range(2)
+            for service, target in (
+                ("dynamodb", "DynamoDB_20120810.ListTables"),
+                ("ssm", "AmazonSSM.DescribeParameters"),
+                ("kms", "TrentService.ListKeys"),
+            )
+        ]
+    assert [next(iter(sorted(answer))) for answer in answers] == ["TableNames", "Parameters", "Keys"] * 2
 
 
 def test_forgetting_model_instances_empties_moto_s_record_of_them(dynamodb: Any) -> None:
