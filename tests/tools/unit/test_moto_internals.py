@@ -123,7 +123,8 @@ def test_the_server_app_sends_each_request_to_its_own_service_once_it_has_seen_t
                 ("kms", "TrentService.ListKeys"),
             )
         ]
-    assert [next(iter(sorted(answer))) for answer in answers] == ["TableNames", "Parameters", "Keys"] * 2
+    wanted = ["TableNames", "Parameters", "Keys"] * 2  # a member each service's answer always has
+    assert [key for key, answer in zip(wanted, answers, strict=True) if key in answer] == wanted
 
 
 def test_forgetting_model_instances_empties_moto_s_record_of_them(dynamodb: Any) -> None:
