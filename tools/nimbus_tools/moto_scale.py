@@ -17,20 +17,25 @@ touching moto internals, changes exactly those two things and leaves the rest to
   use too, and ``DynamoDBBackend.update_item``, which changes an item in place) and each item a
   rollback restores; entries of deleted or changed items are dropped when a query meets them.
 
-And one thing of moto's response serializer (moto.core.serialize), which every answer passes
+And two things of moto's response serializer (moto.core.serialize), which every answer passes
 through: for each member of each structure it makes alias providers anew to list the names to try
 on the result object (most of an answer's cost, items and scans above all). For a result that is a
 dict, as DynamoDB's are, that list depends only on the key, the shape and the shape's parent, so
-``AttributePicker.get_possible_keys`` (and its XFormed subclass's) is remembered per those.
+``AttributePicker.get_possible_keys`` (and its XFormed subclass's) is remembered per those. And an
+attribute value that is a string or a number, ``{"S": ...}`` or ``{"N": ...}`` (nearly every value of
+every item), is written as the walk of the AttributeValue shape's ten members would end, without
+the walk (``BaseJSONSerializer._serialize_type_structure``); every other value is moto's walk.
 
 Relies on ``moto.dynamodb.models``: ``DynamoDBBackend.transact_write_items`` (its ``self.tables``
 backup and rollback lines), ``update_item`` and ``get_keys_value``; ``Table.query``,
 ``put_item``, ``all_indexes``, ``items`` (hash key to item, or to a dict of range
 key to item), ``stream_shard.items``; ``Item.attrs``, ``hash_key`` and ``range_key``; and
 ``moto.core.serialize``'s ``AttributePicker`` (``get_possible_keys``, ``alias_providers``),
-``XFormedAttributePicker`` and ``AttributePickerContext`` (the ``parent`` moto sets on shapes).
+``XFormedAttributePicker``, ``AttributePickerContext`` (the ``parent`` moto sets on shapes) and
+``BaseJSONSerializer`` (``_serialize_type_structure``, ``get_serialized_name``).
 tests/tools/unit/test_moto_scale.py runs random operation sequences on stock and patched moto and
-compares every answer and stream record. The same change as a patch to moto, with its test, is
+compares every answer and stream record, and the bytes of every answer about items of every
+attribute type. The same change as a patch to moto, with its test, is
 patches/moto-dynamodb-scale.patch (docs/decisions/2026-11-26-local-aws-emulator.md).
 """
 
@@ -44,7 +49,12 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from moto.core.serialize import AttributePicker, AttributePickerContext, XFormedAttributePicker
+from moto.core.serialize import (
+    AttributePicker,
+    AttributePickerContext,
+    BaseJSONSerializer,
+    XFormedAttributePicker,
+)
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
@@ -103,7 +113,27 @@ def _replacements() -> tuple[tuple[type, str, Callable[..., Any]], ...]:
         (DynamoDBBackend, "transact_write_items", _transact_write_items),
         (AttributePicker, "get_possible_keys", _possible_keys(AttributePicker)),
         (XFormedAttributePicker, "get_possible_keys", _possible_keys(XFormedAttributePicker)),
+        (BaseJSONSerializer, "_serialize_type_structure", _serialize_type_structure),
     )
+
+
+# The members of DynamoDB's AttributeValue whose value is a string on the wire, as moto holds it.
+_STRING_VALUES = frozenset({"S", "N"})
+
+
+def _serialize_type_structure(
+    self: BaseJSONSerializer, serialized: dict[str, Any], value: Any, shape: Any, key: str
+) -> None:
+    """A DynamoDB attribute value of a string or a number (an item's or a stream record's image, a
+    key) serialized as moto's walk of the AttributeValue shape ends, without the walk: it asks the
+    picker for each of its ten members in turn, most of the cost of an answer with items. Every
+    other value, and every other structure, is moto's own walk."""
+    if key and shape.name == "AttributeValue" and type(value) is dict and len(value) == 1:
+        ((kind, inner),) = value.items()
+        if kind in _STRING_VALUES and type(inner) is str:
+            serialized[self.get_serialized_name(shape, key)] = {kind: inner}
+            return
+    _STOCK["BaseJSONSerializer._serialize_type_structure"](self, serialized, value, shape, key)
 
 
 def _possible_keys(owner: type[AttributePicker]) -> Callable[..., Any]:

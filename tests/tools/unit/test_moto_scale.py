@@ -232,6 +232,75 @@ def test_patched_moto_answers_and_streams_exactly_as_stock_moto(seed: int) -> No
     assert _play(seed, 150, patched=True) == stock
 
 
+# Items of every attribute type, as stored and as answered: empty and odd strings, numbers as
+# DynamoDB spells them, binaries, sets, nested maps and lists, booleans and nulls.
+RICH_ITEMS: list[dict[str, Any]] = [
+    {
+        "pk": _s("rich0"),
+        "name": _s('é ☃ 𝄞 \u0000 "quoted" \\ </script>'),
+        "empty": _s(""),
+        "n": {"N": "-0.000123e5"},
+        "big": {"N": "12345678901234567890123456789012345678"},
+        "b": {"B": b"\x00\xffbinary"},
+        "ss": {"SS": ["a", "", "☃"]},
+        "ns": {"NS": ["1", "2.5"]},
+        "bs": {"BS": [b"\x01", b"\x02"]},
+        "t": {"BOOL": True},
+        "f": {"BOOL": False},
+        "nul": {"NULL": True},
+        "m": {"M": {"s": _s("x"), "e": _s(""), "n": {"N": "0"}, "l": {"L": [{"N": "1"}, _s(""), {"M": {}}]}}},
+        "l": {"L": [{"L": []}, {"B": b"z"}, {"BOOL": False}, {"NULL": True}]},
+    },
+    {"pk": _s("rich1"), "name": _s("rich"), "part": _s("p"), "order": _s("0")},
+]
+
+
+def _kept(bodies: list[bytes]) -> Any:
+    """A botocore ``after-call`` handler keeping each answer's bytes."""
+    return lambda http_response, **_: bodies.append(http_response.content)
+
+
+def _answers_for_rich_items(patched: bool) -> list[Any]:
+    """The raw answers (bytes on the wire) to writes and reads of RICH_ITEMS, then its stream."""
+    bodies: list[bytes] = []
+    with _moto(patched=patched), mock_aws():
+        client = boto3.client("dynamodb", region_name=REGION)
+        users, sessions = _tables(client, "rich")  # one name: the answers name it
+        client.meta.events.register("after-call", _kept(bodies))
+        try:
+            for item in RICH_ITEMS:
+                client.put_item(TableName=users, Item=item, ReturnValues="ALL_OLD")
+                client.put_item(TableName=users, Item=item, ReturnValues="ALL_OLD")
+            key = {"pk": _s("rich0")}
+            client.get_item(TableName=users, Key=key)
+            client.scan(TableName=users)
+            query: dict[str, Any] = {"TableName": users, "KeyConditionExpression": "pk = :k"}
+            client.query(**query, ExpressionAttributeValues={":k": key["pk"]})
+            client.batch_get_item(RequestItems={users: {"Keys": [key, {"pk": _s("rich1")}]}})
+            client.transact_get_items(TransactItems=[{"Get": {"TableName": users, "Key": key}}])
+            client.update_item(
+                TableName=users,
+                Key=key,
+                UpdateExpression="SET #e = :e, m.l[0] = :n REMOVE b",
+                ExpressionAttributeNames={"#e": "empty"},
+                ExpressionAttributeValues={":e": _s("now"), ":n": {"N": "2"}},
+                ReturnValues="ALL_NEW",
+            )
+            client.delete_item(TableName=users, Key=key, ReturnValues="ALL_OLD")
+            return [*bodies, _stream(client, users)]
+        finally:
+            client.delete_table(TableName=users)
+            client.delete_table(TableName=sessions)
+
+
+def test_patched_moto_answers_items_of_every_attribute_type_byte_for_byte_as_stock_moto() -> None:
+    stock = _answers_for_rich_items(patched=False)
+    answered = b"".join(body for body in stock if isinstance(body, bytes))
+    assert answered.count(b'"empty": {"S": ""}') >= 6  # each read answers the empty string
+
+    assert _answers_for_rich_items(patched=True) == stock
+
+
 def _calls(operation: Any) -> int:
     """The Python function calls ``operation()`` makes, counted by the profiler: the work done,
     the same on every run whatever the machine's load (a clock would not be)."""

@@ -33,6 +33,10 @@ LOCAL_MAX_RETRIES = 5
 STREAM_CLIENT_CONFIG = Config(account_id_endpoint_mode="disabled")  # moto serves the regional endpoint
 RETENTION_SECONDS = 24 * 3600  # how long DynamoDB keeps a stream record
 TRIM_INTERVAL_SECONDS = 30.0  # an idle poller still trims this often (moto's used iterators go too)
+# Once a write wakes it, a poller waits this long before reading, so that the writes of one request
+# (a transaction, then the mail it queues) and of a burst are read together, not one read each: Lambda
+# reads a shard a few times a second.
+WAKE_DELAY_SECONDS = 0.05
 
 
 def lambda_record(record: Mapping[str, Any], stream_arn: str) -> dict[str, Any]:
@@ -325,6 +329,7 @@ class StreamPoller:
                     self._stop.wait(self.interval)
                 elif not self._stop.is_set():
                     self.writes.wait(seen, self.interval, table)
+                    self._stop.wait(WAKE_DELAY_SECONDS)
                 continue
             try:
                 batch = [r for r in records if matches(r, subscription.filter_patterns)]
