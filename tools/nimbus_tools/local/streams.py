@@ -36,7 +36,7 @@ TRIM_INTERVAL_SECONDS = 30.0  # an idle poller still trims this often (moto's us
 # Once a write wakes it, a poller waits this long before reading, so that the writes of one request
 # (a transaction, then the mail it queues) and of a burst are read together, not one read each: Lambda
 # reads a shard a few times a second.
-WAKE_DELAY_SECONDS = 0.05
+WAKE_DELAY_SECONDS = 0.25
 
 
 def lambda_record(record: Mapping[str, Any], stream_arn: str) -> dict[str, Any]:
@@ -224,13 +224,41 @@ class StreamReader:
 def committed(dynamodb: Any, table: str, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """``records`` without the writes of cancelled transactions, which moto (5.2) can stream and
     DynamoDB never does: a new or changed item whose key is absent from the table was one (or was
-    deleted since, which a later REMOVE record reports anyway)."""
+    deleted since, which a later REMOVE record reports anyway). The keys are read in one
+    BatchGetItem per hundred, not a GetItem each."""
+    keys = {
+        _key_of(record["dynamodb"]["Keys"]): record["dynamodb"]["Keys"]
+        for record in records
+        if record.get("eventName") in ("INSERT", "MODIFY")
+    }
+    stored = _stored_keys(dynamodb, table, list(keys.values()))
     return [
         record
         for record in records
         if record.get("eventName") not in ("INSERT", "MODIFY")
-        or dynamodb.get_item(TableName=table, Key=record["dynamodb"]["Keys"], ConsistentRead=True).get("Item")
+        or _key_of(record["dynamodb"]["Keys"]) in stored
     ]
+
+
+def _key_of(key: Mapping[str, Any]) -> str:
+    """A DynamoDB key (attribute name to typed value, binary values included) as a comparable text."""
+    return repr(sorted(key.items()))
+
+
+def _stored_keys(dynamodb: Any, table: str, keys: list[dict[str, Any]]) -> set[str]:
+    """Which of ``keys`` (each a DynamoDB key) name an item of ``table`` (:func:`_key_of` each)."""
+    names = list(keys[0]) if keys else []
+    stored: set[str] = set()
+    pending = list(keys)
+    while pending:
+        chunk, pending = pending[:100], pending[100:]
+        request: dict[str, Any] = {table: {"Keys": chunk, "ConsistentRead": True}}
+        while request:
+            answer = dynamodb.batch_get_item(RequestItems=request)
+            for item in answer.get("Responses", {}).get(table, []):
+                stored.add(_key_of({name: item[name] for name in names}))
+            request = answer.get("UnprocessedKeys") or {}
+    return stored
 
 
 def latest_stream_arn(dynamodb: Any, table: str) -> str:
