@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waitress.adjustments import Adjustments
+from waitress.server import TcpWSGIServer
 
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.http.responses import error_response
@@ -28,6 +30,7 @@ from nimbus_tools.local.gateway import Gateway, GatewayResult
 from nimbus_tools.local.router import Router, RouteTarget
 from nimbus_tools.local.server import MAX_BODY_BYTES, MAX_HEADER_BYTES, LocalApiServer, RequestLog
 from nimbus_tools.local.static import StaticSite
+from nimbus_tools.local.waitress_serving import WaitressServing
 from nimbus_tools.template import HttpRoute
 
 # A guard against a hanging server, never a measurement: every test finishes well within it.
@@ -586,3 +589,22 @@ def test_shutdown_stops_serving_and_frees_the_port() -> None:
         connection.getresponse().read()  # a keep-alive connection is still open at shutdown
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=GUARD_SECONDS)
+
+
+def test_a_server_stopped_before_its_thread_began_never_runs_its_loop() -> None:
+    """Stopped at once, before the serving thread runs: that thread, when it runs, does not start
+    the loop, which would poll the channels closed meanwhile (their descriptor numbers may be
+    another server's by then, and closing them again closes that server's)."""
+    channels: dict[int, Any] = {}
+    adjustments = Adjustments(host="127.0.0.1", port=0)
+    server = TcpWSGIServer(lambda _environ, _start: [], map=channels, adj=adjustments)
+    ran: list[bool] = []
+    server.run = lambda: ran.append(True)  # type: ignore[method-assign]
+    serving = WaitressServing(server, channels)
+    serving.shutdown()
+    serving.server_close()
+
+    serving.serve_forever()
+
+    assert ran == []
+    assert channels == {}

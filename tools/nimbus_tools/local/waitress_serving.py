@@ -26,10 +26,18 @@ class WaitressServing:
         self._stopped = threading.Event()
         self._stopped.set()
         self._closed = False
+        # Once shutting down, a serving thread that has not begun yet never begins: else it would
+        # poll channels closed from the caller's thread, and close their descriptor numbers again
+        # once reused (another server's), the EBADF a stopped-at-once server left behind.
+        self._closing = False
+        self._guard = threading.Lock()
 
     def serve_forever(self) -> None:
         """Serve until :meth:`shutdown` (blocks; run it on a thread)."""
-        self._stopped.clear()
+        with self._guard:
+            if self._closing:
+                return
+            self._stopped.clear()
         try:
             self._server.run()
         finally:
@@ -42,15 +50,13 @@ class WaitressServing:
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stop serving: close the listening socket and every connection, and wait for the loop."""
-        if not self._stopped.is_set():
+        with self._guard:
+            self._closing = True
+            serving = not self._stopped.is_set()
+        if serving:
             self._wait_idle(timeout)
             trigger: Any = self._server.trigger  # the stubs type it as an int
-            try:
-                trigger.pull_trigger(self._close_all)  # runs on the serving thread
-            except OSError:
-                # The trigger's pipe is gone (seen once, under a full test run: EBADF): close the
-                # channels from here instead; the serving loop ends once its map is empty.
-                self._close_all()
+            trigger.pull_trigger(self._close_all)  # runs on the serving thread
             self._stopped.wait(timeout)
 
     def server_close(self) -> None:
@@ -58,7 +64,10 @@ class WaitressServing:
         if self._closed:
             return
         self._closed = True
-        if self._stopped.is_set():
+        with self._guard:
+            self._closing = True
+            stopped = self._stopped.is_set()
+        if stopped:
             self._close_all()
         self._wait_idle()
         self._server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
