@@ -40,8 +40,12 @@ class Console:
         assert isinstance(stored, str), "no session token in sessionStorage"
         return stored
 
-    def log_in(self, username: str, password: str = PASSWORD) -> None:
-        self.open("login")
+    def log_in(self, username: str, password: str = PASSWORD, *, open_page: bool = True) -> None:
+        """Log in with the password; ``open_page=False`` types into the login view already shown
+        (opening it again starts a new passkey autofill request, which a virtual authenticator
+        holding a passkey answers at once)."""
+        if open_page:
+            self.open("login")
         self.page.get_by_label("Username or email").fill(username)
         self.page.locator("#login-password").fill(password)
         self.page.get_by_role("button", name="Log in").click()

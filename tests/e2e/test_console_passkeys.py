@@ -242,7 +242,7 @@ def test_a_change_is_reverified_with_the_passkey_and_no_password_and_the_passkey
 
     # A passkey is a second factor as well: it answers the password login's challenge.
     log_out_with_the_keys_away(console, authenticator)
-    console.log_in(name)
+    console.log_in(name, open_page=False)
     dialog.get_by_role("radio", name="Passkey or security key").check()
     dialog.get_by_role("button", name="Use passkey").click()
     console.expect_view("account")

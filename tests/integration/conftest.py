@@ -44,7 +44,7 @@ from nimbus_tools.local.faults import Fault, FaultRegistry, botocore_hook
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub, Reply
 from nimbus_tools.local.provision import ProvisionedStack, provision, put_default_domain
 from nimbus_tools.local.streams import StreamReader, committed, lambda_event, latest_stream_arn, matches
-from nimbus_tools.moto_internals import empty_tables
+from nimbus_tools.moto_internals import TablesSnapshot, empty_tables, restore_tables, snapshot_tables
 from nimbus_tools.openapi import endpoint_errors
 from nimbus_tools.template import Template, load_template, parameter_values, stream_subscriptions
 from tests.integration.stream_feed import Handler, Invocation, StreamFeed
@@ -75,11 +75,13 @@ class Stack:
             provision(boto3.Session(region_name=REGION), self.template, PARAMS)
             self._outbox = None  # a new table has a new stream
             self._feeds.clear()
+            self._domains = None
 
     # Every email SES accepted so far, without delivering pending outbox messages first.
     sent: list[dict[str, Any]] = field(default_factory=list)
     _outbox: StreamReader | None = None
     _feeds: dict[str, StreamFeed] = field(default_factory=dict)
+    _domains: TablesSnapshot | None = None  # the domains table as provisioned (see truncate)
 
     @property
     def emails(self) -> list[dict[str, Any]]:
@@ -204,13 +206,19 @@ class Stack:
 
         The items and stream records are dropped inside moto (``moto_internals.empty_tables``):
         a DeleteItem per item left a REMOVE record per item, which moto deep-copies on every
-        TransactWriteItems, so every transaction of a worker grew slower test after test.
+        TransactWriteItems, so every transaction of a worker grew slower test after test. The
+        domains table is put back from a copy taken when the default domain was first offered
+        through the API (a read and a write per test otherwise).
         """
         empty_tables(REGION, self.provisioned.tables.values())
         # The stream readers start again on the emptied streams.
         self._outbox = None
         self._feeds.clear()
-        put_default_domain(self.dynamodb, self.table("DomainsTable"), PARAMS["DefaultDomain"])
+        if self._domains is None:
+            put_default_domain(self.dynamodb, self.table("DomainsTable"), PARAMS["DefaultDomain"])
+            self._domains = snapshot_tables(REGION, [self.table("DomainsTable")])
+        else:
+            restore_tables(self._domains)
         for url in self.provisioned.queues.values():  # PurgeQueue is allowed once a minute only
             while messages := self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
                 entries = [
@@ -274,8 +282,28 @@ def cheap_hasher() -> PasswordHasher:
     return PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
 
 
+@pytest.fixture(scope="session")
+def _sdk_session(_provisioned: Stack) -> botocore.session.Session:
+    """The botocore session the functions' clients are made from in every test of a worker, with
+    the hooks that record each email SES accepted (a test that sends no mail builds no SES client).
+
+    Building a session registers botocore's hundreds of built-in handlers, which cost more than
+    most tests' requests; the functions' clients, caches and settings are still new in every test
+    (``container.reset()``), and every test runs with the same test credentials."""
+    clients.reset()
+    shared = clients.session()
+    shared.register("before-parameter-build.sesv2.SendEmail", _remember_email)
+    shared.register("after-call.sesv2.SendEmail", _recorder(_provisioned.sent))
+    return shared
+
+
 @pytest.fixture
-def stack(_provisioned: Stack) -> Iterator[Stack]:
+def stack(
+    _provisioned: Stack,
+    _sdk_session: botocore.session.Session,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Stack]:
     """The session's emulated stack, emptied for this test, with fresh clients and caches."""
     _provisioned.ensure_provisioned()
     _provisioned.truncate()
@@ -283,11 +311,12 @@ def stack(_provisioned: Stack) -> Iterator[Stack]:
     get_settings.cache_clear()
     container.reset()
     metrics.reset()
-    # On the session the functions' clients are made from: their SES client has the hooks once
-    # made, and a test that sends no mail builds none.
-    session = clients.session()
-    session.register("before-parameter-build.sesv2.SendEmail", _remember_email)
-    session.register("after-call.sesv2.SendEmail", _recorder(_provisioned.sent))
+    if request.node.get_closest_marker("new_sdk_sessions") is None:
+        monkeypatch.setattr(clients, "session", functools.cache(lambda: _sdk_session))
+    else:  # a new session, with the same hooks
+        session = clients.session()
+        session.register("before-parameter-build.sesv2.SendEmail", _remember_email)
+        session.register("after-call.sesv2.SendEmail", _recorder(_provisioned.sent))
     yield _provisioned
     if _provisioned.enabled_switches():
         _provisioned.set_switches()

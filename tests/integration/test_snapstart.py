@@ -46,6 +46,7 @@ def test_every_function_registers_the_hooks_once_per_process() -> None:
     assert _registered(get_after_restore(), snapstart.after_restore) == 1
 
 
+@pytest.mark.new_sdk_sessions
 def test_a_restore_gives_new_clients_credentials_and_deps_but_keeps_botocore_s_data(
     api: Api, stack: Stack
 ) -> None:
