@@ -27,6 +27,7 @@ from nimbus_core.sessions import passwords
 from nimbus_core.sessions.auth import Caller, authenticate
 from nimbus_core.sessions.session_issuer import IssuedSession, new_session
 from nimbus_core.sessions.tokens import parse_session_token
+from sessions_api import service as sessions
 from staff_api import service as staff
 from tests.fakes import FakeWorld
 from tests.recovery_requests import ask_for_recovery
@@ -648,20 +649,27 @@ def test_login_and_verify_are_one_read_and_one_commit(world: FakeWorld) -> None:
 # --- staff changes built on a stale read ------------------------------------------------------------
 
 
-def test_a_staff_ban_read_before_the_users_password_change_still_lands_on_the_stored_user(
-    world: FakeWorld,
+@pytest.mark.parametrize("change", ["password change", "revoke-all"])
+def test_a_staff_ban_read_before_the_users_own_revocation_still_lands_on_the_stored_user(
+    world: FakeWorld, change: str
 ) -> None:
     caller = _authenticate(world, _register(world).token)
     assert caller is not None
     read_by_staff = caller.user  # the ban's target read, before the change below commits
-    accounts.change_password(world.deps, caller, NEW_PASSWORD, world.clock.now(), actor=ACTOR)
+    if change == "password change":
+        accounts.change_password(world.deps, caller, NEW_PASSWORD, world.clock.now(), actor=ACTOR)
+    else:
+        sessions.revoke_all_sessions(
+            world.deps, sessions.Owner.me(caller), keep_current=False, now=world.clock.now()
+        )
 
     banned = staff.ban(world.deps, read_by_staff, "Spam", world.clock.now())
 
     stored = world.deps.users.get(read_by_staff.id)
     assert stored is not None
     assert (stored.banned_at, stored.ban_reason) == (banned.banned_at, "Spam")
-    assert stored.password_hash != read_by_staff.password_hash  # the user's change kept too
+    # The user's change is kept too.
+    assert (stored.password_hash != read_by_staff.password_hash) is (change == "password change")
     assert stored.session_generation == read_by_staff.session_generation + 2  # both revocations
 
 
