@@ -6,21 +6,23 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nimbus_core.accounts.notices import OPERATOR, Notice, compose
-from nimbus_core.adapters.domains import DynamoDomains
-from nimbus_core.adapters.outbox import DynamoOutbox
-from nimbus_core.adapters.transactions import DynamoTransactor
-from nimbus_core.adapters.users import DynamoUsers
 from nimbus_core.domain.errors import NimbusError
 from nimbus_core.domain.killswitches import KillSwitch, by_id, enabled_in, stored_value
 from nimbus_core.domain.loglevels import LEVELS, normalize
-from nimbus_core.domain.models import User
 from nimbus_core.platform import clock
 from nimbus_tools.cli import render
 from nimbus_tools.cli.target import EXIT_USAGE, CliError, Target
 from nimbus_tools.local.control import ControlError, read_mail
+
+# The adapters (and the staff notices) are imported by the commands that use them: `killswitch`,
+# `loglevel`, `status` and `mail list` need none (each `nimbus` run is a new process, which pays for
+# all it imports).
+if TYPE_CHECKING:
+    from nimbus_core.adapters.domains import DynamoDomains
+    from nimbus_core.adapters.users import DynamoUsers
+    from nimbus_core.domain.models import User
 
 # Commands get the target lazily so bad input is refused before any AWS call (and even when the
 # local API is not running).
@@ -58,10 +60,14 @@ def normalize_domain(name: str) -> str:
 
 
 def _users(target: Target) -> DynamoUsers:
+    from nimbus_core.adapters.users import DynamoUsers
+
     return DynamoUsers(target.dynamodb(), target.table("UsersTable"))
 
 
 def _domains(target: Target) -> DynamoDomains:
+    from nimbus_core.adapters.domains import DynamoDomains
+
     return DynamoDomains(target.dynamodb(), target.table("DomainsTable"))
 
 
@@ -70,6 +76,10 @@ def set_staff(target: Target, user: User, staff: bool) -> bool:
     transaction (nothing is sent when nothing changes); False if the user was deleted meanwhile."""
     if user.staff == staff:
         return True
+    from nimbus_core.accounts.notices import OPERATOR, Notice, compose
+    from nimbus_core.adapters.outbox import DynamoOutbox
+    from nimbus_core.adapters.transactions import DynamoTransactor
+
     now = clock.now()
     after: User = user.changed(staff=staff, updated_at=clock.iso(now))
     notice = Notice.STAFF_GRANTED if staff else Notice.STAFF_REMOVED

@@ -29,7 +29,7 @@ def import_command(args: argparse.Namespace, target: TargetFactory) -> str:
     if not 1 <= args.page_size <= 5000 or not 1 <= args.workers <= 64:
         raise CliError("--page-size is 1..5000 and --workers 1..64", EXIT_USAGE)
     stack = target()
-    client = stack.session.client("dynamodb", endpoint_url=stack.endpoint_url, config=_RETRIES)
+    client = stack.dynamodb(_RETRIES)
     # Upstream's TOTP secrets are sealed on the way in, as the functions seal an enrolment's.
     stores = Stores.on(client, {name: stack.table(name) for name in _TABLES}, stack.sealer())
     import psycopg

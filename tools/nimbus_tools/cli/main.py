@@ -9,11 +9,14 @@ import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from nimbus_tools.cli import commands, importing, mailqueue, reseal, throughput
 from nimbus_tools.cli.target import EXIT_USAGE, CliError, local_target, stack_target
+
+if TYPE_CHECKING:
+    from nimbus_tools.cli.commands import TargetFactory
 
 
 def _target_options() -> argparse.ArgumentParser:
@@ -99,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _target_factory(parser: argparse.ArgumentParser, args: argparse.Namespace) -> commands.TargetFactory:
+def _target_factory(parser: argparse.ArgumentParser, args: argparse.Namespace) -> TargetFactory:
     state: Path | None = getattr(args, "state", None)
     stack: str | None = getattr(args, "stack", None)
     region: str | None = getattr(args, "region", None)
@@ -110,8 +113,26 @@ def _target_factory(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     return partial(stack_target, stack, region) if stack is not None else partial(local_target, state)
 
 
-def run(args: argparse.Namespace, target: commands.TargetFactory) -> str:
+def run(args: argparse.Namespace, target: TargetFactory) -> str:
     """Dispatch parsed arguments to their command; returns the text to print."""
+    # Each command's module is imported when it runs: `nimbus --help` loads none, and `nimbus staff
+    # promote` not what `nimbus import` needs (the importer, PostgreSQL's driver).
+    if args.group == "mail":
+        return _mail(args, target)
+    if args.group == "ssm-throughput":
+        from nimbus_tools.cli import throughput
+
+        return throughput.command(args.action, target)
+    if args.group == "import":
+        from nimbus_tools.cli import importing
+
+        return importing.import_command(args, target)
+    if args.group == "totp":
+        from nimbus_tools.cli import reseal
+
+        return reseal.command(args, target)
+    from nimbus_tools.cli import commands
+
     commands_by_group: dict[str, Callable[[], str]] = {
         "staff": lambda: commands.staff(args.action, args.username, target),
         "killswitch": lambda: commands.killswitch(args.action, getattr(args, "name", None), target),
@@ -119,23 +140,23 @@ def run(args: argparse.Namespace, target: commands.TargetFactory) -> str:
         "domain": lambda: commands.domain(
             args.action, getattr(args, "name", None), getattr(args, "subdomains", False), target
         ),
-        "mail": lambda: _mail(args, target),
         "status": lambda: commands.status(target),
-        "ssm-throughput": lambda: throughput.command(args.action, target),
-        "import": lambda: importing.import_command(args, target),
-        "totp": lambda: reseal.command(args, target),
     }
     return commands_by_group[args.group]()
 
 
-def _mail(args: argparse.Namespace, target: commands.TargetFactory) -> str:
+def _mail(args: argparse.Namespace, target: TargetFactory) -> str:
+    if args.action == "list":
+        from nimbus_tools.cli import commands
+
+        return commands.mail(args.to, args.json, target)
+    from nimbus_tools.cli import mailqueue
+
     if args.action == "failed":
         return mailqueue.failed_command(target(), args.json)
-    if args.action == "retry":
-        if args.ids and args.every:
-            raise CliError("give IDs or --all, not both", EXIT_USAGE)
-        return mailqueue.retry_command(target(), args.ids, args.every)
-    return commands.mail(args.to, args.json, target)
+    if args.ids and args.every:  # (retry)
+        raise CliError("give IDs or --all, not both", EXIT_USAGE)
+    return mailqueue.retry_command(target(), args.ids, args.every)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nimbus_core.domain.killswitches import KillSwitch
-from nimbus_core.domain.models import Domain
+
+if TYPE_CHECKING:
+    from nimbus_core.domain.models import Domain
 
 
 def table(

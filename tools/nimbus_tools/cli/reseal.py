@@ -90,7 +90,7 @@ def reseal(stack: Target, *, key: str | None = None) -> ResealReport:
             f"{stack.description} names no TOTP key or stage: give --key (and deploy this release)"
         )
     sealer = stack.sealer(key)
-    kms = stack.session.client("kms", endpoint_url=stack.endpoint_url)
+    kms = stack.kms()
     key_arn = kms.describe_key(KeyId=sealer.key_id)["KeyMetadata"]["Arn"]
     report = ResealReport(key=key_arn)
     dynamodb = stack.dynamodb()

@@ -1,30 +1,41 @@
-"""Which stack the CLI operates on: the running local API (serve.json) or a deployed stack."""
+"""Which stack the CLI operates on: the running local API (serve.json) or a deployed stack.
+
+Its AWS clients are botocore's, the core boto3 wraps (boto3's package would import s3transfer, which
+no command uses). The SDK is imported by the first client a command makes, not with this module:
+``nimbus --help``, input refused before any AWS call and ``mail list`` on the local API make none.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache, cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal, cast
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
 
 from nimbus_core.adapters.kms import KmsKeys
 from nimbus_core.adapters.sealing import Sealer
 from nimbus_core.domain.killswitches import KillSwitch, parameter_names
-from nimbus_tools.local.session import emulator_session
 from nimbus_tools.local.state import read_state, state_path
 
 if TYPE_CHECKING:
+    import boto3
+    import botocore.session
+    from botocore.config import Config
+    from types_boto3_cloudformation import CloudFormationClient
     from types_boto3_dynamodb import DynamoDBClient
     from types_boto3_dynamodbstreams import DynamoDBStreamsClient
+    from types_boto3_kms import KMSClient
     from types_boto3_sesv2 import SESV2Client
     from types_boto3_sqs import SQSClient
     from types_boto3_ssm import SSMClient
 
+    # The CLI's sessions are botocore's; a boto3 Session (tests build targets with one) works too.
+    Session = botocore.session.Session | boto3.Session
+
+Service = Literal["dynamodb", "dynamodbstreams", "kms", "sesv2", "sqs", "ssm"]  # what commands use
 NOT_RUNNING = "the local API is not running; start it with `make serve`"
-_REGIONAL = Config(account_id_endpoint_mode="disabled")
 # Exit codes: 1 for a failure (unknown user, AWS error, API not running), 2 for bad input, the
 # code argparse uses for usage errors.
 EXIT_FAILURE = 1
@@ -44,7 +55,7 @@ class Target:
     """Resource names and an AWS session for one stack."""
 
     description: str
-    session: boto3.Session
+    session: Session | None  # None: the local emulator's (test credentials), made by the first client
     tables: dict[str, str]
     parameters: dict[str, str]
     endpoint_url: str | None = None  # the local emulator; None for real AWS
@@ -53,6 +64,11 @@ class Target:
     killswitch_path: str | None = None  # the kill switches' parameters are <path>/<NAME>
     stage: str | None = None  # TOTP secrets are sealed under the context {purpose, stage}
     totp_key: str | None = None  # the KMS key (ARN) the functions seal TOTP secrets under
+    region: str | None = None  # the local emulator's (its session is made in it)
+    # Each client is made once (a command may ask for the same one several times).
+    _made: dict[tuple[Service, Config | None], Any] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def table(self, logical_id: str) -> str:
         """The physical name of a table (``"UsersTable"`` -> its name)."""
@@ -85,29 +101,62 @@ class Target:
         def keys() -> KmsKeys:  # asked for by the first seal or unseal only
             if not key or not stage:
                 raise CliError(f"{self.description} names no TOTP key or stage (deployed before sealing?)")
-            return KmsKeys(self.session.client("kms", endpoint_url=self.endpoint_url))
+            return KmsKeys(self.kms())
 
         return Sealer(keys, key_id=key or "(none)", stage=stage or "")
 
-    def dynamodb(self) -> DynamoDBClient:
+    @cached_property
+    def _session(self) -> Session:
+        if self.session is not None:
+            return self.session
+        # Imported with botocore, by the first client (see the module docstring).
+        from nimbus_tools.local.session import emulator_botocore_session
+
+        return emulator_botocore_session(self.region)
+
+    def _client(self, service: Service, config: Config | None = None) -> Any:
+        import botocore.session  # by the first client (see the module docstring)
+
+        made = self._made.get((service, config))
+        if made is None:
+            session = self._session
+            if isinstance(session, botocore.session.Session):
+                made = session.create_client(service, endpoint_url=self.endpoint_url, config=config)
+            else:
+                made = session.client(service, endpoint_url=self.endpoint_url, config=config)
+            self._made[service, config] = made
+        return made
+
+    def dynamodb(self, config: Config | None = None) -> DynamoDBClient:
         """A DynamoDB client for this stack."""
-        return self.session.client("dynamodb", endpoint_url=self.endpoint_url)
+        return cast("DynamoDBClient", self._client("dynamodb", config))
 
     def ssm(self) -> SSMClient:
         """An SSM client for this stack."""
-        return self.session.client("ssm", endpoint_url=self.endpoint_url)
+        return cast("SSMClient", self._client("ssm"))
 
     def sqs(self) -> SQSClient:
         """An SQS client for this stack."""
-        return self.session.client("sqs", endpoint_url=self.endpoint_url)
+        return cast("SQSClient", self._client("sqs"))
 
     def sesv2(self) -> SESV2Client:
         """An SES v2 client for this stack."""
-        return self.session.client("sesv2", endpoint_url=self.endpoint_url)
+        return cast("SESV2Client", self._client("sesv2"))
+
+    def kms(self) -> KMSClient:
+        """A KMS client for this stack."""
+        return cast("KMSClient", self._client("kms"))
 
     def dynamodbstreams(self) -> DynamoDBStreamsClient:
         """A DynamoDB Streams client for this stack (regional endpoint, as the emulator serves)."""
-        return self.session.client("dynamodbstreams", endpoint_url=self.endpoint_url, config=_REGIONAL)
+        return cast("DynamoDBStreamsClient", self._client("dynamodbstreams", _regional()))
+
+
+@cache  # one Config, so the client made with it is made once
+def _regional() -> Config:
+    from botocore.config import Config
+
+    return Config(account_id_endpoint_mode="disabled")
 
 
 def local_target(state_file: Path | None = None) -> Target:
@@ -121,10 +170,11 @@ def local_target(state_file: Path | None = None) -> Target:
         raise CliError(NOT_RUNNING)
     return Target(
         description=f"the local API ({state['api_url']})",
-        session=emulator_session(state["region"]),
+        session=None,  # the emulator's, made by the first client (`mail list` makes none)
         tables=dict(state["tables"]),
         parameters=dict(state["parameters"]),
         endpoint_url=state["aws_endpoint_url"],
+        region=state["region"],
         queues=dict(state.get("queues", {})),
         sender_email=state.get("sender_email") or None,
         killswitch_path=state.get("killswitch_path") or None,
@@ -135,9 +185,16 @@ def local_target(state_file: Path | None = None) -> Target:
 
 def stack_target(stack_name: str, region: str | None = None) -> Target:
     """A deployed stack, with names from its CloudFormation Outputs."""
-    session = boto3.Session(region_name=region)
+    import botocore.session  # here, not at the top: see the module docstring
+
+    session = botocore.session.Session()  # the profile, credentials and region botocore finds
+    if region is not None:
+        session.set_config_variable("region", region)
+    # A missing profile or an unreadable config file fails here, before the stack is read (its error
+    # printed as is), as when this was a boto3 session, which reads them when made.
+    session.get_scoped_config()
     try:
-        cloudformation = session.client("cloudformation")
+        cloudformation = cast("CloudFormationClient", session.create_client("cloudformation"))
         stacks = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
     except NoRegionError:
         raise CliError("no AWS region configured; pass --region") from None
@@ -156,7 +213,7 @@ def stack_target(stack_name: str, region: str | None = None) -> Target:
         }
 
     return Target(
-        description=f"stack {stack_name} ({session.region_name})",
+        description=f"stack {stack_name} ({session.get_config_variable('region')})",
         session=session,
         tables=named("Name", "Table"),
         parameters=named("Name", "Parameter"),
