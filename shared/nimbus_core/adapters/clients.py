@@ -13,7 +13,7 @@ service's model with only the operations the functions call, its endpoint rules,
 so a cold start neither lists botocore's hundreds of service directories nor parses its full
 endpoint data. The session knows no other service: credentials come from the environment (the
 function's role on Lambda, test keys locally); a profile that assumes a role through STS or SSO is
-for the operator's tools (``nimbus_tools``, plain boto3), not for these clients.
+for the operator's tools (``nimbus_tools``, their own botocore sessions), not for these clients.
 
 Timeouts are short and retries bounded so a slow dependency becomes a clean 500, never a hang.
 ``AWS_ENDPOINT_URL`` (honoured by botocore itself) points every client at the local emulator.

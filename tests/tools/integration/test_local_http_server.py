@@ -608,3 +608,27 @@ def test_a_server_stopped_before_its_thread_began_never_runs_its_loop() -> None:
 
     assert ran == []
     assert channels == {}
+
+
+def test_a_shutdown_while_answers_are_being_written_stops_cleanly() -> None:
+    """Each answer written wakes the serving thread (a byte through its trigger); woken so, it may
+    run the stop that a shutdown has just queued before the shutdown writes its own wake-up, and
+    the stop closes the trigger. That write must never meet the closed descriptor (EBADF) or one
+    reused meanwhile (a byte in another server's pipe): the shutdown of a stack under load."""
+
+    def client(running: Running, answering: threading.Event) -> None:
+        connection = running.http()
+        with suppress(OSError, http.client.HTTPException):
+            while True:
+                connection.request("GET", "/echo/me")
+                connection.getresponse().read()
+                answering.set()
+
+    for _ in range(100):
+        answering = threading.Event()
+        with serving() as running:
+            thread = threading.Thread(target=client, args=(running, answering), daemon=True)
+            thread.start()
+            assert answering.wait(GUARD_SECONDS)
+        thread.join(timeout=GUARD_SECONDS)
+        assert not thread.is_alive()

@@ -56,7 +56,20 @@ class WaitressServing:
         if serving:
             self._wait_idle(timeout)
             trigger: Any = self._server.trigger  # the stubs type it as an int
-            trigger.pull_trigger(self._close_all)  # runs on the serving thread
+            # The close runs on the serving thread, which an answer's own wake-up may have woken
+            # already: it could then close the trigger while pull_trigger is still writing this
+            # wake-up to it (EBADF, or a byte in whatever reused the descriptor). It waits until
+            # that write is done.
+            written = threading.Event()
+
+            def close_once_written() -> None:
+                written.wait(timeout)
+                self._close_all()
+
+            try:
+                trigger.pull_trigger(close_once_written)
+            finally:
+                written.set()
             self._stopped.wait(timeout)
 
     def server_close(self) -> None:
