@@ -118,7 +118,7 @@ PARALLEL_TESTS := tests/unit tests/contract tests/integration tests/tools tests/
 E2E_FUZZING := tests/e2e/test_contract_fuzzing.py
 .PHONY: parallel-tests e2e-http fuzzing
 parallel-tests: $(VENV)/.synced $(NODE_MODULES)
-	$(VENV)/bin/pytest -n auto -q $(wildcard $(PARALLEL_TESTS))
+	$(VENV)/bin/pytest -n auto --dist worksteal -q $(wildcard $(PARALLEL_TESTS))
 
 e2e-http: $(VENV)/.synced $(NODE_MODULES) chromium
 	$(VENV)/bin/pytest -n auto --dist loadfile -q tests/e2e --ignore=$(E2E_FUZZING)
