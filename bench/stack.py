@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from typing import Any, cast
+from unittest.mock import patch
 
 import boto3
 import pyotp
@@ -110,8 +111,13 @@ def moto_stack(
     """moto provisioned from ``template``, the in-process API with ``handlers`` imported (all by
     default), as in a warm container, and the functions' log lines captured (a ScenarioError gets
     the last ones), for the block. ``streams``: the settings naming the tables whose streams keep
-    recording (None: all of them); see ``stop_stream_records`` for why."""
-    with aws_environment(), mock_aws():
+    recording (None: all of them); see ``stop_stream_records`` for why.
+
+    moto's data starts empty and is emptied after, and the environment is put back: inside another
+    mock (a test worker's stack; nested mocks share moto's data) nothing the bench made, its tables
+    with their streams turned off among them, is left for the outer stack to mistake for its own."""
+    with aws_environment(), patch.dict(os.environ), mock_aws() as mocked:
+        mocked.reset()
         provision(boto3.Session(region_name=REGION), template)
         api = InProcessApi(template)
         # Before any handler import: Powertools reads its environment when the module loads.
@@ -130,6 +136,7 @@ def moto_stack(
                     tail = "\n".join(logs.getvalue().splitlines()[-20:])
                     raise ScenarioError(f"{error}\n--- last function log lines ---\n{tail}") from None
         finally:
+            mocked.reset()
             get_settings.cache_clear()
             container.reset()
 

@@ -76,6 +76,7 @@ class Stack:
             self._outbox = None  # a new table has a new stream
             self._feeds.clear()
             self._domains = None
+            self.__dict__.pop("sealer", None)  # the new TOTP key: data keys sealed under the old one
 
     # Every email SES accepted so far, without delivering pending outbox messages first.
     sent: list[dict[str, Any]] = field(default_factory=list)

@@ -17,7 +17,7 @@ from nimbus_tools.cli.main import build_parser, run
 from nimbus_tools.cli.reseal import reseal
 from nimbus_tools.cli.target import Target
 from nimbus_tools.template import local_key_arn, parameter_values
-from tests.integration.conftest import NOW, PARAMS, REGION, Api, Clock, Stack
+from tests.integration.conftest import NOW, PARAMS, REGION, Api, Clock, Stack, fresh_aws
 from tests.integration.test_second_factors import confirm, fresh_ip, new_user, start
 from tests.staff import promote
 
@@ -85,6 +85,24 @@ def test_a_plaintext_seed_stored_before_sealing_still_signs_in(api: Api, stack: 
     seed = promote(stack.dynamodb, stack.table("UsersTable"), uid)  # the shape of older releases
     assert seed is not None
     assert seed in _everything(stack)
+
+    signed_in = _login_with_code(api, username, seed, NOW)
+    assert signed_in.status == 201, signed_in.body
+
+
+def test_a_seed_the_tests_seal_after_the_stack_was_provisioned_again_signs_in(
+    api: Api, stack: Stack, frozen: Clock
+) -> None:
+    """Another test on the worker may wipe moto (``fresh_aws``); the stack provisioned again has a
+    new TOTP key under the same id, so the tests' sealer must not reuse a data key of the old one."""
+    stack.sealer.seal("JBSWY3DPEHPK3PXP", user_id="warm", factor_id="warm")  # a data key made
+    with fresh_aws():
+        pass
+    stack.ensure_provisioned()
+    stack.truncate()
+    username, token = new_user(api)
+    seed = promote(stack.dynamodb, stack.table("UsersTable"), token.split(".")[0], sealer=stack.sealer)
+    assert seed is not None
 
     signed_in = _login_with_code(api, username, seed, NOW)
     assert signed_in.status == 201, signed_in.body
