@@ -292,10 +292,7 @@ def _sdk_session(_provisioned: Stack) -> botocore.session.Session:
     most tests' requests; the functions' clients, caches and settings are still new in every test
     (``container.reset()``), and every test runs with the same test credentials."""
     clients.reset()
-    shared = clients.session()
-    shared.register("before-parameter-build.sesv2.SendEmail", _remember_email)
-    shared.register("after-call.sesv2.SendEmail", _recorder(_provisioned.sent))
-    return shared
+    return _recording_emails(clients.session(), _provisioned.sent)
 
 
 @pytest.fixture
@@ -315,15 +312,22 @@ def stack(
     if request.node.get_closest_marker("new_sdk_sessions") is None:
         monkeypatch.setattr(clients, "session", functools.cache(lambda: _sdk_session))
     else:  # a new session, with the same hooks
-        session = clients.session()
-        session.register("before-parameter-build.sesv2.SendEmail", _remember_email)
-        session.register("after-call.sesv2.SendEmail", _recorder(_provisioned.sent))
+        _recording_emails(clients.session(), _provisioned.sent)
     yield _provisioned
     if _provisioned.enabled_switches():
         _provisioned.set_switches()
     get_settings.cache_clear()
     container.reset()
     metrics.reset()
+
+
+def _recording_emails(
+    session: botocore.session.Session, sink: list[dict[str, Any]]
+) -> botocore.session.Session:
+    """``session``, its SES clients hooked to add each email SES accepted to ``sink``."""
+    session.register("before-parameter-build.sesv2.SendEmail", _remember_email)
+    session.register("after-call.sesv2.SendEmail", _recorder(sink))
+    return session
 
 
 def _remember_email(**event: Any) -> None:
