@@ -6,8 +6,11 @@ anything else raises :class:`TemplateError`, so a template change cannot be sile
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import re
+import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -44,7 +47,12 @@ class TemplateError(ValueError):
     """The template (or a parameter override) cannot be read or resolved for local use."""
 
 
-class CloudFormationLoader(yaml.SafeLoader):
+# libyaml's parser where PyYAML was built with it (its wheels are): the pure-Python one takes eight
+# times as long over template.yaml, which the tools, the local API and many tests read.
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class CloudFormationLoader(_SafeLoader):  # type: ignore[valid-type,misc]
     """A SafeLoader that reads CloudFormation short-form tags (``!Ref X``) as long-form dicts."""
 
 
@@ -68,14 +76,32 @@ def _construct_intrinsic(loader: yaml.SafeLoader, tag_suffix: str, node: yaml.No
 CloudFormationLoader.add_multi_constructor("!", _construct_intrinsic)
 
 
+# Templates parsed in this process, by their text's digest: a process reads template.yaml many
+# times (every tool and test that resolves something of it).
+_parsed: dict[bytes, Template] = {}
+_parsed_lock = threading.Lock()
+_PARSED_KEPT = 16  # the oldest is forgotten past this (tests write templates of their own)
+
+
 def load_template(path: Path | str | None = None) -> Template:
-    """Load a SAM/CloudFormation template; ``path`` defaults to the repository's template.yaml."""
+    """Load a SAM/CloudFormation template; ``path`` defaults to the repository's template.yaml.
+
+    Each call returns a template of its own (a caller may change it); a text parsed before is not
+    parsed again."""
     template_path = Path(path) if path is not None else DEFAULT_TEMPLATE_PATH
-    with template_path.open(encoding="utf-8") as stream:
-        loaded = yaml.load(stream, Loader=CloudFormationLoader)  # noqa: S506 - SafeLoader subclass
-    if not isinstance(loaded, dict) or not isinstance(loaded.get("Resources"), dict):
-        raise TemplateError(f"{template_path}: not a CloudFormation template (no Resources)")
-    return loaded
+    text = template_path.read_bytes()
+    digest = hashlib.sha256(text).digest()
+    with _parsed_lock:
+        parsed = _parsed.get(digest)
+    if parsed is None:
+        parsed = yaml.load(text.decode("utf-8"), Loader=CloudFormationLoader)  # noqa: S506 - SafeLoader subclass
+        if not isinstance(parsed, dict) or not isinstance(parsed.get("Resources"), dict):
+            raise TemplateError(f"{template_path}: not a CloudFormation template (no Resources)")
+        with _parsed_lock:
+            while len(_parsed) >= _PARSED_KEPT:
+                del _parsed[next(iter(_parsed))]
+            _parsed[digest] = parsed
+    return copy.deepcopy(parsed)
 
 
 def resources_of_type(template: Template, resource_type: str) -> dict[str, dict[str, Any]]:

@@ -239,6 +239,17 @@ def test_a_file_that_is_not_a_template_is_refused(tmp_path: Path) -> None:
         load_template(path)
 
 
+def test_each_load_is_a_template_of_its_own_and_a_changed_file_is_read_again(tmp_path: Path) -> None:
+    path = tmp_path / "template.yaml"
+    path.write_text("Resources:\n  Queue: {Type: AWS::SQS::Queue, Properties: {QueueName: !Ref Name}}\n")
+    first = load_template(path)
+    first["Resources"]["Queue"]["Properties"]["QueueName"] = "changed by its caller"
+
+    assert load_template(path)["Resources"]["Queue"]["Properties"] == {"QueueName": {"Ref": "Name"}}
+    path.write_text("Resources:\n  Queue: {Type: AWS::SQS::Queue, Properties: {QueueName: !Ref Same}}\n")
+    assert load_template(path)["Resources"]["Queue"]["Properties"] == {"QueueName": {"Ref": "Same"}}
+
+
 def test_no_value_drops_the_environment_variable_as_cloudformation_does() -> None:
     from nimbus_tools.template import function_specs, load_template
 
