@@ -56,12 +56,15 @@ $(SAM): tools/requirements/sam.txt $(UV)
 	VIRTUAL_ENV=$(TOOLS)/sam $(UV) pip install --quiet --require-hashes -r tools/requirements/sam.txt
 	@touch $@
 
-# checkov pins many dependencies of its own (an older boto3 among them): its own environment too.
+# checkov pins many dependencies of its own (an older boto3 among them): its own environment too,
+# with the parse tables of its JSONPath grammar written once (tools/checkov_parse_tables.py: else
+# every path it parses builds them again, half of a run).
 CHECKOV := $(TOOLS)/checkov/bin/checkov
 $(CHECKOV): tools/requirements/checkov.txt $(UV)
 	rm -rf $(TOOLS)/checkov
 	$(UV) venv --quiet --python $(PY313) $(TOOLS)/checkov
 	VIRTUAL_ENV=$(TOOLS)/checkov $(UV) pip install --quiet --require-hashes -r tools/requirements/checkov.txt
+	$(TOOLS)/checkov/bin/python tools/checkov_parse_tables.py >/dev/null
 	@touch $@
 
 # Swagger UI, the console's QR library and the published client library, from package-lock.json.

@@ -14,6 +14,7 @@ from pathlib import Path
 from nimbus_tools.template import REPO_ROOT, load_template
 
 SAM_PYTHON = REPO_ROOT / ".tools" / "sam" / "bin" / "python"
+CHECKOV_PYTHON = REPO_ROOT / ".tools" / "checkov" / "bin" / "python"
 EXPAND = REPO_ROOT / "tools" / "sam_expand.py"
 
 # A queue encrypted by SSE-SQS: checkov's CKV_AWS_27 wants a KMS key, so it fails unless skipped.
@@ -110,3 +111,27 @@ def test_a_failed_check_fails_the_run_and_a_skip_with_its_reason_passes_its_reso
     assert "CKV_AWS_27" in run.stdout
     assert "FAILED for resource: AWS::SQS::Queue.Unskipped" in run.stdout
     assert "FAILED for resource: AWS::SQS::Queue.Skipped" not in run.stdout
+
+
+# In checkov's environment: JSONPath parsing with PLY's table builder refused.
+PARSES_FROM_WRITTEN_TABLES = """
+import ply.yacc
+
+def refuse(*args, **kwargs):
+    raise AssertionError("PLY built the parse tables again")
+
+ply.yacc.LRGeneratedTable = refuse
+from bc_jsonpath_ng import parse
+from bc_jsonpath_ng.ext import parse as parse_extended
+
+assert str(parse("Resources.Queue.Properties")) == "Resources.Queue.Properties"
+assert str(parse_extended("Resources[0].Properties")) == "Resources.[0].Properties"
+"""
+
+
+def test_checkovs_jsonpath_parsers_read_the_tables_written_at_install() -> None:
+    run = subprocess.run(
+        [str(CHECKOV_PYTHON), "-c", PARSES_FROM_WRITTEN_TABLES], capture_output=True, text=True, check=False
+    )
+
+    assert run.returncode == 0, run.stderr
