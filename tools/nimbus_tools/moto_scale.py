@@ -26,16 +26,21 @@ attribute value that is a string or a number, ``{"S": ...}`` or ``{"N": ...}`` (
 every item), is written as the walk of the AttributeValue shape's ten members would end, without
 the walk (``BaseJSONSerializer._serialize_type_structure``); every other value is moto's walk.
 
+And one thing of moto's dispatch (moto.core.responses), which every request passes through: the
+names of a response class's methods, which it lists anew for each request to find the action's
+method (``method_names_from_class``), are listed once per class.
+
 Relies on ``moto.dynamodb.models``: ``DynamoDBBackend.transact_write_items`` (its ``self.tables``
 backup and rollback lines), ``update_item`` and ``get_keys_value``; ``Table.query``,
 ``put_item``, ``all_indexes``, ``items`` (hash key to item, or to a dict of range
 key to item), ``stream_shard.items``; ``Item.attrs``, ``hash_key`` and ``range_key``; and
 ``moto.core.serialize``'s ``AttributePicker`` (``get_possible_keys``, ``alias_providers``),
 ``XFormedAttributePicker``, ``AttributePickerContext`` (the ``parent`` moto sets on shapes) and
-``BaseJSONSerializer`` (``_serialize_type_structure``, ``get_serialized_name``).
+``BaseJSONSerializer`` (``_serialize_type_structure``, ``get_serialized_name``); and
+``moto.core.responses.method_names_from_class``.
 tests/tools/unit/test_moto_scale.py runs random operation sequences on stock and patched moto and
 compares every answer and stream record, and the bytes of every answer about items of every
-attribute type. The same change as a patch to moto, with its test, is
+attribute type. The DynamoDB changes (transactions, queries) as a patch to moto, with its test, are
 patches/moto-dynamodb-scale.patch (docs/decisions/2026-11-26-local-aws-emulator.md).
 """
 
@@ -47,8 +52,10 @@ import inspect
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from types import ModuleType
 from typing import Any
 
+from moto.core import responses as moto_responses
 from moto.core.serialize import (
     AttributePicker,
     AttributePickerContext,
@@ -90,6 +97,7 @@ def uninstall() -> None:
     with _lock:
         _indexes.clear()
         _aliases.clear()
+    _methods.clear()
 
 
 def installed() -> bool:
@@ -105,8 +113,9 @@ def forget(table: Table) -> None:
         _indexes.pop(table, None)
 
 
-def _replacements() -> tuple[tuple[type, str, Callable[..., Any]], ...]:
+def _replacements() -> tuple[tuple[type | ModuleType, str, Callable[..., Any]], ...]:
     return (
+        (moto_responses, "method_names_from_class", _method_names),
         (Table, "query", _query),
         (Table, "put_item", _put_item),
         (DynamoDBBackend, "update_item", _update_item),
@@ -115,6 +124,20 @@ def _replacements() -> tuple[tuple[type, str, Callable[..., Any]], ...]:
         (XFormedAttributePicker, "get_possible_keys", _possible_keys(XFormedAttributePicker)),
         (BaseJSONSerializer, "_serialize_type_structure", _serialize_type_structure),
     )
+
+
+# The names of each response class's methods, as moto's dispatch lists them for every request.
+_methods: dict[type, list[str]] = {}
+
+
+def _method_names(clazz: type) -> list[str]:
+    """``method_names_from_class``, once per class: moto's dispatch calls it on every request to
+    find the action's method, and it walks every member of the class (``inspect.getmembers``),
+    whose methods do not change."""
+    names = _methods.get(clazz)
+    if names is None:
+        names = _methods[clazz] = _STOCK["moto.core.responses.method_names_from_class"](clazz)
+    return list(names)
 
 
 # The members of DynamoDB's AttributeValue whose value is a string on the wire, as moto holds it.
