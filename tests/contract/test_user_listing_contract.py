@@ -79,6 +79,9 @@ def test_a_page_beyond_the_end_is_empty_but_counted(stores: Stores) -> None:
     count = _count(stores)
 
     assert stores.users.newest_page(limit=50, offset=count) == (count, [])
+    # Any offset a client can send: past DynamoDB's 32-bit Limit, past a 64-bit integer.
+    for offset in (2**31, 2**63 - 1, 10**23):
+        assert stores.users.newest_page(limit=50, offset=offset) == (count, [])
 
 
 def test_pages_run_newest_first_across_the_list_shards_without_the_deleted(stores: Stores) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from nimbus_tools.local.control import read_mail
 from nimbus_tools.local.launcher import LocalApiProcess
 from tests.api_client import new_ip, new_name
-from tests.e2e.conftest import Client, run_cli
+from tests.e2e.conftest import Client, run_cli, with_totp
 
 VERIFY_LINK = r"http://localhost:\d+/console/verify\?token=[0-9A-Z]{26}\.[A-Za-z0-9_-]{43}"
 
@@ -153,3 +153,28 @@ def test_one_log_line_per_request(client: Client, local_api: LocalApiProcess) ->
         "200",
         "AdminFunction",
     )
+
+
+# Values no list reaches, of every size a client can send: past DynamoDB's 32-bit Limit, the largest
+# 64-bit integer (the one that once answered 500), and past any integer type.
+HUGE = ("2147483648", "9223372036854775807", "99999999999999999999999")
+
+
+def test_every_list_answers_an_offset_or_limit_past_any_list_with_a_page_never_a_500(
+    client: Client, local_api: LocalApiProcess
+) -> None:
+    staff_name, staff_token, _, _ = with_totp(client)
+    assert run_cli(local_api, "staff", "promote", staff_name).returncode == 0
+    staff_id = staff_token.split(".", maxsplit=1)[0]
+    lists = ["/domains", "/users/me/sessions", f"/users/{staff_id}/sessions", "/users/me/2fa"]
+    lists += [f"/users/{staff_id}/2fa", "/users"]
+
+    for path in lists:
+        whole = client.call("GET", path, token=staff_token)
+        assert whole.status == 200, (path, whole.body)
+        for huge in HUGE:
+            beyond = client.call("GET", f"{path}?offset={huge}", token=staff_token)
+            assert (beyond.status, beyond.body) == (200, {"count": whole.body["count"], "items": []}), path
+            for limit in (huge, f"-{huge}"):
+                page = client.call("GET", f"{path}?limit={limit}", token=staff_token)
+                assert (page.status, page.body) == (200, whole.body), (path, limit)

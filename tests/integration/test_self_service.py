@@ -406,6 +406,25 @@ def test_domains_are_listed_and_read_one_by_one(api: Api, stack: Stack) -> None:
     assert (missing.status, code(missing)) == (404, "INVALID_DOMAIN_ERROR")
 
 
+def test_domains_limit_minus_one_lists_every_domain_as_upstream_and_other_odd_limits_the_default(
+    api: Api, stack: Stack
+) -> None:
+    for n in range(55):
+        add_domain(stack, f"d{n:02}.example", subdomains=False)
+    _, token = new_user(api)
+
+    whole = api.call("GET", "/domains?limit=-1", token=token)
+    assert (whole.status, whole.body["count"], len(whole.body["items"])) == (200, 56, 56)
+    assert (
+        api.call("GET", "/domains?limit=-1&offset=50", token=token).body["items"] == whole.body["items"][50:]
+    )
+    for odd in ("-2", "-9223372036854775808", "all", "9223372036854775807"):
+        page = api.call("GET", f"/domains?limit={odd}", token=token)
+        assert (page.status, len(page.body["items"])) == (200, 50), odd
+    beyond = api.call("GET", "/domains?offset=9223372036854775807&limit=-1", token=token)
+    assert (beyond.status, beyond.body) == (200, {"count": 56, "items": []})
+
+
 # ---------------------------------------------------------------------------------------------- delete
 
 

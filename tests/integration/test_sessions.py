@@ -103,7 +103,9 @@ def test_list_is_newest_first_with_the_total_count_and_full_records(api: Api) ->
         ("?limit=0", [], 5),
         ("?limit=500", [0, 1, 2, 3, 4], 5),  # clamped to 50
         ("?limit=abc&offset=xyz", [0, 1, 2, 3, 4], 5),  # unparsable: the defaults
-        ("?limit=-3&offset=-1", [], 5),  # clamped to 0 / 0
+        ("?limit=-3&offset=-1", [0, 1, 2, 3, 4], 5),  # negative: the defaults, never an empty page
+        ("?limit=-1", [0, 1, 2, 3, 4], 5),  # GET /domains' "every item" is the default here
+        ("?offset=9223372036854775807&limit=9223372036854775807", [], 5),  # past any list: empty
     ],
 )
 def test_pagination_follows_the_contract(api: Api, query: str, expected_ids: list[int], count: int) -> None:

@@ -98,6 +98,19 @@ def test_the_user_list_is_newest_first_and_counts_every_user(api: Api, staff: St
     assert empty.body == {"count": 4, "items": []}
 
 
+@pytest.mark.parametrize(
+    "offset", ["4", "10001", "2147483648", "9223372036854775807", "99999999999999999999999"]
+)
+def test_an_offset_past_every_user_is_an_empty_page_however_large(
+    api: Api, staff: Staff, offset: str
+) -> None:
+    new_user(api)
+
+    beyond = staff.call("GET", f"/users?offset={offset}&limit=9223372036854775807")
+
+    assert (beyond.status, beyond.body) == (200, {"count": 2, "items": []})
+
+
 def test_the_count_stays_exact_through_deletions(api: Api, staff: Staff) -> None:
     gone, _, _ = new_user(api)
     kept, _, _ = new_user(api)

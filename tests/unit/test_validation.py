@@ -12,7 +12,15 @@ from pydantic import Field
 from auth_api.models import LoginBody, RegisterBody
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.http.request_input import read_json_body, read_query
-from nimbus_core.http.validation import Body, Pagination, Query, QueryBool, validate
+from nimbus_core.http.validation import (
+    EVERY_ITEM,
+    Body,
+    Pagination,
+    Query,
+    QueryBool,
+    WholeListLimit,
+    validate,
+)
 
 GOOD = {"username": "alice", "email": "alice@example.com", "password": "correct horse"}
 
@@ -137,7 +145,10 @@ def test_bounds_on_other_fields_are_invalid_fields() -> None:
         ({}, 50, 0),
         ({"limit": "10", "offset": "20"}, 10, 20),
         ({"limit": "500"}, 50, 0),
-        ({"limit": "-3", "offset": "-7"}, 0, 0),
+        ({"limit": "-3", "offset": "-7"}, 50, 0),  # negative: the defaults, never an empty page
+        ({"limit": "-1"}, 50, 0),  # every item is GET /domains' alone
+        ({"limit": "0"}, 0, 0),
+        ({"offset": "9223372036854775807"}, 50, 9223372036854775807),  # past any list: an empty page
         ({"limit": "ten", "offset": "x"}, 50, 0),
         ({"limit": "", "offset": " 4 "}, 50, 4),
     ],
@@ -145,6 +156,19 @@ def test_bounds_on_other_fields_are_invalid_fields() -> None:
 def test_pagination_clamps_and_falls_back_to_defaults(query: dict[str, str], limit: int, offset: int) -> None:
     page = validate(Pagination, read_query(query))
     assert (page.limit, page.offset) == (limit, offset)
+
+
+class _WholeList(Pagination):
+    limit: WholeListLimit = 50
+
+
+@pytest.mark.parametrize(
+    ("raw", "limit"), [("-1", EVERY_ITEM), ("-2", 50), ("51", 50), ("7", 7), ("all", 50)]
+)
+def test_a_list_that_can_be_had_whole_takes_minus_one_and_nothing_else_out_of_range(
+    raw: str, limit: int
+) -> None:
+    assert validate(_WholeList, {"limit": raw}).limit == limit
 
 
 class _Flags(Query):

@@ -15,7 +15,7 @@ from nimbus_core.http.account_bodies import (
     ChangePasswordBody,
     ChangeUsernameBody,
 )
-from nimbus_core.http.validation import Body, Pagination
+from nimbus_core.http.validation import EVERY_ITEM, MAX_PAGE_SIZE, Body, Pagination, WholeListLimit
 
 __all__ = [
     "ChangeDomainBody",
@@ -34,4 +34,11 @@ class VerifyEmailBody(Body):
 
 
 class DomainsQuery(Pagination):
-    """GET /domains: pagination only."""
+    """GET /domains: pagination, and ``limit=-1`` for every domain (the client library's
+    ``limit: 'all'``, which upstream's web frontend sends for its domain pickers)."""
+
+    limit: WholeListLimit = MAX_PAGE_SIZE
+
+    def page_limit(self) -> int | None:
+        """The most domains the page holds; None for every one."""
+        return None if self.limit == EVERY_ITEM else self.limit

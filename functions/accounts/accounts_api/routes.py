@@ -174,8 +174,9 @@ def delete_me(request: Request) -> Reply[SuccessView]:
     summary="Offered domains",
 )
 def list_domains(request: Request[None, DomainsQuery]) -> Reply[DomainListView]:
-    """GET /domains: ``{count, items}`` of the offered domains, paginated."""
-    count, page = service.list_domains(request.deps, limit=request.query.limit, offset=request.query.offset)
+    """GET /domains: ``{count, items}`` of the offered domains, paginated (``limit=-1``: all of them)."""
+    query = request.query
+    count, page = service.list_domains(request.deps, limit=query.page_limit(), offset=query.offset)
     return Reply({"count": count, "items": [d.to_public() for d in page]})
 
 

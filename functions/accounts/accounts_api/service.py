@@ -88,10 +88,10 @@ def delete_account(deps: Deps, caller: Caller) -> None:
         _log.warning("sessions left after deleting a user; they expire by TTL", extra={"user_id": user.id})
 
 
-def list_domains(deps: Deps, *, limit: int, offset: int) -> tuple[int, list[Domain]]:
-    """The offered domains: the total and one page."""
+def list_domains(deps: Deps, *, limit: int | None, offset: int) -> tuple[int, list[Domain]]:
+    """The offered domains: the total and one page (``limit`` None: every one from ``offset`` on)."""
     domains = deps.domains.list()
-    return len(domains), domains[offset : offset + limit]
+    return len(domains), domains[offset:] if limit is None else domains[offset : offset + limit]
 
 
 def get_domain(deps: Deps, name: str) -> Domain:

@@ -4,6 +4,7 @@ exact count kept in shards by the transactions that create and delete users."""
 from __future__ import annotations
 
 import heapq
+import sys
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
@@ -31,6 +32,10 @@ from nimbus_core.domain.models import User
 # beyond it would open a connection for one Query and drop it.
 QUERY_THREADS = 10
 BATCH_GET_KEYS = 100  # DynamoDB's BatchGetItem limit
+# The most keys one Query of the list index asks for: about what one 1 MB page of that keys-only
+# index holds, so no real page is cut shorter, and a Limit DynamoDB takes (a 32-bit integer) for
+# any offset a client sends (an offset past every user is an empty page, not an error).
+QUERY_PAGE_KEYS = 10_000
 
 
 def count_batches() -> list[list[dict[str, Any]]]:
@@ -75,7 +80,9 @@ class UserListing(UsersTable):
         # client is thread-safe), so the page waits for a few round trips rather than their sum.
         # Each runs in a copy of the request's context, so what it holds (log keys) goes along.
         # A failed read fails the page: the reads not yet started are not sent.
-        wanted = limit + offset if limit > 0 else 0
+        # As many as a list can hold at most when the offset is larger (islice's bound): an offset
+        # past every user reads every user's key once and is an empty page.
+        wanted = min(limit + offset, sys.maxsize) if limit > 0 else 0
         pool = ThreadPoolExecutor(max_workers=QUERY_THREADS)
         try:
             counts = [pool.submit(copy_context().run, self._count_in, keys) for keys in count_batches()]
@@ -106,7 +113,7 @@ class UserListing(UsersTable):
         }
         while len(found) < wanted:
             with aws_errors("Query (CreatedIndex)"):
-                result = self._client.query(**request, Limit=wanted - len(found))
+                result = self._client.query(**request, Limit=min(wanted - len(found), QUERY_PAGE_KEYS))
             found += [
                 (item["listOrder"]["S"], item["pk"]["S"].removeprefix(USER_KEY_PREFIX))
                 for item in result.get("Items", [])

@@ -109,15 +109,21 @@ IdList = Annotated[list[str], AfterValidator(_check_ids)]
 """An ``ids`` array of strings: more than 50 is BODY_TOO_LARGE_ERROR (CONTRACT section 2)."""
 
 
-def _lenient_int(default: int, low: int, high: int | None) -> BeforeValidator:
-    """Parse an integer query value; unparsable means ``default``, out of range is clamped."""
+def _lenient_int(
+    default: int, low: int, high: int | None, *, also: frozenset[int] = frozenset()
+) -> BeforeValidator:
+    """Parse an integer query value: unparsable or below ``low`` means ``default`` (as upstream), above
+    ``high`` is clamped; a value of ``also`` is taken as it is."""
 
     def parse(value: Any) -> int:
         try:
             number = int(str(value).strip())
         except ValueError:
             return default
-        number = max(number, low)
+        if number in also:
+            return number
+        if number < low:
+            return default
         return min(number, high) if high is not None else number
 
     return BeforeValidator(parse)
@@ -137,10 +143,18 @@ def _query_bool(value: Any) -> Any:
 MAX_PAGE_SIZE = 50
 
 PageLimit = Annotated[int, _lenient_int(MAX_PAGE_SIZE, 0, MAX_PAGE_SIZE)]
-"""``limit``: 0..50, default 50; larger values are clamped, unparsable ones fall back to the default."""
+"""``limit``: 0..50, default 50; larger values are clamped, unparsable and negative ones fall back to
+the default (CONTRACT section 2: never an empty page for an out-of-range limit)."""
+
+EVERY_ITEM = -1
+"""``limit=-1`` of ``GET /domains``: every item in one page (upstream's ``LimitOffset(-1, 50)``)."""
+
+WholeListLimit = Annotated[int, _lenient_int(MAX_PAGE_SIZE, 0, MAX_PAGE_SIZE, also=frozenset({EVERY_ITEM}))]
+"""``limit`` of a list that can be had whole: :data:`PageLimit`, and ``-1`` for every item."""
 
 PageOffset = Annotated[int, _lenient_int(0, 0, None)]
-"""``offset``: an integer >= 0, default 0."""
+"""``offset``: an integer >= 0, default 0 (unparsable and negative ones too); past the end of a list
+is an empty page."""
 
 QueryBool = Annotated[bool, BeforeValidator(_query_bool)]
 """A boolean query flag: true/false/1/0 (any case); anything else is INVALID_FIELDS_ERROR."""
