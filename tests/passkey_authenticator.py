@@ -186,11 +186,16 @@ class SoftwareAuthenticator:
         challenge: str | None = None,
         client_data_type: str = "webauthn.get",
         ignore_allow_credentials: bool = False,
+        cross_origin: bool = False,
+        top_origin: str | None = None,
     ) -> dict[str, Any]:
         """The JSON of the PublicKeyCredential a browser returns for these request options.
 
         The counter grows by one per call (unless ``counter=False``); ``sign_count`` sends that value
         instead, e.g. an old one to replay. ``credential_id`` presents another id than the key's.
+        ``cross_origin``: asked inside a frame of ``origin`` on a page of another origin, as a browser
+        says so (``crossOrigin: true``); ``top_origin`` also names that page's origin (``topOrigin``,
+        WebAuthn level 3).
         """
         allowed = [b64url_decode(d["id"]) for d in options.get("allowCredentials", [])]
         if allowed and self.credential_id not in allowed and not ignore_allow_credentials:
@@ -199,7 +204,13 @@ class SoftwareAuthenticator:
             if self.counter:
                 self.sign_count += 1
             sign_count = self.sign_count if self.counter else 0
-        client_data = self._client_data(client_data_type, challenge or options["challenge"], origin)
+        client_data = self._client_data(
+            client_data_type,
+            challenge or options["challenge"],
+            origin,
+            cross_origin=cross_origin or top_origin is not None,
+            top_origin=top_origin,
+        )
         auth_data = self._auth_data(
             rp_id if rp_id is not None else options.get("rpId", self.rp_id or ""),
             user_present=user_present,
@@ -236,9 +247,15 @@ class SoftwareAuthenticator:
     # -- shared pieces ------------------------------------------------------------------------------
 
     @staticmethod
-    def _client_data(kind: str, challenge: str, origin: str) -> bytes:
-        # Browsers serialise these members first, in this order, without spaces.
-        body = {"type": kind, "challenge": challenge, "origin": origin, "crossOrigin": False}
+    def _client_data(
+        kind: str, challenge: str, origin: str, *, cross_origin: bool = False, top_origin: str | None = None
+    ) -> bytes:
+        # Browsers serialise these members first, in this order, without spaces; a frame's answer
+        # says crossOrigin true and, after it, the top-level page's origin (WebAuthn level 3).
+        body: dict[str, Any] = {"type": kind, "challenge": challenge, "origin": origin}
+        body["crossOrigin"] = cross_origin
+        if top_origin is not None:
+            body["topOrigin"] = top_origin
         return json.dumps(body, separators=(",", ":")).encode()
 
     @staticmethod

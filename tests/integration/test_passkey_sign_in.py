@@ -169,6 +169,28 @@ def test_unknown_deleted_and_wrong_credentials_get_one_and_the_same_answer(
     assert _outcome(answers[0]) == WRONG
 
 
+def test_a_passkey_answer_made_in_a_frame_of_another_page_neither_signs_in_nor_reverifies(
+    api: Api, enrolled: tuple[str, str, SoftwareAuthenticator]
+) -> None:
+    _, token, key = enrolled
+    framed = [{"cross_origin": True}, {"top_origin": "https://evil.test"}]
+
+    sign_ins = [_sign_in(api, key, **frame) for frame in framed]
+    changes = []
+    for frame in framed:
+        challenge = api.call("POST", "/users/me/reverify", {}, token=token)
+        response = key.get(challenge.body["challenge"], origin=ORIGIN, **frame)
+        two_fa = {"type": "webauthn", "token": challenge.body["token"], "response": response}
+        changes.append(
+            api.call("PUT", "/users/me/username", {"username": "framed", "2fa": two_fa}, token=token)
+        )
+
+    assert {(a.status, str(a.body)) for a in sign_ins} == {(401, str(sign_ins[0].body))}
+    assert _outcome(sign_ins[0]) == WRONG
+    assert [_outcome(c) for c in changes] == [WRONG, WRONG]
+    assert _sign_in(api, key).status == 201  # the same key on our own page
+
+
 def test_a_security_key_that_is_not_a_passkey_does_not_sign_in_alone(api: Api) -> None:
     _, token = _user(api)
     key = SoftwareAuthenticator()

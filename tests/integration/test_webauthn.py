@@ -339,8 +339,19 @@ def test_a_key_without_a_counter_answers_every_time(api: Api, frozen: Clock) -> 
         {"challenge": b64url(b"\x02" * 64)},
         {"client_data_type": "webauthn.create"},
         {"user_present": False},
+        {"cross_origin": True},
+        {"top_origin": "https://evil.test"},
     ],
-    ids=["other origin", "other rp id", "bad signature", "other challenge", "creation type", "no presence"],
+    ids=[
+        "other origin",
+        "other rp id",
+        "bad signature",
+        "other challenge",
+        "creation type",
+        "no presence",
+        "in a frame of another page",
+        "in a frame of a named page",
+    ],
 )
 def test_an_assertion_that_does_not_prove_the_key_is_refused_and_counted(
     api: Api, frozen: Clock, misbehaviour: dict[str, Any]
@@ -416,6 +427,25 @@ def test_a_key_logs_in_and_the_login_challenge_carries_its_options(api: Api, fro
 
     assert logged_in.status == 201, logged_in.body
     assert api.call("GET", "/users/me", token=logged_in.body["token"]).body["username"] == username
+
+
+def test_a_login_answered_in_a_frame_of_another_page_is_refused_and_our_own_page_then_logs_in(
+    api: Api, frozen: Clock
+) -> None:
+    username, token = new_user(api)
+    key = SoftwareAuthenticator()
+    enrol(api, token, key)
+
+    answers = []
+    for framed in ({"cross_origin": True}, {"top_origin": "https://evil.test"}):
+        challenge = ask(api, "POST", "/login", None, username=username)
+        response = key.get(challenge.body["challenge"], origin=ORIGIN, **framed)
+        answers.append(answer(api, "POST", "/login", None, challenge, response, username=username))
+    challenge = ask(api, "POST", "/login", None, username=username)
+    own = answer(api, "POST", "/login", None, challenge, key.get(challenge.body["challenge"], origin=ORIGIN))
+
+    assert [outcome(a) for a in answers] == [WRONG, WRONG]
+    assert own.status == 201, own.body
 
 
 def test_a_fault_while_answering_leaves_the_challenge_and_the_counter(

@@ -255,6 +255,7 @@ def verify_authentication(
     # the signature is checked with; an assertion for another credential must not pass as this one's.
     if not hmac.compare_digest(credential_id_of(response), credential_id):
         raise PasskeyError("authentication refused: the response is for another credential")
+    _check_not_framed(response)
 
     from webauthn import verify_authentication_response
     from webauthn.helpers import parse_authentication_credential_json
@@ -376,6 +377,21 @@ def _check_shape(response: object, fields: tuple[str, ...]) -> None:
     handle = inner.get("userHandle")
     if isinstance(handle, str) and len(handle) > _MAX_FIELD_CHARS:
         raise PasskeyError("userHandle too long")
+
+
+def _check_not_framed(response: dict[str, Any]) -> None:
+    """Refuse an assertion the browser made inside a frame of another origin's page: its client data
+    says ``crossOrigin: true`` or names a ``topOrigin`` (py_webauthn 3.0.1 reads the first and
+    checks neither). Our origin in a frame on a stranger's page is how a page that is not ours gets a
+    person's passkey to sign in for it (CONTRACT section 16)."""
+    try:
+        client_data = json.loads(_base64url_decode(response["response"]["clientDataJSON"]))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise PasskeyError("clientDataJSON is not JSON") from exc
+    if not isinstance(client_data, dict):
+        raise PasskeyError("clientDataJSON is not an object")
+    if client_data.get("crossOrigin", False) is not False or "topOrigin" in client_data:
+        raise PasskeyError("authentication refused: made in a frame of another origin's page")
 
 
 def _check_challenge(expected_challenge: bytes) -> None:
