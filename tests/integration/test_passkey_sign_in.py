@@ -173,7 +173,7 @@ def test_a_passkey_answer_made_in_a_frame_of_another_page_neither_signs_in_nor_r
     api: Api, enrolled: tuple[str, str, SoftwareAuthenticator]
 ) -> None:
     _, token, key = enrolled
-    framed = [{"cross_origin": True}, {"top_origin": "https://evil.test"}]
+    framed: list[dict[str, Any]] = [{"cross_origin": True}, {"top_origin": "https://evil.test"}]
 
     sign_ins = [_sign_in(api, key, **frame) for frame in framed]
     changes = []
