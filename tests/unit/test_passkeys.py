@@ -257,11 +257,37 @@ def test_tampered_authenticator_data_or_client_data_breaks_the_signature(
         verify(forged, challenge, enrolled, 0)
 
     client = json.loads(b64url_decode(response["response"]["clientDataJSON"]))
-    client["crossOrigin"] = True  # still our challenge and origin, but not what was signed
+    client["extension"] = "added"  # still our challenge and origin, not framed, but not what was signed
     forged = copy.deepcopy(response)
     forged["response"]["clientDataJSON"] = b64url(json.dumps(client).encode())
     with pytest.raises(PasskeyError, match="signature"):
         verify(forged, challenge, enrolled, 0)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [{"cross_origin": True}, {"top_origin": "https://evil.test"}, {"top_origin": ORIGIN}],
+    ids=["crossOrigin", "another page's topOrigin", "our own origin as topOrigin"],
+)
+def test_an_assertion_made_in_a_frame_is_refused_though_signed_for_our_origin(
+    key: SoftwareAuthenticator, enrolled: NewCredential, frame: dict[str, Any]
+) -> None:
+    response, challenge = assertion(key, enrolled, **frame)
+
+    with pytest.raises(PasskeyError, match="frame"):
+        verify(response, challenge, enrolled, 0)
+
+
+def test_an_assertion_whose_cross_origin_is_no_boolean_false_is_refused(
+    key: SoftwareAuthenticator, enrolled: NewCredential
+) -> None:
+    for value in ("false", None, 0):
+        response, challenge = assertion(key, enrolled)
+        client = json.loads(b64url_decode(response["response"]["clientDataJSON"]))
+        client["crossOrigin"] = value
+        response["response"]["clientDataJSON"] = b64url(json.dumps(client).encode())
+        with pytest.raises(PasskeyError):
+            verify(response, challenge, enrolled, 0)
 
 
 def test_another_keys_assertion_is_refused(enrolled: NewCredential) -> None:

@@ -18,6 +18,7 @@ import pytest
 from accounts_api import service as accounts
 from nimbus_core.accounts.notices import Actor, Notice
 from nimbus_core.domain.errors import ErrorCode
+from nimbus_core.domain.ratelimits import CHANGE_PASSWORD
 from nimbus_core.sessions import passwords
 from staff_api import service as staff
 from tests.fakes import FakeWorld, fake_world
@@ -107,6 +108,39 @@ def test_two_changes_from_one_session_both_land_and_the_last_to_commit_sets_the_
     assert len(_notices(world)) == 2  # one per change that landed
     assert read(world, login(world, password=FIRST).token).user.id == changed.id
     assert code(lambda: login(world, password=SECOND)) is ErrorCode.INVALID_PASSWORD_ERROR
+
+
+def test_a_change_that_loses_to_each_of_four_identical_changes_sent_with_it_still_lands(
+    world: FakeWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five changes from one session at once, each with the right password (the endpoint's limit
+    lets five through): the one that commits last lost to each of the other four, and is still a
+    200, never a 500."""
+    mine = register(world)
+    caller = read(world, mine.token)
+    racers = [
+        lambda: accounts.change_password(world.deps, read(world, mine.token), PASSWORD, 0, actor=ACTOR)
+        for _ in range(CHANGE_PASSWORD.limit - 1)
+    ]
+    commit, inside = world.tx.commit, list[bool]()
+
+    def each_attempt_loses(ops: Any) -> None:
+        if racers and not inside:  # another request lands before each of this change's writes
+            inside.append(True)
+            try:
+                racers.pop()()
+            finally:
+                inside.pop()
+        commit(ops)
+
+    monkeypatch.setattr(world.tx, "commit", each_attempt_loses)
+
+    changed = accounts.change_password(world.deps, caller, PASSWORD, 0, actor=ACTOR)
+
+    assert racers == []  # all four landed first
+    assert _password_is(world, changed.id, PASSWORD)
+    assert caller_of(world, mine.token) is not None
+    assert len(_notices(world)) == CHANGE_PASSWORD.limit
 
 
 def test_a_change_whose_imported_hash_a_login_replaced_meanwhile_lands(

@@ -18,11 +18,20 @@ import base64
 import binascii
 import hmac
 import json
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from aws_lambda_powertools import Logger
+
+from nimbus_core.factors.passkey_answers import (
+    MAX_CREDENTIAL_ID_BYTES,
+    MAX_USER_HANDLE_BYTES,
+    PasskeyError,
+    check_not_framed,
+    check_shape,
+    credential_id_of,
+    user_handle_of,
+)
 
 # No webauthn (nor cryptography, cbor2) import at module level: each function imports what it uses, so
 # importing this module costs nothing until a WebAuthn ceremony runs. Annotations only below.
@@ -35,27 +44,29 @@ if TYPE_CHECKING:
     from nimbus_core.domain.models import SecondFactor
     from nimbus_core.platform.settings import RelyingParty
 
+__all__ = [
+    "CHALLENGE_SECONDS",
+    "MAX_CREDENTIAL_ID_BYTES",
+    "NewCredential",
+    "PasskeyError",
+    "authentication_options",
+    "b64url",
+    "b64url_decode",
+    "credential_id_of",
+    "registration_options",
+    "stored_credential_ids",
+    "user_handle_of",
+    "verify_authentication",
+    "verify_registration",
+]
+
 CHALLENGE_SECONDS: Final = 300
 """How long a challenge is valid; also the browser's timeout hint in the options."""
 
-# WebAuthn caps credential ids at 1023 bytes; user handles at 64 bytes.
-MAX_CREDENTIAL_ID_BYTES: Final = 1023
-_MAX_USER_HANDLE_BYTES: Final = 64
-# The longest string accepted in a response field. A "none" attestation object with an RSA-2048 key is
-# about 400 bytes and a packed one with a certificate chain a few KiB; this only stops waste on junk.
-_MAX_FIELD_CHARS: Final = 32 * 1024
 _MIN_CHALLENGE_BYTES: Final = 16
 _MAX_SIGN_COUNT: Final = 2**32 - 1
-_BASE64URL: Final = re.compile(r"[A-Za-z0-9_-]*")
 
 _log = Logger(child=True)
-
-
-class PasskeyError(Exception):
-    """A WebAuthn response that must be refused: malformed, not for us, or not proven.
-
-    The message says why, for logs only; the API answers a fixed error code, never this text.
-    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +126,7 @@ def registration_options(
     )
 
     user_handle = user_id.encode()
-    if not 0 < len(user_handle) <= _MAX_USER_HANDLE_BYTES:
+    if not 0 < len(user_handle) <= MAX_USER_HANDLE_BYTES:
         raise ValueError("user_id must be 1..64 bytes in UTF-8")
     if not username:
         raise ValueError("username must not be empty")
@@ -176,7 +187,7 @@ def verify_registration(
     ``passkey`` verified its user and is not called non-discoverable by credProps. Raises
     :class:`PasskeyError` for anything else, whatever the shape of ``response``.
     """
-    _check_shape(response, ("clientDataJSON", "attestationObject"))
+    check_shape(response, ("clientDataJSON", "attestationObject"))
     _check_challenge(expected_challenge)
     raw_id = credential_id_of(response)
 
@@ -247,7 +258,7 @@ def verify_authentication(
     either counter is non-zero (a cloned key or a replay; authenticators without a counter send 0).
     A ``passkey`` answer must carry user verification whatever is configured.
     """
-    _check_shape(response, ("clientDataJSON", "authenticatorData", "signature"))
+    check_shape(response, ("clientDataJSON", "authenticatorData", "signature"))
     _check_challenge(expected_challenge)
     if type(current_sign_count) is not int or not 0 <= current_sign_count <= _MAX_SIGN_COUNT:
         raise PasskeyError("authentication refused: the stored signature counter is not a 32-bit count")
@@ -255,7 +266,7 @@ def verify_authentication(
     # the signature is checked with; an assertion for another credential must not pass as this one's.
     if not hmac.compare_digest(credential_id_of(response), credential_id):
         raise PasskeyError("authentication refused: the response is for another credential")
-    _check_not_framed(response)
+    check_not_framed(response)
 
     from webauthn import verify_authentication_response
     from webauthn.helpers import parse_authentication_credential_json
@@ -274,35 +285,6 @@ def verify_authentication(
     except Exception as exc:  # see _refused: any failure on hostile input is a refusal
         raise _refused("authentication", exc) from exc
     return verified.new_sign_count
-
-
-def credential_id_of(response: object) -> bytes:
-    """The raw credential id an assertion (or attestation) response names, to find the stored key.
-
-    ``rawId`` must be canonical unpadded base64url of 1..1023 bytes and ``id`` must be the same text.
-    Raises :class:`PasskeyError` otherwise. Does not import py_webauthn.
-    """
-    if not isinstance(response, dict):
-        raise PasskeyError("response is not an object")
-    raw_id, text_id = response.get("rawId"), response.get("id")
-    if not isinstance(raw_id, str) or raw_id != text_id:
-        raise PasskeyError("response id and rawId missing or different")
-    decoded = _base64url_decode(raw_id)
-    if not 0 < len(decoded) <= MAX_CREDENTIAL_ID_BYTES:
-        raise PasskeyError("credential id is empty or longer than 1023 bytes")
-    return decoded
-
-
-def user_handle_of(response: object) -> str:
-    """The user handle (our user id, set at enrolment) of a passkey's assertion; else PasskeyError."""
-    inner = response.get("response") if isinstance(response, dict) else None
-    handle = inner.get("userHandle") if isinstance(inner, dict) else None
-    if not isinstance(handle, str):
-        raise PasskeyError("no userHandle: not a discoverable credential's answer")
-    decoded = _base64url_decode(handle)
-    if not 0 < len(decoded) <= _MAX_USER_HANDLE_BYTES:
-        raise PasskeyError("userHandle is empty or longer than 64 bytes")
-    return decoded.decode(errors="replace")  # not UTF-8: no id of ours, which the caller checks
 
 
 def b64url(data: bytes) -> str:
@@ -337,19 +319,6 @@ def stored_credential_ids(factors: Iterable[SecondFactor]) -> list[bytes]:
     return found
 
 
-def _base64url_decode(text: str) -> bytes:
-    """Strict unpadded base64url (py_webauthn's decoder silently drops characters it does not know)."""
-    if len(text) > _MAX_FIELD_CHARS or len(text) % 4 == 1 or not _BASE64URL.fullmatch(text):
-        raise PasskeyError("not unpadded base64url")
-    try:
-        decoded = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError) as exc:
-        raise PasskeyError("not unpadded base64url") from exc
-    if base64.urlsafe_b64encode(decoded).rstrip(b"=").decode() != text:
-        raise PasskeyError("not canonical base64url")
-    return decoded
-
-
 def _refused(ceremony: str, exc: Exception) -> PasskeyError:
     """The refusal for whatever py_webauthn raised while parsing or verifying a response.
 
@@ -362,36 +331,6 @@ def _refused(ceremony: str, exc: Exception) -> PasskeyError:
     exceptions. Only calls on the response are inside the ``try``; the cause is chained for the logs.
     """
     return PasskeyError(f"{ceremony} refused: {type(exc).__name__}: {str(exc)[:200]}")
-
-
-def _check_shape(response: object, fields: tuple[str, ...]) -> None:
-    """A dict with the ids and the given ``response`` fields as bounded strings (py_webauthn checks more)."""
-    if not isinstance(response, dict):
-        raise PasskeyError("response is not an object")
-    inner = response.get("response")
-    if not isinstance(inner, dict):
-        raise PasskeyError("response.response is not an object")
-    for name, value in [(n, response.get(n)) for n in ("id", "rawId")] + [(n, inner.get(n)) for n in fields]:
-        if not isinstance(value, str) or not value or len(value) > _MAX_FIELD_CHARS:
-            raise PasskeyError(f"{name} missing, empty, not a string or too long")
-    handle = inner.get("userHandle")
-    if isinstance(handle, str) and len(handle) > _MAX_FIELD_CHARS:
-        raise PasskeyError("userHandle too long")
-
-
-def _check_not_framed(response: dict[str, Any]) -> None:
-    """Refuse an assertion the browser made inside a frame of another origin's page: its client data
-    says ``crossOrigin: true`` or names a ``topOrigin`` (py_webauthn 3.0.1 reads the first and
-    checks neither). Our origin in a frame on a stranger's page is how a page that is not ours gets a
-    person's passkey to sign in for it (CONTRACT section 16)."""
-    try:
-        client_data = json.loads(_base64url_decode(response["response"]["clientDataJSON"]))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise PasskeyError("clientDataJSON is not JSON") from exc
-    if not isinstance(client_data, dict):
-        raise PasskeyError("clientDataJSON is not an object")
-    if client_data.get("crossOrigin", False) is not False or "topOrigin" in client_data:
-        raise PasskeyError("authentication refused: made in a frame of another origin's page")
 
 
 def _check_challenge(expected_challenge: bytes) -> None:
