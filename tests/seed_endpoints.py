@@ -13,6 +13,9 @@ Resolutions applied from CONTRACT.md:
 - section 8: PUT /users/me/password and PUT /users/me/email are closed to scoped sessions (the seed's
   scope ACCOUNT_MODIFY there no longer opens them), and so are the staff paths naming the caller's own
   account for those changes, for deletion and for removing second factors (``scoped_self``);
+- section 8: staff is granted and changed by people: PUT and DELETE /users/:id/staff are closed to
+  scoped sessions, and the staff paths that change an account's password, address, verification or
+  second factors are closed to them on every staff account (``scoped_staff``);
 - section 1, 8 and 11 add GET /, GET /domains, GET /domains/:id and the kill-switch / log-level API.
 
 The API describes itself: GET /openapi.json, open like GET /.
@@ -60,6 +63,9 @@ class SeedEndpoint:
     # False where a scoped session may not name its own account (the path's :id/:uid, or the body's
     # ids): a staff path to what /users/me keeps from scoped sessions (CONTRACT sections 8 and 9).
     scoped_self: bool = True
+    # False where a scoped session may not act on a staff account (the path's :id/:uid, its own
+    # included): a change that hands the account to whoever makes it (CONTRACT section 8).
+    scoped_staff: bool = True
     source: Source = "seed"
 
     @property
@@ -72,9 +78,24 @@ _MODIFY = ("ACCOUNT_MODIFY",)
 _MODIFY_EMAIL = ("ACCOUNT_MODIFY", "ACCOUNT_EMAIL_VERIFY")
 
 
-def _staff_modify(method: str, path: str, *, reverify: bool = True, scoped_self: bool = True) -> SeedEndpoint:
+def _staff_modify(
+    method: str,
+    path: str,
+    *,
+    reverify: bool = True,
+    scoped_self: bool = True,
+    scoped_staff: bool = True,
+    scoped_sessions: bool = True,
+) -> SeedEndpoint:
     return SeedEndpoint(
-        method, path, staff=True, scope="STAFF_MODIFY_ACCOUNTS", reverify=reverify, scoped_self=scoped_self
+        method,
+        path,
+        staff=True,
+        scope="STAFF_MODIFY_ACCOUNTS",
+        reverify=reverify,
+        scoped_self=scoped_self,
+        scoped_staff=scoped_staff,
+        scoped_sessions=scoped_sessions,
     )
 
 
@@ -109,10 +130,10 @@ SEED_ENDPOINTS: tuple[SeedEndpoint, ...] = (
         rate_limit=SeedLimit(3, 24 * HOUR, "user", frozenset({500, 409})),
         scoped_sessions=False,
     ),
-    _staff_modify("PUT", "/users/:id/email", scoped_self=False),
+    _staff_modify("PUT", "/users/:id/email", scoped_self=False, scoped_staff=False),
     SeedEndpoint("PUT", "/users/verify", auth="none", killswitches=_MODIFY_EMAIL),
-    _staff_modify("PUT", "/users/:id/verify"),
-    _staff_modify("DELETE", "/users/:id/verify"),
+    _staff_modify("PUT", "/users/:id/verify", scoped_staff=False),
+    _staff_modify("DELETE", "/users/:id/verify", scoped_staff=False),
     SeedEndpoint(
         "GET",
         "/users/me/verify",
@@ -129,9 +150,9 @@ SEED_ENDPOINTS: tuple[SeedEndpoint, ...] = (
         rate_limit=SeedLimit(5, 24 * HOUR, "user", frozenset({500})),
         scoped_sessions=False,
     ),
-    _staff_modify("PUT", "/users/:id/password", scoped_self=False),
-    _staff_modify("PUT", "/users/:id/staff"),
-    _staff_modify("DELETE", "/users/:id/staff"),
+    _staff_modify("PUT", "/users/:id/password", scoped_self=False, scoped_staff=False),
+    _staff_modify("PUT", "/users/:id/staff", scoped_sessions=False),
+    _staff_modify("DELETE", "/users/:id/staff", scoped_sessions=False),
     _staff_modify("PUT", "/users/:id/ban"),
     _staff_modify("DELETE", "/users/:id/ban"),
     SeedEndpoint(
@@ -261,6 +282,7 @@ SEED_ENDPOINTS: tuple[SeedEndpoint, ...] = (
             scope="STAFF_MODIFY_SECOND_FACTORS",
             reverify=True,
             scoped_self=False,
+            scoped_staff=False,
             source="contract",
         )
         for path in ("/users/:uid/2fa/:id", "/users/:uid/2fa", "/users/:uid/2fa/all")

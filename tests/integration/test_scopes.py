@@ -74,9 +74,10 @@ def _call(api: Api, endpoint: Endpoint, user_id: str, key: str, *, own: bool = F
             return PARAMS["DefaultDomain"]
         if name == "sid":
             return "me"
-        # Where a scoped session may not name its own account (tests/integration/test_scoped_self),
-        # the walk names another one, unless ``own``: what it checks there is the scope.
-        return user_id if endpoint.policy.scoped_self or own else new_id()
+        # Where a scoped session may not name its own account (tests/integration/test_scoped_self)
+        # or a staff account (test_staff_by_people), the walk names another one, unless ``own``:
+        # what it checks there is the scope.
+        return user_id if (endpoint.policy.scoped_self and endpoint.policy.scoped_staff) or own else new_id()
 
     path = re.sub(r"<(\w+)>", fill, endpoint.path)
     body: Any = {} if endpoint.method in {"POST", "PUT", "PATCH", "DELETE"} else None
@@ -100,15 +101,21 @@ def test_scoped_sessions_meet_every_endpoints_scope(api: Api, stack: Stack, endp
     # ALL, plus every other bit the user may hold (STAFF_* only for staff): "whatever their scopes".
     everything = int(Scope.ALL) | (int(sum(Scope)) & ~(0 if staff else int(STAFF_BITS)))
 
-    outcomes, own = {}, {}
+    outcomes, own, colleague = {}, {}, {}
+    colleague_id = _key(api, stack, staff=True, flags=int(UNRELATED))[0] if not policy.scoped_staff else None
     for label, flags in (("unrelated", int(UNRELATED)), ("exact", exact), ("all", everything)):
         user_id, key = _key(api, stack, staff=staff, flags=flags)
-        if not policy.scoped_self and policy.target is not None:
+        if (not policy.scoped_self or not policy.scoped_staff) and policy.target is not None:
             # First (a refusal changes nothing): the path naming the key's own account.
             own[label] = _call(api, endpoint, user_id, key, own=True)
+        if colleague_id is not None:
+            # And another staff member's account: a staff key acting on a staff account.
+            colleague[label] = _call(api, endpoint, colleague_id, key, own=True)
         outcomes[label] = _call(api, endpoint, user_id, key)
-    # Closed to keys on their own account whatever their scopes (CONTRACT section 8).
+    # Closed to keys on their own account, and on staff accounts where a change would hand the
+    # account over, whatever their scopes (CONTRACT section 8).
     assert all(_refused(r) for r in own.values()), own
+    assert all(_refused(r) for r in colleague.values()), colleague
 
     if not policy.scoped_sessions:
         assert [_refused(r) for r in outcomes.values()] == [True, True, True], outcomes

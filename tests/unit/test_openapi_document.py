@@ -90,6 +90,7 @@ def test_each_operation_carries_its_policy(registered: Any) -> None:
     open_to_keys = policy.auth is Auth.REQUIRED and policy.scoped_sessions
     assert operation["x-nimbus-scoped-sessions"] is open_to_keys
     assert operation["x-nimbus-scoped-self"] is (open_to_keys and policy.scoped_self)
+    assert operation["x-nimbus-scoped-staff"] is (open_to_keys and policy.scoped_staff)
     if policy.auth is Auth.REQUIRED and not (policy.scoped_sessions and policy.scoped_self):
         assert "INSUFFICIENT_PERMISSIONS_ERROR" in operation["responses"]["403"]["x-nimbus-codes"]
 

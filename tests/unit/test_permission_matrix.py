@@ -36,6 +36,7 @@ Kind = Literal[
     "scoped without scope",
     "scoped with scope",
     "scoped with scope, on its own account",
+    "scoped with scope, on another staff account",
     "staff without second factor",
     "staff with second factor",
 ]
@@ -45,6 +46,7 @@ KINDS: tuple[Kind, ...] = (
     "scoped without scope",
     "scoped with scope",
     "scoped with scope, on its own account",
+    "scoped with scope, on another staff account",
     "staff without second factor",
     "staff with second factor",
 )
@@ -96,6 +98,12 @@ class Who:
     factor: bool
     flags: int | None
     own: bool = False
+    staff_target: bool = False  # the path's user is another staff account
+
+    @property
+    def on_staff(self) -> bool:
+        """Whether the path's user is a staff account (the caller's own, if staff, included)."""
+        return self.staff_target or (self.own and self.staff)
 
 
 def _bit(scope: str) -> int:
@@ -120,10 +128,11 @@ def _who(kind: Kind, seed: SeedEndpoint) -> Who | None:
         # Every other bit the user could hold, but neither the endpoint's scope nor ALL.
         needed = _bit(seed.scope) if seed.scope else 0
         return Who(staff=seed.staff, factor=True, flags=_holdable(staff=seed.staff) & ~needed)
-    if kind in ("scoped with scope", "scoped with scope, on its own account"):
+    if kind.startswith("scoped with scope"):
         # The scope alone; an endpoint without one gets ALL (CONTRACT 9: "ALL included").
         flags = _bit(seed.scope) if seed.scope else int(Scope.ALL)
-        return Who(staff=seed.staff, factor=True, flags=flags, own=kind.endswith("own account"))
+        own, staff_target = kind.endswith("own account"), kind.endswith("staff account")
+        return Who(staff=seed.staff, factor=True, flags=flags, own=own, staff_target=staff_target)
     if kind == "staff without second factor":
         return Who(staff=True, factor=False, flags=None)
     return Who(staff=True, factor=True, flags=None)
@@ -155,6 +164,12 @@ def _expected(seed: SeedEndpoint, who: Who | None) -> Outcome:
         # may not (a body's ids are the endpoint's own rule, after validation).
         (
             who.flags is not None and who.own and not seed.scoped_self and _names_user(seed),
+            INSUFFICIENT_PERMISSIONS,
+        ),
+        # Step 5, CONTRACT section 8 (staff by people): the path names a staff account, the
+        # caller's own or another's, where a change would hand it to whoever holds the key.
+        (
+            who.flags is not None and who.on_staff and not seed.scoped_staff and _names_user(seed),
             INSUFFICIENT_PERMISSIONS,
         ),
     ]
@@ -266,8 +281,8 @@ def test_each_caller_gets_exactly_the_contracts_answer_on_every_endpoint(
     world = fake_world()
     monkeypatch.setattr(case.app, "deps", lambda: world.deps)
     world.deps.domains.put(DOMAIN, subdomains=True, now=world.clock.iso())
-    target = _user(world, "target")
     who = _who(case.kind, case.seed)
+    target = _user(world, "target", staff=who is not None and who.staff_target)
     token = None
     if who is not None:
         caller = _user(world, "caller", staff=who.staff, factor=who.factor)

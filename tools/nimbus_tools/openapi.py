@@ -215,6 +215,8 @@ def _extensions(policy: Policy) -> dict[str, Any]:
         "x-nimbus-scoped-sessions": open_to_keys,
         # False: a scoped session naming its own account here is 403 (CONTRACT section 8).
         "x-nimbus-scoped-self": open_to_keys and policy.scoped_self,
+        # False: a scoped session naming a staff account here is 403 (CONTRACT section 8).
+        "x-nimbus-scoped-staff": open_to_keys and policy.scoped_staff,
         "x-nimbus-killswitches": [KillSwitch(s).name for s in policy.killswitches],
         "x-nimbus-reverify": policy.reverify,
     }

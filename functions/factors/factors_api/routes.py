@@ -56,6 +56,8 @@ _STAFF_REMOVE = Policy(
     target="uid",
     scope=Scope.STAFF_MODIFY_SECOND_FACTORS,
     scoped_self=False,
+    # Removing a staff account's factors is the first step of taking it: never by a scoped session.
+    scoped_staff=False,
     reverify=True,
 )
 

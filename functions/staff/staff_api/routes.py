@@ -46,6 +46,11 @@ _MODIFY = Policy(
     audit=True,
 )
 _MODIFY_NOT_OWN = replace(_MODIFY, scoped_self=False)
+# A change that hands an account to whoever makes it (its password, address, verification): never by
+# a scoped session on a staff account, its own or another's (CONTRACT section 8: staff by people).
+_TAKES_ACCOUNT = replace(_MODIFY_NOT_OWN, scoped_staff=False)
+# Staff is granted and removed by people: never by a scoped session, whatever its scopes.
+_GRANTS_STAFF = replace(_MODIFY, scoped_sessions=False)
 _READ = Policy(staff=True, target="id", scope=Scope.STAFF_READ_ACCOUNTS)
 
 
@@ -95,7 +100,7 @@ def set_username(request: Request[ChangeUsernameBody]) -> Reply[UserView]:
 @routes.endpoint(
     "PUT",
     "/users/<id>/email",
-    _MODIFY_NOT_OWN,
+    _TAKES_ACCOUNT,
     errors=(ErrorCode.INVALID_EMAIL_ERROR, ErrorCode.USER_EXISTS_ERROR),
     summary="Change a user's email address (it must be verified again; never a key's own)",
 )
@@ -117,7 +122,7 @@ def set_email(request: Request[ChangeEmailBody]) -> Reply[UserView]:
 @routes.endpoint(
     "PUT",
     "/users/<id>/password",
-    _MODIFY_NOT_OWN,
+    _TAKES_ACCOUNT,
     errors=(ErrorCode.PASSWORDS_DO_NOT_MATCH_ERROR,),
     summary="Set a user's password (every session of theirs is revoked; never a key's own)",
 )
@@ -162,7 +167,7 @@ def set_domain(request: Request[ChangeDomainBody]) -> Reply[UserView]:
 @routes.endpoint(
     "PUT",
     "/users/<id>/verify",
-    _MODIFY,
+    replace(_MODIFY, scoped_staff=False),
     errors=(ErrorCode.EMAIL_ALREADY_VERIFIED_ERROR,),
     summary="Mark a user's email address verified",
 )
@@ -176,7 +181,7 @@ def set_verified(request: Request) -> Reply[UserView]:
 @routes.endpoint(
     "DELETE",
     "/users/<id>/verify",
-    _MODIFY,
+    replace(_MODIFY, scoped_staff=False),
     errors=(ErrorCode.EMAIL_NOT_VERIFIED_ERROR,),
     summary="Remove a user's verified mark",
 )
@@ -210,7 +215,7 @@ def resend_verification(request: Request) -> Reply[SuccessView]:
 @routes.endpoint(
     "PUT",
     "/users/<id>/staff",
-    _MODIFY,
+    _GRANTS_STAFF,
     errors=(ErrorCode.USER_REQUIRES_SECOND_FACTOR_ERROR,),
     summary="Promote a user to staff (they need a second factor)",
 )
@@ -221,7 +226,7 @@ def promote(request: Request) -> Reply[UserView]:
     )
 
 
-@routes.endpoint("DELETE", "/users/<id>/staff", _MODIFY, summary="Demote a user from staff")
+@routes.endpoint("DELETE", "/users/<id>/staff", _GRANTS_STAFF, summary="Demote a user from staff")
 def demote(request: Request) -> Reply[UserView]:
     """DELETE /users/:id/staff: 200 with the User."""
     return _user(

@@ -32,11 +32,11 @@ from nimbus_core.domain.limiter import RateLimiter
 from nimbus_core.domain.models import User
 from nimbus_core.domain.ports import RuntimeConfig
 from nimbus_core.domain.ratelimits import Per, RateLimit
-from nimbus_core.domain.scopes import grants
 from nimbus_core.factors import challenges
 from nimbus_core.factors.challenges import ChallengeRequiredError
 from nimbus_core.factors.reverify import AnswerCarrier, reverify
 from nimbus_core.http.event import HttpEvent
+from nimbus_core.http.permissions import check_permissions
 from nimbus_core.http.policy import Auth, Endpoint, Policy
 from nimbus_core.http.request_input import read_query, session_name
 from nimbus_core.http.request_models import validated
@@ -164,7 +164,7 @@ def guard(
         _check_killswitches(policy, request)
         caller = _check_session(policy, request)
         staff_need_factor = deps.settings.staff_require_second_factor
-        _check_permissions(policy, caller, staff_need_factor=staff_need_factor, target_id=request.target_id)
+        check_permissions(policy, caller, staff_need_factor=staff_need_factor, target_id=request.target_id)
         _read_input(endpoint, event, request, peeked)
 
         def proceed() -> Response:
@@ -340,28 +340,6 @@ def _check_session(policy: Policy, request: Request) -> Caller | None:
     if policy.auth is Auth.GUEST and caller is not None:
         raise NimbusError(ErrorCode.INVALID_SESSION_ERROR)
     return caller
-
-
-def _check_permissions(
-    policy: Policy, caller: Caller | None, *, staff_need_factor: bool, target_id: str | None
-) -> None:
-    if caller is None:
-        return
-    if policy.staff and not caller.user.staff:
-        raise NimbusError(ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR)
-    # Staff endpoints only (CONTRACT section 4 step 4): a stolen staff password alone must not reach
-    # them. A deployment setting, on by default.
-    if policy.staff and staff_need_factor and caller.user.second_factor_count == 0:
-        raise NimbusError(ErrorCode.ENDPOINT_REQUIRES_SECOND_FACTOR_ERROR)
-    flags = caller.session.permission_flags
-    if flags is not None and not policy.scoped_sessions:
-        raise NimbusError(ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR)
-    if policy.scope is not None and not grants(flags, policy.scope):
-        raise NimbusError(ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR)
-    # The path names the account, so this is known here, before the body is read: a staff path to
-    # a change that /users/me keeps from scoped sessions is closed to them on their own account.
-    if flags is not None and not policy.scoped_self and target_id == caller.user.id:
-        raise NimbusError(ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR)
 
 
 def _rate_limited(

@@ -63,6 +63,11 @@ class Policy:
     # its password or address), so no path around that rule exists: 403
     # INSUFFICIENT_PERMISSIONS_ERROR, at the scope step for the path's user (CONTRACT section 4).
     scoped_self: bool = True
+    # Whether a scoped session may act here on a staff account (the ``target`` parameter's user,
+    # its own included): False where the change would let a leaked staff key take a staff account
+    # (its password, address, second factors or verification) and with it the staff it holds:
+    # 403 INSUFFICIENT_PERMISSIONS_ERROR at the scope step (CONTRACT section 8, staff by people).
+    scoped_staff: bool = True
     # Staff changes to other accounts and to the service leave an audit line (nimbus_core.accounts.audit).
     audit: bool = False
 
