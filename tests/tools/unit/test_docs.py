@@ -55,3 +55,23 @@ def test_every_relative_link_resolves(page: Path) -> None:
 
     broken = [t for t in local if t and not (page.parent / t).exists()]
     assert not broken
+
+
+# `tests/integration/test_x.py::test_name`, or `test_x.py::test_name` for a file named before.
+_TEST_REFERENCE = re.compile(r"`(?:tests/[\w/]+/)?(test_\w+\.py)(?:::(test_\w+))?`")
+
+
+def test_every_test_the_trust_boundaries_name_exists() -> None:
+    """docs/security.md ties each trust-boundary line to a test: each one it names must be there."""
+    text = (REPO_ROOT / "docs" / "security.md").read_text(encoding="utf-8")
+    section = text.split("## Trust boundaries", 1)[1].split("\n## ", 1)[0]
+    named = _TEST_REFERENCE.findall(section)
+    missing = []
+    for file_name, test_name in named:
+        files = list((REPO_ROOT / "tests").rglob(file_name))
+        if len(files) != 1:
+            missing.append(f"{file_name}: {len(files)} files of that name")
+        elif test_name and not re.search(rf"^def {test_name}\(", files[0].read_text("utf-8"), re.M):
+            missing.append(f"{file_name}::{test_name}")
+    assert len(named) >= 15
+    assert missing == []
