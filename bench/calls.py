@@ -266,6 +266,8 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
     "GET /users": (
         V(" (page of 50)", PAGE_BUDGET, setup=_listed),
         V(query="?offset=50&limit=50", budget=PAGE_BUDGET, setup=_listed),
+        # An offset past any list (a 64-bit one once answered 500): an empty page with the count.
+        V(" (an offset past every user)", PAGE_BUDGET, query="?offset=9223372036854775807", setup=_listed),
     ),
     "DELETE /users/<id>/verify": (V(verified=True, expect_body={"verifiedAt": None}),),
     "GET /users/<id>/verify": (V(" (resend)"),),
