@@ -29,6 +29,13 @@ STAFF_KEYS = [
 KEY_IDS = ["STAFF_MODIFY_ACCOUNTS", "every staff scope it needs", "ALL"]
 
 
+def _staff_member(api: Api, stack: Stack) -> str:
+    """Another staff member (with a second factor, as staff need): their id."""
+    member_id, _, _ = new_user(api, "colleague")
+    promote(stack.dynamodb, stack.table("UsersTable"), member_id, sealer=stack.sealer)
+    return member_id
+
+
 def _outcome(
     api: Api, method: str, path: str, key: str, body: dict[str, object] | None = None
 ) -> tuple[int, str]:
@@ -52,8 +59,7 @@ def test_a_staff_key_never_grants_or_removes_staff(
         Key={"pk": {"S": f"USER#{thief_id}"}},
         UpdateExpression="REMOVE staff",
     )
-    colleague_id, _, _ = new_user(api, "colleague")
-    promote(stack.dynamodb, stack.table("UsersTable"), colleague_id, sealer=stack.sealer)
+    colleague_id = _staff_member(api, stack)
 
     assert _outcome(api, "PUT", f"/users/{thief_id}/staff", key) == REFUSED
     assert _outcome(api, "DELETE", f"/users/{colleague_id}/staff", key) == REFUSED
@@ -70,8 +76,7 @@ def test_a_staff_key_never_takes_a_staff_account_its_own_or_another_members(
     flags: int,
 ) -> None:
     key = scoped_token(stack, staff.token, int(flags))
-    colleague_id, _, _ = new_user(api, "colleague")
-    promote(stack.dynamodb, stack.table("UsersTable"), colleague_id, sealer=stack.sealer)
+    colleague_id = _staff_member(api, stack)
     before = staff.call("GET", f"/users/{colleague_id}").body
     password: dict[str, object] = {"newPassword": NEW_PASSWORD, "confirmNewPassword": NEW_PASSWORD}
 
