@@ -111,6 +111,19 @@ def test_an_offset_past_every_user_is_an_empty_page_however_large(
     assert (beyond.status, beyond.body) == (200, {"count": 2, "items": []})
 
 
+def test_a_deep_offset_past_every_user_reads_only_the_count(api: Api, staff: Staff, faults: Faults) -> None:
+    """No Query of the list index for an offset the count shows is past every user: with every
+    Query failing, the answer is still the empty page."""
+    new_user(api)
+    faults.fail("dynamodb", "Query")
+
+    beyond = staff.call("GET", "/users?offset=1000000000000")
+    near = staff.call("GET", "/users?offset=1")
+
+    assert (beyond.status, beyond.body) == (200, {"count": 2, "items": []})
+    assert near.status == 500  # a shallow offset does query: the fault is real
+
+
 def test_the_count_stays_exact_through_deletions(api: Api, staff: Staff) -> None:
     gone, _, _ = new_user(api)
     kept, _, _ = new_user(api)

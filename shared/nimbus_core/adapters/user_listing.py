@@ -80,12 +80,17 @@ class UserListing(UsersTable):
         # client is thread-safe), so the page waits for a few round trips rather than their sum.
         # Each runs in a copy of the request's context, so what it holds (log keys) goes along.
         # A failed read fails the page: the reads not yet started are not sent.
-        # As many as a list can hold at most when the offset is larger (islice's bound): an offset
-        # past every user reads every user's key once and is an empty page.
+        # At most as many as a list can hold (islice's bound), for an offset of any size.
         wanted = min(limit + offset, sys.maxsize) if limit > 0 else 0
         pool = ThreadPoolExecutor(max_workers=QUERY_THREADS)
         try:
             counts = [pool.submit(copy_context().run, self._count_in, keys) for keys in count_batches()]
+            if offset >= QUERY_PAGE_KEYS:
+                # A deep offset: the count first, so that one past every user reads no user's key
+                # (else it would read them all, in pages, to find nothing).
+                count = sum(part.result() for part in counts)
+                if offset >= count:
+                    return count, []
             queries = [pool.submit(copy_context().run, self._newest_in, p, wanted) for p in list_partitions()]
             newest = [query.result() for query in queries]
             count = sum(part.result() for part in counts)
