@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+
+import pytest
 
 # Powertools names child loggers after the service when their module is imported; the functions get
 # the name from the template (POWERTOOLS_SERVICE_NAME), so a test process importing a module before
@@ -16,3 +19,14 @@ os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "nimbus")
 from nimbus_tools import moto_scale
 
 moto_scale.install()
+
+
+@pytest.fixture
+def cheap_password_hashing() -> Iterator[None]:
+    """argon2id's test profile in this process for the test (nimbus_core.sessions.passwords): the
+    rules are the same, each hash takes milliseconds."""
+    from nimbus_core.sessions import passwords
+
+    passwords.use_profile(passwords.TEST_PROFILE)
+    yield
+    passwords.use_profile(passwords.PRODUCTION_PROFILE)

@@ -48,9 +48,11 @@ class Client(ApiClient):
 
 @pytest.fixture(scope="session")
 def local_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalApiProcess]:
-    """The local API with the real template, on free ports."""
+    """The local API with the real template, on free ports, hashing passwords with argon2id's test
+    profile: the suite registers and signs in by the hundred (workers use the production profile
+    unless asked: tests/tools/integration/test_local_functions.py)."""
     state_dir = tmp_path_factory.mktemp("nimbus-local")
-    api = start_local_api(state_dir=state_dir, timeout=90)
+    api = start_local_api(state_dir=state_dir, timeout=90, test_password_hashing=True)
     yield api
     assert api.stop() == 0, "the local API did not stop cleanly on Ctrl-C"
 

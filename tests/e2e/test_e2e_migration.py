@@ -45,6 +45,7 @@ def moved_api(tmp_path_factory: pytest.TempPathFactory, signer: UpstreamSigner) 
         state_dir=tmp_path_factory.mktemp("nimbus-moved"),
         env={"UPSTREAM_JWT_CERTIFICATE": str(certificate)},
         timeout=90,
+        test_password_hashing=True,
     )
     yield api
     assert api.stop() == 0

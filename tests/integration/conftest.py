@@ -27,7 +27,6 @@ import boto3
 import botocore.loaders
 import botocore.session
 import pytest
-from argon2 import PasswordHasher
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from botocore.config import Config
 from moto import mock_aws
@@ -39,7 +38,6 @@ from nimbus_core.domain.killswitches import KillSwitch, enabled_in, parameter_na
 from nimbus_core.http.policy import Endpoint
 from nimbus_core.platform import metrics
 from nimbus_core.platform.settings import get_settings
-from nimbus_core.sessions import passwords
 from nimbus_tools.local.faults import Fault, FaultRegistry, botocore_hook
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub, Reply
 from nimbus_tools.local.provision import ProvisionedStack, provision, put_default_domain
@@ -267,20 +265,15 @@ def _provisioned() -> Iterator[Stack]:
             yield Stack(provisioned, template)
 
 
-# A cheap argon2id profile (t=1, 1 MiB) for every test that does not examine the profile itself
-# (marked real_argon2): passwords are still hashed and verified by argon2, in milliseconds instead of
-# the production profile's tens of them, which most tests pay on every registration and login.
+# argon2id's test profile for every test that does not examine the profile itself (marked
+# real_argon2): passwords are still hashed and verified by argon2, in milliseconds instead of the
+# production profile's tens of them, which most tests pay on every registration and login.
 
 
 @pytest.fixture(autouse=True)
-def _cheap_argon2(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+def _cheap_argon2(request: pytest.FixtureRequest) -> None:
     if request.node.get_closest_marker("real_argon2") is None:
-        monkeypatch.setattr(passwords, "_hasher", cheap_hasher)
-
-
-def cheap_hasher() -> PasswordHasher:
-    """The argon2id hasher the tests use (see above)."""
-    return PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
+        request.getfixturevalue("cheap_password_hashing")
 
 
 @pytest.fixture(scope="session")

@@ -43,7 +43,7 @@ from nimbus_tools.local.streams import latest_stream_arn
 from nimbus_tools.moto_internals import trim_stream
 from nimbus_tools.template import REPO_ROOT, function_specs, load_template, stream_subscriptions
 from tests.iam import IamRequest, allows, function_statements, glob_matches, requests_of, table_arn
-from tests.integration.conftest import NOW, ORIGIN, PARAMS, Api, Clock, Stack, cheap_hasher
+from tests.integration.conftest import NOW, ORIGIN, PARAMS, Api, Clock, Stack
 from tests.integration.stream_feed import Invocation, StreamFeed
 from tests.passkey_authenticator import SoftwareAuthenticator
 from tests.staff import promote
@@ -1110,7 +1110,7 @@ def recording(_provisioned: Stack) -> Recording:
             clock = Clock(NOW)
             patch.setattr(nimbus_core.platform.clock, "now", clock)
             patch.setattr(clients, "session", recorded.session_factory())
-            patch.setattr(passwords, "_hasher", cheap_hasher)  # argon2 still runs, in milliseconds
+            passwords.use_profile(passwords.TEST_PROFILE)  # argon2 still runs, in milliseconds
             patch.setattr(passwords, "hash_password", recorded.argon2_work(passwords.hash_password))
             patch.setattr(passwords, "verify_password", recorded.argon2_work(passwords.verify_password))
             world = World(RecordingApi(recorded), stack, clock)
@@ -1119,6 +1119,7 @@ def recording(_provisioned: Stack) -> Recording:
                 scenario(world)
                 _trim_users_stream(stack)
     finally:  # the next test on this worker starts from provisioned state, scenarios passed or not
+        passwords.use_profile(passwords.PRODUCTION_PROFILE)
         container.reset()
         stack.set_switches()
         stack.truncate()

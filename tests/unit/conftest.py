@@ -35,17 +35,6 @@ def _settings(monkeypatch: pytest.MonkeyPatch) -> object:
 
 
 @pytest.fixture
-def cheap_password_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """argon2id with the smallest parameters: the rules are the same, the tests stay fast."""
-    from argon2 import PasswordHasher
-
-    from nimbus_core.sessions import passwords
-
-    cheap = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
-    monkeypatch.setattr(passwords, "_hasher", lambda: cheap)
-
-
-@pytest.fixture
 def world() -> FakeWorld:
     """A fresh world of in-memory fakes (every port of ``Deps``)."""
     from tests.fakes import fake_world

@@ -7,6 +7,7 @@ login or reverification that proves the password replaces them with argon2id.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -14,12 +15,40 @@ if TYPE_CHECKING:
     from argon2 import PasswordHasher
 
 
+@dataclass(frozen=True)
+class Argon2Profile:
+    """The cost parameters of argon2id: passes, memory in KiB, lanes."""
+
+    time_cost: int
+    memory_cost: int
+    parallelism: int
+
+
+# OWASP's argon2id profile: what every deployed function hashes with.
+PRODUCTION_PROFILE = Argon2Profile(time_cost=2, memory_cost=19 * 1024, parallelism=1)
+# The same argon2id at its smallest cost, for test harnesses (the in-process stack, a local API
+# started for a test suite): every password is still hashed, verified and rehashed by argon2, in
+# milliseconds instead of the production profile's tens of them. Only code running in the process can
+# select it (use_profile); no setting of a deployed stack reaches it.
+TEST_PROFILE = Argon2Profile(time_cost=1, memory_cost=8, parallelism=1)
+
+_profile = PRODUCTION_PROFILE
+
+
+def use_profile(profile: Argon2Profile) -> None:
+    """Hash with ``profile`` from now on in this process (a test harness's choice; see TEST_PROFILE).
+    Hashes made under another profile still verify, and count as needing a rehash."""
+    global _profile  # noqa: PLW0603 - one profile per process, as a deployed function has
+    _profile = profile
+    _hasher.cache_clear()
+
+
 @cache
 def _hasher() -> PasswordHasher:
     # Imported on first use: every function's guard can reverify, but only some ever hash.
     from argon2 import PasswordHasher
 
-    return PasswordHasher(time_cost=2, memory_cost=19 * 1024, parallelism=1)
+    return PasswordHasher(_profile.time_cost, _profile.memory_cost, _profile.parallelism)
 
 
 def hash_password(password: str) -> str:

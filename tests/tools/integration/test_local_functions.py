@@ -17,7 +17,9 @@ from nimbus_tools.template import FunctionSpec
 CODE_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "local_api" / "code"
 
 
-def _config(tmp_path: Path, handler: str, timeout: int = 5) -> WorkerConfig:
+def _config(
+    tmp_path: Path, handler: str, timeout: int = 5, *, test_password_hashing: bool = False
+) -> WorkerConfig:
     spec = FunctionSpec(
         logical_id="EchoFunction",
         handler=handler,
@@ -35,6 +37,7 @@ def _config(tmp_path: Path, handler: str, timeout: int = 5) -> WorkerConfig:
         log_path=str(tmp_path / "EchoFunction.log"),
         memory_size=spec.memory_size,
         timeout=spec.timeout,
+        test_password_hashing=test_password_hashing,
     )
 
 
@@ -86,6 +89,21 @@ def test_the_worker_sees_only_the_function_environment_and_a_lambda_context(
     assert context["memory_limit_in_mb"] == 256
     assert context["aws_request_id"] == "req-1"
     assert 0 < context["remaining_ms"] <= 5000
+
+
+@pytest.mark.parametrize(
+    ("test_password_hashing", "parameters"), [(False, "m=19456,t=2,p=1"), (True, "m=8,t=1,p=1")]
+)
+def test_workers_hash_with_the_production_argon2_profile_unless_a_test_suite_asks_for_the_cheap_one(
+    tmp_path: Path, test_password_hashing: bool, parameters: str
+) -> None:
+    handler = "fixture_local_api.handler.password_hash"
+    pool = FunctionPool(_config(tmp_path, handler, test_password_hashing=test_password_hashing), size=1)
+    try:
+        stored = _body(pool, _event("/hash"))["hash"]
+    finally:
+        pool.close()
+    assert stored.startswith(f"$argon2id$v=19${parameters}$")
 
 
 def test_an_exception_fails_the_invocation_but_keeps_the_worker(

@@ -222,6 +222,7 @@ class FunctionPools:
         aws_endpoint_url: str,
         log_dir: Path,
         workers: int = 4,
+        test_password_hashing: bool = False,
     ) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.pools: dict[str, FunctionPool] = {}
@@ -234,6 +235,7 @@ class FunctionPools:
                 log_path=str(log_dir / f"{spec.logical_id}.log"),
                 memory_size=spec.memory_size,
                 timeout=spec.timeout,
+                test_password_hashing=test_password_hashing,
             )
             self.pools[spec.logical_id] = FunctionPool(config, workers)
 

@@ -115,14 +115,17 @@ def start_local_api(
     timeout: float = 60.0,
     env: Mapping[str, str] | None = None,
     check: bool = True,
+    test_password_hashing: bool = False,
 ) -> LocalApiProcess:
     """Start the local API (free ports by default) and wait (at most ``timeout`` s) until it serves
     requests; RuntimeError if it does not, unless ``check`` is False (then the caller looks at
-    :meth:`LocalApiProcess.ready` and the process)."""
+    :meth:`LocalApiProcess.ready` and the process). ``test_password_hashing``: argon2id's test
+    profile in every function, for a test suite that registers and signs in by the hundred."""
     command = [sys.executable, "-m", "nimbus_tools.local.main", "serve", "--state-dir", str(state_dir)]
     command += ["--port", str(port), "--moto-port", str(moto_port)]
     command += ["--template", str(template)] if template is not None else []
     command += ["--workers", str(workers)] if workers is not None else []
+    command += ["--test-password-hashing"] if test_password_hashing else []
     for key, value in (params or {}).items():
         command += ["--param", f"{key}={value}"]
     environment = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}

@@ -92,6 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
         serve.add_argument(flag, type=kind, default=default, help=text)
     help_text = "override a template parameter (repeatable)"
     serve.add_argument("--param", action="append", type=_pair, metavar="KEY=VALUE", help=help_text)
+    serve.add_argument(
+        "--test-password-hashing",
+        action="store_true",
+        help="hash passwords with argon2id's smallest cost, for a test suite (default: production's)",
+    )
     return parser
 
 
@@ -110,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         parameter_values(load_template(args.template), params)
     except (ValueError, OSError) as error:  # TemplateError is a ValueError
         parser.error(str(error))
-    return serve(StackOptions(args.port, args.moto_port, args.state_dir, params, args.workers, args.template))
+    options = (args.port, args.moto_port, args.state_dir, params, args.workers, args.template)
+    return serve(StackOptions(*options, test_password_hashing=args.test_password_hashing))
 
 
 def serve(options: StackOptions) -> int:

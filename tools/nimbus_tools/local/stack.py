@@ -46,6 +46,7 @@ class StackOptions:
     params: dict[str, str] = field(default_factory=dict)
     workers: int = 4
     template_path: Path = DEFAULT_TEMPLATE_PATH
+    test_password_hashing: bool = False  # argon2id's test profile in every function (test suites)
 
 
 def local_parameters(template: Template, params: dict[str, str], port: int) -> dict[str, str]:
@@ -107,6 +108,7 @@ class LocalStack:
             aws_endpoint_url=aws_url,
             log_dir=options.state_dir / "logs",
             workers=options.workers,
+            test_password_hashing=options.test_password_hashing,
         )
         cors = http_api_cors(template, params)
         self.server.gateway = Gateway(

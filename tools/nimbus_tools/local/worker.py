@@ -31,6 +31,9 @@ class WorkerConfig:
     log_path: str
     memory_size: int
     timeout: int
+    # A test suite's local API hashes passwords with argon2id's smallest cost (see
+    # nimbus_core.sessions.passwords.TEST_PROFILE); `make serve` with the production profile.
+    test_password_hashing: bool = False
 
 
 @dataclass
@@ -110,6 +113,10 @@ def worker_main(conn: Connection, config: WorkerConfig) -> None:
     started = time.monotonic()
     try:
         handler = _load_handler(config)
+        if config.test_password_hashing:
+            from nimbus_core.sessions import passwords
+
+            passwords.use_profile(passwords.TEST_PROFILE)
     except BaseException:
         text = traceback.format_exc()
         print(f"INIT_ERROR {config.function_name}: {text}", file=sys.stderr, flush=True)
