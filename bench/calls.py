@@ -34,7 +34,7 @@ from nimbus_core.adapters.sealing import Sealer
 from nimbus_core.adapters.user_items import list_partitions
 from nimbus_core.adapters.user_listing import count_batches
 from nimbus_core.domain.killswitches import KillSwitch
-from nimbus_core.domain.ratelimits import LOGIN
+from nimbus_core.domain.ratelimits import ACCOUNT_AUTH_FAILURES, LOGIN
 from nimbus_core.http.policy import Auth
 from nimbus_core.platform.settings import get_settings
 from nimbus_core.sessions.auth import USED_AT_REFRESH_SECONDS
@@ -130,6 +130,8 @@ ME_BUDGET = Budget("auth 1 DynamoDB; total <= 1, SSM 0", dynamodb=1, ssm=0, tota
 AUTH_ONLY_BUDGET = Budget("DynamoDB 1 (the auth read)", dynamodb=1, total=1)
 TWO_BUDGET = Budget("DynamoDB <= 2", dynamodb=2)  # one session, a list, a domain
 THREE_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)  # a login, a scoped session, a passkey's sign-in
+# A login that presents a known device: its one more read (the device, by its token's hash).
+DEVICE_BUDGET = Budget("DynamoDB <= 4", dynamodb=4)
 # A passkey sign-in's challenge: its one write (no rate counter: the challenge step is not counted).
 CHALLENGE_BUDGET = Budget("DynamoDB 1 (one write)", dynamodb=1, total=1)
 # A page of users: auth, a CreatedIndex Query per list partition and a BatchGetItem per 100 count
@@ -164,6 +166,17 @@ def _passkey_answer(h: Harness, user: Account, values: dict[str, Any]) -> None:
     values["response"] = user.key.get(asked.body["challenge"], origin=h.origin)
 
 
+def _known_device_locked(h: Harness, user: Account, values: dict[str, Any]) -> None:
+    """The device a sign-in answered the owner, then the account's logins locked by wrong passwords
+    from addresses that each stay under their own limit."""
+    signed_in = h.api.call("POST", "/login", {"username": user.name, "password": PASSWORD}, ip=h.fresh_ip())
+    expect("setup: a sign-in", 201, signed_in)
+    values["device"] = signed_in.body["device"]
+    for n in range(ACCOUNT_AUTH_FAILURES.limit):
+        wrong = {"username": user.name, "password": f"a guess {n}"}
+        expect("setup: lock", 401, h.api.call("POST", "/login", wrong, ip=h.fresh_ip()))
+
+
 def _flooding(h: Harness, user: Account, values: dict[str, Any]) -> None:
     """An address that used up its login limit, refused once by DynamoDB on this instance."""
     ip = values["ip"] = h.fresh_ip()
@@ -188,6 +201,12 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
         V(" (username)", THREE_BUDGET),
         V(" (email)", THREE_BUDGET, body={"username": "{username}@example.com", "password": PASSWORD}),
         V(" wrong password", status=401, body={"username": "{username}", "password": "not the password"}),
+        V(
+            " (a known device, the account locked)",
+            DEVICE_BUDGET,
+            body={"username": "{username}", "password": PASSWORD, "device": "{device}"},
+            setup=_known_device_locked,
+        ),
         V(" unknown user", status=404, account=False),
         V(
             " (a refused request from a flooding address)",

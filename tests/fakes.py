@@ -26,6 +26,7 @@ from nimbus_core.domain.models import (
     Challenge,
     Domain,
     Email,
+    KnownDevice,
     PendingFactor,
     RecoveryToken,
     SecondFactor,
@@ -65,6 +66,7 @@ class FakeDb:
     counters: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (count, resetAt)
     tokens: dict[str, VerificationToken] = field(default_factory=dict)
     recovery: dict[str, RecoveryToken] = field(default_factory=dict)
+    devices: dict[str, KnownDevice] = field(default_factory=dict)
     challenges: dict[str, Challenge] = field(default_factory=dict)
     pending: dict[str, PendingFactor] = field(default_factory=dict)
     domains: dict[str, Domain] = field(default_factory=dict)
@@ -814,6 +816,37 @@ class FakeTokens:
         """Remove a recovery token if present."""
         recovery = self.db.recovery
         return FakeOp(_always, lambda: recovery.pop(token_hash, None), (("recovery", token_hash),))
+
+    def get_device(self, token_hash: str) -> KnownDevice | None:
+        """A known device by its hash."""
+        self.db.calls.append("tokens.get_device")
+        return self.db.devices.get(token_hash)
+
+    def put_device_op(self, device: KnownDevice) -> WriteOp:
+        """Store a known device."""
+        devices = self.db.devices
+        return FakeOp(_always, lambda: devices.__setitem__(device.hash, device), (("device", device.hash),))
+
+    def delete_device_op(self, token_hash: str) -> WriteOp:
+        """Remove a known device if present."""
+        devices = self.db.devices
+        return FakeOp(_always, lambda: devices.pop(token_hash, None), (("device", token_hash),))
+
+    def count_device_failure(
+        self, token_hash: str, *, limit: int, window: int, now: float
+    ) -> CounterState | None:
+        """Count a failure on the device record."""
+        with self.db.lock:
+            self.db.calls.append("tokens.count_device_failure")
+            stored = self.db.devices.get(token_hash)
+            if stored is None:
+                return None
+            state, count, reset_at = _count(
+                stored.failures, stored.failures_reset_at, limit=limit, window=window, now=now
+            )
+            if state.allowed:
+                self.db.devices[token_hash] = stored.changed(failures=count, failures_reset_at=reset_at)
+            return state
 
 
 class FakeDomains:

@@ -53,7 +53,7 @@ VERIFICATION_SECONDS = int(_DEFAULTS["verification_token_hours"]) * 3600
 RECOVERY_SECONDS = int(_DEFAULTS["recovery_token_minutes"]) * 60
 
 # Items of the tokens table by key prefix (adapters/tokens.py, adapters/challenges.py).
-_VERIFY, _RECOVER, _CHALLENGE, _ENROL = "VERIFY#", "RECOVER#", "CHALLENGE#", "ENROL#"
+_VERIFY, _RECOVER, _CHALLENGE, _ENROL, _DEVICE = "VERIFY#", "RECOVER#", "CHALLENGE#", "ENROL#", "DEVICE#"
 # Kinds that may outlive their user. Deleting a user (account_changes.deletion_ops) removes the user
 # item and, in the same transaction, the user's pending verification and recovery tokens; the others
 # stay until their TTL, and none of them can act without their user:
@@ -63,7 +63,9 @@ _VERIFY, _RECOVER, _CHALLENGE, _ENROL = "VERIFY#", "RECOVER#", "CHALLENGE#", "EN
 # - CHALLENGE#: answering reads the challenge with its user (login) or with the caller's session,
 #   which died with the user; 5 minutes.
 # - ENROL#: a factor setup is confirmed only by the session that began it, which died with the user.
-_OUTLIVE_THEIR_USER = (_RECOVER, _CHALLENGE, _ENROL)
+# - DEVICE#: a known device lifts the login lock only for a login of its own user (by id, which no
+#   later account reuses); 180 days.
+_OUTLIVE_THEIR_USER = (_RECOVER, _CHALLENGE, _ENROL, _DEVICE)
 # Outbox kinds: the ones with a link token, the ban notice, and the security notices (notice-*).
 _LINK_KINDS = {
     "verify-email": (_VERIFY, "pendingVerification"),
@@ -219,6 +221,15 @@ def _token_violations(tokens: dict[str, dict[str, Any]], users: dict[str, User])
             # change built on a stale read can leave a token no pointer names: see the resend race
             # in tests/unit/test_invariants.py; a later deletion then leaves it behind, named here.)
             problems.append(f"{kind}{_short(pk)} names user {owner}, who does not exist")
+        elif (
+            kind == _DEVICE
+            and owner in users
+            and int(item.get("generation", 0)) > users[owner].session_generation
+        ):
+            # Issued at the generation its user is stored with, in the sign-in's own transaction.
+            problems.append(
+                f"{kind}{_short(pk)} is of a generation beyond its user's: a revoke-all would revive it"
+            )
     return problems
 
 

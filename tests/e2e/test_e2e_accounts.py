@@ -23,7 +23,7 @@ def test_register_login_and_read_me_over_http(client: Client, local_api: LocalAp
     name = new_name("Alice")
     registered = client.register(name)
     assert registered.status == 201, registered.body
-    assert set(registered.body) == {"token", "exp"}
+    assert set(registered.body) == {"token", "exp", "device"}
     assert registered.headers["Cache-Control"] == "no-store"
     assert registered.headers["Content-Type"] == "application/json"
     assert registered.headers["RateLimit-Limit"] == "1"

@@ -78,7 +78,7 @@ def test_login_by_username_in_any_case_opens_a_24_hour_session(
             reply = api.login(username, PASSWORD, ip=f"203.0.113.{index}")
 
             assert reply.status == 201, reply.body
-            assert set(reply.body) == {"token", "exp"}
+            assert set(reply.body) == {"token", "exp", "device"}
             assert reply.body["exp"] == int(NOW) + DAY
             user_id, session_id, secret = reply.body["token"].split(".")
             assert user_id == alice

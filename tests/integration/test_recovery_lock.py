@@ -64,7 +64,7 @@ def test_a_locked_owner_recovers_with_a_second_factor_and_is_signed_in(
 
     assert (challenged.status, challenged.body["code"]) == (401, "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR")
     assert reply.status == 200, reply.body
-    assert set(reply.body) == {"code", "message", "token", "exp"}
+    assert set(reply.body) == {"code", "message", "token", "exp", "device"}
     assert (reply.body["code"], reply.body["message"]) == (
         "RESET_PASSWORD_SUCCESS",
         "Password Successfully Reset",

@@ -99,11 +99,12 @@ def register_with_user_agent(api: Api, user_agent: str | None, username: str, ip
 # ---------------------------------------------------------------- success
 
 
-def test_register_answers_201_with_only_a_token_and_a_24_hour_exp(api: Api, frozen: Clock) -> None:
+def test_register_answers_201_with_a_token_a_24_hour_exp_and_a_known_device(api: Api, frozen: Clock) -> None:
     reply = api.register()
 
     assert reply.status == 201, reply.body
-    assert set(reply.body) == {"token", "exp"}
+    assert set(reply.body) == {"token", "exp", "device"}
+    assert len(reply.body["device"]) >= 43  # 256 bits, base64url
     assert reply.body["exp"] == int(NOW) + DAY
     user_id, session_id, secret = token_parts(reply.body["token"])
     assert len(secret) >= 43  # 256 bits, base64url
@@ -123,7 +124,7 @@ def test_register_session_lasts_30_days_with_remember_me_else_24_hours(
 
 
 def only_token_hash(stack: Stack) -> str:
-    [token] = [from_item(i) for i in stack.items("TokensTable")]
+    [token] = [from_item(i) for i in stack.items("TokensTable") if i["kind"]["S"] == "verify-email"]
     return str(token["hash"])
 
 
@@ -221,7 +222,8 @@ def test_register_stores_one_verification_token_hashed_and_bound_to_the_user_and
     assert emailed_user == user_id  # the id lets verification fetch token and user in one read
     assert len(emailed) >= 43
     assert emailed != session_secret
-    assert [from_item(i) for i in stack.items("TokensTable")] == [
+    verification = [i for i in stack.items("TokensTable") if i["kind"]["S"] == "verify-email"]
+    assert [from_item(i) for i in verification] == [
         {
             "pk": f"VERIFY#{sha256(emailed)}",
             "hash": sha256(emailed),

@@ -383,7 +383,12 @@ def _everything_of(stack: Stack, user_id: str, email: str) -> dict[str, int]:
         i for i in stack.items("UsersTable") if user_id in json.dumps(i) or email.lower() in json.dumps(i)
     ]
     sessions = [i for i in stack.items("SessionsTable") if i["userId"]["S"] == user_id]
-    tokens = [i for i in stack.items("TokensTable") if i.get("userId", {}).get("S") == user_id]
+    # Known devices stay until their TTL, inert: bound to an id no later account has.
+    tokens = [
+        i
+        for i in stack.items("TokensTable")
+        if i.get("userId", {}).get("S") == user_id and i["kind"]["S"] != "device"
+    ]
     mail = [i for i in stack.items("OutboxTable") if i.get("userId", {}).get("S") == user_id]
     return {"users": len(users), "sessions": len(sessions), "tokens": len(tokens), "mail": len(mail)}
 

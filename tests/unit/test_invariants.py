@@ -304,7 +304,7 @@ def test_a_verification_token_that_outlived_its_user_is_named(world: World) -> N
     )
 
 
-def test_challenge_and_setup_tokens_may_outlive_their_user_and_the_pending_recovery_link_goes_with_it(
+def test_challenge_setup_and_device_tokens_may_outlive_their_user_and_the_pending_recovery_link_goes_with_it(
     world: World,
 ) -> None:
     alice, session = world.register("alice")
@@ -318,7 +318,7 @@ def test_challenge_and_setup_tokens_may_outlive_their_user_and_the_pending_recov
     account_changes.delete_user(world.deps, world.user(alice.id))
 
     kinds = sorted(str(t["kind"]) for t in world.items("TokensTable"))
-    assert kinds == ["challenge", "enrol"]
+    assert kinds == ["challenge", "device", "enrol"]  # the device registration answered
     assert world.violations() == []
 
 
@@ -402,8 +402,10 @@ def test_used_and_superseded_links_need_no_record(world: World) -> None:
     ask_for_recovery(world.deps, "bob", now)
     accounts.change_password(world.deps, Caller(bob, bob_session), "battery staple", now, actor=ME)
 
-    # Left: bob's voided recovery record and his registration link; alice's are all gone.
-    assert sorted(str(t["kind"]) for t in world.items("TokensTable")) == ["recovery", "verify-email"]
+    # Left: bob's voided recovery record and his registration link; alice's are all gone. (And the
+    # known devices each sign-in answered: alice's registration and reset, bob's registration.)
+    kinds = sorted(str(t["kind"]) for t in world.items("TokensTable"))
+    assert kinds == ["device", "device", "device", "recovery", "verify-email"]
     # alice: two verification links, two recovery links, a notice; bob: two links, a notice.
     assert len(world.items("OutboxTable")) == 8
     assert world.violations() == []

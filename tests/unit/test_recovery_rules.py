@@ -335,7 +335,8 @@ def test_a_locked_owner_recovers_with_a_second_factor_and_is_signed_in_with_the_
     assert caller.session.permission_flags is None  # a normal session
     assert caller.session.exp == int(world.clock.now()) + 24 * 3600
     assert caller.session.display_name == "laptop"
-    assert issued.to_public() == {"token": issued.token, "exp": caller.session.exp}
+    assert issued.to_public() == {"token": issued.token, "exp": caller.session.exp, "device": issued.device}
+    assert issued.device is not None  # the browser that reset is known from now on
     assert _user(world).auth_failures == 0
     parsed = parse_session_token(old_session)
     assert parsed is not None

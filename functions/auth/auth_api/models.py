@@ -51,6 +51,8 @@ class LoginBody(Body):
         None
     )
     remember_me: bool | None = Field(None, alias="rememberMe")
+    # A known-device token a sign-in answered (CONTRACT section 8); an unknown one changes nothing.
+    device: Annotated[str | None, Field(max_length=128)] = None
 
 
 def _required_with_token(value: dict[str, Any] | None, info: ValidationInfo) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ the owner in, and the notice queued.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
@@ -28,7 +28,7 @@ from nimbus_core.domain.ports import RecoveryRequest, WriteOp
 from nimbus_core.domain.ratelimits import RECOVERY_WRONG_ANSWERS
 from nimbus_core.factors import challenges
 from nimbus_core.platform import clock, metrics
-from nimbus_core.sessions import passwords
+from nimbus_core.sessions import known_devices, passwords
 from nimbus_core.sessions.session_issuer import IssuedSession, new_session, normal_lifetime, revoke_all
 from nimbus_core.sessions.tokens import hash_secret, parse_user_token, secret_matches
 
@@ -168,6 +168,10 @@ def _reset_ops(
         lifetime=normal_lifetime(deps, remember_me=False),
         now=now,
     )
+    # The browser that reset the password is known from now on (of the new generation: the old
+    # devices went with every other session).
+    device, device_ops = known_devices.issue(deps, after, now)
+    issued = replace(issued, device=device)
     ops = [
         # First: a reset that loses the race to another with the same token (or to wrong answers
         # that voided it meanwhile) is refused by it.
@@ -178,4 +182,4 @@ def _reset_ops(
     ]
     if unverified and user.pending_verification:
         ops.append(deps.tokens.delete_op(user.pending_verification))
-    return ops, issued
+    return [*ops, *device_ops], issued

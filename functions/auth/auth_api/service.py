@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from aws_lambda_powertools import Logger
@@ -10,13 +11,13 @@ from nimbus_core.accounts import verification
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.identity import find_by_login_name
-from nimbus_core.domain.models import User
+from nimbus_core.domain.models import KnownDevice, User
 from nimbus_core.domain.ports import WriteOp
 from nimbus_core.domain.ratelimits import ACCOUNT_AUTH_FAILURES
 from nimbus_core.factors import challenges, passkey_sign_in
 from nimbus_core.platform import ids, metrics
 from nimbus_core.platform.clock import iso
-from nimbus_core.sessions import credentials, passwords
+from nimbus_core.sessions import credentials, known_devices, passwords
 from nimbus_core.sessions.session_issuer import IssuedSession, new_session, normal_lifetime
 
 if TYPE_CHECKING:  # the validated bodies the routes pass: imported by the first request, not here
@@ -46,7 +47,10 @@ def register(
     )
     user, mail_ops = verification.issue(deps, user, now)
     issued = _signed_in(deps, user, body.remember_me, name=session_name, user_agent=user_agent, now=now)
-    deps.tx.commit([*deps.users.create_ops(user), deps.sessions.put_op(issued.session), *mail_ops])
+    issued, device_ops = _with_device(deps, issued, user, now)
+    deps.tx.commit(
+        [*deps.users.create_ops(user), deps.sessions.put_op(issued.session), *mail_ops, *device_ops]
+    )
     _log.info("user registered", extra={"user_id": user.id})
     metrics.count(metrics.Event.REGISTERED)
     return issued
@@ -61,14 +65,23 @@ def login(
     wrong password 401 (counted, per IP and per account), banned 403 only after a correct password;
     then, with a second factor enrolled, the challenge (401) that the next request answers.
     """
-    user, answer_ops, rehash = _authenticate(deps, body, now)
+    user, answer_ops, rehash, device = _authenticate(deps, body, now)
     if user.banned_at is not None:
         raise NimbusError(ErrorCode.BANNED_ERROR)
     if body.two_factor is None and user.second_factor_count > 0:
-        _ask_second_factor(deps, user, rehash, now)
+        _ask_second_factor(deps, user, rehash, now, device=device)
     issued = _signed_in(deps, user, body.remember_me, name=session_name, user_agent=user_agent, now=now)
+    issued, device_ops = _with_device(deps, issued, user, now, replacing=device)
     _store_session(
-        deps, issued, user, answer_ops=answer_ops, rehash=rehash, password=body.password or "", now=now
+        deps,
+        issued,
+        user,
+        answer_ops=[*answer_ops, *device_ops],
+        guarded=not answer_ops,
+        rehash=rehash,
+        password=body.password or "",
+        device=device,
+        now=now,
     )
     metrics.count(metrics.Event.LOGIN_SUCCEEDED)
     return issued
@@ -88,6 +101,14 @@ def _signed_in(
     return new_session(user, name=name, user_agent=user_agent, lifetime=lifetime, now=now)
 
 
+def _with_device(
+    deps: Deps, issued: IssuedSession, user: User, now: float, *, replacing: KnownDevice | None = None
+) -> tuple[IssuedSession, list[WriteOp]]:
+    """``issued`` with a new known-device token, and the writes for the sign-in's transaction."""
+    token, ops = known_devices.issue(deps, user, now, replacing=replacing)
+    return replace(issued, device=token), ops
+
+
 def passkey_challenge(deps: Deps, now: float) -> dict[str, Any]:
     """The first step of a passkey sign-in: ``{token, exp, challenge}`` (one write)."""
     return passkey_sign_in.issue(deps, now)
@@ -104,9 +125,10 @@ def passkey_login(
     if user.banned_at is not None:
         raise NimbusError(ErrorCode.BANNED_ERROR)
     issued = _signed_in(deps, user, body.remember_me, name=session_name, user_agent=user_agent, now=now)
+    issued, device_ops = _with_device(deps, issued, user, now)
     try:
         # The passkey's counter moving on the user item holds the session to the user as read.
-        deps.tx.commit([deps.sessions.put_op(issued.session), *answer_ops])
+        deps.tx.commit([deps.sessions.put_op(issued.session), *answer_ops, *device_ops])
     except NimbusError:
         fresh = deps.users.get(user.id)
         if fresh is not None and fresh.banned_at is not None:
@@ -116,37 +138,50 @@ def passkey_login(
     return issued
 
 
-def _authenticate(deps: Deps, body: LoginBody, now: float) -> tuple[User, list[WriteOp], str | None]:
+def _authenticate(
+    deps: Deps, body: LoginBody, now: float
+) -> tuple[User, list[WriteOp], str | None, KnownDevice | None]:
     """Who logs in, checked: by a second-factor challenge's answer (with the writes that answer
     makes), or by login name and password (404, locked 429, wrong password 401; with the new hash
-    when the stored one is due a rehash)."""
+    when the stored one is due a rehash); and the known device that lifts the account's login lock
+    for them, if the request presented one."""
     if body.two_factor is not None:
         # The second request of a challenge: the token alone names the user.
         parsed = challenges.parse_answer(body.two_factor)
-        user, answer_ops = challenges.answer(deps, parsed, _LOGIN, now, expected_user=None)
-        return user, answer_ops, None
+        presented = known_devices.presented(deps, body.device)
+        binding = replace(_LOGIN, device=presented)
+        user, answer_ops = challenges.answer(deps, parsed, binding, now, expected_user=None)
+        return user, answer_ops, None, known_devices.lifts_lock(presented, user, now)
     found = find_by_login_name(deps.users, body.username or "")
     if found is None:
         raise NimbusError(ErrorCode.INVALID_USER_ERROR)
+    device = known_devices.lifts_lock(known_devices.presented(deps, body.device), found, now)
     password = body.password or ""
-    credentials.check_password(deps, found, password, now)
+    credentials.check_password(deps, found, password, now, device=device)
     rehash = (
         passwords.hash_password(password) if passwords.should_rehash(found.password_hash, password) else None
     )
-    return found, [], rehash
+    return found, [], rehash, device
 
 
-def _ask_second_factor(deps: Deps, user: User, rehash: str | None, now: float) -> NoReturn:
+def _ask_second_factor(
+    deps: Deps, user: User, rehash: str | None, now: float, *, device: KnownDevice | None
+) -> NoReturn:
     """A correct password on an account with a second factor: the challenge to answer (401)."""
     required = challenges.require(deps, user, _LOGIN, now)
     if rehash is not None:
         # The answer carries no password: the rehash is stored with the challenge, or never.
         required.writes.append(
             deps.users.credentials_unchanged_op(
-                user, new_password_hash=rehash, now=now, failure_limit=ACCOUNT_AUTH_FAILURES.limit
+                user, new_password_hash=rehash, now=now, failure_limit=_lock_limit(device)
             )
         )
     raise required
+
+
+def _lock_limit(device: KnownDevice | None) -> int | None:
+    """The login lock a login's writes are conditioned on: none with a known device that lifts it."""
+    return None if device is not None else ACCOUNT_AUTH_FAILURES.limit
 
 
 def _store_session(
@@ -155,8 +190,10 @@ def _store_session(
     user: User,
     *,
     answer_ops: list[WriteOp],
+    guarded: bool,
     rehash: str | None,
     password: str,
+    device: KnownDevice | None,
     now: float,
 ) -> None:
     """Write the new session on condition that what login checked still holds; a refusal is
@@ -166,29 +203,33 @@ def _store_session(
     # user item) take that place: one transaction may touch the user item once, and a ban or
     # password change since the challenge moved the user's session generation, so the new session
     # would be born revoked.
-    guard_ops = answer_ops or [
-        deps.users.credentials_unchanged_op(
-            user, new_password_hash=rehash, now=now, failure_limit=ACCOUNT_AUTH_FAILURES.limit
-        )
-    ]
+    # ``guarded``: a password login, whose writes (``answer_ops`` is then the new device's alone)
+    # need the guard on the user item.
+    limit = _lock_limit(device)
+    guard_ops = (
+        [deps.users.credentials_unchanged_op(user, new_password_hash=rehash, now=now, failure_limit=limit)]
+        if guarded
+        else []
+    )
     try:
-        deps.tx.commit([deps.sessions.put_op(issued.session), *guard_ops])
+        deps.tx.commit([deps.sessions.put_op(issued.session), *guard_ops, *answer_ops])
     except NimbusError as refused:
         fresh = _rehashed_meanwhile(deps, user, password) if rehash is not None else None
         if fresh is None:
             # An answered challenge's own writes say what they refused (a code or challenge used
             # up by a concurrent answer): no password was checked here, so never "Invalid Password".
-            _explain_refused_login(deps, user.id, now, otherwise=refused if answer_ops else None)
+            otherwise = None if guarded else refused
+            _explain_refused_login(deps, user.id, now, otherwise=otherwise, locked=limit is not None)
             raise
         # A concurrent login of this user replaced the hash this one read (its first login since an
         # import, say): the password proves the new hash too, so the session rides on that one.
         guard = deps.users.credentials_unchanged_op(
-            fresh, new_password_hash=None, now=now, failure_limit=ACCOUNT_AUTH_FAILURES.limit
+            fresh, new_password_hash=None, now=now, failure_limit=limit
         )
         try:
-            deps.tx.commit([deps.sessions.put_op(issued.session), guard])
+            deps.tx.commit([deps.sessions.put_op(issued.session), guard, *answer_ops])
         except NimbusError:
-            _explain_refused_login(deps, user.id, now)
+            _explain_refused_login(deps, user.id, now, locked=limit is not None)
             raise
 
 
@@ -208,14 +249,16 @@ def _rehashed_meanwhile(deps: Deps, read: User, password: str) -> User | None:
 
 
 def _explain_refused_login(
-    deps: Deps, user_id: str, now: float, *, otherwise: NimbusError | None = None
+    deps: Deps, user_id: str, now: float, *, otherwise: NimbusError | None = None, locked: bool = True
 ) -> None:
     """The session write was refused because the user changed meanwhile: say why, from fresh data
-    (``otherwise``, when given, is the answer if the user is neither gone, locked nor banned)."""
+    (``otherwise``, when given, is the answer if the user is neither gone, locked nor banned;
+    ``locked``: whether the login lock holds this login, not for a known device)."""
     fresh = deps.users.get(user_id)
     if fresh is None:
         raise NimbusError(ErrorCode.INVALID_USER_ERROR)
-    credentials.refuse_if_locked(fresh, now)
+    if locked:
+        credentials.refuse_if_locked(fresh, now)
     if fresh.banned_at is not None:
         raise NimbusError(ErrorCode.BANNED_ERROR)
     raise otherwise or NimbusError(ErrorCode.INVALID_PASSWORD_ERROR)

@@ -1,5 +1,6 @@
-"""The one-time tokens table: email verification and password recovery tokens, stored under the
-hash of their secret (``VERIFY#<hash>``, ``RECOVER#<hash>``; TTL removes them after ``exp``)."""
+"""The tokens table: email verification and password recovery tokens and known devices, stored
+under the hash of their secret (``VERIFY#<hash>``, ``RECOVER#<hash>``, ``DEVICE#<hash>``; TTL
+removes them after ``exp``)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from botocore.exceptions import ClientError
 
 from nimbus_core.adapters.batch import batch_get
 from nimbus_core.adapters.challenges import challenge_key
+from nimbus_core.adapters.counters import CounterSpec, CounterTargetMissingError, hit
 from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import read_record, record_item
 from nimbus_core.adapters.transactions import TransactOp, fails_with
 from nimbus_core.adapters.users import user_key
 from nimbus_core.domain.errors import ErrorCode
-from nimbus_core.domain.models import Challenge, RecoveryToken, User, VerificationToken
-from nimbus_core.domain.ports import WriteOp
+from nimbus_core.domain.models import Challenge, KnownDevice, RecoveryToken, User, VerificationToken
+from nimbus_core.domain.ports import CounterState, WriteOp
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -27,6 +29,10 @@ def _key(token_hash: str) -> dict[str, Any]:
 
 def _recovery_key(token_hash: str) -> dict[str, Any]:
     return {"pk": {"S": f"RECOVER#{token_hash}"}}
+
+
+def _device_key(token_hash: str) -> dict[str, Any]:
+    return {"pk": {"S": f"DEVICE#{token_hash}"}}
 
 
 # A recovery token that is still there and has taken fewer wrong answers than ``:max``.
@@ -143,3 +149,41 @@ class DynamoTokens:
     def delete_recovery_op(self, token_hash: str) -> WriteOp:
         """Remove a recovery token if present (a newer request supersedes it)."""
         return TransactOp({"Delete": {"TableName": self._table, "Key": _recovery_key(token_hash)}})
+
+    # ------------------------------------------------------------------ known devices
+
+    def get_device(self, token_hash: str) -> KnownDevice | None:
+        """A known device by the hash of its token (one strongly consistent GetItem)."""
+        with aws_errors("GetItem (known device)"):
+            item = self._client.get_item(
+                TableName=self._table, Key=_device_key(token_hash), ConsistentRead=True
+            ).get("Item")
+        return read_record(KnownDevice, item) if item else None
+
+    def put_device_op(self, device: KnownDevice) -> WriteOp:
+        """Store a new known device; TTL removes it after ``exp``. Unconditional: its key is the
+        hash of 256 fresh random bits, which no other item has."""
+        item = record_item(device, pk=f"DEVICE#{device.hash}", kind="device", expiresAt=device.exp)
+        return TransactOp({"Put": {"TableName": self._table, "Item": item}})
+
+    def delete_device_op(self, token_hash: str) -> WriteOp:
+        """Remove a known device if present (its holder signed in and got a new one)."""
+        return TransactOp({"Delete": {"TableName": self._table, "Key": _device_key(token_hash)}})
+
+    def count_device_failure(
+        self, token_hash: str, *, limit: int, window: int, now: float
+    ) -> CounterState | None:
+        """Count a wrong answer at login on the device's own item (one conditional UpdateItem, so
+        concurrent failures never count past ``limit``); None when the device is gone."""
+        spec = CounterSpec(
+            table=self._table,
+            key=_device_key(token_hash),
+            count_attr="failures",
+            reset_attr="failuresResetAt",
+            ttl_attr=None,
+            must_exist=True,
+        )
+        try:
+            return hit(self._client, spec, limit=limit, window=window, now=now)
+        except CounterTargetMissingError:
+            return None

@@ -236,6 +236,33 @@ class RecoveryToken(Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class KnownDevice(Record):
+    """A known device (CONTRACT section 8, OWASP's device cookies), stored under the hash of its
+    token: bound to its user and to the user's session generation when it was issued, so revoking
+    every session (sign out everywhere, a password change or reset, a ban) revokes it too."""
+
+    hash: str
+    user_id: str
+    generation: int
+    created_at: str
+    exp: int
+    # Wrong passwords and answers given at login with this token, in the current window: at the
+    # limit it no longer lifts the account's login lock.
+    failures: int = 0
+    failures_reset_at: int = 0
+
+    def lifts_lock_for(self, user: User, *, failure_limit: int, now: float) -> bool:
+        """Whether this device lets a login of ``user`` past the account's login lock: issued to
+        that user, not revoked since, not expired, and not out of wrong answers."""
+        return (
+            self.user_id == user.id
+            and self.generation == user.session_generation
+            and self.exp > now
+            and not (self.failures >= failure_limit and self.failures_reset_at > now)
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Challenge(Record):
     """A second-factor challenge (CONTRACT section 9), stored under the hash of its token.
 

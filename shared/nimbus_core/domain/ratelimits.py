@@ -12,6 +12,7 @@ class Per(Enum):
     IP = "ip"  # requestContext.http.sourceIp as API Gateway reports it, never a header
     USER = "user"
     SESSION = "session"  # a failure limit counted on the session item (reverification)
+    DEVICE = "device"  # a failure limit counted on a known device's item (login)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,10 @@ RECOVERY_MAILS = RateLimit("recovery-mails", 3, 24 * 3600, Per.USER)
 # Failed password and second-factor answers at login per account, whatever the IP (CONTRACT
 # section 8). The login lock: it holds logins only, never recovery or a signed-in reverification.
 ACCOUNT_AUTH_FAILURES = RateLimit("auth-failures", 10, 15 * 60, Per.USER)
+# Failed passwords and second-factor answers at login with a known device (CONTRACT section 8),
+# counted on the device's item: such a login is not held by the account's lock, and past this limit
+# the device no longer lifts it.
+DEVICE_AUTH_FAILURES = RateLimit("device-failures", 5, 15 * 60, Per.DEVICE)
 # Failed passwords and second-factor answers at reverification, per session (counted on the session
 # item, which the authentication read brings).
 REVERIFY_FAILURES = RateLimit("reverify-failures", 5, 15 * 60, Per.SESSION)

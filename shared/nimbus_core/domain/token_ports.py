@@ -1,14 +1,21 @@
-"""The ports of one-time secrets, stored under the hash of their token: :class:`TokenStore` (email
-verification and password recovery links) and :class:`ChallengeStore` (second-factor challenges
-and pending enrolments)."""
+"""The ports of secrets stored under the hash of their token: :class:`TokenStore` (email
+verification and password recovery links, known devices) and :class:`ChallengeStore`
+(second-factor challenges and pending enrolments)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from nimbus_core.domain.models import Challenge, PendingFactor, RecoveryToken, User, VerificationToken
-    from nimbus_core.domain.ports import WriteOp
+    from nimbus_core.domain.models import (
+        Challenge,
+        KnownDevice,
+        PendingFactor,
+        RecoveryToken,
+        User,
+        VerificationToken,
+    )
+    from nimbus_core.domain.ports import CounterState, WriteOp
 
 
 class TokenStore(Protocol):
@@ -52,6 +59,24 @@ class TokenStore(Protocol):
 
     def delete_recovery_op(self, token_hash: str) -> WriteOp:
         """Remove a recovery token if present."""
+        ...
+
+    def get_device(self, token_hash: str) -> KnownDevice | None:
+        """A known device by the hash of its token (one read)."""
+        ...
+
+    def put_device_op(self, device: KnownDevice) -> WriteOp:
+        """Store a new known device."""
+        ...
+
+    def delete_device_op(self, token_hash: str) -> WriteOp:
+        """Remove a known device if present (replaced at its next sign-in)."""
+        ...
+
+    def count_device_failure(
+        self, token_hash: str, *, limit: int, window: int, now: float
+    ) -> CounterState | None:
+        """Count a wrong answer at login on a known device's item; None if the device is gone."""
         ...
 
 

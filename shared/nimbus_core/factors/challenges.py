@@ -23,12 +23,12 @@ from aws_lambda_powertools import Logger
 
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
-from nimbus_core.domain.models import Challenge, User
+from nimbus_core.domain.models import Challenge, KnownDevice, User
 from nimbus_core.domain.ports import CounterWindowMovedError, WriteOp
 from nimbus_core.domain.ratelimits import RECOVERY_WRONG_ANSWERS
 from nimbus_core.factors import otp, passkeys, seeds
 from nimbus_core.platform import clock, metrics
-from nimbus_core.sessions import credentials
+from nimbus_core.sessions import credentials, known_devices
 from nimbus_core.sessions.tokens import hash_secret, new_user_token, parse_user_token, secret_matches
 
 _log = Logger(child=True)
@@ -73,6 +73,8 @@ class Binding:
     endpoint: str
     session_id: str | None = None
     recovery: str | None = None
+    # At login: the known device the request presented (read, not yet checked against the user).
+    device: KnownDevice | None = None
 
     @property
     def login(self) -> bool:
@@ -202,13 +204,14 @@ def answer(
         or challenge.attempts >= MAX_ATTEMPTS
     ):
         raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
-    if binding.login:
+    device = known_devices.lifts_lock(binding.device, user, now) if binding.login else None
+    if binding.login and device is None:
         credentials.refuse_if_locked(user, now)
     if answer.type not in user.second_factor_types():
         raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_METHOD_ERROR)
     ops = _verified_ops(deps, user, answer, challenge, now)
     if ops is None:
-        _wrong(deps, user, token_hash, binding, now)
+        _wrong(deps, user, token_hash, binding, now, device=device)
         raise AssertionError("unreachable")  # pragma: no cover - _wrong always raises
     metrics.count(metrics.Event.SECOND_FACTOR_PASSED)
     return user, [deps.challenges.consume_op(token_hash, max_attempts=MAX_ATTEMPTS), *ops]
@@ -286,7 +289,9 @@ def verified_key_ops(
     ]
 
 
-def _wrong(deps: Deps, user: User, token_hash: str, binding: Binding, now: float) -> None:
+def _wrong(
+    deps: Deps, user: User, token_hash: str, binding: Binding, now: float, *, device: KnownDevice | None
+) -> None:
     """Count a wrong answer on its challenge and on the limit of the request it answers; 401."""
     deps.challenges.count_failure(token_hash)
     metrics.count(metrics.Event.SECOND_FACTOR_FAILED)
@@ -296,5 +301,5 @@ def _wrong(deps: Deps, user: User, token_hash: str, binding: Binding, now: float
     elif binding.session_id is not None:
         credentials.record_reverify_failure(deps, user.id, binding.session_id, now)  # 429 past the limit
     else:
-        credentials.record_failure(deps, user, now)  # 429 when this failure locks the account
+        credentials.record_failure(deps, user, now, device=device)  # 429 when it locks the account
     raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)

@@ -44,10 +44,12 @@ class UserListView(View):
 
 
 class SuccessfulAuthView(View):
-    """Register and login: the token (shown once) and its expiry in Unix seconds."""
+    """Register and login: the token (shown once), its expiry in Unix seconds, and the known-device
+    token (CONTRACT section 8) that later logins from this client present as ``device``."""
 
     token: str
     exp: int
+    device: str
 
 
 class PasskeyChallengeView(View):
@@ -68,10 +70,12 @@ class SuccessView(View):
 
 class ResetPasswordView(SuccessView):
     """PUT /users/recover: RESET_PASSWORD_SUCCESS, and the new session that signs the owner in (its
-    token, shown once, and its expiry in Unix seconds), as login's SuccessfulAuth."""
+    token, shown once, and its expiry in Unix seconds) and a known-device token, as login's
+    SuccessfulAuth."""
 
     token: str
     exp: int
+    device: str
 
 
 class DomainView(View):

@@ -8,6 +8,10 @@ Two limits, each holding one kind of request and never the other:
 - the reverification limit: failed passwords and second-factor answers from one signed-in session,
   per session (5 per 15 minutes, on the session item, which the authentication read brings).
 
+A login that presents a known device valid for the account (:mod:`nimbus_core.sessions.known_devices`)
+is not held by the login lock: its wrong answers are counted on the device (5 per 15 minutes), and
+once the device has none left they count on the account again.
+
 Both answer 429 with ``Retry-After`` only (``account_lock``: not the endpoint window's headers).
 Recovery's wrong answers are bounded on the recovery token instead (:mod:`nimbus_core.factors.challenges`).
 """
@@ -16,9 +20,9 @@ from __future__ import annotations
 
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError, RateLimitedError
-from nimbus_core.domain.models import Session, User
+from nimbus_core.domain.models import KnownDevice, Session, User
 from nimbus_core.domain.ports import CounterState, WriteOp
-from nimbus_core.domain.ratelimits import ACCOUNT_AUTH_FAILURES, REVERIFY_FAILURES
+from nimbus_core.domain.ratelimits import ACCOUNT_AUTH_FAILURES, DEVICE_AUTH_FAILURES, REVERIFY_FAILURES
 from nimbus_core.platform import metrics
 from nimbus_core.sessions import passwords
 
@@ -28,19 +32,31 @@ def refuse_if_locked(user: User, now: float) -> None:
     _refuse_if_full(user.auth_failures, user.auth_failures_reset_at, ACCOUNT_AUTH_FAILURES.limit, now)
 
 
-def check_password(deps: Deps, user: User, password: str, now: float) -> None:
-    """At login: pass if ``password`` is the user's; otherwise count the failure on the account and
-    answer 401 INVALID_PASSWORD_ERROR, or 429 once the failure that was just counted locks it."""
-    refuse_if_locked(user, now)
+def check_password(
+    deps: Deps, user: User, password: str, now: float, *, device: KnownDevice | None = None
+) -> None:
+    """At login: pass if ``password`` is the user's; otherwise count the failure (on the account,
+    or on ``device``: a known device that lifts the lock) and answer 401 INVALID_PASSWORD_ERROR,
+    or 429 once the failure that was just counted locks the account."""
+    if device is None:
+        refuse_if_locked(user, now)
     if passwords.verify_password(user.password_hash, password):
         return
     metrics.count(metrics.Event.LOGIN_FAILED)
-    record_failure(deps, user, now)
+    record_failure(deps, user, now, device=device)
     raise NimbusError(ErrorCode.INVALID_PASSWORD_ERROR)
 
 
-def record_failure(deps: Deps, user: User, now: float) -> None:
-    """Count one failed password or second-factor answer at login; 429 beyond the lock's limit."""
+def record_failure(deps: Deps, user: User, now: float, *, device: KnownDevice | None = None) -> None:
+    """Count one failed password or second-factor answer at login; 429 beyond the lock's limit.
+    With a known ``device`` it is counted on the device, unless the device had none left (a
+    concurrent failure took the last): then on the account, as without one."""
+    if device is not None:
+        counted = deps.tokens.count_device_failure(
+            device.hash, limit=DEVICE_AUTH_FAILURES.limit, window=DEVICE_AUTH_FAILURES.window, now=now
+        )
+        if counted is not None and counted.allowed:
+            return
     state = deps.users.count_auth_failure(
         user.id, limit=ACCOUNT_AUTH_FAILURES.limit, window=ACCOUNT_AUTH_FAILURES.window, now=now
     )

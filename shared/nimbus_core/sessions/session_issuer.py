@@ -19,10 +19,15 @@ class IssuedSession:
 
     session: Session
     token: str
+    # A sign-in's known-device token (CONTRACT section 8), shown once too; None for scoped sessions.
+    device: str | None = None
 
     def to_public(self) -> dict[str, object]:
-        """The SuccessfulAuth structure."""
-        return {"token": self.token, "exp": self.session.exp}
+        """The SuccessfulAuth structure (with ``device`` for a sign-in)."""
+        shown: dict[str, object] = {"token": self.token, "exp": self.session.exp}
+        if self.device is not None:
+            shown["device"] = self.device
+        return shown
 
 
 def normal_lifetime(deps: Deps, *, remember_me: bool) -> int:
