@@ -10,7 +10,7 @@
   const {
     $, token, request, outcome, call, isChallenge, b64url, withIds, credentialJson, passkeyAssertion, webauthnError,
     say, fail, clearMessages, explain, waitFor, when, fromUnix, element, labelled, SCOPES, scopeNames, FACTOR_TYPES,
-    confirmIdentity, reverified,
+    confirmIdentity, reverified, devices, signedIn,
   } = window.Nimbus; // console/common.js, shared with the staff console
   window.Nimbus.configure({
     base: BASE,
@@ -82,7 +82,10 @@
       event.preventDefault();
       // The browser's passkey offer would hold on to the authenticator the second factor may need.
       stopPasskeyAutofill();
-      const body = { username: form.elements.username.value.trim(), password: form.elements.password.value, rememberMe: rememberMe() };
+      const username = form.elements.username.value.trim();
+      // This browser's device token for the account, when an earlier sign-in here answered one.
+      const device = devices.for(username);
+      const body = { username, password: form.elements.password.value, rememberMe: rememberMe(), device };
       try {
         let reply = await request("POST", "/login", body, { auth: false });
         if (isChallenge(reply)) {
@@ -91,14 +94,14 @@
             heading: "Second factor",
             purpose: "Your account is protected by a second factor.",
             challenge: reply.body,
-            send: (extra) => request("POST", "/login", { rememberMe: rememberMe(), ...extra }, { auth: false }),
+            send: (extra) => request("POST", "/login", { rememberMe: rememberMe(), device, ...extra }, { auth: false }),
           });
           if (!reply) {
             say("Login cancelled.");
             return offerPasskeyAutofill(rememberMe);
           }
         }
-        token.set(outcome(reply).token);
+        await signedIn(outcome(reply), username);
         navigate("/account", { status: "Logged in." });
       } catch (error) {
         fail(error);
@@ -140,8 +143,7 @@
    * session on success (CONTRACT section 16). */
   async function passkeySignedIn(challengeToken, response, rememberMe) {
     const body = { token: challengeToken, response, rememberMe: rememberMe() };
-    const signedIn = await call("POST", "/login/passkey", body, { auth: false });
-    token.set(signedIn.token);
+    await signedIn(await call("POST", "/login/passkey", body, { auth: false }));
     navigate("/account", { status: "Signed in with your passkey." });
   }
 
@@ -207,8 +209,7 @@
       event.preventDefault();
       const data = Object.fromEntries(new FormData(form));
       try {
-        const reply = await call("POST", "/register", data, { auth: false });
-        token.set(reply.token);
+        await signedIn(await call("POST", "/register", data, { auth: false }), data.username, data.email);
         navigate("/account", { status: `Account created. We sent a verification link to ${data.email}.` });
       } catch (error) {
         fail(error);
@@ -324,9 +325,9 @@
           if (!reply) return say("Cancelled: your password is unchanged.");
         }
         // The reset signs the owner in (CONTRACT section 14): its answer carries a new session.
-        const signedIn = outcome(reply);
+        const answered = outcome(reply);
         form.reset();
-        token.set(signedIn.token);
+        await signedIn(answered);
         navigate("/account", { status: "Your password was reset and you are signed in. Every other session was signed out." });
       } catch (error) {
         if (error.code === "INVALID_RECOVERY_TOKEN_ERROR") {

@@ -77,6 +77,47 @@
     clear: () => sessionStorage.removeItem(TOKEN_KEY),
   };
 
+  // Known devices (CONTRACT section 8): the token each sign-in answers, which lets this browser past
+  // a login lock that someone who knows only the username put on the account. Unlike the session it
+  // must outlive the tab, so it lives in localStorage, per account (under its lower-cased username
+  // and address, as either may be typed), and it is only ever sent as POST /login's `device`.
+  const DEVICES_KEY = "nimbus.devices";
+
+  const devices = {
+    all() {
+      try {
+        const stored = JSON.parse(localStorage.getItem(DEVICES_KEY));
+        return stored && typeof stored === "object" ? stored : {};
+      } catch {
+        return {};
+      }
+    },
+    /** The device token kept for the login name typed, if any. */
+    for(name) {
+      const kept = this.all()[String(name || "").trim().toLowerCase()];
+      return typeof kept === "string" ? kept : undefined;
+    },
+    remember(names, value) {
+      const all = this.all();
+      for (const name of names) if (name) all[String(name).trim().toLowerCase()] = value;
+      localStorage.setItem(DEVICES_KEY, JSON.stringify(all));
+    },
+  };
+
+  /** After a sign-in: keep its session for this tab and its device token for the account (under the
+   * names typed, and the account's own username and address once it answers). */
+  async function signedIn(reply, ...names) {
+    token.set(reply.token);
+    if (!reply.device) return;
+    try {
+      const me = await call("GET", "/users/me");
+      names.push(me.username, me.email);
+    } catch {
+      // The names typed are enough to find it at the next login.
+    }
+    devices.remember(names, reply.device);
+  }
+
   /** An error answer of the API: its CONTRACT code and message (and fields, when it names some);
    * `retryAfter` is the seconds a 429 asks to wait, when it says. */
   class ApiError extends Error {
@@ -532,6 +573,8 @@
     $,
     TOKEN_KEY,
     token,
+    devices,
+    signedIn,
     ApiError,
     request,
     outcome,

@@ -9,7 +9,7 @@
 
   const {
     $, token, ApiError, request, outcome, call, isChallenge, say, fail, clearMessages, when, fromUnix, element,
-    labelled, scopeNames, FACTOR_TYPES, confirmIdentity, reverified,
+    labelled, scopeNames, FACTOR_TYPES, confirmIdentity, reverified, devices, signedIn,
   } = window.Nimbus; // console/common.js, shared with the account console
   // Every error in plain words (common.js's MESSAGES); a dead session sends to /console/staff/login.
   window.Nimbus.configure({
@@ -45,7 +45,9 @@
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
       const data = new FormData(form);
-      const body = { username: String(data.get("username")).trim(), password: String(data.get("password")) };
+      const username = String(data.get("username")).trim();
+      const device = devices.for(username); // the same browser's device, whichever console signed in
+      const body = { username, password: String(data.get("password")), device };
       if (!body.username || !body.password) return fail("Give your username (or email) and password.");
       try {
         let reply = await request("POST", "/login", body, { auth: false });
@@ -54,11 +56,11 @@
             heading: "Second factor",
             purpose: "Your account is protected by a second factor.",
             challenge: reply.body,
-            send: (extra) => request("POST", "/login", extra, { auth: false }),
+            send: (extra) => request("POST", "/login", { device, ...extra }, { auth: false }),
           });
           if (!reply) return say("Login cancelled.");
         }
-        token.set(outcome(reply).token);
+        await signedIn(outcome(reply), username);
         navigate("/users", { status: "Logged in." });
       } catch (error) {
         fail(error);

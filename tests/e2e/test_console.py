@@ -17,11 +17,11 @@ from typing import Any
 
 import pyotp
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Browser, expect
 
 from nimbus_tools.local.launcher import LocalApiProcess
 from tests.api_client import new_ip, new_name
-from tests.e2e.browser_tab import PASSWORD, Console
+from tests.e2e.browser_tab import PASSWORD, Console, console_tab
 from tests.e2e.conftest import Client, run_cli
 
 pytestmark = pytest.mark.e2e
@@ -540,3 +540,32 @@ def test_a_used_or_missing_recovery_link_says_it_cannot_work_and_leads_to_a_new_
     console.expect_view("recover")
     expect(outcome).to_contain_text("This page needs the link from the recovery email")
     expect(page.locator("#recover-form")).to_be_hidden()
+
+
+def _lock_logins(client: Client, name: str) -> None:
+    """What someone who knows only the username can do: eleven wrong passwords from addresses that
+    each stay under their own limit lock the account's logins (CONTRACT section 8)."""
+    for n in range(10):
+        assert client.login(name, f"a guess {n}").status == 401
+    assert client.login(name).status == 429
+
+
+def test_a_browser_that_signed_in_before_signs_in_again_through_a_login_lock_and_a_new_one_does_not(
+    console: Console, client: Client, browser: Browser, local_api: LocalApiProcess
+) -> None:
+    name, _ = registered(client)
+    page = console.page
+    console.log_in(name)
+    console.expect_view("account")
+    page.get_by_role("button", name="Log out").click()
+    console.expect_view("login")
+    _lock_logins(client, name)
+
+    console.log_in(name, open_page=False)
+
+    console.expect_view("account")
+    assert client.call("GET", "/users/me", token=console.session_token()).status == 200
+    with console_tab(browser, local_api) as elsewhere:  # no device kept: the lock holds
+        elsewhere.log_in(name)
+        expect(elsewhere.page.get_by_role("alert").first).to_contain_text("RATELIMITED_ERROR")
+        assert elsewhere.page.evaluate("sessionStorage.length") == 0

@@ -134,3 +134,32 @@ def test_a_token_dies_with_a_newer_one_a_password_change_and_never_works_for_ano
     assert _reset(client, newer, "too late now").body["code"] == "INVALID_RECOVERY_TOKEN_ERROR"
     assert client.login(name, "changed by me", ip=new_ip()).status == 201
     assert _reset(client, others, "the other one").status == 200  # untouched by all this
+
+
+def test_someone_who_knows_only_the_username_cannot_keep_an_owner_out_of_the_browser_they_signed_in_from(
+    client: Client,
+) -> None:
+    """The attack of CONTRACT section 8: the account's three recovery mails spent from one address,
+    then eleven wrong passwords from three addresses lock its logins. The owner's own browser,
+    which presents the device token of its earlier sign-in, still logs in; a made-up token or
+    another account's changes nothing in the answer."""
+    name = new_name("owner")
+    registered = client.register(name)
+    assert registered.status == 201, registered.body
+    device = str(registered.body["device"])
+    other = client.register(new_name("other"))
+    attacker = [new_ip() for _ in range(3)]
+    for _ in range(3):
+        assert _recover(client, name, attacker[0]).status == 201
+    for n in range(11):
+        client.login(name, f"a guess {n}", ip=attacker[n % 3])
+    refused = client.login(name)
+    assert (refused.status, refused.body["code"]) == (429, "RATELIMITED_ERROR")
+    for presented in (str(other.body["device"]), "made-up-device-token-0123456789abcdefghijk"):
+        assert _shape(client.login(name, device=presented))[:2] == _shape(refused)[:2]
+
+    owner = client.login(name, device=device)
+
+    assert owner.status == 201, owner.body
+    assert client.call("GET", "/users/me", token=str(owner.body["token"])).status == 200
+    assert client.login(name).status == 429  # the lock still holds everyone else
