@@ -67,6 +67,7 @@ class FakeDb:
     tokens: dict[str, VerificationToken] = field(default_factory=dict)
     recovery: dict[str, RecoveryToken] = field(default_factory=dict)
     devices: dict[str, KnownDevice] = field(default_factory=dict)
+    credentials: dict[str, str] = field(default_factory=dict)  # WebAuthn credential id -> user id
     challenges: dict[str, Challenge] = field(default_factory=dict)
     pending: dict[str, PendingFactor] = field(default_factory=dict)
     domains: dict[str, Domain] = field(default_factory=dict)
@@ -386,6 +387,33 @@ class FakeUsers:
             return u.changed(**update)
 
         return self._factor_op(user, check, change)
+
+    def claim_credential_op(self, user: User, factor: SecondFactor) -> WriteOp:
+        """Claim a key's credential id (taken by anyone: a wrong answer)."""
+        credentials, credential = self.db.credentials, str(factor.credential_id)
+
+        def check() -> NimbusError | None:
+            taken = credential in credentials
+            return NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR) if taken else None
+
+        return FakeOp(
+            check, lambda: credentials.__setitem__(credential, user.id), (("credential", credential),)
+        )
+
+    def release_credentials_ops(self, user: User, factor_ids: Sequence[str]) -> list[WriteOp]:
+        """Release the user's own claims of the keys among ``factor_ids``."""
+        credentials = self.db.credentials
+        keys = [user.second_factors.get(fid) for fid in dict.fromkeys(factor_ids)]
+        named = [str(k.credential_id) for k in keys if k is not None and k.credential_id]
+
+        def release(credential: str) -> WriteOp:
+            def check() -> NimbusError | None:
+                held = credentials.get(credential, user.id) != user.id
+                return NimbusError(ErrorCode.INVALID_SECOND_FACTOR_ERROR) if held else None
+
+            return FakeOp(check, lambda: credentials.pop(credential, None), (("credential", credential),))
+
+        return [release(credential) for credential in named]
 
     def remove_factors_op(self, user: User, factor_ids: Sequence[str]) -> WriteOp:
         """Remove factors (all must exist); the last ones take the backup codes along."""

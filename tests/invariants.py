@@ -29,6 +29,7 @@ users), and what a sweep deletes meanwhile cannot make a finding.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 import time
 from collections.abc import Mapping
@@ -114,11 +115,25 @@ def _users_table_problems(items: list[dict[str, Any]]) -> list[str]:
         for kind, field in (("USERNAME", "usernameKey"), ("EMAIL", "emailKey")):
             if claims.get(f"{kind}#{user.get(field)}") != user_id:
                 problems.append(f"user {user_id} does not hold its {kind.lower()} claim {user.get(field)!r}")
+    for item in items:
+        if str(item["pk"]).startswith("CREDENTIAL#"):
+            problems += _credential_claim_problems(item, users)
     if counted != len(users):
         problems.append(f"the user count says {counted}, the table holds {len(users)} users")
     for user_id, user in users.items():
         problems += _secret_problems(user_id, user)
     return problems
+
+
+def _credential_claim_problems(claim: dict[str, Any], users: dict[str, dict[str, Any]]) -> list[str]:
+    """A security key's credential claim names a user who has that key (a claim left behind would
+    keep the key out of every account; one missing would let a second account enrol it)."""
+    pk, holder, factor_id = str(claim["pk"]), str(claim["userId"]), str(claim.get("factorId"))
+    factor = ((users.get(holder) or {}).get("secondFactors") or {}).get(factor_id) or {}
+    credential = str(factor.get("credentialId", ""))
+    if pk != "CREDENTIAL#" + hashlib.sha256(credential.encode()).hexdigest():
+        return [f"{pk[:24]} names key {factor_id} of user {holder}, who has no such key"]
+    return []
 
 
 def _secret_problems(user_id: str, user: dict[str, Any]) -> list[str]:

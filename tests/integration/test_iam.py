@@ -540,6 +540,9 @@ def confirm_webauthn(w: World) -> None:
     expect(w.key_challenged("POST", "/users/me/2fa/backup", {}, token, key), 201)
     wrong = {"token": "x" * 43, "name": "Key", "response": {}}
     expect(w.api.call("POST", "/users/me/2fa/webauthn/confirm", wrong, token=token), 401)
+    # Removed, it releases its credential id's claim.
+    [factor] = expect(w.api.call("GET", "/users/me/2fa", token=token), 200)["items"]
+    expect(w.key_challenged("DELETE", f"/users/me/2fa/{factor['id']}", {}, token, key), 200)
 
 
 def regenerate_backup_codes(w: World) -> None:

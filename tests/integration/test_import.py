@@ -374,3 +374,22 @@ def test_an_account_changed_upstream_after_its_import_is_listed_and_left_as_impo
     assert again.changed == [{"id": moved.id, "username": "moved"}]
     assert "changed upstream since their import" in again.render()
     assert api.login("moved", PASSWORD).status == 201  # the import never overwrites an account
+
+
+def test_a_security_key_two_upstream_accounts_enrolled_is_imported_for_the_first_and_the_second_is_listed(
+    api: Api, stack: Stack, upstream: Upstream
+) -> None:
+    """Upstream let one credential id be enrolled on two accounts; Nimbus stores an id once, so the
+    second account is listed as skipped, never imported holding a key another account holds."""
+    first, second = upstream.add_user("first"), upstream.add_user("second")
+    _, key = upstream.add_webauthn(first, authenticator=SoftwareAuthenticator())
+    upstream.add_webauthn(second, authenticator=SoftwareAuthenticator(credential_id=key.credential_id))
+
+    report = _import(stack, upstream)
+
+    assert report.imported["users"] == 1
+    [skipped] = report.skipped
+    assert skipped["id"] == second.id
+    assert "security key" in skipped["reason"]
+    assert f"taken by account {first.id}" in skipped["reason"]
+    assert api.login("first", PASSWORD).body["types"] == ["webauthn"]

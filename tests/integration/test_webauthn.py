@@ -227,6 +227,46 @@ def test_an_enrolled_key_is_excluded_and_cannot_be_enrolled_twice(api: Api, froz
     assert api.call("GET", "/users/me/2fa", token=token).body["count"] == 1
 
 
+def test_a_credential_id_enrolled_on_one_account_is_refused_on_every_other_until_removed(
+    api: Api, stack: Stack, frozen: Clock
+) -> None:
+    """A credential id is stored once (CONTRACT section 16): a cloned authenticator, or one whose
+    id another account enrolled first, is refused at enrolment, and nothing of it is stored."""
+    _, alice = new_user(api)
+    _, bob = new_user(api)
+    key = SoftwareAuthenticator()
+    enrol(api, alice, key)
+    clone = SoftwareAuthenticator(credential_id=key.credential_id)
+
+    setup = start(api, bob).body
+    refused = confirm(api, bob, setup["token"], clone.create(setup, origin=ORIGIN))
+
+    assert outcome(refused) == WRONG
+    assert api.call("GET", "/users/me/2fa", token=bob).body["count"] == 0
+    claims = [i for i in stack.items("UsersTable") if i["pk"]["S"].startswith("CREDENTIAL#")]
+    assert [c["userId"]["S"] for c in claims] == [alice.split(".", maxsplit=1)[0]]
+    # Removed from alice's account, the id is free again.
+    [factor] = api.call("GET", "/users/me/2fa", token=alice).body["items"]
+    challenge = ask(api, "DELETE", f"/users/me/2fa/{factor['id']}", alice)
+    response = key.get(challenge.body["challenge"], origin=ORIGIN)
+    assert answer(api, "DELETE", f"/users/me/2fa/{factor['id']}", alice, challenge, response).status == 200
+    enrol(api, bob, clone)
+    claims = [i for i in stack.items("UsersTable") if i["pk"]["S"].startswith("CREDENTIAL#")]
+    assert [c["userId"]["S"] for c in claims] == [bob.split(".", maxsplit=1)[0]]
+
+
+def test_deleting_an_account_frees_its_keys_credential_ids(api: Api, frozen: Clock) -> None:
+    _, alice = new_user(api)
+    key = SoftwareAuthenticator()
+    enrol(api, alice, key)
+    challenge = ask(api, "DELETE", "/users/me", alice)
+    response = key.get(challenge.body["challenge"], origin=ORIGIN)
+    assert answer(api, "DELETE", "/users/me", alice, challenge, response, password=PASSWORD).status == 200
+
+    _, bob = new_user(api)
+    enrol(api, bob, SoftwareAuthenticator(credential_id=key.credential_id))
+
+
 def test_user_verification_is_enforced_when_the_deployment_requires_it(
     api: Api, frozen: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -119,7 +119,9 @@ def confirm_webauthn(
     backup codes when the user had none (with the notice naming ``actor``). A stale token, a
     refused attestation (py_webauthn: challenge, origin, rp id, user presence and verification as
     configured, algorithm; for a passkey, user verification and a key the browser does not call
-    non-discoverable) or a key the user has already: 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR."""
+    non-discoverable) or a key the user has already: 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR; a
+    key whose credential id any account has stored already: 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR
+    (its claim, written with the enrolment)."""
     pending = _pending(deps, caller, token, "webauthn", now)
     if pending.webauthn_challenge is None:
         raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
@@ -180,12 +182,14 @@ def _enrol(
     when the user has none."""
     codes = None if user.backup_codes else otp.new_backup_codes()
     hashes = None if codes is None else [h for h in (otp.backup_code_hash(c) for c in codes) if h]
+    claim = [deps.users.claim_credential_op(user, factor)] if factor.credential_id else []
     deps.tx.commit(
         [
             deps.challenges.consume_pending_op(pending.hash),
             deps.users.add_factor_op(
                 user, factor, max_factors=MAX_FACTORS, backup_codes=hashes, sealed_secret=sealed_secret
             ),
+            *claim,
             notice_op(deps, user, Notice.FACTOR_ADDED, actor=actor, now=now, details=[_factor_line(factor)]),
         ]
     )
@@ -235,7 +239,8 @@ def remove_factors(deps: Deps, user: User, factor_ids: Sequence[str], *, actor: 
         if len(known) == user.second_factor_count and user.backup_codes:
             details.append("Your backup codes, which only work with a second factor.")
         notice = notice_op(deps, user, Notice.FACTOR_REMOVED, actor=actor, now=now, details=details)
-        deps.tx.commit([deps.users.remove_factors_op(user, known), notice])
+        released = deps.users.release_credentials_ops(user, known)
+        deps.tx.commit([deps.users.remove_factors_op(user, known), *released, notice])
     return len(known)
 
 

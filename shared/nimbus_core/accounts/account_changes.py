@@ -290,7 +290,7 @@ def deletion_ops(deps: Deps, user: User) -> list[WriteOp]:
     it), both claims (the name and address can be registered again), the pending verification
     token, and one user less in the count. Sessions and stored mail follow from the users stream
     (SweepFunction); none of them can authenticate or be replayed once the user is gone."""
-    ops = deps.users.delete_ops(user)
+    ops = [*deps.users.delete_ops(user), *deps.users.release_credentials_ops(user, list(user.second_factors))]
     if user.pending_verification:
         ops.append(deps.tokens.delete_op(user.pending_verification))
     if user.pending_recovery:

@@ -7,16 +7,25 @@ from __future__ import annotations
 from nimbus_core.adapters.batch import batch_get
 from nimbus_core.adapters.items import to_item
 from nimbus_core.adapters.transactions import TransactOp, fails_with
-from nimbus_core.adapters.user_items import NOT_EXISTS, UsersTable, email_claim, user_item, username_claim
+from nimbus_core.adapters.user_items import (
+    NOT_EXISTS,
+    UsersTable,
+    credential_claim,
+    email_claim,
+    user_item,
+    username_claim,
+)
 from nimbus_core.adapters.user_listing import count_op
 from nimbus_core.domain.errors import ErrorCode, UserChangedError
 from nimbus_core.domain.models import User
 from nimbus_core.domain.ports import WriteOp
 
 
-def claim_op(table: str, pk: str, user: User) -> TransactOp:
-    """Claim ``pk`` for ``user``; a claim already taken is USER_EXISTS_ERROR."""
-    item = to_item({"pk": pk, "userId": user.id, "createdAt": user.updated_at})
+def claim_op(table: str, pk: str, user: User, *, factor_id: str | None = None) -> TransactOp:
+    """Claim ``pk`` for ``user`` (a security key's credential id names the ``factor_id``); a claim
+    already taken is USER_EXISTS_ERROR."""
+    values = {"pk": pk, "userId": user.id, "createdAt": user.updated_at}
+    item = to_item(values if factor_id is None else {**values, "factorId": factor_id})
     return TransactOp(
         {"Put": {"TableName": table, "Item": item, "ConditionExpression": NOT_EXISTS}},
         fails_with(ErrorCode.USER_EXISTS_ERROR),
@@ -74,8 +83,11 @@ class UserClaims(UsersTable):
         ]
 
     def claim_holders(self, user: User) -> dict[str, str | None]:
-        """Who holds ``user``'s username and address under Nimbus's rules (None: free)."""
+        """Who holds ``user``'s username, address and security keys' credential ids under Nimbus's
+        rules (None: free)."""
         claims = {"username": username_claim(user), "email": email_claim(user)}
+        for key in user.webauthn_factors():
+            claims[f'security key "{key.name}"'] = credential_claim(key.credential_id or "")
         found = batch_get(
             self._client,
             {self._table: {"Keys": [{"pk": {"S": pk}} for pk in claims.values()], "ConsistentRead": True}},

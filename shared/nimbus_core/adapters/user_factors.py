@@ -8,7 +8,7 @@ from typing import Any
 
 from nimbus_core.adapters.items import stored_values, to_item
 from nimbus_core.adapters.transactions import Explain, TransactOp, fails_with
-from nimbus_core.adapters.user_items import UsersTable, number, user_key
+from nimbus_core.adapters.user_items import NOT_EXISTS, UsersTable, credential_claim, number, user_key
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import SecondFactor, User
 from nimbus_core.domain.ports import WriteOp
@@ -53,6 +53,37 @@ class UserFactors(UsersTable):
                 else NimbusError(ErrorCode.INVALID_FIELDS_ERROR, fields=["type"])
             ),
         )
+
+    def claim_credential_op(self, user: User, factor: SecondFactor) -> WriteOp:
+        """Claim a security key's credential id for ``user``, in the transaction that enrols it: an
+        id already stored for any account (a cloned or shared authenticator's, or one enrolled by
+        another account first) is INVALID_SECOND_FACTOR_RESPONSE_ERROR."""
+        item = {"pk": credential_claim(factor.credential_id or ""), "userId": user.id, "factorId": factor.id}
+        return TransactOp(
+            {"Put": {"TableName": self._table, "Item": to_item(item), "ConditionExpression": NOT_EXISTS}},
+            fails_with(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR),
+        )
+
+    def release_credentials_ops(self, user: User, factor_ids: Sequence[str]) -> list[WriteOp]:
+        """Release the credential ids of ``user``'s security keys among ``factor_ids``, with their
+        removal (or the user's deletion): each only while it is still theirs, and idempotent (a key
+        enrolled before claims existed has none)."""
+        keys = [user.second_factors.get(fid) for fid in dict.fromkeys(factor_ids)]
+        return [
+            TransactOp(
+                {
+                    "Delete": {
+                        "TableName": self._table,
+                        "Key": {"pk": {"S": credential_claim(key.credential_id)}},
+                        "ConditionExpression": "attribute_not_exists(pk) OR userId = :me",
+                        "ExpressionAttributeValues": {":me": {"S": user.id}},
+                    }
+                },
+                fails_with(ErrorCode.INVALID_SECOND_FACTOR_ERROR),
+            )
+            for key in keys
+            if key is not None and key.credential_id
+        ]
 
     def remove_factors_op(self, user: User, factor_ids: Sequence[str]) -> WriteOp:
         """Remove factors that must all still be enrolled (else INVALID_SECOND_FACTOR_ERROR, nothing

@@ -17,6 +17,7 @@ from nimbus_core.adapters.user_items import (
     NOT_EXISTS,
     USER_KEY_PREFIX,
     UsersTable,
+    credential_claim,
     email_claim,
     user_item,
     user_key,
@@ -59,6 +60,12 @@ class UserImports(UsersTable):
             TransactOp({"Put": {"TableName": self._table, "Item": mark, "ConditionExpression": NOT_EXISTS}}),
             claim_op(self._table, username_claim(user), user),
             claim_op(self._table, email_claim(user), user),
+            # Its security keys' credential ids, each stored once across accounts (upstream let two
+            # accounts enrol one: the second is then reported as taken, not imported).
+            *(
+                claim_op(self._table, credential_claim(key.credential_id or ""), user, factor_id=key.id)
+                for key in user.webauthn_factors()
+            ),
             count_op(self._table, user, +1),
         ]
 

@@ -8,6 +8,7 @@ shards of the user count (``USERCOUNT#<n>``).
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -117,6 +118,12 @@ def username_claim(user: User) -> str:
 def email_claim(user: User) -> str:
     """The key of the item that claims ``user``'s address."""
     return f"EMAIL#{email_key(user.email)}"
+
+
+def credential_claim(credential_id: str) -> str:
+    """The key of the item that claims a WebAuthn credential id (base64url) for the one account
+    that enrolled it: the SHA-256 of the id (ids are up to 1,023 bytes; keys stay short)."""
+    return f"CREDENTIAL#{hashlib.sha256(credential_id.encode()).hexdigest()}"
 
 
 def number(value: int) -> dict[str, str]:

@@ -98,6 +98,15 @@ class UserStore(Protocol):
         hashes in the same write; INVALID_FIELDS_ERROR beyond ``max_factors``."""
         ...
 
+    def claim_credential_op(self, user: User, factor: SecondFactor) -> WriteOp:
+        """Claim a security key's credential id for ``user`` (an id stored for any account already:
+        INVALID_SECOND_FACTOR_RESPONSE_ERROR)."""
+        ...
+
+    def release_credentials_ops(self, user: User, factor_ids: Sequence[str]) -> list[WriteOp]:
+        """Release the credential ids of ``user``'s keys among ``factor_ids`` (removed or deleted)."""
+        ...
+
     def remove_factors_op(self, user: User, factor_ids: Sequence[str]) -> WriteOp:
         """Remove enrolled factors (each must exist: INVALID_SECOND_FACTOR_ERROR); the last ones take
         the backup codes with them."""
