@@ -91,6 +91,26 @@ def _release_update(spec: CounterSpec, reset_at: int) -> dict[str, Any]:
     }
 
 
+def hit_on_record(
+    client: DynamoDBClient,
+    table: str,
+    key: dict[str, Any],
+    attrs: tuple[str, str],
+    *,
+    limit: int,
+    window: int,
+    now: float,
+) -> CounterState | None:
+    """Count one failure on a record of its own (a user, a session, a known device), in its
+    ``attrs`` (count, window end): one conditional UpdateItem that never creates the record nor
+    touches its TTL; None when the record is gone."""
+    spec = CounterSpec(table, key, count_attr=attrs[0], reset_attr=attrs[1], ttl_attr=None, must_exist=True)
+    try:
+        return hit(client, spec, limit=limit, window=window, now=now)
+    except CounterTargetMissingError:
+        return None
+
+
 def hit(client: DynamoDBClient, spec: CounterSpec, *, limit: int, window: int, now: float) -> CounterState:
     """Count one request if the window has room; report the state either way."""
     names = {"#c": spec.count_attr, "#r": spec.reset_attr}

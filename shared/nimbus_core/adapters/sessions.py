@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError
 
 from nimbus_core.adapters.batch import batch_delete, batch_get, batch_put
 from nimbus_core.adapters.challenges import challenge_key
-from nimbus_core.adapters.counters import CounterSpec, CounterTargetMissingError, hit
+from nimbus_core.adapters.counters import hit_on_record
 from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import read_record, record_item
 from nimbus_core.adapters.transactions import TransactOp, fails_with
@@ -152,18 +152,9 @@ class DynamoSessions:
     ) -> CounterState | None:
         """Count a failed reverification on the session item itself (one conditional UpdateItem),
         so reading the count costs nothing: the authentication read brings it."""
-        spec = CounterSpec(
-            table=self._table,
-            key=session_key(user_id, session_id),
-            count_attr="reverifyFailures",
-            reset_attr="reverifyFailuresResetAt",
-            ttl_attr=None,  # the session's own expiresAt stays as it is
-            must_exist=True,
-        )
-        try:
-            return hit(self._client, spec, limit=limit, window=window, now=now)
-        except CounterTargetMissingError:
-            return None
+        key = session_key(user_id, session_id)
+        attrs = ("reverifyFailures", "reverifyFailuresResetAt")  # its own expiresAt stays as it is
+        return hit_on_record(self._client, self._table, key, attrs, limit=limit, window=window, now=now)
 
     def put_op(self, session: Session) -> WriteOp:
         """Store a new session (ids never repeat, so an existing one is a bug, not a user error)."""

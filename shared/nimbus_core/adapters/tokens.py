@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError
 
 from nimbus_core.adapters.batch import batch_get
 from nimbus_core.adapters.challenges import challenge_key
-from nimbus_core.adapters.counters import CounterSpec, CounterTargetMissingError, hit
+from nimbus_core.adapters.counters import hit_on_record
 from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import read_record, record_item
 from nimbus_core.adapters.transactions import TransactOp, fails_with
@@ -175,15 +175,5 @@ class DynamoTokens:
     ) -> CounterState | None:
         """Count a wrong answer at login on the device's own item (one conditional UpdateItem, so
         concurrent failures never count past ``limit``); None when the device is gone."""
-        spec = CounterSpec(
-            table=self._table,
-            key=_device_key(token_hash),
-            count_attr="failures",
-            reset_attr="failuresResetAt",
-            ttl_attr=None,
-            must_exist=True,
-        )
-        try:
-            return hit(self._client, spec, limit=limit, window=window, now=now)
-        except CounterTargetMissingError:
-            return None
+        key, attrs = _device_key(token_hash), ("failures", "failuresResetAt")
+        return hit_on_record(self._client, self._table, key, attrs, limit=limit, window=window, now=now)

@@ -19,7 +19,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from nimbus_core.adapters.counters import CounterSpec, CounterTargetMissingError, hit
+from nimbus_core.adapters.counters import hit_on_record
 from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import read_record
 from nimbus_core.adapters.user_changes import UserChanges
@@ -119,15 +119,7 @@ class DynamoUsers(UserClaims, UserChanges, UserFactors, UserListing, UserImports
 
     def count_auth_failure(self, user_id: str, *, limit: int, window: int, now: float) -> CounterState | None:
         """Count a failed answer on the user item itself, so reading it costs nothing at login."""
-        spec = CounterSpec(
-            table=self._table,
-            key=user_key(user_id),
-            count_attr="authFailures",
-            reset_attr="authFailuresResetAt",
-            ttl_attr=None,
-            must_exist=True,
+        attrs = ("authFailures", "authFailuresResetAt")
+        return hit_on_record(
+            self._client, self._table, user_key(user_id), attrs, limit=limit, window=window, now=now
         )
-        try:
-            return hit(self._client, spec, limit=limit, window=window, now=now)
-        except CounterTargetMissingError:
-            return None
