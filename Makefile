@@ -84,8 +84,15 @@ serve: $(VENV)/.synced $(NODE_MODULES)
 # end-to-end tests wait on their local APIs' pollers, cache ages and browsers, and `sam build`
 # mostly downloads, so the parallel tests, the contract fuzzing, mypy and the template's checks
 # use the cores meanwhile. ruff first: it fails in a second.
+# Each phase says when it ended, in seconds since `make test` began (they all start together, so
+# the last to end is the wall time), and the pytest runs name their ten slowest tests.
 test: lint
-	@$(MAKE) --no-print-directory -j --output-sync=target parallel-tests e2e-http fuzzing typecheck validate iac-check build-check
+	@NIMBUS_TEST_START=$$(date +%s) $(MAKE) --no-print-directory -j --output-sync=target parallel-tests e2e-http fuzzing typecheck validate iac-check build-check
+
+ifdef NIMBUS_TEST_START
+PHASE_ENDED = @echo "==> $@ ended at $$(( $$(date +%s) - $(NIMBUS_TEST_START) )) s of make test"
+endif
+SLOWEST := --durations=10 --durations-min=1
 
 lint: $(VENV)/.synced
 	$(VENV)/bin/ruff check .
@@ -93,9 +100,11 @@ lint: $(VENV)/.synced
 
 typecheck: $(VENV)/.synced
 	$(VENV)/bin/mypy
+	$(PHASE_ENDED)
 
 validate: $(SAM) deps-layer-check
 	$(SAM) validate --lint --region us-east-1
+	$(PHASE_ENDED)
 
 # checkov and cfn-lint over the CloudFormation template the SAM transform makes of template.yaml
 # (tools/sam_expand.py, offline): every resource a deploy creates, the IAM roles, aliases and API
@@ -111,6 +120,7 @@ iac-check: $(SAM) $(CHECKOV)
 		&& $(TOOLS)/sam/bin/python tools/sam_expand.py $(IAC_TEMPLATE) "$$expanded/template.json" \
 		&& $(TOOLS)/sam/bin/cfn-lint --regions us-east-1 --ignore-checks W2001 -- "$$expanded/template.json" \
 		&& CKV_SKIP_PACKAGE_UPDATE_CHECK=true $(CHECKOV) --config-file tools/checkov.yaml -f "$$expanded/template.json"
+	$(PHASE_ENDED)
 
 # Rules on fakes, contracts and handlers on moto run in parallel (moto provisioned once per
 # worker). The end-to-end tests run in parallel too, one local API per worker and each module on
@@ -120,14 +130,17 @@ iac-check: $(SAM) $(CHECKOV)
 PARALLEL_TESTS := tests/unit tests/contract tests/integration tests/tools tests/migration
 E2E_FUZZING := tests/e2e/test_contract_fuzzing.py
 .PHONY: parallel-tests e2e-http fuzzing
-parallel-tests: $(VENV)/.synced $(NODE_MODULES)
-	$(VENV)/bin/pytest -n auto --dist worksteal -q $(wildcard $(PARALLEL_TESTS))
+parallel-tests: $(VENV)/.synced $(NODE_MODULES) os-packages
+	$(VENV)/bin/pytest -n auto --dist worksteal -q $(SLOWEST) $(wildcard $(PARALLEL_TESTS))
+	$(PHASE_ENDED)
 
-e2e-http: $(VENV)/.synced $(NODE_MODULES) chromium
-	$(VENV)/bin/pytest -n auto --dist loadfile -q tests/e2e --ignore=$(E2E_FUZZING)
+e2e-http: $(VENV)/.synced $(NODE_MODULES) os-packages
+	$(VENV)/bin/pytest -n auto --dist loadfile -q $(SLOWEST) tests/e2e --ignore=$(E2E_FUZZING)
+	$(PHASE_ENDED)
 
 fuzzing: $(VENV)/.synced $(NODE_MODULES)
-	$(VENV)/bin/pytest -q $(E2E_FUZZING)
+	$(VENV)/bin/pytest -q $(SLOWEST) $(E2E_FUZZING)
+	$(PHASE_ENDED)
 
 pytest: parallel-tests
 	@$(MAKE) --no-print-directory e2e
@@ -138,18 +151,26 @@ unit integration contract tools: $(VENV)/.synced
 e2e:
 	@$(MAKE) --no-print-directory -j --output-sync=target e2e-http fuzzing
 
-# Headless Chromium for the account console's browser tests (tests/e2e/test_console.py): Debian's
+# The Debian packages the tests use, installed once before any test runs (never by a test): the
+# headless Chromium of the account console's browser tests (tests/e2e/test_console.py), Debian's
 # chromium-headless-shell, the headless-only build Playwright itself runs headless tests in (the
-# full browser's headless mode draws its whole UI stack too, at about four times the CPU).
-.PHONY: chromium
-chromium:
-	@command -v chromium-headless-shell >/dev/null || { echo "installing Debian's chromium-headless-shell (browser tests)"; \
-		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq chromium-headless-shell >/dev/null; }
+# full browser's headless mode draws its whole UI stack too, at about four times the CPU); and
+# PostgreSQL, which holds the upstream database the migration tests import from
+# (tests/migration/postgres.py). One apt-get for both: two at once would meet dpkg's lock.
+.PHONY: os-packages chromium
+os-packages:
+	@missing=""; \
+	command -v chromium-headless-shell >/dev/null || missing="$$missing chromium-headless-shell"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	[ -z "$$missing" ] || { echo "installing Debian's$$missing (browser and migration tests)"; \
+		sudo=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$sudo apt-get update -qq && \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; }
+chromium: os-packages
 
 # The README's screenshots, taken by the browser tests against the local API.
 .PHONY: screenshots
-screenshots: $(VENV)/.synced $(NODE_MODULES) chromium
+screenshots: $(VENV)/.synced $(NODE_MODULES) os-packages
 	NIMBUS_SCREENSHOTS=docs/screenshots $(VENV)/bin/pytest -q tests/e2e/test_console.py tests/e2e/test_console_account.py tests/e2e/test_console_passkeys.py tests/e2e/test_staff_console.py tests/e2e/test_api_docs.py
 
 # The OpenAPI document, generated from the endpoint registry (a test fails when it is stale).
@@ -217,7 +238,8 @@ build: $(SAM) deps-layer
 # network). It downloads wheels, so it runs beside the end-to-end tests in `make test`.
 .PHONY: build-check
 build-check: $(SAM) $(CHECKOV) $(VENV)/.synced deps-layer-check
-	$(VENV)/bin/pytest -q -n 2 --dist loadfile tests/build
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile $(SLOWEST) tests/build
+	$(PHASE_ENDED)
 
 # The deploy's parameters are checked first (tools/nimbus_tools/deploy_checks.py): the template's
 # Rules, and for prod any link, sender, origin or relying party on a development host. A guided

@@ -150,7 +150,7 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
     installs (the headless-only build Playwright runs headless tests in)."""
     chromium = shutil.which("chromium-headless-shell")
     if chromium is None:
-        pytest.fail("chromium-headless-shell is missing: `make test` (or `make chromium`) installs it")
+        pytest.fail("chromium-headless-shell is missing: `make test` (or `make os-packages`) installs it")
     # No GPU emulation: headless pages are drawn in software either way, and its process costs CPU.
     launched = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
     yield launched

@@ -1,8 +1,9 @@
 """A throwaway PostgreSQL server for tests: Debian's binaries, a temporary data directory, a free port.
 
-``PostgresServer().start()`` finds the newest ``/usr/lib/postgresql/<version>/bin`` (installing Debian's
-``postgresql`` package first when there is none), runs ``initdb`` into a new temporary directory and starts
-the server on 127.0.0.1 with trust authentication for the superuser ``nimbus``. Durability is switched
+``PostgresServer().start()`` finds the newest ``/usr/lib/postgresql/<version>/bin`` (Debian's
+``postgresql`` package, which ``make os-packages`` installs before the tests), runs ``initdb`` into a
+new temporary directory and starts the server on 127.0.0.1 with trust authentication for the
+superuser ``nimbus``. Durability is switched
 off (``fsync``, ``synchronous_commit``, ``full_page_writes``): the data lives for one test session.
 ``stop()`` kills it (``pg_ctl stop -m immediate``) and removes the directory.
 
@@ -14,7 +15,6 @@ several pytest-xdist workers can each start one at the same time.
 from __future__ import annotations
 
 import atexit
-import fcntl
 import os
 import pwd
 import re
@@ -47,7 +47,7 @@ SETTINGS = {
 
 # How often start() tries another port when the one it picked was taken between choosing and binding.
 PORT_ATTEMPTS = 5
-COMMAND_TIMEOUT = 180  # seconds; initdb on a busy machine, or apt-get on a slow mirror
+COMMAND_TIMEOUT = 180  # seconds; initdb on a busy machine
 
 
 class PostgresError(RuntimeError):
@@ -64,37 +64,6 @@ def find_binaries(root: Path = POSTGRESQL_ROOT) -> Path | None:
         if all(os.access(candidate / name, os.X_OK) for name in BINARIES):
             found.append((tuple(int(part) for part in version.split(".")), candidate))
     return max(found)[1] if found else None
-
-
-def install_postgresql() -> None:
-    """Install Debian's ``postgresql`` package without questions (``sudo -n`` when not root).
-
-    Several test processes may get here at once; a lock file lets one of them run apt-get (dpkg would
-    refuse the others) and the rest find the binaries it installed.
-    """
-    lock_path = Path(tempfile.gettempdir()) / "nimbus-postgresql-install.lock"
-    with lock_path.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if find_binaries() is not None:
-            return
-        # `sudo -n` fails at once rather than waiting, unseen, for a password under pytest's capture;
-        # `env` carries DEBIAN_FRONTEND past sudo's environment reset.
-        prefix = [] if os.geteuid() == 0 else ["sudo", "-n"]
-        env = [*prefix, "env", "DEBIAN_FRONTEND=noninteractive"]
-        for command in (
-            [*prefix, "apt-get", "update", "-qq"],
-            [*env, "apt-get", "install", "-y", "-qq", "postgresql"],
-        ):
-            result = subprocess.run(
-                command,
-                capture_output=True,
-                text=True,
-                stdin=subprocess.DEVNULL,
-                timeout=COMMAND_TIMEOUT * 5,
-                check=False,
-            )
-            if result.returncode != 0:
-                raise PostgresError(f"{shlex.join(command)} failed:\n{result.stdout}{result.stderr}")
 
 
 def free_port() -> int:
@@ -117,15 +86,14 @@ class PostgresServer:
     # -- lifecycle ----------------------------------------------------------------------------------
 
     def start(self) -> Self:
-        """Install if need be, initialise a cluster and start it; returns when it accepts connections."""
+        """Initialise a cluster and start it; returns when it accepts connections."""
         if self.port is not None:
             return self
         binaries = find_binaries()
         if binaries is None:
-            install_postgresql()
-            binaries = find_binaries()
-        if binaries is None:
-            raise PostgresError(f"no PostgreSQL server under {POSTGRESQL_ROOT} after installing postgresql")
+            # Installed once before the tests, never by one: the Makefile's os-packages target.
+            installs = "`make test` (or `make os-packages`) installs it"
+            raise PostgresError(f"no PostgreSQL server under {POSTGRESQL_ROOT}: {installs}")
         self.binaries = binaries
         self.base = Path(tempfile.mkdtemp(prefix="nimbus-pg-"))
         # Registered before anything can fail, so even an interrupted start leaves no server behind.
