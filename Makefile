@@ -32,7 +32,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # `sam build` must find python3.13 on PATH.
 export PATH := $(dir $(PY313)):$(PATH)
 
-.PHONY: help serve test lint typecheck validate iac-check build-check pytest unit integration contract tools e2e bench capacity soak build deploy deps-layer clean aws-models
+.PHONY: help serve test lint typecheck validate iac-check build-check openapi-breaks pytest unit integration contract tools e2e bench capacity soak build deploy deps-layer clean aws-models
 
 help:
 	@sed -n '2,8p' Makefile | sed 's/^# *//'
@@ -87,7 +87,7 @@ serve: $(VENV)/.synced $(NODE_MODULES)
 # Each phase says when it ended, in seconds since `make test` began (they all start together, so
 # the last to end is the wall time), and the pytest runs name their ten slowest tests.
 test: lint
-	@NIMBUS_TEST_START=$$(date +%s) $(MAKE) --no-print-directory -j --output-sync=target parallel-tests e2e-http fuzzing typecheck validate iac-check build-check
+	@NIMBUS_TEST_START=$$(date +%s) $(MAKE) --no-print-directory -j --output-sync=target parallel-tests e2e-http fuzzing typecheck validate iac-check build-check openapi-breaks
 
 ifdef NIMBUS_TEST_START
 PHASE_ENDED = @echo "==> $@ ended at $$(( $$(date +%s) - $(NIMBUS_TEST_START) )) s of make test"
@@ -104,6 +104,15 @@ typecheck: $(VENV)/.synced
 
 validate: $(SAM) deps-layer-check
 	$(SAM) validate --lint --region us-east-1
+	$(PHASE_ENDED)
+
+# docs/openapi.json against the last landed document (the merge base with origin/main or main; on
+# main, the one before its newest change) with Redocly CLI's diff: a change that can break a client
+# fails unless docs/openapi-breaks.toml gains an entry for it, citing the contract section that
+# changed (tools/nimbus_tools/openapi_breaks.py, docs/testing.md). OPENAPI_BASE=REV compares with REV.
+.PHONY: openapi-breaks
+openapi-breaks: $(VENV)/.synced $(NODE_MODULES)
+	$(PY) -m nimbus_tools.openapi_breaks $(if $(OPENAPI_BASE),--base $(OPENAPI_BASE))
 	$(PHASE_ENDED)
 
 # checkov and cfn-lint over the CloudFormation template the SAM transform makes of template.yaml
