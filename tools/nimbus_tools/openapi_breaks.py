@@ -175,6 +175,10 @@ def acceptances(text: str | None, sections: set[str] | None) -> list[Acceptance]
     return found
 
 
+def _read(path: Path) -> str | None:
+    return path.read_text("utf-8") if path.exists() else None
+
+
 def check(repo: Path, given_base: str | None = None) -> int:
     """Run the check on a checkout, print what it found, and return the exit status (0: passed)."""
     base, why = landed_base(repo, given_base)
@@ -183,9 +187,8 @@ def check(repo: Path, given_base: str | None = None) -> int:
     if landed is None:
         print("openapi-breaks: no landed document to compare against: passed")
         return 0
-    sections = set(re.findall(r"^## (\d+)\. ", (repo / CONTRACT_RESTATED).read_text("utf-8"), re.M))
-    accepted_file = repo / ACCEPTED
-    current = acceptances(accepted_file.read_text("utf-8") if accepted_file.exists() else None, sections)
+    sections = set(re.findall(r"^## (\d+)\. ", _read(repo / CONTRACT_RESTATED) or "", re.M))
+    current = acceptances(_read(repo / ACCEPTED), sections)
     before = set(acceptances(_landed_text(repo, base, ACCEPTED), None))
     new = [entry for entry in current if entry not in before]
     with tempfile.TemporaryDirectory() as scratch:
@@ -206,7 +209,8 @@ def check(repo: Path, given_base: str | None = None) -> int:
         print("with the section of docs/contract.md that changed and why clients are fine with it:")
         for item in unaccepted:
             print(f'[[break]]\nrule = "{item.rule}"\npointer = "{item.pointer}"')
-            print('contract = "CONTRACT section N"  # the section that changed\nreason = "..."')
+            print('contract = "CONTRACT section N"  # the section that changed')
+            print('reason = ""  # why the clients are fine with it (an empty one is refused)')
     if unaccepted or unmatched:
         return 1
     print("openapi-breaks: passed")
