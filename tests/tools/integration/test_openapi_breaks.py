@@ -21,6 +21,9 @@ contract = "{contract}"
 reason = "{reason}"
 """
 EMAIL = "#/components/schemas/UserView/properties/email"
+# Commits by a fixed author, unsigned, whatever the machine's git configuration says.
+GIT_SETTINGS = ("-c", "user.name=Nimbus tests", "-c", "user.email=tests@example.com")
+GIT_SETTINGS += ("-c", "commit.gpgsign=false")
 REASON = "The contract dropped it; the wrapper never read it."
 RENAME_REQUIRED = "#/paths/~1users~1me~1username/put/requestBody/content/application~1json/schema/required"
 
@@ -72,8 +75,7 @@ def _document() -> dict[str, Any]:
 
 
 def _git(repo: Path, *args: str) -> None:
-    identity = ["-c", "user.name=Nimbus tests", "-c", "user.email=tests@example.com"]
-    subprocess.run(["git", "-C", str(repo), *identity, *args], check=True, capture_output=True)
+    subprocess.run(["git", "-C", str(repo), *GIT_SETTINGS, *args], check=True, capture_output=True)
 
 
 def _change(repo: Path, edit: Callable[[dict[str, Any]], None]) -> None:
