@@ -22,8 +22,11 @@ reason = "{reason}"
 """
 EMAIL = "#/components/schemas/UserView/properties/email"
 # Commits by a fixed author, unsigned, whatever the machine's git configuration says.
-GIT_SETTINGS = ("-c", "user.name=Nimbus tests", "-c", "user.email=tests@example.com")
-GIT_SETTINGS += ("-c", "commit.gpgsign=false")
+GIT_SETTINGS = (
+    *("-c", "user.name=Nimbus tests"),
+    *("-c", "user.email=tests@example.com"),
+    *("-c", "commit.gpgsign=false"),
+)
 REASON = "The contract dropped it; the wrapper never read it."
 RENAME_REQUIRED = "#/paths/~1users~1me~1username/put/requestBody/content/application~1json/schema/required"
 
