@@ -18,7 +18,7 @@ from nimbus_core.domain.scopes import Scope
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
-from nimbus_core.http.responses import JsonText, Reply
+from nimbus_core.http.responses import Reply
 
 if TYPE_CHECKING:
     from admin_api.models import KillSwitchPath, SetLogLevelBody
@@ -45,7 +45,7 @@ def root(_request: Request) -> Reply[ServiceView]:
 @routes.endpoint("GET", "/openapi.json", Policy(auth=Auth.NONE), summary="This API's OpenAPI 3.1 document")
 def openapi_document(_request: Request) -> Reply[OpenApiDocumentView]:
     """GET /openapi.json: the OpenAPI 3.1 document of this API (docs/openapi.json)."""
-    return Reply(JsonText(service.openapi_document()))
+    return Reply(json_text=service.openapi_document())
 
 
 @routes.endpoint(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from aws_lambda_powertools import Logger
 
@@ -70,26 +70,38 @@ class MisdeclaredStatusError(RuntimeError):
     """A route answered a success code whose status is not the one it was declared with."""
 
 
-@dataclass(frozen=True, slots=True)
-class JsonText:
-    """JSON text answered as it is, not built from a payload: a stored document (GET /openapi.json),
-    whose route's view still describes it (``Reply(JsonText(text))`` from ``-> Reply[View]``)."""
-
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Reply[V]:
     """A route's success: its payload, of the type ``V`` its route's return annotation names
     (``-> Reply[UserView]``, a view of :mod:`nimbus_core.http.views`, for mypy and the OpenAPI
-    document; never imported to answer), or :class:`JsonText`; sent with the status its route was
-    declared with. ``code`` is the success code the payload carries, if any (its status must be
-    the declared one)."""
+    document; never imported to answer), sent with the status its route was declared with. Or JSON
+    text as it is (``Reply(json_text=...)``: a stored document, GET /openapi.json), which the view
+    still describes. ``code`` is the success code the payload carries, if any (its status must be
+    the declared one); ``status`` another success the route declared (``also``), e.g. the first
+    step of a two-step endpoint."""
 
-    payload: V | JsonText
-    code: SuccessCode | None = None
-    # Another success the route declared (``also``), e.g. the first step of a two-step endpoint.
-    status: int | None = None
+    payload: V | None
+    code: SuccessCode | None
+    status: int | None
+    json_text: str | None
+
+    @overload
+    def __init__(self, payload: V, code: SuccessCode | None = None, *, status: int | None = None) -> None: ...
+    @overload
+    def __init__(self, *, json_text: str, status: int | None = None) -> None: ...
+    def __init__(
+        self,
+        payload: V | None = None,
+        code: SuccessCode | None = None,
+        *,
+        status: int | None = None,
+        json_text: str | None = None,
+    ) -> None:
+        # Two constructors, so mypy reads a payload against V alone (and says which key is wrong).
+        object.__setattr__(self, "payload", payload)  # a frozen dataclass's own way to set a field
+        object.__setattr__(self, "code", code)
+        object.__setattr__(self, "status", status)
+        object.__setattr__(self, "json_text", json_text)
 
     def response(self, status: int, others: Collection[int] = ()) -> Response:
         """This reply as the Response of a route declared with ``status`` (and ``others``)."""
@@ -99,8 +111,8 @@ class Reply[V]:
             status = self.status
         if self.code is not None and self.code.status != status:
             raise MisdeclaredStatusError(f"{self.code.name} is {self.code.status}, declared {status}")
-        if isinstance(self.payload, JsonText):
-            return json_text_response(status, self.payload.text)
+        if self.json_text is not None:
+            return json_text_response(status, self.json_text)
         return json_response(status, self.payload)
 
 
