@@ -14,8 +14,6 @@ The answers the routes build themselves (the plain successes, the lists) are
 
 from __future__ import annotations
 
-from typing import Any
-
 from typing_extensions import TypedDict
 
 
@@ -72,7 +70,7 @@ class PasskeyChallengeView(TypedDict, closed=True):
 
     token: str
     exp: int
-    challenge: dict[str, Any]
+    challenge: dict[str, object]
 
 
 class DomainView(TypedDict, closed=True):
