@@ -167,7 +167,7 @@ class EnrolledFactorView(TypedDict, closed=True):
     type: str
     name: str
     passkey: bool
-    codes: NotRequired[list[str]]
+    codes: NotRequired[list[str] | None]
 
 
 class BackupCodesView(TypedDict, closed=True):
