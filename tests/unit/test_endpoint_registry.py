@@ -9,12 +9,14 @@ import importlib
 import inspect
 import re
 import sys
+import types
 import typing
 from collections import Counter
 from typing import Any, cast
 
 import pytest
 from pydantic import BaseModel
+from typing_extensions import is_typeddict
 
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode
@@ -25,7 +27,7 @@ from nimbus_core.http.app import NimbusApp, create_app
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Endpoint, ErrorAt, Policy
 from nimbus_core.http.registry import Declared, EndpointRouter, UnguardedRouteError
-from nimbus_core.http.request_models import ModelKind, RouteSignatureError, UnknownModelError
+from nimbus_core.http.request_models import RequestKind, RouteSignatureError, UnknownModelError
 from nimbus_core.http.responses import Reply, Response, json_response
 from nimbus_core.http.routing import DuplicateRouteError
 from nimbus_tools.openapi import endpoint_errors
@@ -201,7 +203,7 @@ def test_login_asks_for_the_password_in_its_own_body() -> None:
 
 # ------------------------------------------------------------------------------ (c) the typed signatures
 
-KINDS: tuple[ModelKind, ...] = ("body", "query", "path", "response")
+KINDS: tuple[RequestKind, ...] = ("body", "query", "path")
 DECLARED = _declared()
 _IDS = [f"{d.endpoint.method} {d.endpoint.path}" for _, d in DECLARED]
 
@@ -229,16 +231,29 @@ def test_every_type_a_signature_names_resolves_to_the_class_python_resolves_it_t
     hints = _hints(declared)
     request = next(iter(inspect.signature(declared.route).parameters))
     assert typing.get_origin(hints[request]) is Request or hints[request] is Request, function
-    assert typing.get_origin(hints["return"]) is Reply, (function, "every product route answers a Reply")
-    expected = dict(zip(("body", "query", "path"), _type_args(hints[request]), strict=True))
-    (expected["response"],) = typing.get_args(hints["return"])
+    expected = dict(zip(KINDS, _type_args(hints[request]), strict=True))
     for kind in KINDS:
         model = endpoint.model(kind)
         assert model is expected[kind], (function, endpoint.path, kind)
         if model is not None:
             assert issubclass(model, BaseModel), (function, kind)
             assert model.__name__ == endpoint.model_name(kind), (function, kind)  # the schema's name
-    assert expected["response"] is not None, f"{function}: {endpoint.path} declares no response view"
+    replies = _replies(hints["return"])
+    assert all(typing.get_origin(r) is Reply for r in replies), (
+        function,
+        "every product route answers a Reply",
+    )
+    views = [view for r in replies for view in typing.get_args(r)]
+    assert list(endpoint.successes().values()) == views, (function, endpoint.path)
+    assert [endpoint.status, *endpoint.also] == list(endpoint.successes()), (function, endpoint.path)
+    for view in views:
+        assert is_typeddict(view), (function, view)
+        assert view.__name__ in {endpoint.model_name("response"), *endpoint.signature.others}, function
+
+
+def _replies(hint: Any) -> tuple[Any, ...]:
+    """``Reply[A] | Reply[B]`` -> ``(Reply[A], Reply[B])``; ``Reply[A]`` -> ``(Reply[A],)``."""
+    return typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
 
 
 ROUTES_MODULES = sorted({d.route.__module__ for _, d in DECLARED})
@@ -262,11 +277,16 @@ def test_what_a_routes_module_imports_for_mypy_is_what_its_routes_resolve_to(mod
     for _, declared in DECLARED:
         if declared.route.__module__ != module:
             continue
+        endpoint = declared.endpoint
         for kind in KINDS:
-            name = declared.endpoint.model_name(kind)
+            name = endpoint.model_name(kind)
             if name is not None:
-                assert imported.get(name) is declared.endpoint.model(kind), (module, name)
+                assert imported.get(name) is endpoint.model(kind), (module, name)
                 used += 1
+        for view in endpoint.successes().values():
+            assert view is not None
+            assert imported.get(view.__name__) is view, (module, view.__name__)
+            used += 1
     assert used, module
 
 
@@ -288,8 +308,10 @@ def test_a_name_no_module_holds_is_refused_when_resolved() -> None:
         UnknownModelError, match=r"'NoSuchBody', which is no pydantic model of staff_api\.models"
     ):
         endpoint.model("body")
-    with pytest.raises(UnknownModelError, match=r"'NoSuchView', which is no pydantic model of nimbus_core"):
-        endpoint.model("response")
+    with pytest.raises(
+        UnknownModelError, match=r"'NoSuchView', which is no view of nimbus_core\.http\.views"
+    ):
+        endpoint.successes()
 
 
 @pytest.mark.parametrize(
@@ -326,6 +348,9 @@ def test_a_route_that_takes_more_than_its_request_is_refused_where_it_is_declare
         ("dict[str, Any]", "returns Reply[View] (or a Response it builds), not dict"),
         ("Reply", "returns Reply[View] (or a Response it builds), not Reply"),
         ("Response[UserView]", "not Response"),
+        ("Reply[UserView] | Response", "not Reply[UserView] | Response"),
+        ("Reply[UserView] | Reply", "not Reply[UserView] | Reply"),
+        ("Reply[None]", "not Reply[None]"),
     ],
 )
 def test_a_route_that_returns_no_reply_is_refused_where_it_is_declared(annotation: str, refusal: str) -> None:
@@ -335,6 +360,30 @@ def test_a_route_that_returns_no_reply_is_refused_where_it_is_declared(annotatio
     route.__annotations__["return"] = annotation
     with pytest.raises(RouteSignatureError, match=re.escape(refusal)):
         EndpointRouter().endpoint("GET", "/a", Policy())(route)
+
+
+def test_the_other_replies_a_route_returns_are_its_also_statuses_in_order() -> None:
+    group = EndpointRouter()
+
+    def route(request: Request) -> Any:
+        raise AssertionError("never called")
+
+    route.__annotations__["return"] = "Reply[SuccessfulAuthView] | Reply[PasskeyChallengeView]"
+    group.endpoint("POST", "/a", Policy(), status=201, also=(200,))(route)
+    (endpoint,) = group.endpoints
+    assert endpoint.successes() == {201: views.SuccessfulAuthView, 200: views.PasskeyChallengeView}
+
+
+@pytest.mark.parametrize(("also", "returned"), [((), "Reply[A] | Reply[B]"), ((200,), "Reply[A]")])
+def test_a_route_whose_also_and_other_replies_differ_in_number_is_refused(
+    also: tuple[int, ...], returned: str
+) -> None:
+    def route(request: Request) -> Any:
+        raise AssertionError("never called")
+
+    route.__annotations__["return"] = returned
+    with pytest.raises(RouteSignatureError, match="POST /a: also= gives"):
+        EndpointRouter().endpoint("POST", "/a", Policy(), also=also)(route)
 
 
 def test_a_signature_names_request_models_only_in_a_group_that_names_their_module() -> None:

@@ -14,6 +14,7 @@ from nimbus_core.domain.scopes import Scope
 from nimbus_core.http.guard import Request
 from nimbus_core.platform.ids import new_id
 from nimbus_core.sessions.auth import Caller, authenticate
+from nimbus_core.sessions.session_issuer import NoDeviceTokenError
 from nimbus_core.sessions.tokens import parse_session_token
 from sessions_api import service
 from sessions_api.service import Owner
@@ -237,6 +238,26 @@ def test_scoped_sessions_last_24_hours_or_10_years(world: FakeWorld, long_lived:
     scoped = _caller(world, issued.token)
     assert scoped is not None
     assert scoped.session.scoped
+
+
+def test_a_scoped_session_is_never_shown_as_a_sign_in(world: FakeWorld) -> None:
+    """SuccessfulAuth always carries a known-device token; a scoped session has none, and its token
+    is shown with its Session (ScopedSessionView), so showing it as a sign-in is a bug, not a reply
+    without ``device``."""
+    (token,) = _user(world)
+    caller = _caller(world, token)
+    assert caller is not None
+    issued = service.create_scoped_session(
+        world.deps,
+        caller,
+        name="key",
+        permission_flags=int(Scope.ACCOUNT_READ),
+        long_lived=False,
+        now=world.clock.now(),
+        actor=notices.STAFF,
+    )
+    with pytest.raises(NoDeviceTokenError):
+        issued.to_public()
 
 
 def test_staff_scopes_are_refused_to_a_non_staff_user_before_anything_is_written(world: FakeWorld) -> None:

@@ -1,9 +1,10 @@
 """The OpenAPI 3.1 document, generated from the endpoint registry (docs/architecture.md).
 
-Per operation: parameters and success response from the pydantic models the route's signature
-names, the errors the guard answers plus those the route declares, the ``Authorization`` scheme,
-and ``x-nimbus-*`` extensions for what OpenAPI has no field for (scope, staff, kill switches,
-reverification, rate limit, scoped sessions). ``python -m nimbus_tools.openapi`` prints it.
+Per operation: parameters from the pydantic models the route's signature names, each success's
+schema from its view (the ``TypedDict`` its payload is typed with, read by pydantic's
+``TypeAdapter``), the errors the guard answers plus those the route declares, the ``Authorization``
+scheme, and ``x-nimbus-*`` extensions for what OpenAPI has no field for (scope, staff, kill
+switches, reverification, rate limit, scoped sessions). ``python -m nimbus_tools.openapi`` prints it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from nimbus_core import __version__
 from nimbus_core.domain.errors import ErrorCode
@@ -26,6 +27,7 @@ from nimbus_tools.template import function_specs, load_template
 OPENAPI_VERSION = "3.1.0"
 _PARAM = re.compile(r"<(\w+)>")
 _REF = "#/components/schemas/"
+_TEMPLATE = _REF + "{model}"
 
 
 @dataclass(frozen=True)
@@ -115,13 +117,27 @@ def endpoint_errors(endpoint: Endpoint) -> dict[int, list[str]]:
 # ------------------------------------------------------------------------------------------ schemas
 
 
-def _ref(schemas: dict[str, Any], model: type[BaseModel], mode: str) -> dict[str, str]:
-    """A reference to ``model``, whose schema (and those it names) joins components/schemas."""
-    schema = model.model_json_schema(by_alias=True, mode=mode, ref_template=_REF + "{model}")  # type: ignore[arg-type]
-    for name, definition in schema.pop("$defs", {}).items():
-        schemas.setdefault(name, definition)
-    schemas.setdefault(model.__name__, schema)
-    return {"$ref": _REF + model.__name__}
+def _ref(schemas: dict[str, Any], model: type[BaseModel]) -> dict[str, str]:
+    """A reference to the request model ``model``, whose schema (and those it names) joins
+    components/schemas."""
+    return _joined(
+        schemas, model.__name__, model.model_json_schema(mode="validation", ref_template=_TEMPLATE)
+    )
+
+
+def _view_ref(schemas: dict[str, Any], view: type) -> dict[str, str]:
+    """A reference to the view ``view`` (a ``TypedDict``: its docstring is the description, and a
+    closed one's ``additionalProperties`` is false), whose schema (and those of the views it names)
+    joins components/schemas."""
+    schema = TypeAdapter(view).json_schema(mode="serialization", ref_template=_TEMPLATE)
+    return _joined(schemas, view.__name__, schema)
+
+
+def _joined(schemas: dict[str, Any], name: str, schema: dict[str, Any]) -> dict[str, str]:
+    for other, definition in schema.pop("$defs", {}).items():
+        schemas.setdefault(other, definition)
+    schemas.setdefault(name, schema)
+    return {"$ref": _REF + name}
 
 
 def _error_schema() -> dict[str, Any]:
@@ -231,6 +247,13 @@ def _extensions(policy: Policy) -> dict[str, Any]:
     return extensions
 
 
+def _success(schemas: dict[str, Any], view: type | None) -> dict[str, Any]:
+    success: dict[str, Any] = {"description": "Success"}
+    if view is not None:  # None for a route that builds its own Response
+        success["content"] = {"application/json": {"schema": _view_ref(schemas, view)}}
+    return success
+
+
 def _operation(registered: Registered, schemas: dict[str, Any]) -> dict[str, Any]:
     endpoint, policy = registered.endpoint, registered.endpoint.policy
     operation: dict[str, Any] = {
@@ -242,21 +265,15 @@ def _operation(registered: Registered, schemas: dict[str, Any]) -> dict[str, Any
     if parameters := _parameters(endpoint):
         operation["parameters"] = parameters
     body_model = endpoint.model("body")
-    body: dict[str, Any] | None = _ref(schemas, body_model, "validation") if body_model else None
+    body: dict[str, Any] | None = _ref(schemas, body_model) if body_model else None
     if policy.reverify:
         reverification = {"$ref": _REF + "Reverification"}
         body = {"allOf": [body, reverification]} if body is not None else reverification
     if body is not None:
         operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
-    success: dict[str, Any] = {"description": "Success"}
-    view = endpoint.model("response")  # None for a route that builds its own Response
-    if view is not None:
-        success["content"] = {"application/json": {"schema": _ref(schemas, view, "serialization")}}
-    responses: dict[str, Any] = {str(endpoint.status): success}
-    for status, other in endpoint.other_successes():
-        schema = _ref(schemas, other, "serialization")
-        content = {"application/json": {"schema": schema}}
-        responses[str(status)] = {"description": "Success", "content": content}
+    responses: dict[str, Any] = {
+        str(status): _success(schemas, view) for status, view in endpoint.successes().items()
+    }
     for status, codes in endpoint_errors(endpoint).items():
         responses[str(status)] = {
             "description": ", ".join(codes),

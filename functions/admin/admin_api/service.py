@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nimbus_core
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_core.domain.ports import RuntimeConfig
+
+if TYPE_CHECKING:
+    from nimbus_core.http.views import KillSwitchListView, KillSwitchView
 
 # docs/openapi.json, shipped in the shared layer: nimbus_core/openapi.json is a symbolic link to it,
 # which `sam build` copies as the file itself (one committed document, `make openapi` writes it).
@@ -26,9 +30,11 @@ def openapi_document() -> str:
     return OPENAPI_DOCUMENT.read_text(encoding="utf-8")
 
 
-def killswitch_list(config: RuntimeConfig) -> dict[str, object]:
+def killswitch_list(config: RuntimeConfig) -> KillSwitchListView:
     """``{count: 9, items: [{id, name, state}]}`` in number order."""
-    items = [{"id": int(s), "name": s.name, "state": s in config.enabled_switches} for s in KillSwitch]
+    items: list[KillSwitchView] = [
+        {"id": int(s), "name": s.name, "state": s in config.enabled_switches} for s in KillSwitch
+    ]
     return {"count": len(items), "items": items}
 
 

@@ -12,11 +12,16 @@ from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Auth, Policy
 from nimbus_core.http.registry import EndpointRouter
-from nimbus_core.http.responses import Reply, success
+from nimbus_core.http.responses import Reply, success, success_payload
 
 if TYPE_CHECKING:
     from auth_api.models import LoginBody, PasskeyLoginBody, RecoverBody, RegisterBody, ResetPasswordBody
-    from nimbus_core.http.views import ResetPasswordView, SuccessfulAuthView, SuccessView
+    from nimbus_core.http.views import (
+        PasskeyChallengeView,
+        ResetPasswordView,
+        SuccessfulAuthView,
+        SuccessView,
+    )
 
 routes = EndpointRouter(models="auth_api.models")
 
@@ -99,11 +104,13 @@ def _asks_for_challenge(body: PasskeyLoginBody) -> bool:
         uncounted=_asks_for_challenge,
     ),
     status=201,
-    also=((200, "PasskeyChallengeView"),),
+    also=(200,),
     errors=(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR, ErrorCode.BANNED_ERROR),
     summary="Sign in with a passkey alone: a challenge for {}, then a session for its answer",
 )
-def passkey_login(request: Request[PasskeyLoginBody]) -> Reply[SuccessfulAuthView]:
+def passkey_login(
+    request: Request[PasskeyLoginBody],
+) -> Reply[SuccessfulAuthView] | Reply[PasskeyChallengeView]:
     """POST /login/passkey: ``{}`` answers 200 ``{token, exp, challenge}`` (request options that
     name no credential and require user verification; not counted by the limit); the answer
     ``{token, response, rememberMe?}`` opens a normal session (201 SuccessfulAuth), named as at
@@ -170,5 +177,5 @@ def reset_password(request: Request[ResetPasswordBody]) -> Reply[ResetPasswordVi
         session_name=request.session_name,
         user_agent=request.user_agent,
     )
-    answer = success(SuccessCode.RESET_PASSWORD_SUCCESS, **issued.to_public())
-    return Reply(answer.payload, answer.code)  # the success, with the new session's token and expiry
+    code = SuccessCode.RESET_PASSWORD_SUCCESS
+    return Reply({**success_payload(code), **issued.to_public()}, code)  # with the new session

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from aws_lambda_powertools import Logger
 
@@ -22,6 +22,7 @@ from nimbus_core.sessions.session_issuer import IssuedSession, new_session, norm
 
 if TYPE_CHECKING:  # the validated bodies the routes pass: imported by the first request, not here
     from auth_api.models import LoginBody, PasskeyLoginBody, RegisterBody
+    from nimbus_core.http.views import PasskeyChallengeView
 
 # A child of the function's Powertools logger: JSON lines, the operator's log level.
 _log = Logger(child=True)
@@ -109,7 +110,7 @@ def _with_device(
     return replace(issued, device=token), ops
 
 
-def passkey_challenge(deps: Deps, now: float) -> dict[str, Any]:
+def passkey_challenge(deps: Deps, now: float) -> PasskeyChallengeView:
     """The first step of a passkey sign-in: ``{token, exp, challenge}`` (one write)."""
     return passkey_sign_in.issue(deps, now)
 

@@ -97,8 +97,15 @@ def confirm_totp(request: Request[ConfirmTotpBody]) -> Reply[EnrolledFactorView]
 
 
 def _enrolled(factor: SecondFactor, codes: list[str] | None) -> Reply[EnrolledFactorView]:
-    answer = {"id": factor.id, "type": factor.type, "name": factor.name, "passkey": factor.passkey}
-    return Reply(answer if codes is None else {**answer, "codes": codes})
+    answer: EnrolledFactorView = {
+        "id": factor.id,
+        "type": factor.type,
+        "name": factor.name,
+        "passkey": factor.passkey,
+    }
+    if codes is not None:
+        answer["codes"] = codes
+    return Reply(answer)
 
 
 @routes.endpoint(

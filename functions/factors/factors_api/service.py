@@ -11,7 +11,7 @@ it, with the first set of backup codes when the user has none, in one transactio
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
@@ -24,6 +24,9 @@ from nimbus_core.platform import clock, ids
 from nimbus_core.sessions.auth import Caller
 from nimbus_core.sessions.tokens import hash_secret
 
+if TYPE_CHECKING:
+    from nimbus_core.http.views import TotpSetupView, WebAuthnSetupView
+
 _log = Logger(child=True)
 
 PENDING_SECONDS = 600
@@ -31,7 +34,7 @@ MAX_FACTORS = 10
 ISSUER = "Nimbus"
 
 
-def start_totp(deps: Deps, caller: Caller, now: float) -> dict[str, Any]:
+def start_totp(deps: Deps, caller: Caller, now: float) -> TotpSetupView:
     """Store a pending TOTP factor and answer what an authenticator app needs (shown once)."""
     user = caller.user
     secret, token = otp.new_totp_secret(), ids.new_secret()
@@ -78,7 +81,7 @@ def confirm_totp(
     return factor, _enrol(deps, caller.user, pending, factor, actor=actor, now=now, sealed_secret=sealed)
 
 
-def start_webauthn(deps: Deps, caller: Caller, now: float, *, passkey: bool = False) -> dict[str, Any]:
+def start_webauthn(deps: Deps, caller: Caller, now: float, *, passkey: bool = False) -> WebAuthnSetupView:
     """Store a pending security key (the creation challenge) and answer the enrolment token with
     the options for ``navigator.credentials.create`` (the user's keys excluded). A ``passkey`` is
     asked to be discoverable and to verify its user."""
@@ -102,7 +105,21 @@ def start_webauthn(deps: Deps, caller: Caller, now: float, *, passkey: bool = Fa
         exp=int(now) + PENDING_SECONDS,
     )
     deps.tx.commit([deps.challenges.put_pending_op(pending)])
-    return {"token": token, "exp": pending.exp, "type": "webauthn", **options}
+    # The options are py_webauthn's JSON, untyped: each key the view holds is taken by name.
+    return {
+        "token": token,
+        "exp": pending.exp,
+        "type": "webauthn",
+        "rp": options["rp"],
+        "user": options["user"],
+        "challenge": options["challenge"],
+        "pubKeyCredParams": options["pubKeyCredParams"],
+        "timeout": options["timeout"],
+        "excludeCredentials": options["excludeCredentials"],
+        "authenticatorSelection": options["authenticatorSelection"],
+        "attestation": options["attestation"],
+        "extensions": options["extensions"],
+    }
 
 
 def confirm_webauthn(

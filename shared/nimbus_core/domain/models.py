@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 # A field whose values are records of another kind (``User.second_factors``): the item mapping
 # reads and writes them as nested maps. Read with ``dataclasses.fields(...)[i].metadata``.
@@ -25,6 +25,9 @@ RECORDS = "records"
 # (``User.totp_secrets``): an index's INCLUDE projection, which names the attributes it copies,
 # then never copies them.
 PREFIXED = "prefixed"
+
+if TYPE_CHECKING:  # the public JSON's types: typing only, never imported to answer
+    from nimbus_core.domain.views import DomainView, SecondFactorView, SessionView, UserView
 
 
 class Record:
@@ -66,7 +69,7 @@ class SecondFactor(Record):
     # When the factor last answered a challenge (None: never), written with that answer.
     used_at: str | None = None
 
-    def to_public(self) -> dict[str, Any]:
+    def to_public(self) -> SecondFactorView:
         """The SecondFactor structure of the API: never a secret."""
         return {
             "id": self.id,
@@ -138,7 +141,7 @@ class User(Record):
         """The enrolled passkeys (the keys that sign their user in alone), oldest first."""
         return [f for f in self.webauthn_factors() if f.passkey]
 
-    def to_public(self) -> dict[str, Any]:
+    def to_public(self) -> UserView:
         """The User structure of the API; unset values are null, never omitted."""
         return {
             "id": self.id,
@@ -194,7 +197,7 @@ class Session(Record):
 
         return device_name(self.user_agent)
 
-    def to_public(self) -> dict[str, Any]:
+    def to_public(self) -> SessionView:
         """The Session structure of the API."""
         return {
             "id": self.id,
@@ -311,7 +314,7 @@ class Domain(Record):
     created_at: str
     updated_at: str
 
-    def to_public(self) -> dict[str, Any]:
+    def to_public(self) -> DomainView:
         """The Domain structure of the API."""
         return {
             "id": self.id,

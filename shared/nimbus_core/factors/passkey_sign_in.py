@@ -21,7 +21,7 @@ login lock applies: no secret is being guessed, and the endpoint's own limit hol
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from aws_lambda_powertools import Logger
 
@@ -39,6 +39,9 @@ from nimbus_core.factors.challenges import (
 from nimbus_core.platform import clock, ids, metrics
 from nimbus_core.sessions.tokens import hash_secret, new_user_token, secret_matches
 
+if TYPE_CHECKING:
+    from nimbus_core.domain.views import PasskeyChallengeView
+
 _log = Logger(child=True)
 
 SIGN_IN_ENDPOINT = "POST /login/passkey"
@@ -47,7 +50,7 @@ REVERIFY_ENDPOINT = PASSKEY_REVERIFY_ENDPOINT
 
 def issue(
     deps: Deps, now: float, *, user: User | None = None, session_id: str | None = None
-) -> dict[str, Any]:
+) -> PasskeyChallengeView:
     """Store a passkey challenge and answer ``{token, exp, challenge}``: for signing in (no
     ``user``), or for ``user``'s session ``session_id`` to reverify with one of their passkeys
     (400 INVALID_SECOND_FACTOR_METHOD_ERROR when they have none). One write."""

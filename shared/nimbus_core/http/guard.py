@@ -253,8 +253,7 @@ def _answered(
 
 def _response(answer: Reply[Any] | Response, endpoint: Endpoint) -> Response:
     """A route's Reply sent with its declared status (or another it declared); a Response it built, as is."""
-    others = frozenset(status for status, _ in endpoint.also)
-    return answer if isinstance(answer, Response) else answer.response(endpoint.status, others)
+    return answer if isinstance(answer, Response) else answer.response(endpoint.status, endpoint.also)
 
 
 def _limited(

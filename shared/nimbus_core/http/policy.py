@@ -16,7 +16,7 @@ from nimbus_core.domain.errors import ErrorCode
 from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_core.domain.ratelimits import RateLimit
 from nimbus_core.domain.scopes import Scope
-from nimbus_core.http.request_models import ModelKind, RouteSignature, resolve, resolve_view
+from nimbus_core.http.request_models import ModelKind, RequestKind, RouteSignature, resolve, resolve_view
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -89,8 +89,9 @@ type RouteError = ErrorCode | ErrorAt
 class Endpoint:
     """One declared route: method, path (``/users/<id>`` style) and policy; the route function's name
     and docstring (the OpenAPI document's operation id and description); the types its signature
-    names (``signature``: the body, query and path models, the view of its success); the status of
-    its success, the errors it can answer beyond the guard's, and its one-line summary."""
+    names (``signature``: the body, query and path models, the views of its successes); the status
+    of its success (and of its others, ``also``), the errors it can answer beyond the guard's, and
+    its one-line summary."""
 
     method: str
     path: str
@@ -101,8 +102,9 @@ class Endpoint:
     status: int = 200
     errors: tuple[RouteError, ...] = ()
     summary: str = ""
-    # Other successes of the route, as (status, view name): a step of a two-step endpoint.
-    also: tuple[tuple[int, str], ...] = ()
+    # The statuses of the route's other successes (a step of a two-step endpoint), in the order of
+    # the other replies its return annotation names (``-> Reply[A] | Reply[B]``: B's).
+    also: tuple[int, ...] = ()
 
     @property
     def models(self) -> str | None:
@@ -113,15 +115,22 @@ class Endpoint:
         """The class name the signature gives for ``kind`` (body, query, path or response), or None."""
         return self.signature.name(kind)
 
-    def model(self, kind: ModelKind) -> type[BaseModel] | None:
+    def model(self, kind: RequestKind) -> type[BaseModel] | None:
         """The pydantic class the signature names for ``kind``, found on first use (cached), None
         when it names none; :class:`~nimbus_core.http.request_models.UnknownModelError` when no
         such model exists where it is looked for."""
         return resolve(self.signature, kind)
 
-    def other_successes(self) -> list[tuple[int, type[BaseModel]]]:
-        """The successes declared with ``also``, with their views (found on first use)."""
-        return [(status, resolve_view(self.signature, view)) for status, view in self.also]
+    def successes(self) -> dict[int, type | None]:
+        """Each status the route answers a success with, and the view of that success (its
+        ``TypedDict``, found on first use; None for a route that builds its own Response): the
+        declared status first, then ``also``'s. For the OpenAPI document and the tests."""
+        view = self.signature.response
+        others = zip(self.also, self.signature.others, strict=True)
+        return {
+            self.status: resolve_view(self.signature, view) if view is not None else None,
+            **{status: resolve_view(self.signature, other) for status, other in others},
+        }
 
     def route_errors(self) -> set[tuple[int, ErrorCode]]:
         """The (status, code) pairs the route declares, beyond the guard's."""

@@ -70,13 +70,15 @@ class EndpointRouter:
         status: int = 200,
         errors: tuple[RouteError, ...] = (),
         summary: str = "",
-        also: tuple[tuple[int, str], ...] = (),
+        also: tuple[int, ...] = (),
     ) -> Callable[[R], R]:
         """Declare ``method path`` guarded by ``policy``, answering ``status`` on success (the
         function's :class:`~nimbus_core.http.responses.Reply` is sent with it) and, beyond the
         guard's errors, ``errors``; the function receives the guarded :class:`Request`. ``also``
-        names the other successes of a two-step endpoint as (status, view name): the route's Reply
-        says which it is (``Reply(..., status=200)``).
+        gives the statuses of a two-step endpoint's other successes, one for each other reply its
+        return annotation names (``-> Reply[SuccessfulAuthView] | Reply[PasskeyChallengeView]``
+        with ``status=201, also=(200,)``): the route's Reply says which it is (``Reply(...,
+        status=200)``).
 
         Refuses, where the route is declared, anything but a :class:`Policy`, and a function whose
         signature is not ``(request: Request[...]) -> Reply[...]`` (or ``-> Response``: a route
@@ -94,6 +96,11 @@ class EndpointRouter:
             _check_spelt_with(func, label, head, Request)
             returned = {Reply.__name__: Reply, Response.__name__: Response}[signature.returns]
             _check_spelt_with(func, label, signature.returns, returned)
+            if len(also) != len(signature.others):
+                raise RouteSignatureError(
+                    f"{label}: also= gives {len(also)} other statuses, its return annotation names "
+                    f"{len(signature.others)} other replies"
+                )
             for kind in REQUEST_KINDS:
                 if signature.name(kind) is not None and self.models is None:
                     raise RouteSignatureError(

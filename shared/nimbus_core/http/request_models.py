@@ -5,15 +5,19 @@ A route declares its input and its answer in its signature, which mypy checks::
     def change_username(request: Request[ChangeUsernameBody]) -> Reply[UserView]: ...
 
 ``Request`` is generic over the body, query and path models (each ``None`` when absent:
-``Request[None, SessionsQuery]``), ``Reply`` over the view that describes the answer. Routes modules
-use ``from __future__ import annotations`` and import those classes only under ``if TYPE_CHECKING:``,
-so their annotations stay strings and importing a handler imports no pydantic model and no view.
+``Request[None, SessionsQuery]``), ``Reply`` over the view, the type of the answer's payload. A
+route that answers another success too (a step of a two-step endpoint, at the status its
+declaration's ``also`` gives) returns a union: ``-> Reply[SuccessfulAuthView] | Reply[PasskeyChallengeView]``.
+Routes modules use ``from __future__ import annotations`` and import those classes only under
+``if TYPE_CHECKING:``, so their annotations stay strings and importing a handler imports no pydantic
+model and no view.
 
 :func:`read_signature` reads the class NAMES out of those strings where the route is declared (no
 import; a signature of another shape is refused there), and :func:`resolve` finds each class when it
 is first needed: a request model with the first request that validates one (in the route module's
 globals, then in its group's models module, ``EndpointRouter(models="accounts_api.models")``), a view
-only for the OpenAPI document and the tests (in the route module, then ``nimbus_core.http.views``).
+(a ``TypedDict``) only for the OpenAPI document and the tests (in the route module, then
+``nimbus_core.http.views``).
 Each annotation is resolved alone, so validating a body never imports the views.
 ``tests/unit/test_endpoint_registry.py`` resolves every endpoint's annotations with
 :func:`typing.get_type_hints` and checks that both agree, so a misspelt name fails a test, not a request.
@@ -33,11 +37,13 @@ if TYPE_CHECKING:
 
     from pydantic import BaseModel
 
-type ModelKind = Literal["body", "query", "path", "response"]
-"""What a signature can name a model for: the JSON body, the query string, the path parameters (the
-request's type arguments, in that order), and the view of a success (the reply's)."""
+type RequestKind = Literal["body", "query", "path"]
+"""What a signature can name a request model for: the JSON body, the query string, the path
+parameters (the request's type arguments, in that order)."""
+type ModelKind = RequestKind | Literal["response"]
+"""What a signature can name a class for: a request model, or the view of its success (the reply's)."""
 
-REQUEST_KINDS: tuple[ModelKind, ...] = ("body", "query", "path")
+REQUEST_KINDS: tuple[RequestKind, ...] = ("body", "query", "path")
 VIEWS = "nimbus_core.http.views"
 # ``Request``, ``Request[A]``, ``Reply[UserView]``: a name, then optionally its type arguments.
 _GENERIC = re.compile(r"(\w+)\s*(?:\[(.*)\])?")
@@ -48,7 +54,8 @@ class UnknownModelError(LookupError):
 
 
 class RouteSignatureError(TypeError):
-    """A route whose signature is not ``(request: Request[...]) -> Reply[View] | Response``."""
+    """A route whose signature is not ``(request: Request[...]) -> Reply[View]`` (or a union of
+    replies, or ``Response``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +63,9 @@ class RouteSignature:
     """The class names a route's signature gives, where it finds them, and what it returns.
 
     ``module`` is the route's module (its globals are searched first); ``models`` the group's models
-    module. ``returns`` is the name of what the route returns (``Reply`` or ``Response``).
+    module. ``returns`` is the name of what the route returns (``Reply`` or ``Response``);
+    ``response`` names the view of its declared status, ``others`` those of its other successes
+    (the union's other replies, in order).
     """
 
     module: str = ""
@@ -66,6 +75,7 @@ class RouteSignature:
     path: str | None = None
     response: str | None = None
     returns: str = "Response"
+    others: tuple[str, ...] = ()
 
     def name(self, kind: ModelKind) -> str | None:
         """The class name given for ``kind``, None when the signature gives none."""
@@ -80,8 +90,8 @@ def read_signature(
     registry to check. ``returns`` is (the generic reply's name, the plain response's name).
 
     Refuses (:class:`RouteSignatureError`) anything but ``(request: Request[B, Q, P]) -> Reply[V]``
-    or ``-> Response``, with string annotations (``from __future__ import annotations``) whose type
-    arguments are plain names or ``None``. Nothing is imported here.
+    (or ``-> Reply[V] | Reply[W]``) or ``-> Response``, with string annotations (``from __future__
+    import annotations``) whose type arguments are plain names or ``None``. Nothing is imported here.
     """
     code = getattr(route, "__code__", None)
     annotations: dict[str, object] = getattr(route, "__annotations__", {})
@@ -91,14 +101,22 @@ def read_signature(
     if len(args) > len(REQUEST_KINDS):
         raise RouteSignatureError(f"{endpoint}: Request takes a body, query and path model, no more")
     body, query, path = (*args, None, None, None)[:3]
-    reply, views = _generic(endpoint, annotations.get("return"), "its return")
-    if reply not in returns or (reply == returns[0]) != (len(views) == 1) or len(views) > 1:
-        raise RouteSignatureError(
-            f"{endpoint}: a route returns {returns[0]}[View] (or a {returns[1]} it builds), not {reply}"
-        )
-    response = views[0] if views else None
+    reply, views = _returned(endpoint, annotations.get("return"), returns)
+    response, *others = views or (None,)
     module = getattr(route, "__module__", "") or ""
-    return head, RouteSignature(module, models, body, query, path, response, reply)
+    return head, RouteSignature(module, models, body, query, path, response, reply, tuple(others))
+
+
+def _returned(endpoint: str, annotation: object, returns: tuple[str, str]) -> tuple[str, list[str]]:
+    """``"Reply[A] | Reply[B]"`` -> ``("Reply", ["A", "B"])``; ``"Response"`` -> ``("Response", [])``."""
+    parts = annotation.split("|") if isinstance(annotation, str) else [annotation]
+    read = [_generic(endpoint, part, "its return") for part in parts]
+    views = [view for name, args in read if name == returns[0] and len(args) == 1 for view in args if view]
+    if len(views) != len(read) and read != [(returns[1], ())]:
+        raise RouteSignatureError(
+            f"{endpoint}: a route returns {returns[0]}[View] (or a {returns[1]} it builds), not {annotation}"
+        )
+    return read[0][0], views
 
 
 def _generic(endpoint: str, annotation: object, what: str) -> tuple[str, tuple[str | None, ...]]:
@@ -115,32 +133,40 @@ def _generic(endpoint: str, annotation: object, what: str) -> tuple[str, tuple[s
     return found.group(1), tuple(None if a == "None" else a for a in args)
 
 
-def resolve(signature: RouteSignature, kind: ModelKind) -> type[BaseModel] | None:
+def resolve(signature: RouteSignature, kind: RequestKind) -> type[BaseModel] | None:
     """The pydantic class the signature names for ``kind``, None when it names none; found (and its
     module imported) on the first call, then cached. :class:`UnknownModelError` when neither the
-    route's module nor the group's models module (the views, for ``response``) holds such a model."""
+    route's module nor the group's models module holds such a model."""
+    from pydantic import BaseModel  # already imported by any module that holds a model
+
     name = signature.name(kind)
     if name is None:
         return None
-    where = VIEWS if kind == "response" else signature.models
-    return _find(signature.module, where, name)
+    found = _find(signature.module, signature.models, name)
+    if not (isinstance(found, type) and issubclass(found, BaseModel)):
+        raise UnknownModelError(
+            f"{signature.module} names {name!r}, which is no pydantic model of {signature.models}"
+        )
+    return found
 
 
-def resolve_view(signature: RouteSignature, name: str) -> type[BaseModel]:
-    """The view ``name`` (a success another than the signature's, see ``also`` in
-    :meth:`~nimbus_core.http.registry.EndpointRouter.endpoint`), found as the signature's own."""
-    return _find(signature.module, VIEWS, name)
+def resolve_view(signature: RouteSignature, name: str) -> type:
+    """The view ``name`` that the signature names (its success's, or another's of its union), found
+    in the route's module, then :mod:`nimbus_core.http.views` (imported here, never to answer).
+    :class:`UnknownModelError` when neither holds such a ``TypedDict``."""
+    from typing_extensions import is_typeddict  # the views' TypedDict is typing_extensions'
+
+    found = _find(signature.module, VIEWS, name)
+    if not (isinstance(found, type) and is_typeddict(found)):
+        raise UnknownModelError(f"{signature.module} names {name!r}, which is no view of {VIEWS}")
+    return found
 
 
 @functools.cache
-def _find(module: str, fallback: str | None, name: str) -> type[BaseModel]:
-    from pydantic import BaseModel  # already imported by any module that holds a model
-
+def _find(module: str, fallback: str | None, name: str) -> object:
     found = getattr(sys.modules.get(module), name, None)
     if found is None and fallback is not None:
         found = getattr(importlib.import_module(fallback), name, None)
-    if not (isinstance(found, type) and issubclass(found, BaseModel)):
-        raise UnknownModelError(f"{module} names {name!r}, which is no pydantic model of {fallback}")
     return found
 
 

@@ -1,7 +1,8 @@
 """The one place where results and errors become HTTP responses (CONTRACT sections 1, 5, 6).
 
 A route answers a success with a :class:`Reply` (``Reply(user.to_public())``, :func:`success`,
-:func:`counted`): its payload only. The guard sends it with the status the route was declared with
+:func:`counted`): its payload only, of the type its return annotation names (``-> Reply[UserView]``,
+which mypy checks). The guard sends it with the status the route was declared with
 (:meth:`Reply.response`), so that status is written once, where the OpenAPI document reads it too.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from aws_lambda_powertools import Logger
 
@@ -17,6 +18,8 @@ from nimbus_core.domain.errors import ErrorCode, NimbusError, RateLimitedError, 
 from nimbus_core.domain.ports import CounterState
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from nimbus_core.http.views import CountedSuccessView, SuccessView
 
 # A child of the function's Powertools logger: JSON lines, the operator's log level.
@@ -51,7 +54,7 @@ class Response:
         }
 
 
-def json_response(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response:
+def json_response(status: int, payload: object, headers: dict[str, str] | None = None) -> Response:
     """A JSON response with the headers every response carries (Content-Type last, as before)."""
     all_headers = {**BASE_HEADERS, **headers} if headers else dict(BASE_HEADERS)
     all_headers.setdefault("Content-Type", JSON)
@@ -67,21 +70,40 @@ class MisdeclaredStatusError(RuntimeError):
     """A route answered a success code whose status is not the one it was declared with."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Reply[V]:
-    """A route's success: the JSON payload (or JSON text as it is, ``json_text``), sent with the
-    status its route was declared with. ``V`` is the view (``nimbus_core.http.views``) that
-    describes the payload: named by the route's return annotation (``-> Reply[UserView]``), for
-    mypy and the OpenAPI document; it is never imported to answer. ``code`` is the success code
-    the payload carries, if any (its status must be the declared one)."""
+    """A route's success: its payload, of the type ``V`` its route's return annotation names
+    (``-> Reply[UserView]``, a view of :mod:`nimbus_core.http.views`, for mypy and the OpenAPI
+    document; never imported to answer), sent with the status its route was declared with. Or JSON
+    text as it is (``Reply(json_text=...)``: a stored document, GET /openapi.json), which the view
+    still describes. ``code`` is the success code the payload carries, if any (its status must be
+    the declared one); ``status`` another success the route declared (``also``), e.g. the first
+    step of a two-step endpoint."""
 
-    payload: Any = None
-    code: SuccessCode | None = None
-    json_text: str | None = None
-    # Another success the route declared (``also``), e.g. the first step of a two-step endpoint.
-    status: int | None = None
+    payload: V | None
+    code: SuccessCode | None
+    status: int | None
+    json_text: str | None
 
-    def response(self, status: int, others: frozenset[int] = frozenset()) -> Response:
+    @overload
+    def __init__(self, payload: V, code: SuccessCode | None = None, *, status: int | None = None) -> None: ...
+    @overload
+    def __init__(self, *, json_text: str, status: int | None = None) -> None: ...
+    def __init__(
+        self,
+        payload: V | None = None,
+        code: SuccessCode | None = None,
+        *,
+        status: int | None = None,
+        json_text: str | None = None,
+    ) -> None:
+        # Two constructors, so mypy reads a payload against V alone (and says which key is wrong).
+        object.__setattr__(self, "payload", payload)  # a frozen dataclass's own way to set a field
+        object.__setattr__(self, "code", code)
+        object.__setattr__(self, "status", status)
+        object.__setattr__(self, "json_text", json_text)
+
+    def response(self, status: int, others: Collection[int] = ()) -> Response:
         """This reply as the Response of a route declared with ``status`` (and ``others``)."""
         if self.status is not None:
             if self.status not in others:
@@ -94,9 +116,14 @@ class Reply[V]:
         return json_response(status, self.payload)
 
 
-def success(code: SuccessCode, **extra: Any) -> Reply[SuccessView]:
-    """A plain success: ``{code, message}`` (plus ``extra``, e.g. a new session's token)."""
-    return Reply({"code": code.name, "message": code.message, **extra}, code)
+def success_payload(code: SuccessCode) -> SuccessView:
+    """The payload of a plain success: ``{code, message}``."""
+    return {"code": code.name, "message": code.message}
+
+
+def success(code: SuccessCode) -> Reply[SuccessView]:
+    """A plain success: ``{code, message}``."""
+    return Reply(success_payload(code), code)
 
 
 def counted(code: SuccessCode, count: int) -> Reply[CountedSuccessView]:

@@ -4,6 +4,7 @@ bans and deletions."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.models import Session, User
@@ -11,6 +12,13 @@ from nimbus_core.domain.ports import WriteOp
 from nimbus_core.domain.useragent import MAX_USER_AGENT
 from nimbus_core.platform import clock, ids
 from nimbus_core.sessions.tokens import hash_secret, new_session_token
+
+if TYPE_CHECKING:
+    from nimbus_core.domain.views import SuccessfulAuthView
+
+
+class NoDeviceTokenError(RuntimeError):
+    """A session issued without a known-device token shown as a sign-in's (SuccessfulAuth)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,12 +30,12 @@ class IssuedSession:
     # A sign-in's known-device token (CONTRACT section 8), shown once too; None for scoped sessions.
     device: str | None = None
 
-    def to_public(self) -> dict[str, object]:
-        """The SuccessfulAuth structure (with ``device`` for a sign-in)."""
-        shown: dict[str, object] = {"token": self.token, "exp": self.session.exp}
-        if self.device is not None:
-            shown["device"] = self.device
-        return shown
+    def to_public(self) -> SuccessfulAuthView:
+        """The SuccessfulAuth structure of a sign-in, which always has its ``device`` token (a
+        scoped session's token is shown with its Session instead: ScopedSessionView)."""
+        if self.device is None:
+            raise NoDeviceTokenError("a sign-in is shown with its known-device token")
+        return {"token": self.token, "exp": self.session.exp, "device": self.device}
 
 
 def normal_lifetime(deps: Deps, *, remember_me: bool) -> int:
