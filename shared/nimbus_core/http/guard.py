@@ -31,7 +31,7 @@ from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode
 from nimbus_core.domain.ports import RuntimeConfig
 from nimbus_core.http.event import HttpEvent
-from nimbus_core.http.policy import Endpoint
+from nimbus_core.http.policy import Auth, Endpoint
 from nimbus_core.http.request import Request, RouteFunction
 from nimbus_core.http.responses import Reply, Response
 from nimbus_core.http.steps.audit import Audit
@@ -48,7 +48,7 @@ from nimbus_core.http.steps.staff import Staff
 from nimbus_core.http.steps.target import Target
 from nimbus_core.http.steps.token import ReadToken
 
-__all__ = ["STEPS", "GuardedRoute", "Request", "RouteFunction", "guard", "guard_errors"]
+__all__ = ["STEPS", "GuardedRoute", "Request", "RouteFunction", "guard", "guard_errors", "unguardable"]
 
 # A guarded route, as the app's route table holds it: the event, the path parameters matched, this
 # request's dependencies and the runtime configuration the handler read (None: not read).
@@ -82,6 +82,29 @@ def steps_for(endpoint: Endpoint) -> tuple[Step, ...]:
 def guard_errors(endpoint: Endpoint) -> set[Refusal]:
     """The (status, code) pairs the guard can answer for ``endpoint``: its steps' (CONTRACT section 4)."""
     return {*UNEXPECTED, *(refusal for step in steps_for(endpoint) for refusal in step.errors(endpoint))}
+
+
+def unguardable(endpoint: Endpoint) -> str | None:
+    """Why the steps cannot guard ``endpoint`` as its policy says, or None: what they judge of a
+    caller (staff, scope, the accounts closed to scoped sessions, reverification, the target user,
+    the audit line) only runs where a session is required, so asked for elsewhere it would let
+    everyone through."""
+    policy = endpoint.policy
+    judged = {
+        "staff": policy.staff,
+        "scope": policy.scope is not None,
+        "scoped_sessions": not policy.scoped_sessions,
+        "scoped_self": not policy.scoped_self,
+        "scoped_staff": not policy.scoped_staff,
+        "reverify": policy.reverify,
+        "sets_own_password": policy.sets_own_password,
+        "target": policy.target is not None,
+        "audit": policy.audit,
+    }
+    asked = [name for name, on in judged.items() if on]
+    if policy.auth is Auth.REQUIRED or not asked:
+        return None
+    return f"{', '.join(asked)} need(s) a caller, but the policy requires no session"
 
 
 def guard(
