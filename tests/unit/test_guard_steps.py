@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -87,6 +87,7 @@ class Case:
     query: dict[str, str] | None = None
     switches: frozenset[KillSwitch] = frozenset()
     before: int = 0  # requests sent first, alike (a rate limit's earlier hits, wrong passwords)
+    first: Any = None  # the body of those requests, when not ``body``
 
 
 def _case_id(case: Case) -> str:
@@ -243,7 +244,7 @@ def _answer(case: Case, monkeypatch: pytest.MonkeyPatch) -> tuple[Endpoint, list
     token = _token(world, case.caller)
     path = case.path.replace("<id>", "all" if case.step is LiteralSiblings else new_id())
     for _ in range(case.before):
-        app.resolve(_event(case, path, token))
+        app.resolve(_event(case if case.first is None else replace(case, body=case.first), path, token))
     refused = _watch_refusals(monkeypatch)
     result = app.resolve(_event(case, path, token))
     answered = json.loads(result["body"])
@@ -266,6 +267,61 @@ def test_a_steps_refusal_is_one_it_declares_for_the_endpoint(
         assert refused == []
     else:
         assert refused == [step]
+
+
+# Requests that several steps would refuse: the earliest in the contract's order answers.
+_MANY = Policy(staff=True, scope=Scopes.SESSION_READ, rate_limit=ONCE, reverify=True)
+_LIMITED = Policy(rate_limit=ONCE, reverify=True)
+_ALL_CLEAR = {"name": "n", "password": PASSWORD}
+ORDER = [
+    Case(
+        KillSwitches,
+        ErrorCode.SERVICE_UNAVAILABLE_ERROR,
+        _MANY,
+        _named,
+        body="{",
+        switches=frozenset({KillSwitch.GLOBAL}),
+    ),
+    Case(Session, ErrorCode.INVALID_SESSION_ERROR, _MANY, _named, body="{"),
+    Case(Staff, ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR, _MANY, _named, caller="scoped", body="{"),
+    Case(
+        Scope,
+        ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR,
+        replace(_MANY, staff=False),
+        _named,
+        caller="scoped",
+        body="{",
+    ),
+    Case(
+        Input,
+        ErrorCode.INVALID_BODY_ERROR,
+        _LIMITED,
+        _named,
+        caller="user",
+        body="{",
+        before=1,
+        first=_ALL_CLEAR,
+    ),
+    Case(
+        RateLimitStep,
+        ErrorCode.RATELIMITED_ERROR,
+        _LIMITED,
+        _named,
+        caller="user",
+        body={"name": "n"},
+        before=1,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", ORDER, ids=_case_id)
+def test_a_request_several_steps_would_refuse_gets_the_earliest_ones_answer(
+    case: Case, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, refused, answered = _answer(case, monkeypatch)
+
+    assert answered == (case.answers.status, case.answers)
+    assert [type(step) for step in refused] == [case.step]
 
 
 def test_every_error_a_step_declares_is_answered_by_a_case() -> None:
