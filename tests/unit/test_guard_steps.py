@@ -3,6 +3,7 @@
 Each case drives one request through a real app on the fakes, with the input that makes one step
 refuse; the step that raised is found by watching every step hand the request on. The refusal is
 one that step declares for the endpoint, and every error a step declares is answered by some case.
+A request several steps would refuse is answered by the earliest in the contract's order.
 """
 
 from __future__ import annotations
