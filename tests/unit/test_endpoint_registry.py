@@ -317,7 +317,7 @@ def test_a_name_no_module_holds_is_refused_when_resolved() -> None:
 @pytest.mark.parametrize(
     ("annotation", "refusal"),
     [
-        ("dict[str, Any]", "'dict' in its signature is not nimbus_core.http.guard.Request"),
+        ("dict[str, Any]", "'dict' in its signature is not nimbus_core.http.request.Request"),
         ("Request[A, B, C, D]", "a body, query and path model, no more"),
         ("Request[list[int]]", "not a class with names"),
         ("Request[accounts_api.models.ChangeUsernameBody]", "not a class with names"),

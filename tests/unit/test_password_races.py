@@ -16,9 +16,11 @@ import bcrypt
 import pytest
 
 from accounts_api import service as accounts
+from accounts_api.routes import routes as account_routes
 from nimbus_core.accounts.notices import Actor, Notice
 from nimbus_core.domain.errors import ErrorCode
 from nimbus_core.domain.ratelimits import CHANGE_PASSWORD
+from nimbus_core.factors.reverify import reverify
 from nimbus_core.sessions import passwords
 from staff_api import service as staff
 from tests.fakes import FakeWorld, fake_world
@@ -159,6 +161,30 @@ def test_a_change_whose_imported_hash_a_login_replaced_meanwhile_lands(
 
     assert _password_is(world, changed.id, FIRST)
     assert caller_of(world, mine.token) is not None
+
+
+def test_the_own_password_change_carries_no_rehash_of_the_imported_hash_it_replaces(world: FakeWorld) -> None:
+    """PUT /users/me/password declares ``sets_own_password``: its own write replaces the imported
+    hash, so reverification adds no rehash of it (a second write of the user item in one
+    transaction, which DynamoDB refuses); any other reverified change carries the rehash."""
+    mine = register(world)
+    user = read(world, mine.token).user
+    legacy = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(BCRYPT_COST, prefix=b"2b")).decode()
+    world.tx.commit(world.deps.users.change_ops(user, user.changed(password_hash=legacy)))
+    caller, proof = read(world, mine.token), {"password": PASSWORD}
+    (own,) = [
+        e.policy for e in account_routes.endpoints if (e.method, e.path) == ("PUT", "/users/me/password")
+    ]
+    others = [e for e in account_routes.endpoints if e.policy.reverify and e.policy is not own]
+
+    assert own.sets_own_password
+    assert (
+        reverify(world.deps, caller, proof, 0, endpoint="PUT /users/me/password", sets_own_password=True)
+        == []
+    )
+    assert others
+    assert not any(e.policy.sets_own_password for e in others)
+    assert len(reverify(world.deps, caller, proof, 0, endpoint="DELETE /users/me")) == 1
 
 
 # --- staff setting a password ----------------------------------------------------------------------

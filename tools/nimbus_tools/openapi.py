@@ -21,6 +21,7 @@ from pydantic import BaseModel, TypeAdapter
 from nimbus_core import __version__
 from nimbus_core.domain.errors import ErrorCode
 from nimbus_core.domain.killswitches import KillSwitch
+from nimbus_core.http.guard import guard_errors
 from nimbus_core.http.policy import Auth, Endpoint, Policy
 from nimbus_tools.template import function_specs, load_template
 
@@ -66,48 +67,9 @@ def registered_endpoints() -> list[Registered]:
 # ------------------------------------------------------------------------------------------ errors
 
 
-def guard_errors(endpoint: Endpoint) -> set[tuple[int, ErrorCode]]:
-    """The (status, code) pairs the guard can answer for ``endpoint`` (CONTRACT section 4)."""
-    policy, signature = endpoint.policy, endpoint.signature
-    # The GLOBAL kill switch closes every endpoint (to all but staff).
-    errors = {(500, ErrorCode.INTERNAL_SERVER_ERROR), (503, ErrorCode.SERVICE_UNAVAILABLE_ERROR)}
-    if policy.auth is not Auth.NONE:
-        errors.add((401, ErrorCode.INVALID_SESSION_ERROR))  # GUEST: already logged in
-    if policy.auth is Auth.REQUIRED and (
-        policy.staff or policy.scope is not None or not policy.scoped_sessions
-    ):
-        errors.add((403, ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR))
-    if policy.staff:
-        errors.add((401, ErrorCode.ENDPOINT_REQUIRES_SECOND_FACTOR_ERROR))
-    if signature.body is not None or policy.reverify:
-        errors |= {
-            (400, ErrorCode.INVALID_BODY_ERROR),
-            (400, ErrorCode.BODY_TOO_LARGE_ERROR),
-            (400, ErrorCode.MISSING_FIELDS_ERROR),
-            (400, ErrorCode.INVALID_FIELDS_ERROR),
-        }
-    if signature.query is not None or signature.path is not None or policy.names_session:
-        errors |= {(400, ErrorCode.MISSING_FIELDS_ERROR), (400, ErrorCode.INVALID_FIELDS_ERROR)}
-    if policy.reverify:
-        errors |= {
-            (401, ErrorCode.INVALID_PASSWORD_ERROR),
-            (401, ErrorCode.SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR),
-            (401, ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR),
-            (400, ErrorCode.INVALID_SECOND_FACTOR_METHOD_ERROR),
-            (429, ErrorCode.RATELIMITED_ERROR),  # failed answers per session (CONTRACT section 8)
-        }
-    if policy.rate_limit is not None:
-        errors.add((429, ErrorCode.RATELIMITED_ERROR))
-    if policy.target is not None:
-        errors.add((404, ErrorCode.INVALID_USER_ERROR))
-    # A parameter spelling a sibling route's literal ("me", "all") is no route.
-    if _PARAM.search(endpoint.path):
-        errors.add((404, ErrorCode.INVALID_ENDPOINT_ERROR))
-    return errors
-
-
 def endpoint_errors(endpoint: Endpoint) -> dict[int, list[str]]:
-    """Every error status the endpoint can answer, with its codes (sorted)."""
+    """Every error status the endpoint can answer, with its codes (sorted): the guard's steps', as
+    they declare them (:func:`nimbus_core.http.guard.guard_errors`), and the route's own."""
     by_status: dict[int, set[str]] = {}
     for status, code in guard_errors(endpoint) | endpoint.route_errors():
         by_status.setdefault(status, set()).add(code.name)

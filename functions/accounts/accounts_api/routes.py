@@ -93,6 +93,7 @@ def change_email(request: Request[ChangeEmailBody]) -> Reply[UserView]:
         killswitches=_MODIFY,
         rate_limit=ratelimits.CHANGE_PASSWORD,
         reverify=True,
+        sets_own_password=True,
     ),
     errors=(ErrorCode.PASSWORDS_DO_NOT_MATCH_ERROR,),
     summary="Change the password (other sessions are revoked; never with a scoped session)",

@@ -22,10 +22,16 @@ from nimbus_core.sessions import credentials
 from nimbus_core.sessions.auth import Caller
 from nimbus_core.sessions.tokens import hash_secret
 
-_SETS_OWN_PASSWORD = frozenset({"PUT /users/me/password"})
 
-
-def reverify(deps: Deps, caller: Caller, body: dict[str, Any], now: float, *, endpoint: str) -> list[WriteOp]:
+def reverify(
+    deps: Deps,
+    caller: Caller,
+    body: dict[str, Any],
+    now: float,
+    *,
+    endpoint: str,
+    sets_own_password: bool = False,
+) -> list[WriteOp]:
     """Pass, or raise the contract's error: 400 MISSING_FIELDS_ERROR ["password"] when the password
     is absent (also when a ``2fa`` object is sent for an account without a second factor: the
     upstream bypass), 401 INVALID_PASSWORD_ERROR when wrong, 429 once the session has used up its
@@ -33,7 +39,8 @@ def reverify(deps: Deps, caller: Caller, body: dict[str, Any], now: float, *, en
 
     A right answer to a challenge passes with the writes that record it (challenge used up, the
     factor's replay guard moved), and a right password with the rehash of a stored hash of another
-    profile (an imported bcrypt hash), to commit with the change: :class:`AnswerCarrier`.
+    profile (an imported bcrypt hash), to commit with the change: :class:`AnswerCarrier`; not
+    where the endpoint ``sets_own_password`` (``Policy.sets_own_password``).
     """
     if caller.session.scoped:
         return []
@@ -54,7 +61,7 @@ def reverify(deps: Deps, caller: Caller, body: dict[str, Any], now: float, *, en
     # write: the change's transaction, or the challenge's when a second factor is asked next.
     # Not where the route itself sets the caller's password: its write replaces the hash anyway,
     # and two writes of the hash in one request would make the second one's condition fail.
-    rehash = [] if endpoint in _SETS_OWN_PASSWORD else credentials.rehash_ops(deps, user, password, now)
+    rehash = [] if sets_own_password else credentials.rehash_ops(deps, user, password, now)
     if user.second_factor_count > 0:
         required = challenges.require(deps, user, binding, now)
         required.writes.extend(rehash)

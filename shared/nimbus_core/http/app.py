@@ -20,7 +20,7 @@ from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.loglevels import set_log_level
 from nimbus_core.domain.ports import RuntimeConfig
 from nimbus_core.http.event import HttpEvent
-from nimbus_core.http.guard import GuardedRoute, guard
+from nimbus_core.http.guard import GuardedRoute, guard, unguardable
 from nimbus_core.http.policy import Endpoint, Policy
 from nimbus_core.http.registry import Declared, EndpointRouter, UnguardedRouteError
 from nimbus_core.http.responses import error_response, response_for_exception
@@ -82,10 +82,13 @@ def create_app(*routers: EndpointRouter, deps: DepsFactory) -> NimbusApp:
 
 def _refuse_unguarded(declared: list[Declared]) -> None:
     # EndpointRouter.endpoint already refuses a route without a policy; this also catches one
-    # appended to a group's declarations by hand.
+    # appended to a group's declarations by hand, and a policy the guard's steps cannot hold.
     for d in declared:
+        label = f"{d.endpoint.method} {d.endpoint.path}"
         if not isinstance(d.endpoint.policy, Policy):
-            raise UnguardedRouteError(f"{d.endpoint.method} {d.endpoint.path} has no policy")
+            raise UnguardedRouteError(f"{label} has no policy")
+        if (reason := unguardable(d.endpoint)) is not None:
+            raise UnguardedRouteError(f"{label}: {reason}")
 
 
 def _reserved(

@@ -39,6 +39,10 @@ class Policy:
 
     ``scope=None`` on an endpoint that requires a session means "no scoped session may call it"
     only when ``scoped_sessions`` is False; otherwise it needs no particular scope.
+
+    Each field is read by the guard's steps (:mod:`nimbus_core.http.steps`), which say from it
+    whether they apply and what they can answer; a route's special case is a field here, never a
+    "METHOD /path" string in a lower layer.
     """
 
     auth: Auth = Auth.REQUIRED
@@ -52,6 +56,10 @@ class Policy:
     uncounted: Callable[[Any], bool] | None = None
     # Identity reverification (CONTRACT section 9): normal sessions must send their password.
     reverify: bool = False
+    # The route sets the caller's own password: the reverification then leaves a stored hash of
+    # another profile as it is (the route's write replaces it anyway, and two writes of the hash in
+    # one request would make the second one's condition fail).
+    sets_own_password: bool = False
     # Sessions created here are named by X-Session-Name, or else after the User-Agent.
     names_session: bool = False
     # The path parameter naming the user a staff endpoint works on: read with the caller's session

@@ -24,8 +24,8 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nimbus_core.http.guard import Request, RouteFunction
 from nimbus_core.http.policy import Endpoint, Policy, RouteError
+from nimbus_core.http.request import Request, RouteFunction
 from nimbus_core.http.request_models import REQUEST_KINDS, RouteSignatureError, read_signature
 from nimbus_core.http.responses import Reply, Response
 
