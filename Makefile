@@ -43,8 +43,17 @@ $(UV): tools/requirements/uv.txt
 	$(TOOLS)/uv/bin/pip install -q --require-hashes -r tools/requirements/uv.txt
 	@touch $@
 
-$(VENV)/.synced: pyproject.toml uv.lock $(UV)
-	$(UV) sync --locked --quiet --python $(PY313)
+# moto as pinned plus patches/ (stock moto costs a whole table per DynamoDB transaction or query,
+# and its serializer searches names per member: docs/decisions/2026-11-26-local-aws-emulator.md).
+# moto is installed afresh from uv's cache and patched on every sync, so every suite and the local
+# API run the same moto, and a moto uv installs again is patched again.
+$(VENV)/.synced: pyproject.toml uv.lock $(UV) $(wildcard patches/moto-*.patch)
+	$(UV) sync --locked --quiet --python $(PY313) --reinstall-package moto
+	@command -v patch >/dev/null || { echo "installing Debian's patch"; \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -qq patch >/dev/null; }
+	@site=$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))'); \
+	for p in patches/moto-*.patch; do patch --forward --quiet --no-backup-if-mismatch -p1 -d $$site < $$p || exit 1; done
 	@touch $@
 
 # The SAM CLI pins old boto3/pydantic, so it lives in its own environment (not compiled at install

@@ -12,14 +12,6 @@ import pytest
 # any handler would otherwise log through "service_undefined" and not the functions' logger.
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "nimbus")
 
-# The tests' moto is the local API's: moto_scale makes a transaction and a query cost what they
-# touch, not the tables (tests/tools/unit/test_moto_scale.py proves the answers and stream records
-# are stock moto's). Stock moto copies every table on each transaction, so a worker's tests slowed
-# as its tables filled.
-from nimbus_tools import moto_scale
-
-moto_scale.install()
-
 
 @pytest.fixture
 def cheap_password_hashing() -> Iterator[None]:

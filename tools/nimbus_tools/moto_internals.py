@@ -3,9 +3,10 @@
 moto's public surface is ``mock_aws``, ``ThreadedMotoServer`` and the AWS APIs it answers; its docs
 show its backends only as an "internal API" with no promise of shape. Each function here names the
 internals it relies on and why no public API does it; nothing else in tools/, tests/ or bench/
-imports from moto beyond ``mock_aws`` but nimbus_tools.moto_scale (moto's DynamoDB at real table
-sizes, checked against stock moto by its own test), and tests/tools/unit/test_moto_internals.py
-fails if the pinned moto changes any of them. moto is imported late: its server stack takes seconds to import.
+imports from moto beyond ``mock_aws``, and tests/tools/unit/test_moto_internals.py fails if the
+pinned moto changes any of them. That moto is patched at install (patches/, applied by the
+Makefile; tests/tools/unit/test_moto_patches.py); no module here changes how moto works. moto is
+imported late: its server stack takes seconds to import.
 """
 
 from __future__ import annotations
@@ -184,21 +185,21 @@ def restore_tables(snapshot: TablesSnapshot) -> None:
     written since are gone, items changed or deleted since are back. The streams are left alone:
     the restore is no write a stream reader would see, and the sequence numbers go on rising.
 
-    Relies on what :func:`snapshot_tables` relies on.
+    Relies on what :func:`snapshot_tables` relies on, and on each table's ``attribute_index``
+    (patches/moto-dynamodb-scale.patch: the items an index query looks at, kept by moto's own
+    writes), emptied so the next index query builds it again from the items put back.
     """
     import copy
 
     from moto.core.models import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
 
-    from nimbus_tools import moto_scale
-
     tables = dynamodb_backends[DEFAULT_ACCOUNT_ID][snapshot.region].tables
     for name, items in snapshot.items.items():
         table = tables[name]
         table.items.clear()
         table.items.update(copy.deepcopy(items))  # a copy: the snapshot serves the next restore too
-        moto_scale.forget(table)  # items put back that its query indexes no longer name
+        table.attribute_index.clear()  # it may no longer name items put back
 
 
 def stop_stream_records(keep: Collection[str] = ()) -> None:

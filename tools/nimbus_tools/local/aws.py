@@ -270,11 +270,7 @@ class AwsEmulator:
 
     def start(self) -> str:
         """Bind (port 0 picks a free port), start serving on a daemon thread, and return the
-        endpoint URL for AWS SDKs (``AWS_ENDPOINT_URL``), moto's DynamoDB patched to cost what a
-        request touches rather than the table (nimbus_tools.moto_scale)."""
-        from nimbus_tools import moto_scale  # imports moto's DynamoDB models: late, as server_app
-
-        moto_scale.install()
+        endpoint URL for AWS SDKs (``AWS_ENDPOINT_URL``)."""
         app, _ = server_app()
         channels: dict[int, Any] = {}
         adjustments = Adjustments(

@@ -1,33 +1,37 @@
-"""nimbus_tools.moto_scale against the pinned moto: the same answers and stream records as stock
-moto for random operation sequences, and a transaction or query that no longer costs the table.
+"""Plays DynamoDB operations on whichever moto Python imports and writes what moto answered:
+run as ``python moto_play.py OUT`` by tests/tools/unit/test_moto_patches.py, once on the project
+environment's patched moto and once on stock moto (its files with patches/ reversed, first on
+PYTHONPATH), so the two can be compared.
 
-Each run uses its own tables in a ``mock_aws`` (nested in a worker's session mock, possibly) and
-deletes them after; each run installs or removes the patch for itself and leaves it as it found it
-(tests/conftest.py installs it for the whole suite).
+What it writes to OUT (Python literals, for ``ast.literal_eval``): where moto was imported from;
+for each seed, every answer of that seed's random script and then every stream record; the raw
+answers (bytes on the wire) to writes and reads of items of every attribute type; and the Python
+calls a GetItem of such an item makes, client and moto (the serializer's work).
 """
 
 from __future__ import annotations
 
-import contextlib
 import cProfile
 import pstats
 import random
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
-import pytest
+import moto
 from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from nimbus_tools import moto_scale
+SEEDS = range(6)
+STEPS = 150
 
 REGION = "us-east-1"
 STREAM = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
 
 
-def _tables(client: Any, prefix: str) -> tuple[str, str]:
+def tables(client: Any, prefix: str) -> tuple[str, str]:
     """A users-like table (hash key, two GSIs) and a sessions-like one (hash and range, one GSI)."""
     users, sessions = f"{prefix}-users", f"{prefix}-sessions"
     client.create_table(
@@ -74,7 +78,7 @@ def _tables(client: Any, prefix: str) -> tuple[str, str]:
     return users, sessions
 
 
-def _s(value: str) -> dict[str, str]:
+def s(value: str) -> dict[str, str]:
     return {"S": value}
 
 
@@ -88,10 +92,10 @@ class _Script:
         return f"{prefix}{self.rng.randrange(count)}"
 
     def user_key(self) -> dict[str, Any]:
-        return {"pk": _s(self.pick("u", 6))}
+        return {"pk": s(self.pick("u", 6))}
 
     def session_key(self) -> dict[str, Any]:
-        return {"user": _s(self.pick("u", 3)), "sid": _s(self.pick("s", 5))}
+        return {"user": s(self.pick("u", 3)), "sid": s(self.pick("s", 5))}
 
     def write(self) -> tuple[str, dict[str, Any]]:
         """One Put, Update or Delete on either table, maybe conditional."""
@@ -105,16 +109,16 @@ class _Script:
         if kind == "Put":
             item = dict(key, n={"N": str(self.rng.randrange(9))})
             if users:
-                item |= {"name": _s(self.pick("n", 3)), "part": _s("USERS"), "order": _s(self.pick("o", 9))}
+                item |= {"name": s(self.pick("n", 3)), "part": s("USERS"), "order": s(self.pick("o", 9))}
             else:
-                item |= {"device": _s(self.pick("d", 3))}
+                item |= {"device": s(self.pick("d", 3))}
             return kind, {"TableName": table, "Item": item, **condition}
         if kind == "Update":
             attribute = "name" if users else "device"
             update = {
                 "UpdateExpression": "SET #a = :v ADD n :one",
                 "ExpressionAttributeNames": {"#a": attribute},
-                "ExpressionAttributeValues": {":v": _s(self.pick(attribute[0], 3)), ":one": {"N": "1"}},
+                "ExpressionAttributeValues": {":v": s(self.pick(attribute[0], 3)), ":one": {"N": "1"}},
             }
             return kind, {"TableName": table, "Key": key, **update, **condition}
         return kind, {"TableName": table, "Key": key, **condition}
@@ -133,7 +137,7 @@ class _Script:
             "TableName": table,
             "KeyConditionExpression": "#h = :h",
             "ExpressionAttributeNames": {"#h": attribute},
-            "ExpressionAttributeValues": {":h": _s(value)},
+            "ExpressionAttributeValues": {":h": s(value)},
             "ScanIndexForward": self.rng.random() < 0.5,
         }
         if index:
@@ -198,47 +202,13 @@ def _stream(client: Any, table: str) -> list[Any]:
     return [(r["eventName"], r["dynamodb"].get("OldImage"), r["dynamodb"].get("NewImage")) for r in records]
 
 
-def _play(seed: int, steps: int, patched: bool) -> list[Any]:
-    """Every answer of the seed's script, then every stream record, on stock or patched moto."""
-    with _moto(patched=patched), mock_aws():
-        client = boto3.client("dynamodb", region_name=REGION)
-        users, sessions = _tables(client, f"t{seed}{'p' if patched else 's'}")
-        names = {"users": users, "sessions": sessions}
-        try:
-            answers = [_run(client, names, step) for step in _Script(seed).steps(steps)]
-            return [*answers, _stream(client, users), _stream(client, sessions)]
-        finally:
-            client.delete_table(TableName=users)
-            client.delete_table(TableName=sessions)
-
-
-@contextlib.contextmanager
-def _moto(*, patched: bool) -> Iterator[None]:
-    """Patched or stock moto for the block; then as it was before."""
-    was = moto_scale.installed()
-    (moto_scale.install if patched else moto_scale.uninstall)()
-    try:
-        yield
-    finally:
-        (moto_scale.install if was else moto_scale.uninstall)()
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_patched_moto_answers_and_streams_exactly_as_stock_moto(seed: int) -> None:
-    stock = _play(seed, 150, patched=False)
-    assert any(answer == "committed" for answer in stock)  # the scripts do commit and cancel
-    assert any(isinstance(answer, tuple) and answer[0] == "TransactionCanceledException" for answer in stock)
-
-    assert _play(seed, 150, patched=True) == stock
-
-
 # Items of every attribute type, as stored and as answered: empty and odd strings, numbers as
 # DynamoDB spells them, binaries, sets, nested maps and lists, booleans and nulls.
 RICH_ITEMS: list[dict[str, Any]] = [
     {
-        "pk": _s("rich0"),
-        "name": _s('é ☃ 𝄞 \u0000 "quoted" \\ </script>'),
-        "empty": _s(""),
+        "pk": s("rich0"),
+        "name": s('é ☃ 𝄞 \u0000 "quoted" \\ </script>'),
+        "empty": s(""),
         "n": {"N": "-0.000123e5"},
         "big": {"N": "12345678901234567890123456789012345678"},
         "b": {"B": b"\x00\xffbinary"},
@@ -248,10 +218,10 @@ RICH_ITEMS: list[dict[str, Any]] = [
         "t": {"BOOL": True},
         "f": {"BOOL": False},
         "nul": {"NULL": True},
-        "m": {"M": {"s": _s("x"), "e": _s(""), "n": {"N": "0"}, "l": {"L": [{"N": "1"}, _s(""), {"M": {}}]}}},
+        "m": {"M": {"s": s("x"), "e": s(""), "n": {"N": "0"}, "l": {"L": [{"N": "1"}, s(""), {"M": {}}]}}},
         "l": {"L": [{"L": []}, {"B": b"z"}, {"BOOL": False}, {"NULL": True}]},
     },
-    {"pk": _s("rich1"), "name": _s("rich"), "part": _s("p"), "order": _s("0")},
+    {"pk": s("rich1"), "name": s("rich"), "part": s("p"), "order": s("0")},
 ]
 
 
@@ -260,48 +230,36 @@ def _kept(bodies: list[bytes]) -> Any:
     return lambda http_response, **_: bodies.append(http_response.content)
 
 
-def _answers_for_rich_items(patched: bool) -> list[Any]:
+def rich_answers() -> list[Any]:
     """The raw answers (bytes on the wire) to writes and reads of RICH_ITEMS, then its stream."""
     bodies: list[bytes] = []
-    with _moto(patched=patched), mock_aws():
+    with mock_aws():
         client = boto3.client("dynamodb", region_name=REGION)
-        users, sessions = _tables(client, "rich")  # one name: the answers name it
+        users, _ = tables(client, "rich")
         client.meta.events.register("after-call", _kept(bodies))
-        try:
-            for item in RICH_ITEMS:
-                client.put_item(TableName=users, Item=item, ReturnValues="ALL_OLD")
-                client.put_item(TableName=users, Item=item, ReturnValues="ALL_OLD")
-            key = {"pk": _s("rich0")}
-            client.get_item(TableName=users, Key=key)
-            client.scan(TableName=users)
-            query: dict[str, Any] = {"TableName": users, "KeyConditionExpression": "pk = :k"}
-            client.query(**query, ExpressionAttributeValues={":k": key["pk"]})
-            client.batch_get_item(RequestItems={users: {"Keys": [key, {"pk": _s("rich1")}]}})
-            client.transact_get_items(TransactItems=[{"Get": {"TableName": users, "Key": key}}])
-            client.update_item(
-                TableName=users,
-                Key=key,
-                UpdateExpression="SET #e = :e, m.l[0] = :n REMOVE b",
-                ExpressionAttributeNames={"#e": "empty"},
-                ExpressionAttributeValues={":e": _s("now"), ":n": {"N": "2"}},
-                ReturnValues="ALL_NEW",
-            )
-            client.delete_item(TableName=users, Key=key, ReturnValues="ALL_OLD")
-            return [*bodies, _stream(client, users)]
-        finally:
-            client.delete_table(TableName=users)
-            client.delete_table(TableName=sessions)
+        for item in RICH_ITEMS:
+            client.put_item(TableName=users, Item=item, ReturnValues="ALL_OLD")
+            client.put_item(TableName=users, Item=item, ReturnValues="ALL_OLD")
+        key = {"pk": s("rich0")}
+        client.get_item(TableName=users, Key=key)
+        client.scan(TableName=users)
+        query: dict[str, Any] = {"TableName": users, "KeyConditionExpression": "pk = :k"}
+        client.query(**query, ExpressionAttributeValues={":k": key["pk"]})
+        client.batch_get_item(RequestItems={users: {"Keys": [key, {"pk": s("rich1")}]}})
+        client.transact_get_items(TransactItems=[{"Get": {"TableName": users, "Key": key}}])
+        client.update_item(
+            TableName=users,
+            Key=key,
+            UpdateExpression="SET #e = :e, m.l[0] = :n REMOVE b",
+            ExpressionAttributeNames={"#e": "empty"},
+            ExpressionAttributeValues={":e": s("now"), ":n": {"N": "2"}},
+            ReturnValues="ALL_NEW",
+        )
+        client.delete_item(TableName=users, Key=key, ReturnValues="ALL_OLD")
+        return [*bodies, _stream(client, users)]
 
 
-def test_patched_moto_answers_items_of_every_attribute_type_byte_for_byte_as_stock_moto() -> None:
-    stock = _answers_for_rich_items(patched=False)
-    answered = b"".join(body for body in stock if isinstance(body, bytes))
-    assert answered.count(b'"empty": {"S": ""}') >= 6  # each read answers the empty string
-
-    assert _answers_for_rich_items(patched=True) == stock
-
-
-def _calls(operation: Any) -> int:
+def calls(operation: Any) -> int:
     """The Python function calls ``operation()`` makes, counted by the profiler: the work done,
     the same on every run whatever the machine's load (a clock would not be)."""
     profile = cProfile.Profile()
@@ -309,55 +267,34 @@ def _calls(operation: Any) -> int:
     return int(pstats.Stats(profile).total_calls)  # type: ignore[attr-defined]
 
 
-def _query_calls(client: Any, table: str, index: str | None, attribute: str, value: str) -> int:
-    request: dict[str, Any] = {
-        "TableName": table,
-        "KeyConditionExpression": "#h = :h",
-        "ExpressionAttributeNames": {"#h": attribute},
-        "ExpressionAttributeValues": {":h": _s(value)},
-    }
-    if index:
-        request["IndexName"] = index
-    assert client.query(**request)["Count"] == 1  # warm: first-use caches are no part of the cost
-    return _calls(lambda: client.query(**request))
-
-
-def _transaction_calls(client: Any, table: str) -> int:
-    def put(n: int) -> None:
-        item = {"TableName": table, "Item": {"pk": _s(f"new{n}"), "name": _s(f"new{n}")}}
-        client.transact_write_items(TransactItems=[{"Put": item}])
-
-    put(0)
-    return _calls(lambda: put(1))
-
-
-def test_a_query_and_a_transaction_cost_what_they_touch_not_the_table() -> None:
-    """From 20 items to 4,000 (and their stream records) a GSI query, a base-table query and a
-    transaction do about the same work; stock moto's walk and table copies do tens of times more."""
-    with _moto(patched=True), mock_aws():
+def get_item_calls() -> int:
+    """The calls a GetItem of a user-like item of 14 string and number attributes makes, warm."""
+    with mock_aws():
         client = boto3.client("dynamodb", region_name=REGION)
-        users, _ = names = _tables(client, "scale")
-        try:
-            figures = []
-            for first, last in ((0, 20), (20, 4000)):
-                for start in range(first, last, 25):
-                    batch = range(start, min(last, start + 25))
-                    puts: list[Any] = [
-                        {"PutRequest": {"Item": {"pk": _s(f"u{i}"), "name": _s(f"n{i}")}}} for i in batch
-                    ]
-                    client.batch_write_item(RequestItems={users: puts})
-                figures.append(
-                    (
-                        _query_calls(client, users, "Name", "name", "n7"),
-                        _query_calls(client, users, None, "pk", "u7"),
-                        _transaction_calls(client, users),
-                    )
-                )
-                for n in range(2):
-                    client.delete_item(TableName=users, Key={"pk": _s(f"new{n}")})
-        finally:
-            for name in names:
-                client.delete_table(TableName=name)
-    small, large = figures
-    ratios = [round(b / a, 1) for a, b in zip(small, large, strict=True)]
-    assert all(ratio < 3 for ratio in ratios), f"GSI query, base query, transaction: {ratios}"
+        users, _ = tables(client, "get")
+        item = {"pk": s("u1"), "name": s("ann"), **{f"a{n}": s(f"value {n}") for n in range(6)}}
+        item |= {f"n{n}": {"N": str(n * 1000)} for n in range(6)}
+        client.put_item(TableName=users, Item=item)
+        client.get_item(TableName=users, Key={"pk": s("u1")})  # warm: first-use caches aside
+        return calls(lambda: client.get_item(TableName=users, Key={"pk": s("u1")}))
+
+
+def play(seed: int, steps: int) -> list[Any]:
+    """Every answer of the seed's script, then every stream record of both tables."""
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name=REGION)
+        users, sessions = tables(client, f"t{seed}")
+        names = {"users": users, "sessions": sessions}
+        answers = [_run(client, names, step) for step in _Script(seed).steps(steps)]
+        return [*answers, _stream(client, users), _stream(client, sessions)]
+
+
+if __name__ == "__main__":
+    played = {
+        "moto": moto.__file__,
+        "scripts": {seed: play(seed, STEPS) for seed in SEEDS},
+        "rich": rich_answers(),
+        "get_item_calls": get_item_calls(),
+    }
+    with open(sys.argv[1], "w") as out:
+        out.write(repr(played))
