@@ -238,7 +238,7 @@ def test_login_answers_with_the_session_in_one_transaction(world: FakeWorld) -> 
     )
 
     assert first.code is ErrorCode.SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR
-    assert world.db.calls[calls:] == ["challenges.get_with_user", "commit"]
+    assert world.db.calls[calls:] == ["tokens.read_with_user", "commit"]
     assert _caller(world, issued.token).user.username == name
 
 

@@ -19,6 +19,7 @@ from nimbus_core.accounts.notices import Actor, Notice, notice_op
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import PendingFactor, SecondFactor, User
+from nimbus_core.domain.secret_kinds import ENROLMENT
 from nimbus_core.factors import otp, passkeys, seeds
 from nimbus_core.platform import clock, ids
 from nimbus_core.sessions.auth import Caller
@@ -46,7 +47,7 @@ def start_totp(deps: Deps, caller: Caller, now: float) -> dict[str, Any]:
         created_at=clock.iso(now),
         exp=int(now) + PENDING_SECONDS,
     )
-    deps.tx.commit([deps.challenges.put_pending_op(pending)])
+    deps.tx.commit([deps.tokens.put_op(ENROLMENT, pending)])
     return {
         "token": token,
         "exp": pending.exp,
@@ -101,7 +102,7 @@ def start_webauthn(deps: Deps, caller: Caller, now: float, *, passkey: bool = Fa
         created_at=clock.iso(now),
         exp=int(now) + PENDING_SECONDS,
     )
-    deps.tx.commit([deps.challenges.put_pending_op(pending)])
+    deps.tx.commit([deps.tokens.put_op(ENROLMENT, pending)])
     return {"token": token, "exp": pending.exp, "type": "webauthn", **options}
 
 
@@ -155,7 +156,7 @@ def confirm_webauthn(
 
 def _pending(deps: Deps, caller: Caller, token: str, kind: str, now: float) -> PendingFactor:
     """The caller's live pending enrolment of ``kind`` named by ``token``, or 401."""
-    pending = deps.challenges.get_pending(hash_secret(token))
+    pending = deps.tokens.read(ENROLMENT, hash_secret(token))
     if (
         pending is None
         or pending.type != kind
@@ -185,7 +186,7 @@ def _enrol(
     claim = [deps.users.claim_credential_op(user, factor)] if factor.credential_id else []
     deps.tx.commit(
         [
-            deps.challenges.consume_pending_op(pending.hash),
+            deps.tokens.take_op(ENROLMENT, pending.hash),
             deps.users.add_factor_op(
                 user, factor, max_factors=MAX_FACTORS, backup_codes=hashes, sealed_secret=sealed_secret
             ),

@@ -26,6 +26,7 @@ from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import Challenge, KnownDevice, User
 from nimbus_core.domain.ports import CounterWindowMovedError, WriteOp
 from nimbus_core.domain.ratelimits import RECOVERY_WRONG_ANSWERS
+from nimbus_core.domain.secret_kinds import CHALLENGE, RECOVERY
 from nimbus_core.factors import otp, passkeys, seeds
 from nimbus_core.platform import clock, metrics
 from nimbus_core.sessions import credentials, known_devices
@@ -103,7 +104,7 @@ def require(deps: Deps, user: User, binding: Binding, now: float) -> ChallengeRe
         exp=challenge.exp,
         types=user.second_factor_types(),
         challenge=options,
-        writes=[deps.challenges.put_op(challenge)],
+        writes=[deps.tokens.put_op(CHALLENGE, challenge)],
     )
 
 
@@ -189,7 +190,9 @@ def answer(
     names the user); ``read`` the challenge and user already read with the caller's session. A
     wrong answer raises (after counting it)."""
     token_hash = hash_secret(answer.secret)
-    challenge, user = read if read is not None else deps.challenges.get_with_user(token_hash, answer.user_id)
+    challenge, user = (
+        read if read is not None else deps.tokens.read_with_user(CHALLENGE, token_hash, answer.user_id)
+    )
     if (
         challenge is None
         or user is None
@@ -214,7 +217,7 @@ def answer(
         _wrong(deps, user, token_hash, binding, now, device=device)
         raise AssertionError("unreachable")  # pragma: no cover - _wrong always raises
     metrics.count(metrics.Event.SECOND_FACTOR_PASSED)
-    return user, [deps.challenges.consume_op(token_hash, max_attempts=MAX_ATTEMPTS), *ops]
+    return user, [deps.tokens.take_op(CHALLENGE, token_hash, max_attempts=MAX_ATTEMPTS), *ops]
 
 
 def _for_this_request(challenge: Challenge, binding: Binding, answer: Answer) -> bool:
@@ -293,11 +296,11 @@ def _wrong(
     deps: Deps, user: User, token_hash: str, binding: Binding, now: float, *, device: KnownDevice | None
 ) -> None:
     """Count a wrong answer on its challenge and on the limit of the request it answers; 401."""
-    deps.challenges.count_failure(token_hash)
+    deps.tokens.count_wrong_answer(CHALLENGE, token_hash)
     metrics.count(metrics.Event.SECOND_FACTOR_FAILED)
     if binding.recovery is not None:
         # The token takes RECOVERY_WRONG_ANSWERS, then is void: new challenges buy no more guesses.
-        deps.tokens.count_recovery_failure(binding.recovery, limit=RECOVERY_WRONG_ANSWERS)
+        deps.tokens.count_wrong_answer(RECOVERY, binding.recovery, limit=RECOVERY_WRONG_ANSWERS)
     elif binding.session_id is not None:
         credentials.record_reverify_failure(deps, user.id, binding.session_id, now)  # 429 past the limit
     else:

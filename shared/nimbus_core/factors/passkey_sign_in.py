@@ -29,6 +29,7 @@ from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import Challenge, User
 from nimbus_core.domain.ports import WriteOp
+from nimbus_core.domain.secret_kinds import CHALLENGE
 from nimbus_core.factors import passkeys
 from nimbus_core.factors.challenges import (
     CHALLENGE_SECONDS,
@@ -73,7 +74,7 @@ def issue(
         created_at=clock.iso(now),
         exp=int(now) + CHALLENGE_SECONDS,
     )
-    deps.tx.commit([deps.challenges.put_op(challenge)])
+    deps.tx.commit([deps.tokens.put_op(CHALLENGE, challenge)])
     return {"token": token, "exp": challenge.exp, "challenge": options}
 
 
@@ -90,7 +91,7 @@ def answer_sign_in(
         return _refused(deps, token_hash, str(refused))
     if not ids.is_id(user_id):
         return _refused(deps, token_hash, "the user handle is not one of our ids")
-    challenge, user = deps.challenges.get_with_user(token_hash, user_id)
+    challenge, user = deps.tokens.read_with_user(CHALLENGE, token_hash, user_id)
     if (
         challenge is None
         or not secret_matches(token, challenge.hash)
@@ -107,12 +108,12 @@ def answer_sign_in(
     if ops is None:
         return _refused(deps, token_hash, "not one of the user's passkeys, or not proven")
     metrics.count(metrics.Event.SECOND_FACTOR_PASSED)
-    return user, [deps.challenges.consume_op(token_hash, max_attempts=MAX_ATTEMPTS), *ops]
+    return user, [deps.tokens.take_op(CHALLENGE, token_hash, max_attempts=MAX_ATTEMPTS), *ops]
 
 
 def _refused(deps: Deps, token_hash: str, reason: str) -> NoReturn:
     """Count a refused answer on its challenge (if it is still there) and answer the one 401."""
     _log.info("passkey sign-in refused", extra={"reason": reason})
-    deps.challenges.count_failure(token_hash)
+    deps.tokens.count_wrong_answer(CHALLENGE, token_hash)
     metrics.count(metrics.Event.SECOND_FACTOR_FAILED)
     raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
