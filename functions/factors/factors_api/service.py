@@ -20,7 +20,7 @@ from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import PendingFactor, SecondFactor, User
 from nimbus_core.domain.secret_kinds import ENROLMENT
-from nimbus_core.factors import otp, passkeys, seeds
+from nimbus_core.factors import otp, seeds, webauthn_encoding, webauthn_registration
 from nimbus_core.platform import clock, ids
 from nimbus_core.sessions.auth import Caller
 from nimbus_core.sessions.tokens import hash_secret
@@ -84,11 +84,11 @@ def start_webauthn(deps: Deps, caller: Caller, now: float, *, passkey: bool = Fa
     the options for ``navigator.credentials.create`` (the user's keys excluded). A ``passkey`` is
     asked to be discoverable and to verify its user."""
     user = caller.user
-    options, challenge = passkeys.registration_options(
+    options, challenge = webauthn_registration.registration_options(
         deps.settings.relying_party(),
         user_id=user.id,
         username=user.username,
-        exclude_credential_ids=passkeys.stored_credential_ids(user.webauthn_factors()),
+        exclude_credential_ids=webauthn_encoding.stored_credential_ids(user.webauthn_factors()),
         passkey=passkey,
     )
     token = ids.new_secret()
@@ -97,7 +97,7 @@ def start_webauthn(deps: Deps, caller: Caller, now: float, *, passkey: bool = Fa
         user_id=user.id,
         session_id=caller.session.id,
         type="webauthn",
-        webauthn_challenge=passkeys.b64url(challenge),
+        webauthn_challenge=webauthn_encoding.b64url(challenge),
         passkey=passkey,
         created_at=clock.iso(now),
         exp=int(now) + PENDING_SECONDS,
@@ -127,16 +127,16 @@ def confirm_webauthn(
     if pending.webauthn_challenge is None:
         raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
     try:
-        key = passkeys.verify_registration(
+        key = webauthn_registration.verify_registration(
             deps.settings.relying_party(),
             response=response,
-            expected_challenge=passkeys.b64url_decode(pending.webauthn_challenge),
+            expected_challenge=webauthn_encoding.b64url_decode(pending.webauthn_challenge),
             passkey=pending.passkey,
         )
-    except passkeys.PasskeyError as refused:
+    except webauthn_encoding.PasskeyError as refused:
         _log.info("WebAuthn enrolment refused", extra={"reason": str(refused)})
         raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR) from refused
-    credential_id = passkeys.b64url(key.credential_id)
+    credential_id = webauthn_encoding.b64url(key.credential_id)
     if any(f.credential_id == credential_id for f in caller.user.webauthn_factors()):
         raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
     stamp = clock.iso(now)
@@ -147,7 +147,7 @@ def confirm_webauthn(
         created_at=stamp,
         updated_at=stamp,
         credential_id=credential_id,
-        public_key=passkeys.b64url(key.public_key),
+        public_key=webauthn_encoding.b64url(key.public_key),
         sign_count=key.sign_count,
         passkey=pending.passkey,
     )

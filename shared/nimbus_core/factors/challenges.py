@@ -27,7 +27,7 @@ from nimbus_core.domain.models import Challenge, KnownDevice, User
 from nimbus_core.domain.ports import CounterWindowMovedError, WriteOp
 from nimbus_core.domain.ratelimits import RECOVERY_WRONG_ANSWERS
 from nimbus_core.domain.secret_kinds import CHALLENGE, RECOVERY
-from nimbus_core.factors import otp, passkeys, seeds
+from nimbus_core.factors import otp, seeds, webauthn_assertion, webauthn_encoding
 from nimbus_core.platform import clock, metrics
 from nimbus_core.sessions import credentials, known_devices
 from nimbus_core.sessions.tokens import hash_secret, new_user_token, parse_user_token, secret_matches
@@ -121,11 +121,13 @@ def store(deps: Deps, required: ChallengeRequiredError, *, give_back: WriteOp | 
 
 def _webauthn_options(deps: Deps, user: User) -> tuple[dict[str, Any] | None, str | None]:
     """Request options for the user's keys and their challenge (base64url), or (None, None)."""
-    keys = passkeys.stored_credential_ids(user.webauthn_factors())
+    keys = webauthn_encoding.stored_credential_ids(user.webauthn_factors())
     if not keys:
         return None, None
-    options, raw = passkeys.authentication_options(deps.settings.relying_party(), credential_ids=keys)
-    return options, passkeys.b64url(raw)
+    options, raw = webauthn_assertion.authentication_options(
+        deps.settings.relying_party(), credential_ids=keys
+    )
+    return options, webauthn_encoding.b64url(raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,22 +270,22 @@ def verified_key_ops(
     base64url): the write that moves the key's signature counter (compare-and-set), or None when
     refused."""
     try:
-        credential_id = passkeys.credential_id_of(response)
-        named = passkeys.b64url(credential_id)
+        credential_id = webauthn_encoding.credential_id_of(response)
+        named = webauthn_encoding.b64url(credential_id)
         keys = user.passkey_factors() if passkey else user.webauthn_factors()
         factor = next((f for f in keys if f.credential_id == named), None)
         if factor is None or factor.public_key is None:
             return None
-        new_count = passkeys.verify_authentication(
+        new_count = webauthn_assertion.verify_authentication(
             deps.settings.relying_party(),
             response=response,
-            expected_challenge=passkeys.b64url_decode(expected_challenge),
+            expected_challenge=webauthn_encoding.b64url_decode(expected_challenge),
             credential_id=credential_id,
-            credential_public_key=passkeys.b64url_decode(factor.public_key),
+            credential_public_key=webauthn_encoding.b64url_decode(factor.public_key),
             current_sign_count=factor.sign_count,
             passkey=passkey,
         )
-    except passkeys.PasskeyError as refused:
+    except webauthn_encoding.PasskeyError as refused:
         _log.info("WebAuthn answer refused", extra={"reason": str(refused)})
         return None
     used_at = clock.iso(now)

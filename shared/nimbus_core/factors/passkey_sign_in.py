@@ -30,7 +30,7 @@ from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import Challenge, User
 from nimbus_core.domain.ports import WriteOp
 from nimbus_core.domain.secret_kinds import CHALLENGE
-from nimbus_core.factors import passkeys
+from nimbus_core.factors import webauthn_assertion, webauthn_encoding
 from nimbus_core.factors.challenges import (
     CHALLENGE_SECONDS,
     MAX_ATTEMPTS,
@@ -57,20 +57,20 @@ def issue(
         secret = token = ids.new_secret()
         user_id = None
     else:
-        keys = passkeys.stored_credential_ids(user.passkey_factors())
+        keys = webauthn_encoding.stored_credential_ids(user.passkey_factors())
         if not keys:
             raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_METHOD_ERROR)
         # The user's token shape, so the answer reads it with the session like any challenge.
         issued = new_user_token(user.id)
         secret, token, user_id = issued.secret, str(issued), user.id
     rp = deps.settings.relying_party()
-    options, raw = passkeys.authentication_options(rp, credential_ids=keys, passkey=True)
+    options, raw = webauthn_assertion.authentication_options(rp, credential_ids=keys, passkey=True)
     challenge = Challenge(
         hash=hash_secret(secret),
         user_id=user_id,
         session_id=session_id,
         endpoint=SIGN_IN_ENDPOINT if user is None else REVERIFY_ENDPOINT,
-        webauthn_challenge=passkeys.b64url(raw),
+        webauthn_challenge=webauthn_encoding.b64url(raw),
         created_at=clock.iso(now),
         exp=int(now) + CHALLENGE_SECONDS,
     )
@@ -86,8 +86,8 @@ def answer_sign_in(
     INVALID_SECOND_FACTOR_RESPONSE_ERROR, counted on the challenge."""
     token_hash = hash_secret(token)
     try:
-        user_id = passkeys.user_handle_of(response)
-    except passkeys.PasskeyError as refused:
+        user_id = webauthn_encoding.user_handle_of(response)
+    except webauthn_encoding.PasskeyError as refused:
         return _refused(deps, token_hash, str(refused))
     if not ids.is_id(user_id):
         return _refused(deps, token_hash, "the user handle is not one of our ids")
