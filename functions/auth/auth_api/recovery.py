@@ -27,7 +27,7 @@ from nimbus_core.domain.models import Challenge, RecoveryToken, User
 from nimbus_core.domain.ports import RecoveryRequest, WriteOp
 from nimbus_core.domain.ratelimits import RECOVERY_WRONG_ANSWERS
 from nimbus_core.domain.secret_kinds import EMAIL_VERIFICATION, RECOVERY
-from nimbus_core.factors import challenges
+from nimbus_core.factors import answers, challenges
 from nimbus_core.platform import clock, metrics
 from nimbus_core.sessions import known_devices, passwords
 from nimbus_core.sessions.session_issuer import IssuedSession, new_session, normal_lifetime, revoke_all
@@ -82,7 +82,7 @@ def reset_password(
     presented = _Presented(hash_secret(parsed.secret), parsed.secret, parsed.user_id)
     # The answer is only peeked at here (its challenge is read with the token); it is judged after
     # the token, so a bad token is a bad token whatever ``2fa`` holds.
-    challenge_hash = challenges.answered_hash(body.two_factor)
+    challenge_hash = answers.answered_hash(body.two_factor)
     new_hash: str | None = None
     for _ in range(FRESH_USER_ATTEMPTS):
         token, user, challenge = deps.tokens.read_recovery(
@@ -96,7 +96,7 @@ def reset_password(
         if user.second_factor_count > 0:
             if body.two_factor is None:
                 raise challenges.require(deps, user, binding, now)
-            answer = challenges.parse_answer(body.two_factor)
+            answer = answers.parse_answer(body.two_factor)
             read: tuple[Challenge | None, User] = (challenge, user)
             _, answer_ops = challenges.answer(deps, answer, binding, now, expected_user=user.id, read=read)
         # Hashed once, and only for a token that was good: argon2 is the costly part of a reset.
