@@ -1,7 +1,8 @@
 """Backup codes as a kind of second factor (:class:`nimbus_core.factors.kinds.FactorKind`): offered
 while any is unused and the user has a factor; a code as typed is looked up among the stored hashes
 (ours, or a digest imported from upstream: :func:`nimbus_core.factors.otp.backup_code_keys`), and a
-right one is spent, compare-and-set, so it works once."""
+right one is spent, compare-and-set, so it works once. A set comes with the first factor, and a new
+one replaces the old (:meth:`BackupCodesKind.new_set`)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,11 @@ class BackupCodesKind:
         if code_hash is None:
             return None
         return [deps.users.use_backup_code_op(user, code_hash, clock.iso(now))]
+
+    def new_set(self) -> tuple[list[str], list[str]]:
+        """A new set: the codes as shown to the user (once), and the hashes stored."""
+        codes = otp.new_backup_codes()
+        return codes, [h for h in (otp.backup_code_hash(c) for c in codes) if h]
 
 
 BACKUP_CODES: Final = BackupCodesKind()

@@ -3,7 +3,9 @@
 A kind says what a challenge needs from it (:class:`FactorKind`): whether a user has it, what it
 puts in a challenge's options, how its answer is checked and which writes record a right one (its
 replay guard moved). The challenge itself (:mod:`nimbus_core.factors.challenges`) knows no kind by
-name: it looks the answer's ``type`` up in :data:`KINDS` once and asks that strategy.
+name: it looks the answer's ``type`` up in :data:`KINDS` once and asks that strategy. A kind that
+is enrolled on its own (:class:`EnrolledKind`, in :data:`ENROLLED`) also says what its pending
+enrolment keeps and shows, and how its confirmation makes the factor.
 
 - TOTP from an authenticator app (:mod:`nimbus_core.factors.totp`), answered with a code;
 - security keys and passkeys (:mod:`nimbus_core.factors.security_keys`), answered with a WebAuthn
@@ -22,7 +24,7 @@ from nimbus_core.factors.totp import TOTP
 
 if TYPE_CHECKING:
     from nimbus_core.domain.deps import Deps
-    from nimbus_core.domain.models import Challenge, User
+    from nimbus_core.domain.models import Challenge, PendingFactor, SecondFactor, User
     from nimbus_core.domain.ports import WriteOp
     from nimbus_core.factors.answers import Answer
 
@@ -62,8 +64,36 @@ class FactorKind(Protocol):
         ...
 
 
+class EnrolledKind(FactorKind, Protocol):
+    """A kind enrolled on its own, in two steps (backup codes come with the first factor)."""
+
+    @property
+    def factor_type(self) -> Literal["totp", "webauthn"]:
+        """The ``type`` of its pending enrolments and of its factors."""
+        ...
+
+    def started(
+        self, deps: Deps, user: User, token_hash: str, *, passkey: bool
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A new enrolment for ``user`` (its token's hash ``token_hash``): what the pending enrolment
+        keeps of this kind (its fields of :class:`PendingFactor`), and what the answer shows once."""
+        ...
+
+    def confirmed(
+        self, deps: Deps, user: User, pending: PendingFactor, proof: object, *, factor_id: str, now: float
+    ) -> tuple[dict[str, Any], str | None]:
+        """The factor ``proof`` enrols (its fields of :class:`SecondFactor` of this kind) and its
+        sealed secret, if it keeps one; else 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR."""
+        ...
+
+    def label(self, factor: SecondFactor) -> str:
+        """What a notice calls ``factor``'s kind."""
+        ...
+
+
 # In the order a challenge lists them: the enrolled kinds, then backup codes.
 KINDS: Final[dict[str, FactorKind]] = {kind.name: kind for kind in (TOTP, WEBAUTHN, BACKUP_CODES)}
+ENROLLED: Final[dict[str, EnrolledKind]] = {kind.factor_type: kind for kind in (TOTP, WEBAUTHN)}
 
 
 def held_kinds(user: User) -> list[FactorKind]:

@@ -7,6 +7,10 @@ both pass.
 A passkey also answers alone (CONTRACT section 16): the challenges of a passkey sign-in and of a
 passkey reverification (:data:`PASSKEY_ONLY`) are answered by a passkey only, with user
 verification.
+
+Enrolled in two steps: creation options (the user's keys excluded; for a passkey, a discoverable
+credential with user verification) and their challenge kept with the pending enrolment; the
+browser's attestation, verified (:mod:`nimbus_core.factors.webauthn_registration`), confirms it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from aws_lambda_powertools import Logger
 
-from nimbus_core.factors import webauthn_assertion
+from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.factors import webauthn_assertion, webauthn_registration
 from nimbus_core.factors.webauthn_encoding import (
     PasskeyError,
     b64url,
@@ -27,7 +32,7 @@ from nimbus_core.platform import clock
 
 if TYPE_CHECKING:
     from nimbus_core.domain.deps import Deps
-    from nimbus_core.domain.models import Challenge, User
+    from nimbus_core.domain.models import Challenge, PendingFactor, SecondFactor, User
     from nimbus_core.domain.ports import WriteOp
     from nimbus_core.factors.answers import Answer
 
@@ -45,6 +50,7 @@ class SecurityKeysKind:
     """WebAuthn: a security key, or a passkey (a discoverable key that verified its user)."""
 
     name = "webauthn"
+    factor_type: Literal["totp", "webauthn"] = "webauthn"
     answered_with: Literal["code", "response"] = "response"
 
     def held_by(self, user: User) -> bool:
@@ -108,6 +114,52 @@ class SecurityKeysKind:
                 user, factor.id, seen=factor.sign_count, new=new_count, used_at=used_at
             )
         ]
+
+    def started(
+        self, deps: Deps, user: User, token_hash: str, *, passkey: bool
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Creation options for ``navigator.credentials.create`` (shown), their challenge kept."""
+        options, challenge = webauthn_registration.registration_options(
+            deps.settings.relying_party(),
+            user_id=user.id,
+            username=user.username,
+            exclude_credential_ids=stored_credential_ids(user.webauthn_factors()),
+            passkey=passkey,
+        )
+        return {"webauthn_challenge": b64url(challenge), "passkey": passkey}, options
+
+    def confirmed(
+        self, deps: Deps, user: User, pending: PendingFactor, proof: object, *, factor_id: str, now: float
+    ) -> tuple[dict[str, Any], str | None]:
+        """The key the attestation ``proof`` verifies (py_webauthn: challenge, origin, rp id, user
+        presence and verification as configured, algorithm; for a passkey, user verification and a
+        key the browser does not call non-discoverable); 401 when refused or the user has it already."""
+        if pending.webauthn_challenge is None or not isinstance(proof, dict):
+            raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
+        try:
+            key = webauthn_registration.verify_registration(
+                deps.settings.relying_party(),
+                response=proof,
+                expected_challenge=b64url_decode(pending.webauthn_challenge),
+                passkey=pending.passkey,
+            )
+        except PasskeyError as refused:
+            _log.info("WebAuthn enrolment refused", extra={"reason": str(refused)})
+            raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR) from refused
+        credential_id = b64url(key.credential_id)
+        if any(f.credential_id == credential_id for f in user.webauthn_factors()):
+            raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
+        fields = {
+            "credential_id": credential_id,
+            "public_key": b64url(key.public_key),
+            "sign_count": key.sign_count,
+            "passkey": pending.passkey,
+        }
+        return fields, None
+
+    def label(self, factor: SecondFactor) -> str:
+        """A passkey, or a security key."""
+        return "Passkey" if factor.passkey else "Security key"
 
 
 WEBAUTHN: Final = SecurityKeysKind()
