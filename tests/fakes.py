@@ -44,6 +44,14 @@ from nimbus_core.domain.ports import (
     SealError,
     WriteOp,
 )
+from nimbus_core.domain.secret_kinds import (
+    CHALLENGE,
+    EMAIL_VERIFICATION,
+    ENROLMENT,
+    RECOVERY,
+    SecretKind,
+    SingleUseSecret,
+)
 from nimbus_core.platform.clock import iso
 from nimbus_core.platform.ids import new_id, session_order
 from nimbus_core.platform.settings import Settings
@@ -94,6 +102,11 @@ def _always() -> Exception | None:
 
 class FakeConditionFailedError(DependencyError):
     """A condition without a domain error failed (the adapters raise ``ConditionFailedError``)."""
+
+
+def _attempts(secret: object) -> int:
+    """Wrong answers counted on a secret (kinds that count none have none)."""
+    return int(getattr(secret, "attempts", 0))
 
 
 def _absent(table: dict[Any, Any], key: object, what: str) -> Check:
@@ -667,69 +680,6 @@ class FakeSessions:
             self.db.sessions.pop((user_id, sid), None)
 
 
-class FakeChallenges:
-    """The ChallengeStore in memory."""
-
-    def __init__(self, db: FakeDb) -> None:
-        self.db = db
-
-    def get_with_user(self, token_hash: str, user_id: str) -> tuple[Challenge | None, User | None]:
-        """Challenge and user together."""
-        self.db.calls.append("challenges.get_with_user")
-        return self.db.challenges.get(token_hash), self.db.users.get(user_id)
-
-    def put_op(self, challenge: Challenge) -> WriteOp:
-        """Store a challenge."""
-        table, key = self.db.challenges, challenge.hash
-        return FakeOp(
-            _absent(table, key, "challenge"), lambda: table.__setitem__(key, challenge), (("token", key),)
-        )
-
-    def consume_op(self, token_hash: str, *, max_attempts: int) -> WriteOp:
-        """Use a live challenge up."""
-        table = self.db.challenges
-
-        def check() -> NimbusError | None:
-            found = table.get(token_hash)
-            alive = found is not None and found.attempts < max_attempts
-            return None if alive else NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
-
-        return FakeOp(check, lambda: table.pop(token_hash, None), (("token", token_hash),))
-
-    def count_failure(self, token_hash: str) -> int | None:
-        """Count a wrong answer."""
-        with self.db.lock:
-            self.db.calls.append("challenges.count_failure")
-            found = self.db.challenges.get(token_hash)
-            if found is None:
-                return None
-            self.db.challenges[token_hash] = found.changed(attempts=found.attempts + 1)
-            return found.attempts + 1
-
-    def get_pending(self, token_hash: str) -> PendingFactor | None:
-        """A pending enrolment."""
-        self.db.calls.append("challenges.get_pending")
-        return self.db.pending.get(token_hash)
-
-    def put_pending_op(self, pending: PendingFactor) -> WriteOp:
-        """Store a pending enrolment."""
-        table, key = self.db.pending, pending.hash
-        return FakeOp(
-            _absent(table, key, "pending"), lambda: table.__setitem__(key, pending), (("enrol", key),)
-        )
-
-    def consume_pending_op(self, token_hash: str) -> WriteOp:
-        """Use a pending enrolment up."""
-        table = self.db.pending
-
-        def check() -> NimbusError | None:
-            return (
-                None if token_hash in table else NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
-            )
-
-        return FakeOp(check, lambda: table.pop(token_hash, None), (("enrol", token_hash),))
-
-
 class FakeCounters:
     """The CounterStore in memory."""
 
@@ -769,81 +719,80 @@ class FakeCounters:
 
 
 class FakeTokens:
-    """The TokenStore in memory."""
+    """The TokenStore in memory: each kind of single-use secret in its own dict of the FakeDb."""
 
     def __init__(self, db: FakeDb) -> None:
         self.db = db
 
-    def get_with_user(self, token_hash: str, user_id: str) -> tuple[VerificationToken | None, User | None]:
-        """Token and user together."""
-        self.db.calls.append("tokens.get_with_user")
-        return self.db.tokens.get(token_hash), self.db.users.get(user_id)
+    def _table(self, kind: SecretKind[Any]) -> dict[str, Any]:
+        tables: dict[str, dict[str, Any]] = {
+            CHALLENGE.name: self.db.challenges,
+            ENROLMENT.name: self.db.pending,
+            EMAIL_VERIFICATION.name: self.db.tokens,
+            RECOVERY.name: self.db.recovery,
+        }
+        return tables[kind.name]
 
-    def put_op(self, token: VerificationToken) -> WriteOp:
-        """Store a token."""
-        tokens = self.db.tokens
-        return FakeOp(
-            _absent(tokens, token.hash, "token"),
-            lambda: tokens.__setitem__(token.hash, token),
-            (("token", token.hash),),
-        )
+    def read[R: SingleUseSecret](self, kind: SecretKind[R], token_hash: str) -> R | None:
+        """A secret of ``kind``."""
+        self.db.calls.append("tokens.read")
+        found: R | None = self._table(kind).get(token_hash)
+        return found
 
-    def consume_op(self, token_hash: str) -> WriteOp:
-        """Remove a token that must exist."""
+    def read_with_user[R: SingleUseSecret](
+        self, kind: SecretKind[R], token_hash: str, user_id: str
+    ) -> tuple[R | None, User | None]:
+        """A secret and a user together."""
+        self.db.calls.append("tokens.read_with_user")
+        found: R | None = self._table(kind).get(token_hash)
+        return found, self.db.users.get(user_id)
 
-        def check() -> NimbusError | None:
-            if token_hash in self.db.tokens:
-                return None
-            return NimbusError(ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR)
-
-        return FakeOp(check, lambda: self.db.tokens.pop(token_hash, None), (("token", token_hash),))
-
-    def delete_op(self, token_hash: str) -> WriteOp:
-        """Remove a token if present."""
-        return FakeOp(_always, lambda: self.db.tokens.pop(token_hash, None), (("token", token_hash),))
-
-    def get_recovery(
+    def read_recovery(
         self, token_hash: str, user_id: str, *, challenge_hash: str | None = None
     ) -> tuple[RecoveryToken | None, User | None, Challenge | None]:
         """Recovery token, user and challenge together."""
-        self.db.calls.append("tokens.get_recovery")
+        self.db.calls.append("tokens.read_recovery")
         challenge = self.db.challenges.get(challenge_hash) if challenge_hash is not None else None
         return self.db.recovery.get(token_hash), self.db.users.get(user_id), challenge
 
-    def put_recovery_op(self, token: RecoveryToken) -> WriteOp:
-        """Store a recovery token."""
-        recovery = self.db.recovery
+    def put_op[R: SingleUseSecret](self, kind: SecretKind[R], secret: R) -> WriteOp:
+        """Store a new secret."""
+        table, key = self._table(kind), secret.hash
         return FakeOp(
-            _absent(recovery, token.hash, "recovery token"),
-            lambda: recovery.__setitem__(token.hash, token),
-            (("recovery", token.hash),),
+            _absent(table, key, kind.name), lambda: table.__setitem__(key, secret), ((kind.name, key),)
         )
 
-    def consume_recovery_op(self, token_hash: str, *, max_attempts: int) -> WriteOp:
-        """Spend a recovery token that must exist with fewer than ``max_attempts`` wrong answers."""
+    def take_op[R: SingleUseSecret](
+        self, kind: SecretKind[R], token_hash: str, *, max_attempts: int | None = None
+    ) -> WriteOp:
+        """Use a secret up: still there and (with ``max_attempts``) not worn out."""
+        table = self._table(kind)
 
         def check() -> NimbusError | None:
-            stored = self.db.recovery.get(token_hash)
-            if stored is not None and stored.attempts < max_attempts:
-                return None
-            return NimbusError(ErrorCode.INVALID_RECOVERY_TOKEN_ERROR)
+            stored = table.get(token_hash)
+            worn = max_attempts is not None and stored is not None and _attempts(stored) >= max_attempts
+            return None if stored is not None and not worn else NimbusError(kind.gone)
 
-        return FakeOp(check, lambda: self.db.recovery.pop(token_hash, None), (("recovery", token_hash),))
+        return FakeOp(check, lambda: table.pop(token_hash, None), ((kind.name, token_hash),))
 
-    def count_recovery_failure(self, token_hash: str, *, limit: int) -> int | None:
-        """Count a wrong answer on a token that has fewer than ``limit``."""
+    def drop_op[R: SingleUseSecret](self, kind: SecretKind[R], token_hash: str) -> WriteOp:
+        """Remove a secret if present."""
+        table = self._table(kind)
+        return FakeOp(_always, lambda: table.pop(token_hash, None), ((kind.name, token_hash),))
+
+    def count_wrong_answer[R: SingleUseSecret](
+        self, kind: SecretKind[R], token_hash: str, *, limit: int | None = None
+    ) -> int | None:
+        """Count a wrong answer (with ``limit``: only below it)."""
         with self.db.lock:
-            self.db.calls.append("tokens.count_recovery_failure")
-            stored = self.db.recovery.get(token_hash)
-            if stored is None or stored.attempts >= limit:
+            self.db.calls.append("tokens.count_wrong_answer")
+            table = self._table(kind)
+            stored = table.get(token_hash)
+            if stored is None or (limit is not None and _attempts(stored) >= limit):
                 return None
-            self.db.recovery[token_hash] = stored.changed(attempts=stored.attempts + 1)
-            return stored.attempts + 1
-
-    def delete_recovery_op(self, token_hash: str) -> WriteOp:
-        """Remove a recovery token if present."""
-        recovery = self.db.recovery
-        return FakeOp(_always, lambda: recovery.pop(token_hash, None), (("recovery", token_hash),))
+            count = _attempts(stored) + 1
+            table[token_hash] = stored.changed(attempts=count)
+            return count
 
     def get_device(self, token_hash: str) -> KnownDevice | None:
         """A known device by its hash."""
@@ -1092,7 +1041,6 @@ def fake_world(settings: Settings = SETTINGS, **overrides: Any) -> FakeWorld:
         "tokens": FakeTokens(db),
         "domains": FakeDomains(db),
         "outbox": FakeOutbox(db),
-        "challenges": FakeChallenges(db),
         "sealer": Sealer(lambda: keys, key_id=FAKE_KEY, stage=settings.stage),
     }
     ports.update(overrides)

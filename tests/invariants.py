@@ -43,7 +43,7 @@ from nimbus_core.adapters.outbox import (
     recovery_request_from_image,
 )
 from nimbus_core.domain.models import Session, User, iso_to_epoch
-from nimbus_core.factors.passkey_sign_in import SIGN_IN_ENDPOINT
+from nimbus_core.factors.security_keys import SIGN_IN_ENDPOINT
 from nimbus_core.platform.settings import Settings
 from nimbus_core.sessions.tokens import hash_secret, parse_user_token
 

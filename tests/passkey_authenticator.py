@@ -1,15 +1,16 @@
 """A software WebAuthn authenticator and browser: real keys, real signatures, the JSON browsers send.
 
 ``SoftwareAuthenticator.create(options, origin=...)`` answers PublicKeyCredentialCreationOptions (as
-``nimbus_core.factors.passkeys.registration_options`` returns them) with what ``PublicKeyCredential.toJSON()``
-gives for ``navigator.credentials.create``: a CBOR attestation object in the "none" format whose authData
-carries the rp id hash, flags, counter, AAGUID, credential id and COSE public key. ``get(options,
-origin=...)`` answers request options with an assertion signed over ``authData || SHA-256(clientDataJSON)``
-and a counter that grows by one per assertion. Keyword arguments make it misbehave on purpose: another
-origin or rp id, no user verification, an old counter, a tampered signature, another credential id.
+``nimbus_core.factors.webauthn_registration.registration_options`` returns them) with what
+``PublicKeyCredential.toJSON()`` gives for ``navigator.credentials.create``: a CBOR attestation object in
+the "none" format whose authData carries the rp id hash, flags, counter, AAGUID, credential id and COSE
+public key. ``get(options, origin=...)`` answers request options with an assertion signed over ``authData
+|| SHA-256(clientDataJSON)`` and a counter that grows by one per assertion. Keyword arguments make it
+misbehave on purpose: another origin or rp id, no user verification, an old counter, a tampered signature,
+another credential id.
 
-Like a browser, it refuses options it would refuse (its algorithm not offered, its credential
-excluded, or not among allowCredentials) with :class:`AuthenticatorRefusedError`.
+Like a browser, it refuses options it would refuse (its algorithm not offered, its credential excluded, or
+not among allowCredentials) with :class:`AuthenticatorRefusedError`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import base64
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import cbor2
@@ -112,7 +114,7 @@ class SoftwareAuthenticator:
 
     def create(
         self,
-        options: dict[str, Any],
+        options: Mapping[str, Any],
         *,
         origin: str,
         rp_id: str | None = None,

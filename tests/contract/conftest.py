@@ -18,7 +18,6 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from nimbus_core.adapters.challenges import DynamoChallenges
 from nimbus_core.adapters.counters import DynamoCounters
 from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_core.adapters.items import from_item
@@ -32,12 +31,11 @@ from nimbus_core.domain.deployment_ports import CounterStore, DomainStore, Outbo
 from nimbus_core.domain.identity import email_key, username_key
 from nimbus_core.domain.models import User
 from nimbus_core.domain.ports import Transactor
-from nimbus_core.domain.token_ports import ChallengeStore, TokenStore
+from nimbus_core.domain.token_ports import TokenStore
 from nimbus_core.domain.user_ports import SessionStore, UserStore
 from nimbus_tools.local.provision import provision
 from nimbus_tools.template import load_template
 from tests.fakes import (
-    FakeChallenges,
     FakeCounters,
     FakeDb,
     FakeDomains,
@@ -89,7 +87,6 @@ class Stores:
     sessions: SessionStore
     counters: CounterStore
     tokens: TokenStore
-    challenges: ChallengeStore
     domains: DomainStore
     outbox: Outbox
     tx: Transactor
@@ -192,7 +189,6 @@ def _fake_stores() -> Stores:
         sessions=FakeSessions(db),
         counters=FakeCounters(db),
         tokens=FakeTokens(db),
-        challenges=FakeChallenges(db),
         domains=FakeDomains(db),
         outbox=FakeOutbox(db),
         tx=FakeTransactor(db),
@@ -210,7 +206,6 @@ def _dynamo_stores(moto: _Moto) -> Stores:
         sessions=DynamoSessions(client, t["SessionsTable"], t["UsersTable"], t["TokensTable"]),
         counters=DynamoCounters(client, t["CountersTable"]),
         tokens=DynamoTokens(client, t["TokensTable"], t["UsersTable"]),
-        challenges=DynamoChallenges(client, t["TokensTable"], t["UsersTable"]),
         domains=DynamoDomains(client, t["DomainsTable"]),
         outbox=DynamoOutbox(client, t["OutboxTable"]),
         tx=DynamoTransactor(client),

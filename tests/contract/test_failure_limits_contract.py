@@ -8,6 +8,7 @@ import pytest
 
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import RecoveryToken, User
+from nimbus_core.domain.secret_kinds import RECOVERY
 from nimbus_core.platform.clock import iso
 from nimbus_core.platform.ids import new_id
 from nimbus_core.sessions.tokens import hash_secret
@@ -75,7 +76,7 @@ def _recovery_token(stores: Stores, user: User) -> RecoveryToken:
         created_at=iso(NOW),
         exp=int(NOW) + 1800,
     )
-    stores.tx.commit([stores.tokens.put_recovery_op(token)])
+    stores.tx.commit([stores.tokens.put_op(RECOVERY, token)])
     return token
 
 
@@ -83,27 +84,27 @@ def test_wrong_answers_count_on_a_recovery_token_up_to_the_limit(stores: Stores)
     user = _user(stores)
     token = _recovery_token(stores, user)
 
-    counts = [stores.tokens.count_recovery_failure(token.hash, limit=3) for _ in range(4)]
+    counts = [stores.tokens.count_wrong_answer(RECOVERY, token.hash, limit=3) for _ in range(4)]
 
     assert counts == [1, 2, 3, None]
-    assert stores.tokens.get_recovery(token.hash, user.id)[0] == token.changed(attempts=3)
-    assert stores.tokens.count_recovery_failure(hash_secret(new_id()), limit=3) is None  # unknown
+    assert stores.tokens.read_recovery(token.hash, user.id)[0] == token.changed(attempts=3)
+    assert stores.tokens.count_wrong_answer(RECOVERY, hash_secret(new_id()), limit=3) is None  # unknown
 
 
 def test_a_recovery_token_at_its_limit_cannot_be_spent(stores: Stores) -> None:
     user = _user(stores)
     spent, voided = _recovery_token(stores, user), _recovery_token(stores, user)
-    stores.tokens.count_recovery_failure(spent.hash, limit=3)
+    stores.tokens.count_wrong_answer(RECOVERY, spent.hash, limit=3)
     for _ in range(3):
-        stores.tokens.count_recovery_failure(voided.hash, limit=3)
+        stores.tokens.count_wrong_answer(RECOVERY, voided.hash, limit=3)
 
-    stores.tx.commit([stores.tokens.consume_recovery_op(spent.hash, max_attempts=3)])
+    stores.tx.commit([stores.tokens.take_op(RECOVERY, spent.hash, max_attempts=3)])
     with pytest.raises(NimbusError) as refused:
-        stores.tx.commit([stores.tokens.consume_recovery_op(voided.hash, max_attempts=3)])
+        stores.tx.commit([stores.tokens.take_op(RECOVERY, voided.hash, max_attempts=3)])
 
     assert refused.value.code is ErrorCode.INVALID_RECOVERY_TOKEN_ERROR
-    assert stores.tokens.get_recovery(spent.hash, user.id)[0] is None
-    assert stores.tokens.get_recovery(voided.hash, user.id)[0] is not None
+    assert stores.tokens.read_recovery(spent.hash, user.id)[0] is None
+    assert stores.tokens.read_recovery(voided.hash, user.id)[0] is not None
 
 
 # --- the rehash of a signed-in session ------------------------------------------------------------

@@ -8,6 +8,7 @@ import pytest
 
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import Challenge, SecondFactor, User
+from nimbus_core.domain.secret_kinds import CHALLENGE
 from nimbus_core.platform.ids import new_id
 from tests.contract.builders import LATER, NOW, STAMP, a_session, a_user
 from tests.contract.conftest import Stores
@@ -38,7 +39,7 @@ def _challenge(stores: Stores, user: User) -> Challenge:
         created_at=STAMP,
         exp=int(NOW) + 300,
     )
-    stores.tx.commit([stores.challenges.put_op(challenge)])
+    stores.tx.commit([stores.tokens.put_op(CHALLENGE, challenge)])
     return challenge
 
 
@@ -53,7 +54,7 @@ def test_an_answer_and_a_change_of_the_same_user_land_together(stores: Stores) -
     challenge = _challenge(stores, user)
     renamed = user.changed(username=f"n{new_id()[-10:].lower()}", updated_at=LATER)
     answer = [
-        stores.challenges.consume_op(challenge.hash, max_attempts=5),
+        stores.tokens.take_op(CHALLENGE, challenge.hash, max_attempts=5),
         stores.users.use_totp_step_op(user, factor.id, 7, STAMP),
     ]
 
@@ -62,7 +63,7 @@ def test_an_answer_and_a_change_of_the_same_user_land_together(stores: Stores) -
     after = _stored(stores, user)
     assert after.username == renamed.username
     assert after.second_factors[factor.id].last_step == 7
-    assert stores.challenges.get_with_user(challenge.hash, user.id)[0] is None
+    assert stores.tokens.read_with_user(CHALLENGE, challenge.hash, user.id)[0] is None
     assert stores.users.find_by_username(renamed.username) is not None
 
 
@@ -90,12 +91,12 @@ def test_a_refused_change_leaves_the_answer_unspent_when_they_share_no_item(stor
 
     with pytest.raises(NimbusError) as refused:
         stores.tx.commit_joined(
-            [stores.challenges.consume_op(challenge.hash, max_attempts=5)],
+            [stores.tokens.take_op(CHALLENGE, challenge.hash, max_attempts=5)],
             stores.users.change_ops(user, clash),
         )
 
     assert refused.value.code is ErrorCode.USER_EXISTS_ERROR
-    assert stores.challenges.get_with_user(challenge.hash, user.id)[0] is not None
+    assert stores.tokens.read_with_user(CHALLENGE, challenge.hash, user.id)[0] is not None
 
 
 def test_an_answer_with_the_deletion_of_its_user(stores: Stores) -> None:

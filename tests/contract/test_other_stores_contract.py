@@ -1,4 +1,4 @@
-"""CounterStore, TokenStore, DomainStore, Outbox and Transactor contracts."""
+"""CounterStore, TokenStore (mailed links), DomainStore, Outbox and Transactor contracts."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError
 from nimbus_core.domain.models import Email, User
 from nimbus_core.domain.ports import CounterWindowMovedError, RecoveryRequestGoneError, WriteOp
+from nimbus_core.domain.secret_kinds import EMAIL_VERIFICATION
 from tests.contract.builders import LATER, NOW, STAMP, a_token, a_user, tag
 from tests.contract.conftest import PAGE, Stores
 
@@ -115,45 +116,49 @@ def test_an_expired_window_restarts_at_the_next_hit(stores: Stores) -> None:
 def test_token_get_with_user_returns_both_in_one_read(stores: Stores) -> None:
     user = _user(stores)
     token = a_token(user)
-    stores.tx.commit([stores.tokens.put_op(token)])
+    stores.tx.commit([stores.tokens.put_op(EMAIL_VERIFICATION, token)])
 
-    assert stores.tokens.get_with_user(token.hash, user.id) == (token, user)
-    assert stores.tokens.get_with_user(a_token(user).hash, user.id) == (None, user)
-    assert stores.tokens.get_with_user(token.hash, a_user().id) == (token, None)
+    assert stores.tokens.read_with_user(EMAIL_VERIFICATION, token.hash, user.id) == (token, user)
+    assert stores.tokens.read_with_user(EMAIL_VERIFICATION, a_token(user).hash, user.id) == (None, user)
+    assert stores.tokens.read_with_user(EMAIL_VERIFICATION, token.hash, a_user().id) == (token, None)
 
 
 def test_putting_an_existing_token_is_a_bug_and_writes_nothing(stores: Stores) -> None:
     user = _user(stores)
     token = a_token(user)
-    stores.tx.commit([stores.tokens.put_op(token)])
+    stores.tx.commit([stores.tokens.put_op(EMAIL_VERIFICATION, token)])
 
     with pytest.raises(DependencyError):
-        stores.tx.commit([stores.tokens.put_op(token.changed(email="other@example.com"))])
+        stores.tx.commit([stores.tokens.put_op(EMAIL_VERIFICATION, token.changed(email="other@example.com"))])
 
-    assert stores.tokens.get_with_user(token.hash, user.id)[0] == token
+    assert stores.tokens.read_with_user(EMAIL_VERIFICATION, token.hash, user.id)[0] == token
 
 
 def test_consume_is_single_use(stores: Stores) -> None:
     user = _user(stores)
     token = a_token(user)
-    stores.tx.commit([stores.tokens.put_op(token)])
+    stores.tx.commit([stores.tokens.put_op(EMAIL_VERIFICATION, token)])
 
-    stores.tx.commit([stores.tokens.consume_op(token.hash)])
-    _refused(stores, [stores.tokens.consume_op(token.hash)], ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR)
+    stores.tx.commit([stores.tokens.take_op(EMAIL_VERIFICATION, token.hash)])
+    _refused(
+        stores,
+        [stores.tokens.take_op(EMAIL_VERIFICATION, token.hash)],
+        ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR,
+    )
 
-    assert stores.tokens.get_with_user(token.hash, user.id) == (None, user)
+    assert stores.tokens.read_with_user(EMAIL_VERIFICATION, token.hash, user.id) == (None, user)
 
 
 def test_a_used_token_cancels_the_change_it_came_with(stores: Stores) -> None:
     user = _user(stores)
     token = a_token(user)
-    stores.tx.commit([stores.tokens.put_op(token)])
-    stores.tx.commit([stores.tokens.consume_op(token.hash)])
+    stores.tx.commit([stores.tokens.put_op(EMAIL_VERIFICATION, token)])
+    stores.tx.commit([stores.tokens.take_op(EMAIL_VERIFICATION, token.hash)])
     verified = user.changed(verified_at=LATER, updated_at=LATER)
 
     _refused(
         stores,
-        [*stores.users.change_ops(user, verified), stores.tokens.consume_op(token.hash)],
+        [*stores.users.change_ops(user, verified), stores.tokens.take_op(EMAIL_VERIFICATION, token.hash)],
         ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR,
     )
 
@@ -163,12 +168,12 @@ def test_a_used_token_cancels_the_change_it_came_with(stores: Stores) -> None:
 def test_token_delete_removes_it_and_is_idempotent(stores: Stores) -> None:
     user = _user(stores)
     token = a_token(user)
-    stores.tx.commit([stores.tokens.put_op(token)])
+    stores.tx.commit([stores.tokens.put_op(EMAIL_VERIFICATION, token)])
 
-    stores.tx.commit([stores.tokens.delete_op(token.hash)])
-    stores.tx.commit([stores.tokens.delete_op(token.hash)])
+    stores.tx.commit([stores.tokens.drop_op(EMAIL_VERIFICATION, token.hash)])
+    stores.tx.commit([stores.tokens.drop_op(EMAIL_VERIFICATION, token.hash)])
 
-    assert stores.tokens.get_with_user(token.hash, user.id)[0] is None
+    assert stores.tokens.read_with_user(EMAIL_VERIFICATION, token.hash, user.id)[0] is None
 
 
 # --- domains ---------------------------------------------------------------------------------------
@@ -266,14 +271,14 @@ def test_two_operations_on_one_item_in_a_transaction_are_refused_and_write_nothi
     to = f"mail.{tag()}@example.com"
     ops = [
         stores.outbox.enqueue_op(_email(to), now=NOW, kind="verify-email", user_id="U1"),
-        stores.tokens.put_op(token),
-        stores.tokens.delete_op(token.hash),
+        stores.tokens.put_op(EMAIL_VERIFICATION, token),
+        stores.tokens.drop_op(EMAIL_VERIFICATION, token.hash),
     ]
 
     with pytest.raises(DependencyError):
         stores.tx.commit(ops)
 
-    assert stores.tokens.get_with_user(token.hash, user.id)[0] is None
+    assert stores.tokens.read_with_user(EMAIL_VERIFICATION, token.hash, user.id)[0] is None
     assert stores.probe.outbox_to(to) == []
 
 

@@ -643,7 +643,7 @@ def test_login_and_verify_are_one_read_and_one_commit(world: FakeWorld) -> None:
     _login(world)
     verification.verify(world.deps, link, world.clock.now())
 
-    assert world.db.calls == ["users.find", "commit", "tokens.get_with_user", "commit"]
+    assert world.db.calls == ["users.find", "commit", "tokens.read_with_user", "commit"]
 
 
 # --- staff changes built on a stale read ------------------------------------------------------------
@@ -704,15 +704,15 @@ def test_a_verification_racing_a_resend_that_lands_first_is_refused_as_supersede
 ) -> None:
     caller = _caller(world, _register(world).token)
     (link,) = _links(world, "alice@example.com")
-    read = world.deps.tokens.get_with_user
+    read = world.deps.tokens.read_with_user
 
-    def read_then_resend(token_hash: str, user_id: str) -> Any:
-        found = read(token_hash, user_id)
+    def read_then_resend(kind: Any, token_hash: str, user_id: str) -> Any:
+        found = read(kind, token_hash, user_id)
         if not _links(world, "alice@example.com")[1:]:  # once: the resend lands after this read
             accounts.resend_verification(world.deps, caller, world.clock.now())
         return found
 
-    monkeypatch.setattr(world.deps.tokens, "get_with_user", read_then_resend)
+    monkeypatch.setattr(world.deps.tokens, "read_with_user", read_then_resend)
 
     refused = _code(lambda: verification.verify(world.deps, link, world.clock.now()))
 

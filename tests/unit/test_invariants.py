@@ -24,7 +24,6 @@ from auth_api import service as auth
 from auth_api.models import RecoverBody, RegisterBody, ResetPasswordBody
 from nimbus_core.accounts import account_changes, verification
 from nimbus_core.accounts.notices import Actor
-from nimbus_core.adapters.challenges import DynamoChallenges
 from nimbus_core.adapters.counters import DynamoCounters
 from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_core.adapters.items import from_item, to_item
@@ -36,6 +35,7 @@ from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.models import Challenge, PendingFactor, SecondFactor, Session, User
+from nimbus_core.domain.secret_kinds import CHALLENGE, ENROLMENT
 from nimbus_core.platform import ids
 from nimbus_core.platform.clock import iso
 from nimbus_core.sessions.auth import Caller, authenticate
@@ -136,7 +136,6 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
             tokens=DynamoTokens(client, tables["TokensTable"], tables["UsersTable"]),
             domains=DynamoDomains(client, tables["DomainsTable"]),
             outbox=DynamoOutbox(client, tables["OutboxTable"]),
-            challenges=DynamoChallenges(client, tables["TokensTable"], tables["UsersTable"]),
             sealer=Sealer(FakeKeys, key_id=FAKE_KEY, stage=settings.stage),
         )
         yield World(client, tables, deps)
@@ -208,8 +207,8 @@ def test_a_stack_written_by_the_services_own_rules_is_whole(world: World) -> Non
     ask_for_recovery(world.deps, "dave", now)
     world.deps.tx.commit(
         [
-            world.deps.challenges.put_op(_challenge(dave, dave_session)),
-            world.deps.challenges.put_pending_op(_pending_factor(dave, dave_session)),
+            world.deps.tokens.put_op(CHALLENGE, _challenge(dave, dave_session)),
+            world.deps.tokens.put_op(ENROLMENT, _pending_factor(dave, dave_session)),
         ]
     )
     accounts.delete_account(world.deps, Caller(world.user(dave.id), dave_session))
@@ -311,8 +310,8 @@ def test_challenge_setup_and_device_tokens_may_outlive_their_user_and_the_pendin
     ask_for_recovery(world.deps, "alice", time.time())
     world.deps.tx.commit(
         [
-            world.deps.challenges.put_op(_challenge(alice)),
-            world.deps.challenges.put_pending_op(_pending_factor(alice, session)),
+            world.deps.tokens.put_op(CHALLENGE, _challenge(alice)),
+            world.deps.tokens.put_op(ENROLMENT, _pending_factor(alice, session)),
         ]
     )
     account_changes.delete_user(world.deps, world.user(alice.id))

@@ -19,16 +19,9 @@ from typing import Any
 import cbor2
 import pytest
 
-from nimbus_core.factors.passkeys import (
-    CHALLENGE_SECONDS,
-    NewCredential,
-    PasskeyError,
-    authentication_options,
-    credential_id_of,
-    registration_options,
-    verify_authentication,
-    verify_registration,
-)
+from nimbus_core.factors.webauthn_assertion import authentication_options, verify_authentication
+from nimbus_core.factors.webauthn_encoding import CHALLENGE_SECONDS, PasskeyError, credential_id_of
+from nimbus_core.factors.webauthn_registration import NewCredential, registration_options, verify_registration
 from nimbus_core.platform.settings import RelyingParty
 from tests.passkey_authenticator import (
     TEST_AAGUID,
@@ -870,7 +863,9 @@ def test_random_corruptions_are_refused_with_passkey_error_only(
 
 _PROBE = """
 import json, sys
-import nimbus_core.factors.passkeys as p
+import nimbus_core.factors.webauthn_assertion as a
+import nimbus_core.factors.webauthn_encoding as e
+import nimbus_core.factors.webauthn_registration
 import nimbus_core.platform.settings as s
 heavy = ("webauthn", "cbor2", "cryptography", "OpenSSL", "pyasn1")
 def loaded():
@@ -878,18 +873,18 @@ def loaded():
 print(json.dumps(loaded()))
 s.RelyingParty(id="localhost", name="n", origins=("http://localhost",), user_verification="preferred")
 try:
-    p.credential_id_of({"id": "AAAA", "rawId": "AAAA"})
-    p.credential_id_of(None)
-except p.PasskeyError:
+    e.credential_id_of({"id": "AAAA", "rawId": "AAAA"})
+    e.credential_id_of(None)
+except e.PasskeyError:
     pass
 print(json.dumps(loaded()))
-p.authentication_options(s.RelyingParty(id="localhost", name="n", origins=("http://localhost",),
+a.authentication_options(s.RelyingParty(id="localhost", name="n", origins=("http://localhost",),
                          user_verification="preferred"), credential_ids=[b"x"])
 print(json.dumps(loaded()))
 """
 
 
-def test_importing_passkeys_does_not_import_webauthn() -> None:
+def test_importing_the_webauthn_modules_does_not_import_py_webauthn() -> None:
     result = subprocess.run(
         [sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True, timeout=60
     )

@@ -17,7 +17,7 @@ from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody
 from nimbus_core.domain.errors import ErrorCode, NimbusError, RateLimitedError
 from nimbus_core.domain.models import SecondFactor, User
-from nimbus_core.factors import challenges, otp
+from nimbus_core.factors import answers, challenges, otp
 from nimbus_core.factors.reverify import reverify
 from nimbus_core.platform.ids import new_id
 from nimbus_core.sessions.auth import Caller, authenticate
@@ -54,7 +54,7 @@ def _caller(world: FakeWorld, token: str, challenge_token: str | None = None) ->
     """Authenticate as the guard does (reading an answered challenge with the session)."""
     parsed = parse_session_token(token)
     assert parsed is not None
-    answered = challenges.answered_hash({"token": challenge_token}) if challenge_token else None
+    answered = answers.answered_hash({"token": challenge_token}) if challenge_token else None
     caller = authenticate(world.deps, parsed, world.clock.now(), challenge_hash=answered)
     assert caller is not None
     return caller

@@ -15,7 +15,7 @@ from auth_api.models import LoginBody, RegisterBody
 from factors_api import service as factors
 from nimbus_core.accounts import notices
 from nimbus_core.domain.errors import ErrorCode, NimbusError, RateLimitedError
-from nimbus_core.factors import challenges, otp
+from nimbus_core.factors import answers, challenges, otp
 from nimbus_core.factors.reverify import AnswerCarrier, reverify
 from nimbus_core.platform.ids import new_id
 from nimbus_core.sessions.auth import Caller, authenticate
@@ -34,7 +34,7 @@ def _caller(world: FakeWorld, token: str, challenge_token: str | None = None) ->
     """Authenticate as the guard does (reading the answered challenge with the session)."""
     parsed = parse_session_token(token)
     assert parsed is not None
-    answered = challenges.answered_hash({"token": challenge_token}) if challenge_token else None
+    answered = answers.answered_hash({"token": challenge_token}) if challenge_token else None
     caller = authenticate(world.deps, parsed, world.clock.now(), challenge_hash=answered)
     assert caller is not None
     return caller
@@ -238,7 +238,7 @@ def test_login_answers_with_the_session_in_one_transaction(world: FakeWorld) -> 
     )
 
     assert first.code is ErrorCode.SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR
-    assert world.db.calls[calls:] == ["challenges.get_with_user", "commit"]
+    assert world.db.calls[calls:] == ["tokens.read_with_user", "commit"]
     assert _caller(world, issued.token).user.username == name
 
 

@@ -26,7 +26,8 @@ from nimbus_core.domain.identity import MAX_LOGIN_NAME
 from nimbus_core.domain.models import Challenge, RecoveryToken, User
 from nimbus_core.domain.ports import RecoveryRequest, WriteOp
 from nimbus_core.domain.ratelimits import RECOVERY_WRONG_ANSWERS
-from nimbus_core.factors import challenges
+from nimbus_core.domain.secret_kinds import EMAIL_VERIFICATION, RECOVERY
+from nimbus_core.factors import answers, challenges
 from nimbus_core.platform import clock, metrics
 from nimbus_core.sessions import known_devices, passwords
 from nimbus_core.sessions.session_issuer import IssuedSession, new_session, normal_lifetime, revoke_all
@@ -81,10 +82,10 @@ def reset_password(
     presented = _Presented(hash_secret(parsed.secret), parsed.secret, parsed.user_id)
     # The answer is only peeked at here (its challenge is read with the token); it is judged after
     # the token, so a bad token is a bad token whatever ``2fa`` holds.
-    challenge_hash = challenges.answered_hash(body.two_factor)
+    challenge_hash = answers.answered_hash(body.two_factor)
     new_hash: str | None = None
     for _ in range(FRESH_USER_ATTEMPTS):
-        token, user, challenge = deps.tokens.get_recovery(
+        token, user, challenge = deps.tokens.read_recovery(
             presented.token_hash, presented.user_id, challenge_hash=challenge_hash
         )
         user = _valid(presented, token, user, now)
@@ -95,7 +96,7 @@ def reset_password(
         if user.second_factor_count > 0:
             if body.two_factor is None:
                 raise challenges.require(deps, user, binding, now)
-            answer = challenges.parse_answer(body.two_factor)
+            answer = answers.parse_answer(body.two_factor)
             read: tuple[Challenge | None, User] = (challenge, user)
             _, answer_ops = challenges.answer(deps, answer, binding, now, expected_user=user.id, read=read)
         # Hashed once, and only for a token that was good: argon2 is the costly part of a reset.
@@ -175,11 +176,11 @@ def _reset_ops(
     ops = [
         # First: a reset that loses the race to another with the same token (or to wrong answers
         # that voided it meanwhile) is refused by it.
-        deps.tokens.consume_recovery_op(token_hash, max_attempts=RECOVERY_WRONG_ANSWERS),
+        deps.tokens.take_op(RECOVERY, token_hash, max_attempts=RECOVERY_WRONG_ANSWERS),
         *deps.users.change_ops(user, after),
         deps.sessions.put_op(issued.session),
         notice_op(deps, after, Notice.PASSWORD_CHANGED, actor=Actor.recovery(sign_in.source_ip), now=now),
     ]
     if unverified and user.pending_verification:
-        ops.append(deps.tokens.delete_op(user.pending_verification))
+        ops.append(deps.tokens.drop_op(EMAIL_VERIFICATION, user.pending_verification))
     return [*ops, *device_ops], issued

@@ -14,7 +14,7 @@ from nimbus_core.domain.identity import find_by_login_name
 from nimbus_core.domain.models import KnownDevice, User
 from nimbus_core.domain.ports import WriteOp
 from nimbus_core.domain.ratelimits import ACCOUNT_AUTH_FAILURES
-from nimbus_core.factors import challenges, passkey_sign_in
+from nimbus_core.factors import answers, challenges
 from nimbus_core.platform import ids, metrics
 from nimbus_core.platform.clock import iso
 from nimbus_core.sessions import credentials, known_devices, passwords
@@ -112,7 +112,7 @@ def _with_device(
 
 def passkey_challenge(deps: Deps, now: float) -> PasskeyChallengeView:
     """The first step of a passkey sign-in: ``{token, exp, challenge}`` (one write)."""
-    return passkey_sign_in.issue(deps, now)
+    return challenges.issue_passkey(deps, now)
 
 
 def passkey_login(
@@ -122,7 +122,7 @@ def passkey_login(
     401 INVALID_SECOND_FACTOR_RESPONSE_ERROR for any credential that is unknown, deleted or
     wrong, 403 BANNED_ERROR for a banned user once the passkey is proven. The login lock does not
     apply: nothing is being guessed."""
-    user, answer_ops = passkey_sign_in.answer_sign_in(deps, body.token or "", body.response or {}, now)
+    user, answer_ops = challenges.sign_in_with_passkey(deps, body.token or "", body.response or {}, now)
     if user.banned_at is not None:
         raise NimbusError(ErrorCode.BANNED_ERROR)
     issued = _signed_in(deps, user, body.remember_me, name=session_name, user_agent=user_agent, now=now)
@@ -148,7 +148,7 @@ def _authenticate(
     for them, if the request presented one."""
     if body.two_factor is not None:
         # The second request of a challenge: the token alone names the user.
-        parsed = challenges.parse_answer(body.two_factor)
+        parsed = answers.parse_answer(body.two_factor)
         presented = known_devices.presented(deps, body.device)
         binding = replace(_LOGIN, device=presented)
         user, answer_ops = challenges.answer(deps, parsed, binding, now, expected_user=None)

@@ -13,7 +13,7 @@ from nimbus_core.domain.errors import ErrorCode, SuccessCode
 from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_core.domain.models import SecondFactor
 from nimbus_core.domain.scopes import Scope
-from nimbus_core.factors import passkey_sign_in
+from nimbus_core.factors import challenges
 from nimbus_core.http.guard import Request
 from nimbus_core.http.policy import Policy
 from nimbus_core.http.registry import EndpointRouter
@@ -135,7 +135,7 @@ def passkey_reverify_challenge(request: Request) -> Reply[PasskeyChallengeView]:
     request then sends ``2fa: {type: "webauthn", token, response}`` and no password. 400
     INVALID_SECOND_FACTOR_METHOD_ERROR for an account without a passkey."""
     caller = request.require_caller()
-    challenge = passkey_sign_in.issue(
+    challenge = challenges.issue_passkey(
         request.deps, request.now, user=caller.user, session_id=caller.session.id
     )
     return Reply(challenge)

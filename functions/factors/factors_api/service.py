@@ -13,13 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger
-
 from nimbus_core.accounts.notices import Actor, Notice, notice_op
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import PendingFactor, SecondFactor, User
-from nimbus_core.factors import otp, passkeys, seeds
+from nimbus_core.domain.secret_kinds import ENROLMENT
+from nimbus_core.factors.backup_codes import BACKUP_CODES
+from nimbus_core.factors.kinds import ENROLLED, EnrolledKind
+from nimbus_core.factors.security_keys import WEBAUTHN
+from nimbus_core.factors.totp import TOTP
 from nimbus_core.platform import clock, ids
 from nimbus_core.sessions.auth import Caller
 from nimbus_core.sessions.tokens import hash_secret
@@ -27,39 +29,14 @@ from nimbus_core.sessions.tokens import hash_secret
 if TYPE_CHECKING:
     from nimbus_core.http.views import TotpSetupView, WebAuthnSetupView
 
-_log = Logger(child=True)
-
 PENDING_SECONDS = 600
 MAX_FACTORS = 10
-ISSUER = "Nimbus"
 
 
 def start_totp(deps: Deps, caller: Caller, now: float) -> TotpSetupView:
     """Store a pending TOTP factor and answer what an authenticator app needs (shown once)."""
-    user = caller.user
-    secret, token = otp.new_totp_secret(), ids.new_secret()
-    token_hash = hash_secret(token)
-    pending = PendingFactor(
-        hash=token_hash,
-        user_id=user.id,
-        session_id=caller.session.id,
-        type="totp",
-        # Shown once, stored sealed: the tokens table never holds the seed in the clear.
-        secret=seeds.seal_pending_seed(deps, user.id, token_hash, secret),
-        created_at=clock.iso(now),
-        exp=int(now) + PENDING_SECONDS,
-    )
-    deps.tx.commit([deps.challenges.put_pending_op(pending)])
-    return {
-        "token": token,
-        "exp": pending.exp,
-        "type": "totp",
-        "secret": secret,
-        "uri": otp.totp_uri(secret, account=user.username, issuer=ISSUER),
-        "digits": otp.TOTP_DIGITS,
-        "algorithm": otp.TOTP_ALGORITHM,
-        "period": otp.TOTP_PERIOD,
-    }
+    token, exp, shown = _start(deps, caller, TOTP, now)
+    return {"token": token, "exp": exp, "type": TOTP.name, **shown}
 
 
 def confirm_totp(
@@ -68,58 +45,15 @@ def confirm_totp(
     """Enrol the pending TOTP factor if ``code`` is right: the factor, and the first backup codes
     (shown once) when the user had none; the notice naming ``actor`` goes in the same write. Wrong
     or stale token, or wrong code: 401."""
-    pending = _pending(deps, caller, token, "totp", now)
-    seed = seeds.pending_seed(deps, pending)
-    step = otp.totp_step(seed, code, now) if seed else None
-    if seed is None or step is None:
-        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
-    stamp = clock.iso(now)
-    factor = SecondFactor(
-        id=ids.new_id(), type="totp", name=name, created_at=stamp, updated_at=stamp, last_step=step
-    )
-    sealed = seeds.seal_factor_seed(deps, caller.user.id, factor.id, seed)
-    return factor, _enrol(deps, caller.user, pending, factor, actor=actor, now=now, sealed_secret=sealed)
+    return _confirm(deps, caller, TOTP, token=token, name=name, proof=code, now=now, actor=actor)
 
 
 def start_webauthn(deps: Deps, caller: Caller, now: float, *, passkey: bool = False) -> WebAuthnSetupView:
     """Store a pending security key (the creation challenge) and answer the enrolment token with
     the options for ``navigator.credentials.create`` (the user's keys excluded). A ``passkey`` is
     asked to be discoverable and to verify its user."""
-    user = caller.user
-    options, challenge = passkeys.registration_options(
-        deps.settings.relying_party(),
-        user_id=user.id,
-        username=user.username,
-        exclude_credential_ids=passkeys.stored_credential_ids(user.webauthn_factors()),
-        passkey=passkey,
-    )
-    token = ids.new_secret()
-    pending = PendingFactor(
-        hash=hash_secret(token),
-        user_id=user.id,
-        session_id=caller.session.id,
-        type="webauthn",
-        webauthn_challenge=passkeys.b64url(challenge),
-        passkey=passkey,
-        created_at=clock.iso(now),
-        exp=int(now) + PENDING_SECONDS,
-    )
-    deps.tx.commit([deps.challenges.put_pending_op(pending)])
-    # The options are py_webauthn's JSON, untyped: each key the view holds is taken by name.
-    return {
-        "token": token,
-        "exp": pending.exp,
-        "type": "webauthn",
-        "rp": options["rp"],
-        "user": options["user"],
-        "challenge": options["challenge"],
-        "pubKeyCredParams": options["pubKeyCredParams"],
-        "timeout": options["timeout"],
-        "excludeCredentials": options["excludeCredentials"],
-        "authenticatorSelection": options["authenticatorSelection"],
-        "attestation": options["attestation"],
-        "extensions": options["extensions"],
-    }
+    token, exp, shown = _start(deps, caller, WEBAUTHN, now, passkey=passkey)
+    return {"token": token, "exp": exp, "type": WEBAUTHN.name, **shown}
 
 
 def confirm_webauthn(
@@ -139,40 +73,55 @@ def confirm_webauthn(
     non-discoverable) or a key the user has already: 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR; a
     key whose credential id any account has stored already: 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR
     (its claim, written with the enrolment)."""
-    pending = _pending(deps, caller, token, "webauthn", now)
-    if pending.webauthn_challenge is None:
-        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
-    try:
-        key = passkeys.verify_registration(
-            deps.settings.relying_party(),
-            response=response,
-            expected_challenge=passkeys.b64url_decode(pending.webauthn_challenge),
-            passkey=pending.passkey,
-        )
-    except passkeys.PasskeyError as refused:
-        _log.info("WebAuthn enrolment refused", extra={"reason": str(refused)})
-        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR) from refused
-    credential_id = passkeys.b64url(key.credential_id)
-    if any(f.credential_id == credential_id for f in caller.user.webauthn_factors()):
-        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
+    return _confirm(deps, caller, WEBAUTHN, token=token, name=name, proof=response, now=now, actor=actor)
+
+
+def _start[S](
+    deps: Deps, caller: Caller, kind: EnrolledKind[S], now: float, *, passkey: bool = False
+) -> tuple[str, int, S]:
+    """Store a pending enrolment of ``kind`` (10 minutes, bound to the user and the session):
+    its token, its expiry and what the kind shows once."""
+    user, token = caller.user, ids.new_secret()
+    token_hash = hash_secret(token)
+    kept, shown = kind.started(deps, user, token_hash, passkey=passkey)
+    pending = PendingFactor(
+        hash=token_hash,
+        user_id=user.id,
+        session_id=caller.session.id,
+        type=kind.factor_type,
+        created_at=clock.iso(now),
+        exp=int(now) + PENDING_SECONDS,
+        **kept,
+    )
+    deps.tx.commit([deps.tokens.put_op(ENROLMENT, pending)])
+    return token, pending.exp, shown
+
+
+def _confirm(
+    deps: Deps,
+    caller: Caller,
+    kind: EnrolledKind[Any],
+    *,
+    token: str,
+    name: str,
+    proof: object,
+    now: float,
+    actor: Actor,
+) -> tuple[SecondFactor, list[str] | None]:
+    """Enrol the factor ``proof`` confirms for the caller's pending enrolment of ``kind``."""
+    pending = _pending(deps, caller, token, kind.factor_type, now)
+    factor_id = ids.new_id()
+    fields, sealed = kind.confirmed(deps, caller.user, pending, proof, factor_id=factor_id, now=now)
     stamp = clock.iso(now)
     factor = SecondFactor(
-        id=ids.new_id(),
-        type="webauthn",
-        name=name,
-        created_at=stamp,
-        updated_at=stamp,
-        credential_id=credential_id,
-        public_key=passkeys.b64url(key.public_key),
-        sign_count=key.sign_count,
-        passkey=pending.passkey,
+        id=factor_id, type=kind.factor_type, name=name, created_at=stamp, updated_at=stamp, **fields
     )
-    return factor, _enrol(deps, caller.user, pending, factor, actor=actor, now=now)
+    return factor, _enrol(deps, caller.user, pending, factor, actor=actor, now=now, sealed_secret=sealed)
 
 
 def _pending(deps: Deps, caller: Caller, token: str, kind: str, now: float) -> PendingFactor:
     """The caller's live pending enrolment of ``kind`` named by ``token``, or 401."""
-    pending = deps.challenges.get_pending(hash_secret(token))
+    pending = deps.tokens.read(ENROLMENT, hash_secret(token))
     if (
         pending is None
         or pending.type != kind
@@ -197,12 +146,11 @@ def _enrol(
     """Add ``factor`` (with its ``sealed_secret``, a TOTP seed), use the pending enrolment up and
     queue the notice, in one transaction; with the first set of backup codes (returned, shown once)
     when the user has none."""
-    codes = None if user.backup_codes else otp.new_backup_codes()
-    hashes = None if codes is None else [h for h in (otp.backup_code_hash(c) for c in codes) if h]
+    codes, hashes = (None, None) if user.backup_codes else BACKUP_CODES.new_set()
     claim = [deps.users.claim_credential_op(user, factor)] if factor.credential_id else []
     deps.tx.commit(
         [
-            deps.challenges.consume_pending_op(pending.hash),
+            deps.tokens.take_op(ENROLMENT, pending.hash),
             deps.users.add_factor_op(
                 user, factor, max_factors=MAX_FACTORS, backup_codes=hashes, sealed_secret=sealed_secret
             ),
@@ -215,8 +163,7 @@ def _enrol(
 
 def _factor_line(factor: SecondFactor) -> str:
     """A factor as a notice names it: its kind and the name its owner gave it."""
-    kind = "Authenticator app" if factor.type == "totp" else "Passkey" if factor.passkey else "Security key"
-    return f'{kind} "{factor.name}"'
+    return f'{ENROLLED[factor.type].label(factor)} "{factor.name}"'
 
 
 def regenerate_backup_codes(deps: Deps, caller: Caller, *, actor: Actor, now: float) -> list[str]:
@@ -225,8 +172,7 @@ def regenerate_backup_codes(deps: Deps, caller: Caller, *, actor: Actor, now: fl
     user = caller.user
     if user.second_factor_count == 0:
         raise NimbusError(ErrorCode.USER_REQUIRES_SECOND_FACTOR_ERROR)
-    codes = otp.new_backup_codes()
-    hashes = [h for h in (otp.backup_code_hash(c) for c in codes) if h]
+    codes, hashes = BACKUP_CODES.new_set()
     notice = notice_op(deps, user, Notice.BACKUP_CODES_REGENERATED, actor=actor, now=now)
     deps.tx.commit([deps.users.set_backup_codes_op(user, hashes), notice])
     return codes

@@ -28,6 +28,7 @@ from nimbus_core.domain.identity import find_by_login_name
 from nimbus_core.domain.models import RecoveryToken, User
 from nimbus_core.domain.ports import RecoveryRequest, RecoveryRequestGoneError, WriteOp
 from nimbus_core.domain.ratelimits import RECOVERY_MAILS
+from nimbus_core.domain.secret_kinds import RECOVERY
 from nimbus_core.platform import clock, metrics
 from nimbus_core.sessions.tokens import hash_secret, new_user_token
 
@@ -106,9 +107,9 @@ def _mail_ops(deps: Deps, user: User, now: float) -> list[WriteOp]:
     ops = [
         # The link is bound to the password and address read: neither may move before it is stored.
         *deps.users.change_ops(user, after, assume_unchanged=True),
-        deps.tokens.put_recovery_op(token),
+        deps.tokens.put_op(RECOVERY, token),
         deps.outbox.enqueue_op(email, now=now, kind="recover-password", user_id=user.id),
     ]
     if user.pending_recovery:
-        ops.append(deps.tokens.delete_recovery_op(user.pending_recovery))
+        ops.append(deps.tokens.drop_op(RECOVERY, user.pending_recovery))
     return ops

@@ -17,6 +17,7 @@ from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import User
 from nimbus_core.domain.ports import WriteOp
+from nimbus_core.domain.secret_kinds import EMAIL_VERIFICATION
 from nimbus_core.platform import ids
 from nimbus_core.platform.clock import iso
 from nimbus_core.sessions.auth import Caller
@@ -59,7 +60,7 @@ def set_verified(deps: Deps, user: User, now: float, *, by: Caller | None = None
         stamp = iso(now)
         after: User = current.changed(verified_at=stamp, updated_at=stamp, pending_verification=None)
         pending = current.pending_verification
-        return after, [deps.tokens.delete_op(pending)] if pending else []
+        return after, [deps.tokens.drop_op(EMAIL_VERIFICATION, pending)] if pending else []
 
     return _change(deps, user, build, by=by, now=now)
 

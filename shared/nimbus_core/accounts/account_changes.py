@@ -14,6 +14,7 @@ from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
 from nimbus_core.domain.models import User
 from nimbus_core.domain.ports import WriteOp
+from nimbus_core.domain.secret_kinds import EMAIL_VERIFICATION, RECOVERY
 from nimbus_core.platform.clock import iso
 from nimbus_core.sessions import passwords
 from nimbus_core.sessions.auth import Caller, still_standing
@@ -292,7 +293,7 @@ def deletion_ops(deps: Deps, user: User) -> list[WriteOp]:
     (SweepFunction); none of them can authenticate or be replayed once the user is gone."""
     ops = [*deps.users.delete_ops(user), *deps.users.release_credentials_ops(user, list(user.second_factors))]
     if user.pending_verification:
-        ops.append(deps.tokens.delete_op(user.pending_verification))
+        ops.append(deps.tokens.drop_op(EMAIL_VERIFICATION, user.pending_verification))
     if user.pending_recovery:
-        ops.append(deps.tokens.delete_recovery_op(user.pending_recovery))
+        ops.append(deps.tokens.drop_op(RECOVERY, user.pending_recovery))
     return ops

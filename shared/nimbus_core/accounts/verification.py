@@ -8,6 +8,7 @@ from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError, U
 from nimbus_core.domain.identity import email_key
 from nimbus_core.domain.models import User, VerificationToken
 from nimbus_core.domain.ports import WriteOp
+from nimbus_core.domain.secret_kinds import EMAIL_VERIFICATION
 from nimbus_core.platform import clock
 from nimbus_core.sessions.tokens import hash_secret, new_user_token, parse_user_token, secret_matches
 
@@ -34,11 +35,11 @@ def issue(deps: Deps, user: User, now: float) -> tuple[User, list[WriteOp]]:
         to=user.email, username=user.username, link=link, valid_hours=settings.verification_token_hours
     )
     ops = [
-        deps.tokens.put_op(token),
+        deps.tokens.put_op(EMAIL_VERIFICATION, token),
         deps.outbox.enqueue_op(email, now=now, kind="verify-email", user_id=user.id),
     ]
     if user.pending_verification:
-        ops.append(deps.tokens.delete_op(user.pending_verification))
+        ops.append(deps.tokens.drop_op(EMAIL_VERIFICATION, user.pending_verification))
     pending: User = user.changed(pending_verification=token_hash)
     return pending, ops
 
@@ -64,7 +65,7 @@ def verify(deps: Deps, raw_token: str, now: float) -> User:
 def _verify_once(deps: Deps, secret: str, user_id: str, now: float) -> User:
     invalid = NimbusError(ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR)
     token_hash = hash_secret(secret)
-    token, user = deps.tokens.get_with_user(token_hash, user_id)
+    token, user = deps.tokens.read_with_user(EMAIL_VERIFICATION, token_hash, user_id)
     if token is None or user is None or token.user_id != user.id or token.exp <= now:
         raise invalid
     if not secret_matches(secret, token.hash) or user.pending_verification != token_hash:
@@ -79,7 +80,7 @@ def _verify_once(deps: Deps, secret: str, user_id: str, now: float) -> User:
         deps.tx.commit(
             [
                 *deps.users.change_ops(user, verified, rebuilt_when_stale=True),
-                deps.tokens.consume_op(token_hash),
+                deps.tokens.take_op(EMAIL_VERIFICATION, token_hash),
             ]
         )
     except NimbusError as refused:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from functools import cache
 
 from nimbus_core.adapters import clients
-from nimbus_core.adapters.challenges import DynamoChallenges
 from nimbus_core.adapters.counters import DynamoCounters
 from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_core.adapters.kms import KmsKeys
@@ -42,7 +41,6 @@ def production_deps() -> Deps:
         ),
         counters=DynamoCounters(dynamodb, settings.counters_table),
         tokens=DynamoTokens(dynamodb, settings.tokens_table, settings.users_table),
-        challenges=DynamoChallenges(dynamodb, settings.tokens_table, settings.users_table),
         domains=DynamoDomains(dynamodb, settings.domains_table),
         outbox=DynamoOutbox(dynamodb, settings.outbox_table),
         # The KMS client is built by the first TOTP secret sealed or opened: no other request pays.

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from nimbus_core.adapters.batch import batch_delete, batch_get, batch_put
-from nimbus_core.adapters.challenges import challenge_key
 from nimbus_core.adapters.counters import hit_on_record
 from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import read_record, record_item
+from nimbus_core.adapters.tokens import challenge_key
 from nimbus_core.adapters.transactions import TransactOp, fails_with
 from nimbus_core.adapters.users import user_key
 from nimbus_core.domain.errors import ErrorCode

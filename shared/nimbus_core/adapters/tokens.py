@@ -1,42 +1,52 @@
-"""The tokens table: email verification and password recovery tokens and known devices, stored
-under the hash of their secret (``VERIFY#<hash>``, ``RECOVER#<hash>``, ``DEVICE#<hash>``; TTL
-removes them after ``exp``)."""
+"""The tokens table: every single-use secret (second-factor challenges ``CHALLENGE#<hash>``,
+pending enrolments ``ENROL#<hash>``, email verification links ``VERIFY#<hash>``, recovery links
+``RECOVER#<hash>``) and known devices (``DEVICE#<hash>``), each stored under the hash of its token;
+TTL removes them after ``exp``. One adapter keeps every kind of secret the same way: a kind only
+picks the key prefix and the record."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import ClientError
 
 from nimbus_core.adapters.batch import batch_get
-from nimbus_core.adapters.challenges import challenge_key
 from nimbus_core.adapters.counters import hit_on_record
 from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import read_record, record_item
 from nimbus_core.adapters.transactions import TransactOp, fails_with
 from nimbus_core.adapters.users import user_key
-from nimbus_core.domain.errors import ErrorCode
-from nimbus_core.domain.models import Challenge, KnownDevice, RecoveryToken, User, VerificationToken
+from nimbus_core.domain.models import Challenge, KnownDevice, RecoveryToken, User
 from nimbus_core.domain.ports import CounterState, WriteOp
+from nimbus_core.domain.secret_kinds import CHALLENGE, RECOVERY, SecretKind, SingleUseSecret
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
 
+# The key prefix of each kind's items (their ``kind`` attribute is the kind's name).
+_PREFIX: Final = {
+    "challenge": "CHALLENGE#",
+    "enrol": "ENROL#",
+    "verify-email": "VERIFY#",
+    "recovery": "RECOVER#",
+}
+_EXISTS = "attribute_exists(pk)"
+# Still there, and fewer than ``:max`` wrong answers counted on it (an item without any has none).
+_USABLE = "attribute_exists(pk) AND (attribute_not_exists(attempts) OR attempts < :max)"
 
-def _key(token_hash: str) -> dict[str, Any]:
-    return {"pk": {"S": f"VERIFY#{token_hash}"}}
+
+def secret_key(kind: SecretKind[Any], token_hash: str) -> dict[str, Any]:
+    """The primary key of a secret of ``kind`` in the tokens table."""
+    return {"pk": {"S": f"{_PREFIX[kind.name]}{token_hash}"}}
 
 
-def _recovery_key(token_hash: str) -> dict[str, Any]:
-    return {"pk": {"S": f"RECOVER#{token_hash}"}}
+def challenge_key(token_hash: str) -> dict[str, Any]:
+    """The primary key of a second-factor challenge in the tokens table."""
+    return secret_key(CHALLENGE, token_hash)
 
 
 def _device_key(token_hash: str) -> dict[str, Any]:
     return {"pk": {"S": f"DEVICE#{token_hash}"}}
-
-
-# A recovery token that is still there and has taken fewer wrong answers than ``:max``.
-_RECOVERY_USABLE = "attribute_exists(pk) AND (attribute_not_exists(attempts) OR attempts < :max)"
 
 
 class DynamoTokens:
@@ -47,97 +57,100 @@ class DynamoTokens:
         self._table = table
         self._users_table = users_table
 
-    def get_with_user(self, token_hash: str, user_id: str) -> tuple[VerificationToken | None, User | None]:
-        """The token and the user it names in ONE BatchGetItem."""
-        found = batch_get(
-            self._client,
-            {
-                self._table: {"Keys": [_key(token_hash)], "ConsistentRead": True},
-                self._users_table: {"Keys": [user_key(user_id)], "ConsistentRead": True},
-            },
-        )
-        tokens = found.get(self._table, [])
-        users = found.get(self._users_table, [])
+    # ------------------------------------------------------------------ single-use secrets
+
+    def read[R: SingleUseSecret](self, kind: SecretKind[R], token_hash: str) -> R | None:
+        """The secret of ``kind`` under ``token_hash`` (one strongly consistent GetItem)."""
+        with aws_errors(f"GetItem ({kind.name})"):
+            item = self._client.get_item(
+                TableName=self._table, Key=secret_key(kind, token_hash), ConsistentRead=True
+            ).get("Item")
+        return read_record(kind.record, item) if item else None
+
+    def read_with_user[R: SingleUseSecret](
+        self, kind: SecretKind[R], token_hash: str, user_id: str
+    ) -> tuple[R | None, User | None]:
+        """The secret and the user it names, in ONE BatchGetItem (strongly consistent)."""
+        found = self._read_with_user([secret_key(kind, token_hash)], user_id)
+        secrets, users = found.get(self._table, []), found.get(self._users_table, [])
         return (
-            read_record(VerificationToken, tokens[0]) if tokens else None,
+            read_record(kind.record, secrets[0]) if secrets else None,
             read_record(User, users[0]) if users else None,
         )
 
-    def put_op(self, token: VerificationToken) -> WriteOp:
-        """Store a token bound to its user and address; TTL removes it after ``exp``."""
-        item = record_item(token, pk=f"VERIFY#{token.hash}", kind="verify-email", expiresAt=token.exp)
-        put = {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
-        return TransactOp({"Put": put})
-
-    def consume_op(self, token_hash: str) -> WriteOp:
-        """Remove a token that must still exist: a second use of the same token fails."""
-        delete = {
-            "TableName": self._table,
-            "Key": _key(token_hash),
-            "ConditionExpression": "attribute_exists(pk)",
-        }
-        return TransactOp({"Delete": delete}, fails_with(ErrorCode.INVALID_VERIFICATION_TOKEN_ERROR))
-
-    def delete_op(self, token_hash: str) -> WriteOp:
-        """Remove a token if present."""
-        return TransactOp({"Delete": {"TableName": self._table, "Key": _key(token_hash)}})
-
-    # ------------------------------------------------------------------ recovery tokens
-
-    def get_recovery(
+    def read_recovery(
         self, token_hash: str, user_id: str, *, challenge_hash: str | None = None
     ) -> tuple[RecoveryToken | None, User | None, Challenge | None]:
         """The recovery token, its user and (when the request answers one) the second-factor
         challenge, in ONE BatchGetItem."""
-        keys = [_recovery_key(token_hash)]
+        keys = [secret_key(RECOVERY, token_hash)]
         if challenge_hash is not None:
             keys.append(challenge_key(challenge_hash))
-        found = batch_get(
-            self._client,
-            {
-                self._table: {"Keys": keys, "ConsistentRead": True},
-                self._users_table: {"Keys": [user_key(user_id)], "ConsistentRead": True},
-            },
-        )
+        found = self._read_with_user(keys, user_id)
         token = challenge = None
         for item in found.get(self._table, []):
-            if item["pk"]["S"].startswith("RECOVER#"):
+            if item["pk"]["S"].startswith(_PREFIX[RECOVERY.name]):
                 token = read_record(RecoveryToken, item)
             else:
                 challenge = read_record(Challenge, item)
         users = found.get(self._users_table, [])
         return token, read_record(User, users[0]) if users else None, challenge
 
-    def put_recovery_op(self, token: RecoveryToken) -> WriteOp:
-        """Store a new recovery token; TTL removes it after ``exp``."""
-        item = record_item(token, pk=f"RECOVER#{token.hash}", kind="recovery", expiresAt=token.exp)
-        put = {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
-        return TransactOp({"Put": put})
+    def _read_with_user(self, keys: list[dict[str, Any]], user_id: str) -> dict[str, list[dict[str, Any]]]:
+        return batch_get(
+            self._client,
+            {
+                self._table: {"Keys": keys, "ConsistentRead": True},
+                self._users_table: {"Keys": [user_key(user_id)], "ConsistentRead": True},
+            },
+        )
 
-    def consume_recovery_op(self, token_hash: str, *, max_attempts: int) -> WriteOp:
-        """Spend a recovery token that must still exist with fewer than ``max_attempts`` wrong
-        answers: INVALID_RECOVERY_TOKEN_ERROR if not (used by a reset that won, superseded, or
-        voided by wrong answers counted meanwhile)."""
-        delete = {
-            "TableName": self._table,
-            "Key": _recovery_key(token_hash),
-            "ConditionExpression": _RECOVERY_USABLE,
-            "ExpressionAttributeValues": {":max": {"N": str(max_attempts)}},
-        }
-        return TransactOp({"Delete": delete}, fails_with(ErrorCode.INVALID_RECOVERY_TOKEN_ERROR))
+    def put_op[R: SingleUseSecret](self, kind: SecretKind[R], secret: R) -> WriteOp:
+        """Store a new secret; TTL removes it after ``exp``."""
+        item = record_item(
+            secret, pk=f"{_PREFIX[kind.name]}{secret.hash}", kind=kind.name, expiresAt=secret.exp
+        )
+        return TransactOp(
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": item,
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            }
+        )
 
-    def count_recovery_failure(self, token_hash: str, *, limit: int) -> int | None:
-        """Count a wrong second-factor answer on a recovery token with fewer than ``limit`` (one
-        conditional UpdateItem: concurrent answers never count past it); the count so far, or None
-        when the token is gone or had ``limit`` already."""
-        with aws_errors("UpdateItem (recovery attempts)"):
+    def take_op[R: SingleUseSecret](
+        self, kind: SecretKind[R], token_hash: str, *, max_attempts: int | None = None
+    ) -> WriteOp:
+        """Use a secret up: it must still exist (with ``max_attempts``, with fewer wrong answers),
+        else the transaction fails with ``kind.gone``."""
+        delete: dict[str, Any] = {"TableName": self._table, "Key": secret_key(kind, token_hash)}
+        if max_attempts is None:
+            delete["ConditionExpression"] = _EXISTS
+        else:
+            delete["ConditionExpression"] = _USABLE
+            delete["ExpressionAttributeValues"] = {":max": {"N": str(max_attempts)}}
+        return TransactOp({"Delete": delete}, fails_with(kind.gone))
+
+    def drop_op[R: SingleUseSecret](self, kind: SecretKind[R], token_hash: str) -> WriteOp:
+        """Remove a secret if present."""
+        return TransactOp({"Delete": {"TableName": self._table, "Key": secret_key(kind, token_hash)}})
+
+    def count_wrong_answer[R: SingleUseSecret](
+        self, kind: SecretKind[R], token_hash: str, *, limit: int | None = None
+    ) -> int | None:
+        """Count a wrong answer (one conditional UpdateItem, so with ``limit`` concurrent answers
+        never count past it); the count so far, or None when the secret is gone (or at ``limit``)."""
+        values = {":one": {"N": "1"}, **({":max": {"N": str(limit)}} if limit is not None else {})}
+        with aws_errors(f"UpdateItem ({kind.name} attempts)"):
             try:
                 result = self._client.update_item(
                     TableName=self._table,
-                    Key=_recovery_key(token_hash),
+                    Key=secret_key(kind, token_hash),
                     UpdateExpression="ADD attempts :one",
-                    ConditionExpression=_RECOVERY_USABLE,
-                    ExpressionAttributeValues={":one": {"N": "1"}, ":max": {"N": str(limit)}},
+                    ConditionExpression=_EXISTS if limit is None else _USABLE,
+                    ExpressionAttributeValues=values,
                     ReturnValues="UPDATED_NEW",
                 )
             except ClientError as exc:
@@ -145,10 +158,6 @@ class DynamoTokens:
                     return None
                 raise
         return int(result["Attributes"]["attempts"]["N"])
-
-    def delete_recovery_op(self, token_hash: str) -> WriteOp:
-        """Remove a recovery token if present (a newer request supersedes it)."""
-        return TransactOp({"Delete": {"TableName": self._table, "Key": _recovery_key(token_hash)}})
 
     # ------------------------------------------------------------------ known devices
 

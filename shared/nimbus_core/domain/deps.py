@@ -14,7 +14,7 @@ from nimbus_core.platform.settings import Settings
 if TYPE_CHECKING:
     from nimbus_core.domain.deployment_ports import CounterStore, DomainStore, Outbox, RuntimeConfigSource
     from nimbus_core.domain.ports import Clock, SecretSealer, Transactor
-    from nimbus_core.domain.token_ports import ChallengeStore, TokenStore
+    from nimbus_core.domain.token_ports import TokenStore
     from nimbus_core.domain.user_ports import SessionStore, UserStore
 
 
@@ -32,5 +32,4 @@ class Deps:
     tokens: TokenStore
     domains: DomainStore
     outbox: Outbox
-    challenges: ChallengeStore
     sealer: SecretSealer

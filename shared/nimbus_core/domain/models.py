@@ -126,12 +126,6 @@ class User(Record):
         """How many factors are enrolled (backup codes are not a factor of their own)."""
         return len(self.second_factors)
 
-    def second_factor_types(self) -> list[str]:
-        """What a challenge may be answered with: the enrolled kinds, plus ``backup`` while unused
-        backup codes remain (CONTRACT section 9)."""
-        kinds: list[str] = sorted({f.type for f in self.second_factors.values()})
-        return [*kinds, "backup"] if self.backup_codes and kinds else kinds
-
     def webauthn_factors(self) -> list[SecondFactor]:
         """The enrolled security keys (the factors a WebAuthn answer may name), oldest first."""
         keys = [f for f in self.second_factors.values() if f.type == "webauthn" and f.credential_id]

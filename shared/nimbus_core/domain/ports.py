@@ -15,8 +15,9 @@ Here: the ops, the values the ports return, the :class:`Transactor` and the :cla
 stores, by concern (each only ever named in annotations, so never imported at run time):
 
 - ``user_ports``: :class:`UserStore` and :class:`SessionStore` (accounts and their sessions);
-- ``token_ports``: :class:`TokenStore` and :class:`ChallengeStore` (one-time secrets stored
-  under their hash: emailed links, second-factor challenges, pending enrolments);
+- ``token_ports``: :class:`TokenStore` (single-use secrets stored under their hash, of the kinds
+  ``secret_kinds`` names: second-factor challenges, pending enrolments, mailed links; and known
+  devices);
 - ``deployment_ports``: :class:`CounterStore`, :class:`DomainStore`, :class:`Outbox` and
   :class:`RuntimeConfigSource` (what the deployment shares: rate-limit counters, the offered
   domains, outgoing mail and recovery requests, kill switches and log level).

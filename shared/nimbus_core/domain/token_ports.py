@@ -1,64 +1,63 @@
-"""The ports of secrets stored under the hash of their token: :class:`TokenStore` (email
-verification and password recovery links, known devices) and :class:`ChallengeStore`
-(second-factor challenges and pending enrolments)."""
+"""The port of the tokens table: :class:`TokenStore`, one store for every single-use secret kept
+under the hash of its token (second-factor challenges, pending enrolments, mailed verification and
+recovery links: the kinds of :mod:`nimbus_core.domain.secret_kinds`), and for known devices.
+
+Every kind is kept the same way, so one set of methods serves them all, each named for what it
+returns: ``read`` (the secret), ``read_with_user`` (the secret and the user it names, one round
+trip), ``put_op`` (store it, new), ``take_op`` (use it up: it must still be there and, where wrong
+answers are counted, not worn out), ``drop_op`` (remove it if present) and ``count_wrong_answer``.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from nimbus_core.domain.models import (
-        Challenge,
-        KnownDevice,
-        PendingFactor,
-        RecoveryToken,
-        User,
-        VerificationToken,
-    )
+    from nimbus_core.domain.models import Challenge, KnownDevice, RecoveryToken, User
     from nimbus_core.domain.ports import CounterState, WriteOp
+    from nimbus_core.domain.secret_kinds import SecretKind, SingleUseSecret
 
 
 class TokenStore(Protocol):
-    """One-time email verification and password recovery tokens, stored under the hash of their secret."""
+    """Single-use secrets of every kind, and known devices, stored under the hash of their token."""
 
-    def get_with_user(self, token_hash: str, user_id: str) -> tuple[VerificationToken | None, User | None]:
-        """The token and the user it names, in one round trip."""
+    def read[R: SingleUseSecret](self, kind: SecretKind[R], token_hash: str) -> R | None:
+        """The secret of ``kind`` stored under ``token_hash`` (one strongly consistent read)."""
         ...
 
-    def put_op(self, token: VerificationToken) -> WriteOp:
-        """Store a new token."""
+    def read_with_user[R: SingleUseSecret](
+        self, kind: SecretKind[R], token_hash: str, user_id: str
+    ) -> tuple[R | None, User | None]:
+        """The secret of ``kind`` and the user ``user_id``, in one round trip."""
         ...
 
-    def consume_op(self, token_hash: str) -> WriteOp:
-        """Remove a token that must still exist (single use): INVALID_VERIFICATION_TOKEN_ERROR if not."""
-        ...
-
-    def delete_op(self, token_hash: str) -> WriteOp:
-        """Remove a token if present."""
-        ...
-
-    def get_recovery(
+    def read_recovery(
         self, token_hash: str, user_id: str, *, challenge_hash: str | None = None
     ) -> tuple[RecoveryToken | None, User | None, Challenge | None]:
-        """The recovery token, its user and the named second-factor challenge, in one round trip."""
+        """A recovery token, its user and (when named) the second-factor challenge, in one round trip."""
         ...
 
-    def put_recovery_op(self, token: RecoveryToken) -> WriteOp:
-        """Store a new recovery token."""
+    def put_op[R: SingleUseSecret](self, kind: SecretKind[R], secret: R) -> WriteOp:
+        """Store a new secret of ``kind`` (its key must be new)."""
         ...
 
-    def consume_recovery_op(self, token_hash: str, *, max_attempts: int) -> WriteOp:
-        """Spend a recovery token that must still exist and have fewer than ``max_attempts`` wrong
-        answers: INVALID_RECOVERY_TOKEN_ERROR if not."""
+    def take_op[R: SingleUseSecret](
+        self, kind: SecretKind[R], token_hash: str, *, max_attempts: int | None = None
+    ) -> WriteOp:
+        """Use a secret up: it must still be there and, with ``max_attempts``, have fewer wrong
+        answers counted, else the transaction fails with ``kind.gone`` (single use: of two
+        concurrent takes one fails)."""
         ...
 
-    def count_recovery_failure(self, token_hash: str, *, limit: int) -> int | None:
-        """Count a wrong second-factor answer on a recovery token that has fewer than ``limit``:
-        how many so far, or None if it is gone or had ``limit`` already."""
+    def drop_op[R: SingleUseSecret](self, kind: SecretKind[R], token_hash: str) -> WriteOp:
+        """Remove a secret if present (a newer one supersedes it)."""
         ...
 
-    def delete_recovery_op(self, token_hash: str) -> WriteOp:
-        """Remove a recovery token if present."""
+    def count_wrong_answer[R: SingleUseSecret](
+        self, kind: SecretKind[R], token_hash: str, *, limit: int | None = None
+    ) -> int | None:
+        """Count a wrong answer on a secret (with ``limit``: only one that has fewer, so concurrent
+        answers never count past it): how many so far, or None if it is gone (or at ``limit``)."""
         ...
 
     def get_device(self, token_hash: str) -> KnownDevice | None:
@@ -77,36 +76,4 @@ class TokenStore(Protocol):
         self, token_hash: str, *, limit: int, window: int, now: float
     ) -> CounterState | None:
         """Count a wrong answer at login on a known device's item; None if the device is gone."""
-        ...
-
-
-class ChallengeStore(Protocol):
-    """Second-factor challenges and pending enrolments, stored under the hash of their token."""
-
-    def get_with_user(self, token_hash: str, user_id: str) -> tuple[Challenge | None, User | None]:
-        """The challenge and the user it names, in one round trip."""
-        ...
-
-    def put_op(self, challenge: Challenge) -> WriteOp:
-        """Store a new challenge."""
-        ...
-
-    def consume_op(self, token_hash: str, *, max_attempts: int) -> WriteOp:
-        """Use a live challenge up (else INVALID_SECOND_FACTOR_RESPONSE_ERROR)."""
-        ...
-
-    def count_failure(self, token_hash: str) -> int | None:
-        """Count a wrong answer: how many so far, or None if the challenge is gone."""
-        ...
-
-    def get_pending(self, token_hash: str) -> PendingFactor | None:
-        """A pending enrolment."""
-        ...
-
-    def put_pending_op(self, pending: PendingFactor) -> WriteOp:
-        """Store a pending enrolment."""
-        ...
-
-    def consume_pending_op(self, token_hash: str) -> WriteOp:
-        """Use a pending enrolment up (else INVALID_SECOND_FACTOR_RESPONSE_ERROR)."""
         ...

@@ -1,4 +1,5 @@
-"""The second-factor challenge (CONTRACT section 9), shared by login and every reverification.
+"""The second-factor challenge (CONTRACT sections 9 and 16), shared by login, every reverification,
+the password reset, and a passkey's sign-in: its whole life here, from issued to used up.
 
 1. A correct password on an account with a factor answers 401 SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR
    with ``token`` (``<userId>.<secret>``: random, stored hashed, 5 minutes, single use), ``exp``,
@@ -12,12 +13,19 @@
    limit of the request it answers (:class:`Binding`): the login lock at login, the session's own
    limit at reverification, the recovery token at a password reset. Only login is refused by the
    login lock.
+3. A passkey answers alone (:func:`issue_passkey`, :func:`sign_in_with_passkey`): at sign-in the
+   challenge names no user (the passkey's user handle does), and a refusal counts on the challenge
+   only; no login lock applies, as nothing is being guessed.
+
+Which kinds a user holds, what each puts in a challenge and how its answer is checked are the
+kinds' (:mod:`nimbus_core.factors.kinds`, looked up once per answer); the answer's shape is
+:mod:`nimbus_core.factors.answers`'.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn, TypeIs
 
 from aws_lambda_powertools import Logger
 
@@ -26,18 +34,21 @@ from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import Challenge, KnownDevice, User
 from nimbus_core.domain.ports import CounterWindowMovedError, WriteOp
 from nimbus_core.domain.ratelimits import RECOVERY_WRONG_ANSWERS
-from nimbus_core.factors import otp, passkeys, seeds
-from nimbus_core.platform import clock, metrics
+from nimbus_core.domain.secret_kinds import CHALLENGE, RECOVERY
+from nimbus_core.factors.answers import Answer, passkey_answer
+from nimbus_core.factors.kinds import KINDS, FactorKind, held_kinds
+from nimbus_core.factors.security_keys import REVERIFY_ENDPOINT, SIGN_IN_ENDPOINT, WEBAUTHN
+from nimbus_core.platform import clock, ids, metrics
 from nimbus_core.sessions import credentials, known_devices
-from nimbus_core.sessions.tokens import hash_secret, new_user_token, parse_user_token, secret_matches
+from nimbus_core.sessions.tokens import hash_secret, new_user_token, secret_matches
+
+if TYPE_CHECKING:
+    from nimbus_core.domain.views import PasskeyChallengeView
 
 _log = Logger(child=True)
 
 CHALLENGE_SECONDS = 300
 MAX_ATTEMPTS = 5
-# Where a passkey reverification's challenge is issued (see nimbus_core.factors.passkey_sign_in).
-PASSKEY_REVERIFY_ENDPOINT = "POST /users/me/reverify"
-_MAX_CODE = 64
 
 
 class ChallengeRequiredError(NimbusError):
@@ -87,23 +98,15 @@ def require(deps: Deps, user: User, binding: Binding, now: float) -> ChallengeRe
     when the 401 is answered (:func:`store`). With a security key enrolled, the 401 carries WebAuthn
     request options too (only then is py_webauthn imported)."""
     issued = new_user_token(user.id)
-    options, webauthn_challenge = _webauthn_options(deps, user)
-    challenge = Challenge(
-        hash=hash_secret(issued.secret),
-        user_id=user.id,
-        session_id=binding.session_id,
-        recovery=binding.recovery,
-        endpoint=binding.endpoint,
-        webauthn_challenge=webauthn_challenge,
-        created_at=clock.iso(now),
-        exp=int(now) + CHALLENGE_SECONDS,
-    )
+    held = held_kinds(user)
+    asked = next((o for o in (kind.challenge_options(deps, user) for kind in held) if o is not None), None)
+    challenge = _challenge(issued.secret, user.id, binding.endpoint, asked, now, binding=binding)
     return ChallengeRequiredError(
         token=str(issued),
         exp=challenge.exp,
-        types=user.second_factor_types(),
-        challenge=options,
-        writes=[deps.challenges.put_op(challenge)],
+        types=[kind.name for kind in held],
+        challenge=asked[0] if asked else None,
+        writes=[deps.tokens.put_op(CHALLENGE, challenge)],
     )
 
 
@@ -118,60 +121,47 @@ def store(deps: Deps, required: ChallengeRequiredError, *, give_back: WriteOp | 
     metrics.count(metrics.Event.SECOND_FACTOR_CHALLENGED)
 
 
-def _webauthn_options(deps: Deps, user: User) -> tuple[dict[str, Any] | None, str | None]:
-    """Request options for the user's keys and their challenge (base64url), or (None, None)."""
-    keys = passkeys.stored_credential_ids(user.webauthn_factors())
-    if not keys:
-        return None, None
-    options, raw = passkeys.authentication_options(deps.settings.relying_party(), credential_ids=keys)
-    return options, passkeys.b64url(raw)
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """A well-formed ``2fa`` object."""
-
-    user_id: str
-    secret: str
-    type: str
-    code: str | None
-    response: dict[str, Any] | None
-
-
-def parse_answer(value: Any) -> Answer:
-    """The ``2fa`` object, or 400 MISSING_FIELDS_ERROR naming what is missing or of the wrong type
-    (``2fa``, ``2fa.token``, ``2fa.type``, ``2fa.code``/``2fa.response``); an unknown ``type`` is
-    400 INVALID_SECOND_FACTOR_METHOD_ERROR; a token of the wrong shape is simply unknown (401)."""
-    if not isinstance(value, dict):
-        raise NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=["2fa"])
-    token, kind = value.get("token"), value.get("type")
-    if not isinstance(token, str) or not isinstance(kind, str):
-        fields = [name for name, v in (("2fa.token", token), ("2fa.type", kind)) if not isinstance(v, str)]
-        raise NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=fields)
-    if kind not in {"totp", "backup", "webauthn"}:
+def issue_passkey(
+    deps: Deps, now: float, *, user: User | None = None, session_id: str | None = None
+) -> PasskeyChallengeView:
+    """Store a passkey challenge and answer ``{token, exp, challenge}``: for signing in (no
+    ``user``: the options name no credential, the challenge no user), or for ``user``'s session
+    ``session_id`` to reverify with one of their passkeys (400 INVALID_SECOND_FACTOR_METHOD_ERROR
+    when they have none). The options require user verification. One write."""
+    asked = WEBAUTHN.request_options(deps, user, passkey=True)
+    if asked is None:
         raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_METHOD_ERROR)
-    code, response = value.get("code"), value.get("response")
-    if kind == "webauthn" and not isinstance(response, dict):
-        raise NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=["2fa.response"])
-    if kind != "webauthn" and not isinstance(code, str):
-        raise NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=["2fa.code"])
-    parsed = parse_user_token(token)
-    if parsed is None:
-        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
-    return Answer(
-        user_id=parsed.user_id,
-        secret=parsed.secret,
-        type=kind,
-        code=code[:_MAX_CODE] if isinstance(code, str) else None,
-        response=response if isinstance(response, dict) else None,
+    if user is None:
+        secret = token = ids.new_secret()
+        endpoint, user_id = SIGN_IN_ENDPOINT, None
+    else:
+        # The user's token shape, so the answer reads it with the session like any challenge.
+        issued = new_user_token(user.id)
+        secret, token, endpoint, user_id = issued.secret, str(issued), REVERIFY_ENDPOINT, user.id
+    challenge = _challenge(secret, user_id, endpoint, asked, now, binding=Binding(endpoint, session_id))
+    deps.tx.commit([deps.tokens.put_op(CHALLENGE, challenge)])
+    return {"token": token, "exp": challenge.exp, "challenge": asked[0]}
+
+
+def _challenge(
+    secret: str,
+    user_id: str | None,
+    endpoint: str,
+    asked: tuple[dict[str, Any], str] | None,
+    now: float,
+    *,
+    binding: Binding,
+) -> Challenge:
+    return Challenge(
+        hash=hash_secret(secret),
+        user_id=user_id,
+        session_id=binding.session_id,
+        recovery=binding.recovery,
+        endpoint=endpoint,
+        webauthn_challenge=asked[1] if asked else None,
+        created_at=clock.iso(now),
+        exp=int(now) + CHALLENGE_SECONDS,
     )
-
-
-def answered_hash(value: Any) -> str | None:
-    """The hash of the challenge a ``2fa`` value names, when it names one (to read it early)."""
-    token = value.get("token") if isinstance(value, dict) else None
-    parsed = parse_user_token(token) if isinstance(token, str) else None
-    return hash_secret(parsed.secret) if parsed is not None else None
 
 
 def answer(
@@ -189,117 +179,106 @@ def answer(
     names the user); ``read`` the challenge and user already read with the caller's session. A
     wrong answer raises (after counting it)."""
     token_hash = hash_secret(answer.secret)
-    challenge, user = read if read is not None else deps.challenges.get_with_user(token_hash, answer.user_id)
+    challenge, user = read if read is not None else _read(deps, token_hash, answer.user_id)
+    kind = KINDS[answer.type]
     if (
-        challenge is None
+        not _alive(challenge, answer.secret, now)
         or user is None
         or user.id != answer.user_id
-        or not secret_matches(answer.secret, challenge.hash)
         or challenge.user_id != user.id
         or (expected_user is not None and user.id != expected_user)
-        or not _for_this_request(challenge, binding, answer)
+        or not _for_this_request(challenge, binding, kind)
         or challenge.session_id != binding.session_id
         or challenge.recovery != binding.recovery
-        or challenge.exp <= now
-        or challenge.attempts >= MAX_ATTEMPTS
     ):
         raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
     device = known_devices.lifts_lock(binding.device, user, now) if binding.login else None
     if binding.login and device is None:
         credentials.refuse_if_locked(user, now)
-    if answer.type not in user.second_factor_types():
+    if not kind.held_by(user):
         raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_METHOD_ERROR)
-    ops = _verified_ops(deps, user, answer, challenge, now)
+    ops = kind.verified(deps, user, answer, challenge, now)
     if ops is None:
         _wrong(deps, user, token_hash, binding, now, device=device)
-        raise AssertionError("unreachable")  # pragma: no cover - _wrong always raises
-    metrics.count(metrics.Event.SECOND_FACTOR_PASSED)
-    return user, [deps.challenges.consume_op(token_hash, max_attempts=MAX_ATTEMPTS), *ops]
+    return user, _passed(deps, token_hash, ops)
 
 
-def _for_this_request(challenge: Challenge, binding: Binding, answer: Answer) -> bool:
-    """Whether ``challenge`` may answer the request ``binding`` describes: one issued for its
-    endpoint, or a passkey reverification's (POST /users/me/reverify, bound to the session) for
-    any endpoint that session reverifies on, answered by a passkey."""
-    if challenge.endpoint == binding.endpoint:
-        return True
+def sign_in_with_passkey(
+    deps: Deps, token: str, response: dict[str, Any], now: float
+) -> tuple[User, list[WriteOp]]:
+    """The user a passkey sign-in challenge's answer proves (found by the user handle the passkey
+    gives back: the id enrolment set; challenge and user read in one BatchGetItem), and the writes
+    that record it (challenge used up, the passkey's counter moved) for the session's transaction;
+    else 401 INVALID_SECOND_FACTOR_RESPONSE_ERROR, the same whether the credential is unknown,
+    deleted or wrong, counted on the challenge."""
+    token_hash = hash_secret(token)
+    given, why = passkey_answer(token, response)
+    if why is not None:
+        _refused_alone(deps, token_hash, why)
+    challenge, user = deps.tokens.read_with_user(CHALLENGE, token_hash, given.user_id)
+    if (
+        not _alive(challenge, token, now)
+        or challenge.user_id is not None
+        or challenge.endpoint != SIGN_IN_ENDPOINT
+        or challenge.webauthn_challenge is None
+    ):
+        raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
+    if user is None:
+        _refused_alone(deps, token_hash, "no such user (deleted, or never ours)")
+    ops = WEBAUTHN.verified(deps, user, given, challenge, now)
+    if ops is None:
+        _refused_alone(deps, token_hash, "not one of the user's passkeys, or not proven")
+    return user, _passed(deps, token_hash, ops)
+
+
+def _read(deps: Deps, token_hash: str, user_id: str) -> tuple[Challenge | None, User | None]:
+    return deps.tokens.read_with_user(CHALLENGE, token_hash, user_id)
+
+
+def _alive(challenge: Challenge | None, secret: str, now: float) -> TypeIs[Challenge]:
+    """Whether ``challenge`` is there, is the one ``secret`` names, and may still be answered."""
     return (
-        challenge.endpoint == PASSKEY_REVERIFY_ENDPOINT
-        and binding.session_id is not None
-        and answer.type == "webauthn"
+        challenge is not None
+        and secret_matches(secret, challenge.hash)
+        and challenge.exp > now
+        and challenge.attempts < MAX_ATTEMPTS
     )
 
 
-def _verified_ops(
-    deps: Deps, user: User, answer: Answer, challenge: Challenge, now: float
-) -> list[WriteOp] | None:
-    """The writes that record a right answer, or None for a wrong one."""
-    if answer.type == "totp" and answer.code is not None:
-        for factor in user.second_factors.values():
-            # Each seed is opened only when a code is checked against it (sealed: docs/security.md).
-            seed = seeds.factor_seed(deps, user, factor) if factor.type == "totp" else None
-            if seed:
-                step = otp.totp_step(seed, answer.code, now, factor_id=factor.id)
-                if step is not None and step > factor.last_step:
-                    return [deps.users.use_totp_step_op(user, factor.id, step, clock.iso(now))]
-        return None
-    if answer.type == "backup" and answer.code is not None:
-        # Ours, or a digest imported from upstream (kept until the user makes a new set).
-        code_hash = next((k for k in otp.backup_code_keys(answer.code) if k in user.backup_codes), None)
-        if code_hash is None:
-            return None
-        return [deps.users.use_backup_code_op(user, code_hash, clock.iso(now))]
-    if answer.type == "webauthn" and answer.response is not None and challenge.webauthn_challenge:
-        # Only a passkey, with user verification, answers a passkey reverification's challenge.
-        passkey = challenge.endpoint == PASSKEY_REVERIFY_ENDPOINT
-        expected = challenge.webauthn_challenge
-        return verified_key_ops(deps, user, answer.response, expected, now, passkey=passkey)
-    return None
+def _for_this_request(challenge: Challenge, binding: Binding, kind: FactorKind) -> bool:
+    """Whether ``challenge`` may answer the request ``binding`` describes: one issued for its
+    endpoint, or, on a session's reverification, one the answering kind carries over (a passkey
+    reverification's, answered by a passkey)."""
+    if challenge.endpoint == binding.endpoint:
+        return True
+    return binding.session_id is not None and kind.carries_over(challenge)
 
 
-def verified_key_ops(
-    deps: Deps, user: User, response: dict[str, Any], expected_challenge: str, now: float, *, passkey: bool
-) -> list[WriteOp] | None:
-    """A WebAuthn assertion checked against the key of ``user`` it names (a ``passkey`` only, with
-    user verification, when ``passkey``) and the challenge's request options (``expected_challenge``,
-    base64url): the write that moves the key's signature counter (compare-and-set), or None when
-    refused."""
-    try:
-        credential_id = passkeys.credential_id_of(response)
-        named = passkeys.b64url(credential_id)
-        keys = user.passkey_factors() if passkey else user.webauthn_factors()
-        factor = next((f for f in keys if f.credential_id == named), None)
-        if factor is None or factor.public_key is None:
-            return None
-        new_count = passkeys.verify_authentication(
-            deps.settings.relying_party(),
-            response=response,
-            expected_challenge=passkeys.b64url_decode(expected_challenge),
-            credential_id=credential_id,
-            credential_public_key=passkeys.b64url_decode(factor.public_key),
-            current_sign_count=factor.sign_count,
-            passkey=passkey,
-        )
-    except passkeys.PasskeyError as refused:
-        _log.info("WebAuthn answer refused", extra={"reason": str(refused)})
-        return None
-    used_at = clock.iso(now)
-    return [
-        deps.users.use_sign_count_op(user, factor.id, seen=factor.sign_count, new=new_count, used_at=used_at)
-    ]
+def _passed(deps: Deps, token_hash: str, ops: list[WriteOp]) -> list[WriteOp]:
+    """A right answer's writes: the challenge used up (single use, still alive), then the kind's."""
+    metrics.count(metrics.Event.SECOND_FACTOR_PASSED)
+    return [deps.tokens.take_op(CHALLENGE, token_hash, max_attempts=MAX_ATTEMPTS), *ops]
 
 
 def _wrong(
     deps: Deps, user: User, token_hash: str, binding: Binding, now: float, *, device: KnownDevice | None
-) -> None:
+) -> NoReturn:
     """Count a wrong answer on its challenge and on the limit of the request it answers; 401."""
-    deps.challenges.count_failure(token_hash)
+    deps.tokens.count_wrong_answer(CHALLENGE, token_hash)
     metrics.count(metrics.Event.SECOND_FACTOR_FAILED)
     if binding.recovery is not None:
         # The token takes RECOVERY_WRONG_ANSWERS, then is void: new challenges buy no more guesses.
-        deps.tokens.count_recovery_failure(binding.recovery, limit=RECOVERY_WRONG_ANSWERS)
+        deps.tokens.count_wrong_answer(RECOVERY, binding.recovery, limit=RECOVERY_WRONG_ANSWERS)
     elif binding.session_id is not None:
         credentials.record_reverify_failure(deps, user.id, binding.session_id, now)  # 429 past the limit
     else:
         credentials.record_failure(deps, user, now, device=device)  # 429 when it locks the account
+    raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
+
+
+def _refused_alone(deps: Deps, token_hash: str, reason: str) -> NoReturn:
+    """Count a passkey's refused answer on its challenge (if it is still there); the one 401."""
+    _log.info("passkey sign-in refused", extra={"reason": reason})
+    deps.tokens.count_wrong_answer(CHALLENGE, token_hash)
+    metrics.count(metrics.Event.SECOND_FACTOR_FAILED)
     raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)

@@ -17,7 +17,7 @@ from typing import Any
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError, UserChangedError
 from nimbus_core.domain.ports import Transactor, WriteOp
-from nimbus_core.factors import challenges
+from nimbus_core.factors import answers, challenges
 from nimbus_core.sessions import credentials
 from nimbus_core.sessions.auth import Caller
 from nimbus_core.sessions.tokens import hash_secret
@@ -48,7 +48,7 @@ def reverify(
     binding = challenges.Binding(endpoint=endpoint, session_id=caller.session.id)
     if user.second_factor_count > 0 and body.get("2fa") is not None:
         # The answer to a challenge replaces the password.
-        parsed = challenges.parse_answer(body["2fa"])
+        parsed = answers.parse_answer(body["2fa"])
         credentials.refuse_if_reverify_limited(caller.session, now)
         read = (caller.challenge, user) if caller.challenge_hash == hash_secret(parsed.secret) else None
         _, ops = challenges.answer(deps, parsed, binding, now, expected_user=user.id, read=read)

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from nimbus_core.domain.errors import ErrorCode, NimbusError
-from nimbus_core.factors import challenges
+from nimbus_core.factors import answers
 from nimbus_core.factors.reverify import AnswerCarrier, reverify
 from nimbus_core.http.steps.base import Check, Passage, Proceed, Refusal, Step, answered
 
@@ -40,7 +40,7 @@ class PeekAnswer(Check):
             peeked = passage.event.json_body()
         except NimbusError:
             return
-        request.challenge_hash = challenges.answered_hash(peeked.get("2fa"))
+        request.challenge_hash = answers.answered_hash(peeked.get("2fa"))
         passage.peeked = peeked
 
 
