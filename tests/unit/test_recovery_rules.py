@@ -17,6 +17,7 @@ from auth_api.models import LoginBody, RegisterBody, ResetPasswordBody
 from nimbus_core.domain.errors import ErrorCode, NimbusError, RateLimitedError
 from nimbus_core.domain.models import SecondFactor, User
 from nimbus_core.factors import challenges, otp
+from nimbus_core.http.steps.challenge import store_challenge
 from nimbus_core.platform.ids import new_id
 from nimbus_core.sessions import passwords
 from nimbus_core.sessions.auth import Caller, authenticate
@@ -110,7 +111,7 @@ def _with_totp(world: FakeWorld, name: str) -> str:
 def _challenged(world: FakeWorld, token: str) -> challenges.ChallengeRequiredError:
     with pytest.raises(challenges.ChallengeRequiredError) as raised:
         _reset(world, token)
-    challenges.store(world.deps, raised.value)  # as the guard does when it answers the 401
+    store_challenge(world.deps, raised.value)  # as the guard does when it answers the 401
     return raised.value
 
 
@@ -280,7 +281,7 @@ def test_a_challenge_is_answered_only_for_its_own_user_and_recovery_token(world:
             session_name="x",
             now=world.clock.now(),
         )
-    challenges.store(world.deps, login.value)
+    store_challenge(world.deps, login.value)
     login_answer = _totp_answer(world, login.value.extra["token"], secret)
     assert _error(lambda: _reset(world, newer, answer=login_answer)).code is (
         ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR

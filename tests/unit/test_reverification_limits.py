@@ -19,6 +19,7 @@ from nimbus_core.domain.errors import ErrorCode, NimbusError, RateLimitedError
 from nimbus_core.domain.models import SecondFactor, User
 from nimbus_core.factors import answers, challenges, otp
 from nimbus_core.factors.reverify import reverify
+from nimbus_core.http.steps.challenge import store_challenge
 from nimbus_core.platform.ids import new_id
 from nimbus_core.sessions.auth import Caller, authenticate
 from nimbus_core.sessions.tokens import parse_session_token
@@ -112,7 +113,7 @@ def test_a_locked_account_with_a_factor_reverifies_with_the_password_then_the_co
 
     required = _reverify(world, token, {"password": PASSWORD})
     assert isinstance(required, challenges.ChallengeRequiredError)
-    challenges.store(world.deps, required)  # as the guard does when it answers the 401
+    store_challenge(world.deps, required)  # as the guard does when it answers the 401
     world.clock.advance(30)
     answer = {
         "token": required.extra["token"],
@@ -162,7 +163,7 @@ def test_wrong_second_factor_answers_count_on_the_session_and_not_the_account(wo
     for _ in range(5):
         required = _reverify(world, token, {"password": PASSWORD})
         assert isinstance(required, challenges.ChallengeRequiredError)
-        challenges.store(world.deps, required)
+        store_challenge(world.deps, required)
         wrong = {
             "token": required.extra["token"],
             "type": "totp",

@@ -17,6 +17,7 @@ from nimbus_core.accounts import notices
 from nimbus_core.domain.errors import ErrorCode, NimbusError, RateLimitedError
 from nimbus_core.factors import answers, challenges, otp
 from nimbus_core.factors.reverify import AnswerCarrier, reverify
+from nimbus_core.http.steps.challenge import store_challenge
 from nimbus_core.platform.ids import new_id
 from nimbus_core.sessions.auth import Caller, authenticate
 from nimbus_core.sessions.tokens import parse_session_token
@@ -88,7 +89,7 @@ def _challenge(world: FakeWorld, token: str, endpoint: str = RENAME) -> challeng
         reverify(
             world.deps, _caller(world, token), {"password": PASSWORD}, world.clock.now(), endpoint=endpoint
         )
-    challenges.store(world.deps, raised.value)  # as the guard does when it answers the 401
+    store_challenge(world.deps, raised.value)  # as the guard does when it answers the 401
     return raised.value
 
 
@@ -156,7 +157,7 @@ def _login_challenge(world: FakeWorld, name: str) -> str:
             session_name="x",
             now=world.clock.now(),
         )
-    challenges.store(world.deps, raised.value)  # as the guard does when it answers the 401
+    store_challenge(world.deps, raised.value)  # as the guard does when it answers the 401
     return str(raised.value.body()["token"])
 
 
@@ -224,7 +225,7 @@ def test_login_answers_with_the_session_in_one_transaction(world: FakeWorld) -> 
         )
     )
     assert isinstance(first, challenges.ChallengeRequiredError)
-    challenges.store(world.deps, first)  # as the guard does when it answers the 401
+    store_challenge(world.deps, first)  # as the guard does when it answers the 401
     world.clock.advance(30)
     answer = {
         "token": first.body()["token"],
@@ -268,7 +269,7 @@ def test_a_challenge_is_stored_with_the_limits_give_back_in_one_transaction(worl
         )
     calls = len(world.db.calls)
 
-    challenges.store(
+    store_challenge(
         world.deps, raised.value, give_back=counters.release_op("login#ip#192.0.2.1", reset_at=state.reset_at)
     )
 
@@ -287,7 +288,7 @@ def test_a_challenge_is_stored_alone_when_the_limits_window_moved_on(world: Fake
         )
     world.db.counters["login#ip#192.0.2.2"] = (1, state.reset_at + 300)  # a new window began meanwhile
 
-    challenges.store(
+    store_challenge(
         world.deps, raised.value, give_back=counters.release_op("login#ip#192.0.2.2", reset_at=state.reset_at)
     )
 

@@ -32,7 +32,7 @@ from aws_lambda_powertools import Logger
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import Challenge, KnownDevice, User
-from nimbus_core.domain.ports import CounterWindowMovedError, WriteOp
+from nimbus_core.domain.ports import WriteOp
 from nimbus_core.domain.ratelimits import RECOVERY_WRONG_ANSWERS
 from nimbus_core.domain.secret_kinds import CHALLENGE, RECOVERY
 from nimbus_core.factors.answers import Answer, passkey_answer
@@ -56,7 +56,8 @@ class ChallengeRequiredError(NimbusError):
     that completes it is), so answering never costs a second hit.
 
     ``writes`` store the challenge. They are committed by whoever answers the request (the HTTP
-    guard, see :func:`store`), together with the rate limit's give-back, in one transaction.
+    guard, :func:`nimbus_core.http.steps.challenge.store_challenge`), together with the rate
+    limit's give-back, in one transaction.
     """
 
     def __init__(
@@ -108,17 +109,6 @@ def require(deps: Deps, user: User, binding: Binding, now: float) -> ChallengeRe
         challenge=asked[0] if asked else None,
         writes=[deps.tokens.put_op(CHALLENGE, challenge)],
     )
-
-
-def store(deps: Deps, required: ChallengeRequiredError, *, give_back: WriteOp | None = None) -> None:
-    """Store the challenge ``required`` carries, with the rate limit's ``give_back`` in the same
-    transaction (one round trip). A window that ended meanwhile has nothing to give back: the
-    challenge is then stored alone."""
-    try:
-        deps.tx.commit([*required.writes, *([give_back] if give_back else [])])
-    except CounterWindowMovedError:
-        deps.tx.commit(required.writes)
-    metrics.count(metrics.Event.SECOND_FACTOR_CHALLENGED)
 
 
 def issue_passkey(

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nimbus_core.factors import challenges
+from nimbus_core.domain.ports import CounterWindowMovedError
 from nimbus_core.factors.challenges import ChallengeRequiredError
 from nimbus_core.http.steps.base import Passage, Proceed, Step
+from nimbus_core.platform import metrics
 
 if TYPE_CHECKING:
+    from nimbus_core.domain.deps import Deps
+    from nimbus_core.domain.ports import WriteOp
     from nimbus_core.http.policy import Endpoint
     from nimbus_core.http.responses import Response
 
@@ -32,5 +35,18 @@ def challenge_stored(passage: Passage, proceed: Proceed) -> Response:
     try:
         return proceed()
     except ChallengeRequiredError as required:
-        challenges.store(passage.request.deps, required)
+        store_challenge(passage.request.deps, required)
         raise
+
+
+def store_challenge(
+    deps: Deps, required: ChallengeRequiredError, *, give_back: WriteOp | None = None
+) -> None:
+    """Store the challenge ``required`` carries (its ``writes``), with the rate limit's
+    ``give_back`` in the same transaction (one round trip). A window that ended meanwhile has
+    nothing to give back: the challenge is then stored alone."""
+    try:
+        deps.tx.commit([*required.writes, *([give_back] if give_back else [])])
+    except CounterWindowMovedError:
+        deps.tx.commit(required.writes)
+    metrics.count(metrics.Event.SECOND_FACTOR_CHALLENGED)

@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING
 from nimbus_core.domain.errors import ErrorCode, RateLimitedError
 from nimbus_core.domain.limiter import RateLimiter
 from nimbus_core.domain.ratelimits import Per
-from nimbus_core.factors import challenges
 from nimbus_core.factors.challenges import ChallengeRequiredError
 from nimbus_core.http.responses import rate_limit_headers, response_for_exception
 from nimbus_core.http.steps.base import Passage, Proceed, Refusal, Step, answered
-from nimbus_core.http.steps.challenge import challenge_stored
+from nimbus_core.http.steps.challenge import challenge_stored, store_challenge
 from nimbus_core.platform import metrics
 
 if TYPE_CHECKING:
@@ -56,7 +55,7 @@ class RateLimit(Step):
             # A challenge is not counted, the answer that completes it is (CONTRACT section 4 step 7):
             # it is stored and the hit given back in one transaction.
             try:
-                challenges.store(request.deps, required, give_back=limiter.give_back_op(hit))
+                store_challenge(request.deps, required, give_back=limiter.give_back_op(hit))
                 response, given_back = response_for_exception(required), True
             except Exception as failed:
                 response = response_for_exception(failed)
