@@ -96,8 +96,8 @@ class Binding:
 
 def require(deps: Deps, user: User, binding: Binding, now: float) -> ChallengeRequiredError:
     """A new challenge for ``user``: the 401 that carries it, to raise; the challenge is stored
-    when the 401 is answered (:func:`store`). With a security key enrolled, the 401 carries WebAuthn
-    request options too (only then is py_webauthn imported)."""
+    when the 401 is answered (its ``writes``, committed by the HTTP guard). With a security key
+    enrolled, the 401 carries WebAuthn request options too (only then is py_webauthn imported)."""
     issued = new_user_token(user.id)
     held = held_kinds(user)
     asked = next((o for o in (kind.challenge_options(deps, user) for kind in held) if o is not None), None)
