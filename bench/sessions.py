@@ -11,8 +11,9 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from bench.harness import Harness
 from bench.runs import REGION, Report
-from bench.stack import Harness, ScenarioError, Tally, batch_write, moto_stack, set_config, timed
+from bench.stack import ScenarioError, Tally, batch_write, moto_stack, set_config, timed
 from bench.table import render
 from nimbus_core.adapters.sessions import session_item
 from nimbus_core.adapters.transactions import DynamoTransactor
