@@ -26,8 +26,8 @@ from nimbus_core.platform import clock
 from nimbus_core.platform.ids import new_id
 from nimbus_core.platform.settings import get_settings
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub, Reply
+from nimbus_tools.local.lambda_records import lambda_event, lambda_record
 from nimbus_tools.local.provision import put_default_domain
-from nimbus_tools.local.streams import lambda_event, lambda_record
 from nimbus_tools.moto_internals import empty_tables
 from tests.passkey_authenticator import SoftwareAuthenticator
 from tests.samples import PASSWORD, sample_user

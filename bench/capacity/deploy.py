@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nimbus_tools.stream_events import stream_subscriptions
 from nimbus_tools.template import (
     FUNCTION_TYPE,
     TABLE_TYPE,
@@ -18,7 +19,6 @@ from nimbus_tools.template import (
     function_specs,
     resolver,
     resources_of_type,
-    stream_subscriptions,
 )
 
 # Lambda gives a function CPU in proportion to its memory: one full vCPU at 1,769 MB (Lambda

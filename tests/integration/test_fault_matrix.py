@@ -75,7 +75,8 @@ from nimbus_core.platform import clock
 from nimbus_tools.local.faults import SdkAnswer
 from nimbus_tools.local.inprocess import Reply
 from nimbus_tools.moto_internals import TablesSnapshot, restore_tables, snapshot_tables
-from nimbus_tools.template import load_template, stream_subscriptions
+from nimbus_tools.stream_events import stream_subscriptions
+from nimbus_tools.template import load_template
 from tests.integration.conftest import PARAMS, REGION, Api, Clock, Stack
 from tests.invariants import stack_violations
 from tests.samples import PASSWORD

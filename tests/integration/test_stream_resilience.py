@@ -41,7 +41,8 @@ from nimbus_core.domain.models import User
 from nimbus_core.platform import ids
 from nimbus_core.sessions.session_issuer import revoke_all
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub
-from nimbus_tools.local.streams import StreamReader, lambda_event, latest_stream_arn, matches
+from nimbus_tools.local.lambda_records import lambda_event, matches
+from nimbus_tools.local.streams import StreamReader, latest_stream_arn
 from tests.contract.builders import a_session, a_user
 from tests.integration.conftest import PARAMS, REGION, Faults, Stack
 from tests.integration.stream_feed import Invocation, StreamFeed

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from nimbus_tools.local.aws import AwsEmulator
 from nimbus_tools.local.functions import FunctionPools
-from nimbus_tools.local.gateway import CorsPolicy, Gateway
+from nimbus_tools.local.gateway import CorsPolicy, Gateway, http_api_cors
 from nimbus_tools.local.provision import ProvisionedStack, provision
 from nimbus_tools.local.router import Router
 from nimbus_tools.local.server import LocalApiServer, RequestLog
@@ -19,16 +19,15 @@ from nimbus_tools.local.session import emulator_session
 from nimbus_tools.local.state import ServeLock, ServeState, remove_state, state_path, write_state
 from nimbus_tools.local.static import StaticSite, console_url
 from nimbus_tools.local.streams import StreamPoller
+from nimbus_tools.stream_events import stream_subscriptions
 from nimbus_tools.template import (
     DEFAULT_TEMPLATE_PATH,
     LOCAL_REGION,
     FunctionSpec,
     Template,
     function_specs,
-    http_api_cors,
     load_template,
     parameter_values,
-    stream_subscriptions,
 )
 
 HOST = "127.0.0.1"
