@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from nimbus_tools.local.aws import AwsEmulator
@@ -46,6 +46,8 @@ class StackOptions:
     workers: int = 4
     template_path: Path = DEFAULT_TEMPLATE_PATH
     test_password_hashing: bool = False  # argon2id's test profile in every function (test suites)
+    # The functions' CONFIG_CACHE_SECONDS (how long they keep SSM's switches): None, their own.
+    config_cache_seconds: int | None = None
 
 
 def local_parameters(template: Template, params: dict[str, str], port: int) -> dict[str, str]:
@@ -100,6 +102,11 @@ class LocalStack:
         params = local_parameters(template, options.params, self.server.port)
         provisioned = provision(emulator_session(LOCAL_REGION), template, params, endpoint_url=aws_url)
         self.specs = function_specs(template, params)
+        if (cache := options.config_cache_seconds) is not None:
+            self.specs = [
+                replace(s, environment=s.environment | {"CONFIG_CACHE_SECONDS": str(cache)})
+                for s in self.specs
+            ]
         root = options.template_path.resolve().parent
         self.pools = FunctionPools(
             self.specs,
