@@ -1118,7 +1118,9 @@ def recording(_provisioned: Stack) -> Recording:
             patch.setattr(passwords, "hash_password", recorded.argon2_work(passwords.hash_password))
             patch.setattr(passwords, "verify_password", recorded.argon2_work(passwords.verify_password))
             world = World(RecordingApi(recorded), stack, clock)
-            patch.setattr("time.sleep", lambda _s: None)  # the mail function's SES backoff
+            patch.setattr(
+                nimbus_core.platform.clock, "sleep", lambda _s: None
+            )  # the mail function's SES backoff
             for scenario in [*SCENARIOS.values(), *CROSS_SCENARIOS, *STREAM_SCENARIOS.values()]:
                 scenario(world)
                 _trim_users_stream(stack)
