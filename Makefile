@@ -203,7 +203,7 @@ aws-models: $(VENV)/.synced
 bench: $(VENV)/.synced
 	$(PY) -m bench
 
-# The capacity model (bench/capacity.py): the first ceiling of each AWS resource under the traffic
+# The capacity model (bench/capacity/): the first ceiling of each AWS resource under the traffic
 # mixes of bench/capacity.toml, from the calls the handlers make on moto; rewrites docs/scale.md's
 # tables and docs/scale.png.
 capacity: $(VENV)/.synced

@@ -11,8 +11,9 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from bench.harness import Harness
 from bench.runs import REGION, Report
-from bench.stack import Harness, ScenarioError, Tally, batch_write, moto_stack, set_config, timed
+from bench.stack import ScenarioError, Tally, batch_write, moto_stack, set_config, timed
 from bench.table import render
 from nimbus_core.adapters.sessions import session_item
 from nimbus_core.adapters.transactions import DynamoTransactor
@@ -22,8 +23,10 @@ from nimbus_core.platform.ids import new_id
 from nimbus_core.platform.settings import get_settings
 from nimbus_core.sessions.session_issuer import new_session, revoke_all
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub
-from nimbus_tools.local.streams import StreamReader, lambda_event, latest_stream_arn, matches
-from nimbus_tools.template import Template, stream_subscriptions
+from nimbus_tools.local.lambda_records import lambda_event, matches
+from nimbus_tools.local.streams import StreamReader, latest_stream_arn
+from nimbus_tools.stream_events import stream_subscriptions
+from nimbus_tools.template import Template
 from tests.samples import sample_user
 
 SIZES = (10, 1000, 5000)  # revoke

@@ -24,7 +24,7 @@ def sample_user(user_id: str, username: str, *, staff: bool = False, email: str 
 PASSWORD = "correct horse battery"
 NEW_PASSWORD = "another secret"
 # A valid request body of each body model the API documents (its OpenAPI schema name), as bench and
-# the fault matrix send them (bench/calls.py). "{...}" is filled per request: "{username}" an
+# the fault matrix send them (bench/scenarios.py). "{...}" is filled per request: "{username}" an
 # account's name (or a name that is none), "{name}" a name never used before, "{domain}" the default
 # domain, "{uid}", "{sid}" and "{factor}" the ids the request is about, "{token}" a mailed or
 # enrolment token; a value that is only a placeholder takes the filled value's type.

@@ -34,6 +34,10 @@ pytestmark = pytest.mark.e2e
 # The browser tests always take their screenshots; `make screenshots` keeps them for the README
 # (docs/screenshots/), any other run writes them under .local/ so a test run leaves no changed files.
 ROOT = Path(__file__).resolve().parents[2]
+# How long the suite's local API lets a function keep SSM's kill switches and log level: the rule
+# (a change is seen within the cache age, CONTRACT section 11) is the same at any age, and the
+# deployed 10 s would be waited out by every test that flips a switch.
+CACHE_AGE = 2
 SCREENSHOTS = Path(os.environ.get("NIMBUS_SCREENSHOTS") or ROOT / ".local" / "screenshots")
 
 
@@ -50,9 +54,12 @@ class Client(ApiClient):
 def local_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalApiProcess]:
     """The local API with the real template, on free ports, hashing passwords with argon2id's test
     profile: the suite registers and signs in by the hundred (workers use the production profile
-    unless asked: tests/tools/integration/test_local_functions.py)."""
+    unless asked: tests/tools/integration/test_local_functions.py), and keeping SSM's configuration
+    for ``CACHE_AGE`` seconds."""
     state_dir = tmp_path_factory.mktemp("nimbus-local")
-    api = start_local_api(state_dir=state_dir, timeout=90, test_password_hashing=True)
+    api = start_local_api(
+        state_dir=state_dir, timeout=90, test_password_hashing=True, config_cache_seconds=CACHE_AGE
+    )
     yield api
     assert api.stop() == 0, "the local API did not stop cleanly on Ctrl-C"
 

@@ -16,13 +16,33 @@ revoked); a change of an account holds on the session it was read with, and is t
 is gone. What must never happen is a write lost, a session surviving what revoked it, or an answer
 the contract does not give for the case.
 
-One pair per kind of conflict is fired here; the other pairs of each kind are proven on the fakes,
-where the concurrent request is made to land inside the change's read-then-write window every time
-(tests/races.py ``lands_first``; tests/unit/test_password_races.py, test_changes_in_flight.py and
-test_account_rules.py: a staff password set or another session's revoke-all against the user's
-change, two staff bans, a staff change on a user deleted meanwhile, changes to different passwords
-from one session) or on moto (tests/integration/test_user_races.py: a rename or a new address
-inside a deletion).
+One pair per kind of conflict is fired here, over real HTTP, process-isolated workers and moto:
+
+- a write from a stale read is built again on the stored item, never lost: a ban racing the user's
+  own password change;
+- a revocation racing a request in flight leaves no session that outlives it: revoke-all racing
+  an API key's creation (born of the revoked generation);
+- two writers that exclude each other, exactly one wins: a recovery reset racing the password
+  change that its mailed link is bound to.
+
+Every other pair is proven where the concurrent request is made to land inside the change's
+read-then-write window every time (tests/races.py ``lands_first``) or on moto:
+
+- a password change racing the account's deletion: tests/integration/test_user_races.py (a change
+  inside a deletion, a change whose session the deletion ended) and tests/unit/test_changes_in_flight.py
+  (a change whose session was revoked meanwhile writes nothing);
+- a verification resend racing an address change: tests/unit/test_invariants.py
+  (``test_a_resend_built_on_a_read_from_before_an_address_change_leaves_a_link_for_the_new_address``);
+- a ban racing the user's login: tests/integration/test_login.py
+  (``test_a_ban_landing_between_password_check_and_session_write_opens_no_session``);
+- an API key created while its own session revokes the others: tests/unit/test_changes_in_flight.py
+  (``test_a_scoped_session_created_on_a_read_from_before_a_revoke_all_is_born_revoked``);
+- two staff changing one user at once: tests/unit/test_account_rules.py (two bans read at once, a
+  ban read before the user's own revocation);
+- five password changes from one session at once: tests/unit/test_password_races.py (a change that
+  loses to each of four identical ones still lands; two changes both land);
+- a staff password set or another session's revoke-all against the user's change, a staff change on
+  a user deleted meanwhile, a rename or a new address inside a deletion: the same files.
 """
 
 from __future__ import annotations
@@ -37,8 +57,6 @@ from typing import Any
 
 import pytest
 
-from nimbus_core.accounts.notices import Notice
-from nimbus_core.domain.identity import email_key, username_key
 from nimbus_tools.local.launcher import LocalApiProcess
 from tests.api_client import Reply, link_token, new_ip, new_name, outbox_messages
 from tests.e2e.conftest import Client, parallel, run_cli, with_totp
@@ -205,20 +223,6 @@ def staff(client: Client, local_api: LocalApiProcess) -> tuple[Staff, Staff]:
     return Staff(client, local_api), Staff(client, local_api)
 
 
-def _claims(dynamodb: Any, local_api: LocalApiProcess, *keys: str) -> list[str]:
-    """Which of the users table's claim keys (USERNAME#..., EMAIL#...) are stored."""
-    table = local_api.state["tables"]["UsersTable"]
-    found = dynamodb.batch_get_item(
-        RequestItems={table: {"Keys": [{"pk": {"S": k}} for k in keys], "ConsistentRead": True}}
-    )
-    return sorted(item["pk"]["S"] for item in found["Responses"][table])
-
-
-def _mails(dynamodb: Any, local_api: LocalApiProcess, user_id: str, kind: str) -> list[dict[str, Any]]:
-    """The outbox messages of ``kind`` about ``user_id``, oldest first (found by its UserIndex)."""
-    return outbox_messages(dynamodb, local_api.state["tables"]["OutboxTable"], user_id, kind)
-
-
 def _recovery_mail(dynamodb: Any, local_api: LocalApiProcess, user_id: str) -> dict[str, Any]:
     """The one recovery mail of ``user_id``, waited for: the request is answered before the account
     is looked up and the mail queued (CONTRACT section 14)."""
@@ -240,110 +244,11 @@ def _report(seen: Counter[Any]) -> str:
     return ", ".join(f"{k}: {v}" for k, v in seen.items())
 
 
-# ------------------------------------------------------------------- the user's change vs deletion
-
 NEW_PASSWORD = "battery staple"
-
-
 PASSWORD_CHANGE = {"newPassword": NEW_PASSWORD, "confirmNewPassword": NEW_PASSWORD, "password": PASSWORD}
 
 
-def test_a_users_password_change_racing_the_deletion_of_the_account_lands_before_it_or_finds_it_gone(
-    client: Client, dynamodb: Any, local_api: LocalApiProcess
-) -> None:
-    """One session changes the password while another deletes the account. The change lands first
-    (the deletion, built again on the changed user, still removes every claim) or finds the account
-    gone (401: its session died with it). The change also revokes the deleting session, which is
-    refused if it authenticates after that (401) and deletes if it authenticated before. (A rename
-    or a new address inside a deletion: tests/integration/test_user_races.py.)"""
-    seen: Counter[tuple[Outcome, Outcome]] = Counter()
-    for delays in ROUNDS:
-        name, deleting, _ = _user(client)
-        changing = _login(client, name)
-
-        change, delete = at_once(
-            partial(client.call, "PUT", "/users/me/password", PASSWORD_CHANGE, token=changing, ip=new_ip()),
-            partial(client.call, "DELETE", "/users/me", {"password": PASSWORD}, token=deleting, ip=new_ip()),
-            delays=delays,
-        )
-
-        seen[(change.outcome, delete.outcome)] += 1
-        assert change.outcome in {OK, SESSION_GONE}, change.body
-        assert delete.outcome in {DELETED, SESSION_GONE}, delete.body
-        if delete.outcome == DELETED:
-            assert [_me(client, t) for t in (changing, deleting)] == [SESSION_GONE] * 2
-            for login_name in (name, f"{name}@example.com"):
-                assert _outcome(client.login(login_name, NEW_PASSWORD)) == USER_GONE
-            keys = [f"USERNAME#{username_key(name)}", f"EMAIL#{email_key(f'{name}@example.com')}"]
-            assert _claims(dynamodb, local_api, *keys) == [], "a claim outlived the deleted account"
-        else:  # the password change revoked the deleting session before it authenticated
-            assert change.outcome == OK
-            assert [_me(client, t) for t in (changing, deleting)] == [(200, None), SESSION_GONE]
-            assert client.login(name, NEW_PASSWORD).status == 201
-    print(f"password change vs delete: {_report(seen)}")
-
-
-# Found here once: a resend wrote its new link on the user as it read them, so after an address
-# change that landed in between, the pending link was bound and mailed to the old address. Its write
-# is now conditioned on the pending link it read and built again on the stored user.
-
-
-def test_a_verification_resend_racing_an_address_change_leaves_a_link_that_verifies_the_new_address(
-    client: Client, dynamodb: Any, local_api: LocalApiProcess
-) -> None:
-    """GET /users/me/verify racing PUT /users/me/email: in either serial order the last link mailed
-    to the new address verifies it (a resend before the change mails the old address, whose link
-    the change then supersedes; a resend after it mails the new one). The resend is held back into
-    the window where it reads the user before the change commits and commits after it."""
-
-    def attempt(held: float) -> str:
-        name, session, user_id = _user(client)
-        new_address = f"{name}_2@example.com"
-        change = {"email": new_address, "password": PASSWORD}
-
-        changed, resent = at_once(
-            partial(client.call, "PUT", "/users/me/email", change, token=session, ip=new_ip()),
-            partial(client.call, "GET", "/users/me/verify", token=session, ip=new_ip()),
-            delays=(0, held),
-        )
-
-        assert changed.outcome == OK, changed.body
-        assert resent.outcome == (201, "SEND_VERIFICATION_EMAIL_SUCCESS"), resent.body
-        to_new = [m for m in _mails(dynamodb, local_api, user_id, "verify-email") if m["to"] == new_address]
-        verified = client.call("PUT", "/users/verify", {"token": _link(to_new[-1])}, ip=new_ip())
-        if verified.status != 200:  # a link bound to the address again, for the stack_whole check
-            again = {"email": f"{name}_3@example.com", "password": PASSWORD}
-            assert client.call("PUT", "/users/me/email", again, token=session, ip=new_ip()).status == 200
-        assert _outcome(verified) == (200, "VERIFY_EMAIL_SUCCESS"), "no link verifies the new address"
-        return LATE if len(to_new) == 2 else EARLY  # the resend mailed the new address: it read after
-
-    print(f"resend vs address change: {_report(hunt(attempt, delay=0.03, step=0.005, rounds=10))}")
-
-
 # -------------------------------------------------------------------------- a ban vs the user
-
-
-def test_a_ban_racing_the_users_login_leaves_no_session_that_works(
-    client: Client, staff: tuple[Staff, Staff]
-) -> None:
-    """The login lands before the ban (its session is revoked with the others) or after it (403
-    BANNED_ERROR, after the right password): either way no session of the user works once both
-    have answered, and the next login is refused."""
-    seen: Counter[Outcome] = Counter()
-    for delays in ROUNDS:
-        name, session, user_id = _user(client)
-        ban = staff[0].reverified("PUT", f"/users/{user_id}/ban", {"reason": "spam"})
-
-        banned, login = at_once(ban, partial(client.login, name), delays=delays)
-
-        seen[login.outcome] += 1
-        assert banned.outcome == OK, banned.body
-        assert banned.body["bannedAt"] is not None
-        assert login.outcome in {CREATED, BANNED}, login.body
-        tokens = [session, *([login.body["token"]] if login.outcome == CREATED else [])]
-        assert [_me(client, t) for t in tokens] == [SESSION_GONE] * len(tokens)
-        assert _outcome(client.login(name)) == BANNED
-    print(f"login vs ban: {_report(seen)}")
 
 
 # Found here once: a staff ban committed once on the user it read, so a write landing between its
@@ -413,65 +318,6 @@ def test_revoking_every_session_racing_a_scoped_session_creation_leaves_none_tha
     print(f"scoped creation vs revoke-all: {_report(seen)}")
 
 
-def test_a_scoped_session_survives_a_racing_revoke_all_only_if_it_was_created_after_it(
-    client: Client,
-) -> None:
-    """One session creates an API key while revoking every other session. Both succeed; the key
-    works afterwards exactly when it was created on the generation the revocation moved to, i.e.
-    after it. From the client's clocks: a key whose creation was answered before the revocation was
-    sent must be revoked, and a key created after the revocation was answered must work (when the
-    two overlap, either is right: the order of the answers says nothing about the order of the
-    commits)."""
-    seen: Counter[str] = Counter()
-    for delays in ROUNDS:
-        name, caller, _ = _user(client)
-        other = _login(client, name)
-
-        created, revoked = at_once(
-            partial(client.call, "POST", "/users/me/sessions", SCOPED, token=caller, ip=new_ip()),
-            partial(client.call, "DELETE", "/users/me/sessions/all", token=caller, ip=new_ip()),
-            delays=delays,
-        )
-
-        assert created.outcome == CREATED, created.body
-        assert revoked.outcome == (200, "DELETE_SESSIONS_SUCCESS"), revoked.body
-        works = _me(client, str(created.body["token"])) == (200, None)
-        seen["key created after the revocation" if works else "key revoked by it"] += 1
-        if created.answered < revoked.sent:
-            assert not works, "a key created before the revoke-all was sent survived it"
-        if revoked.answered < created.sent:
-            assert works, "a key created after the revoke-all answered was revoked"
-        assert [_me(client, t) for t in (caller, other)] == [(200, None), SESSION_GONE]
-    print(f"scoped creation vs revoke-all-but-mine: {_report(seen)}")
-
-
-# ------------------------------------------------------------------------ two staff, one user
-
-
-def test_two_staff_banning_and_renaming_one_user_at_once_both_land(
-    client: Client, staff: tuple[Staff, Staff]
-) -> None:
-    """One staff member bans a user while another renames them. The two write different attributes
-    of the user (only what differs from the read is written), so both land in either order and
-    neither is lost (a new address takes the same path: staff_api.service._change)."""
-    first, second = staff
-    seen: Counter[tuple[Outcome, Outcome]] = Counter()
-    for delays in ROUNDS:
-        name, session, user_id = _user(client)
-        ban = first.reverified("PUT", f"/users/{user_id}/ban", {"reason": "spam"})
-        rename = second.reverified("PUT", f"/users/{user_id}/username", {"username": f"{name}_2"})
-
-        banned, renamed = at_once(ban, rename, delays=delays)
-
-        seen[(banned.outcome, renamed.outcome)] += 1
-        assert (banned.outcome, renamed.outcome) == (OK, OK), (banned.body, renamed.body)
-        user = first.user(user_id).body
-        assert (user["bannedAt"] is not None, user["banReason"]) == (True, "spam"), user
-        assert user["username"] == f"{name}_2"
-        assert _me(client, session) == SESSION_GONE
-    print(f"ban vs rename: {_report(seen)}")
-
-
 # ------------------------------------------------------------- recovery vs the password change
 
 
@@ -512,50 +358,3 @@ def test_a_recovery_reset_racing_the_users_password_change_lets_exactly_one_win(
         assert [client.login(name, p).status for p in (winner, loser, PASSWORD)] == [201, 401, 401]
         assert _me(client, session) == ((200, None) if winner == NEW_PASSWORD else SESSION_GONE)
     print(f"reset vs password change: {_report(seen)}")
-
-
-# ------------------------------------------------------- one session changing its password at once
-
-# Found here once: of five changes sent at once from one session, each with the right password, the
-# ones whose write found the hash replaced by another of them were told 401 INVALID_PASSWORD_ERROR.
-# A stale write now reads the caller again: its session still stands (a change of its own session
-# keeps it), so the change lands after the other; a session revoked meanwhile is told so.
-
-PARALLEL = 5  # the endpoint's limit: 5 per 24 hours per user, every one of them counted
-
-
-def _password_changes(client: Client, session: str, new_passwords: Sequence[str]) -> list[Reply]:
-    """PUT /users/me/password from ``session`` once per new password, all at once."""
-
-    def change(i: int) -> Reply:
-        body = {"password": PASSWORD, "newPassword": new_passwords[i], "confirmNewPassword": new_passwords[i]}
-        return client.call("PUT", "/users/me/password", body, token=session, ip=new_ip())
-
-    replies = parallel(len(new_passwords), change)
-    assert all(r.status < 500 for r in replies), [(r.status, r.body) for r in replies]
-    return replies
-
-
-def test_changes_of_one_sessions_password_sent_at_once_are_never_told_the_right_password_is_wrong(
-    client: Client, dynamodb: Any, local_api: LocalApiProcess
-) -> None:
-    """Five requests from one session, each proving the password (the same one they set again, so
-    it is right whenever it is judged): all five land, one after the other, the session stays and
-    the other session goes, each sends its notice, and the limit counted all five."""
-    name, session, user_id = _user(client)
-    elsewhere = _login(client, name)
-
-    replies = _password_changes(client, session, [PASSWORD] * PARALLEL)
-
-    assert [_outcome(r) for r in replies] == [OK] * PARALLEL, [r.body for r in replies]
-    assert [_me(client, t) for t in (session, elsewhere)] == [OK, SESSION_GONE]
-    assert len(_mails(dynamodb, local_api, user_id, Notice.PASSWORD_CHANGED.kind)) == PARALLEL
-    sixth = client.call(
-        "PUT",
-        "/users/me/password",
-        {"password": PASSWORD, "newPassword": PASSWORD, "confirmNewPassword": PASSWORD},
-        token=session,
-        ip=new_ip(),
-    )
-    assert _outcome(sixth) == (429, "RATELIMITED_ERROR")
-    assert client.login(name).status == 201

@@ -8,11 +8,9 @@ from typing import Any
 from nimbus_tools.local.control import clear_faults, inject_fault
 from nimbus_tools.local.launcher import LocalApiProcess
 from tests.api_client import Reply, new_ip, new_name
-from tests.e2e.conftest import Client, parallel, run_cli, with_totp
+from tests.e2e.conftest import CACHE_AGE, Client, parallel, run_cli, with_totp
 
 PASSWORD = "correct horse"
-
-CACHE_AGE = 10  # seconds a function may keep its copy of the kill switches (CONTRACT section 11)
 
 
 def _wait_for_status(client: Client, call: Any, status: int, bound: float) -> float:

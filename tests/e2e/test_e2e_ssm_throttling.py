@@ -10,9 +10,7 @@ import time
 from nimbus_tools.local.control import clear_faults, inject_fault
 from nimbus_tools.local.launcher import LocalApiProcess
 from tests.api_client import new_ip, new_name
-from tests.e2e.conftest import Client
-
-CACHE_AGE = 10  # seconds a function may keep its copy of the switches (CONTRACT section 11)
+from tests.e2e.conftest import CACHE_AGE, Client
 
 
 def test_warm_functions_answer_normally_and_at_once_while_ssm_throttles_every_read(

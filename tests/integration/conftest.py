@@ -41,11 +41,13 @@ from nimbus_core.platform import metrics
 from nimbus_core.platform.settings import get_settings
 from nimbus_tools.local.faults import Fault, FaultRegistry, botocore_hook
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub, Reply
+from nimbus_tools.local.lambda_records import lambda_event, matches
 from nimbus_tools.local.provision import ProvisionedStack, provision, put_default_domain
-from nimbus_tools.local.streams import StreamReader, committed, lambda_event, latest_stream_arn, matches
+from nimbus_tools.local.streams import StreamReader, committed, latest_stream_arn
 from nimbus_tools.moto_internals import TablesSnapshot, empty_tables, restore_tables, snapshot_tables
 from nimbus_tools.openapi import endpoint_errors
-from nimbus_tools.template import Template, load_template, parameter_values, stream_subscriptions
+from nimbus_tools.stream_events import stream_subscriptions
+from nimbus_tools.template import Template, load_template, parameter_values
 from tests.integration.stream_feed import Handler, Invocation, StreamFeed
 
 # A real PostgreSQL holding an upstream deployment, for the import's tests (started only when used).

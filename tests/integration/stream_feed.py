@@ -16,16 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from nimbus_tools.local.inprocess import LambdaContextStub
-from nimbus_tools.local.streams import (
-    StreamReader,
-    batch_failures,
-    committed,
-    lambda_event,
-    latest_stream_arn,
-    matches,
-    on_failure_message,
-)
-from nimbus_tools.template import StreamSubscription
+from nimbus_tools.local.lambda_records import batch_failures, lambda_event, matches, on_failure_message
+from nimbus_tools.local.streams import StreamReader, committed, latest_stream_arn
+from nimbus_tools.stream_events import StreamSubscription
 
 Handler = Callable[[dict[str, Any], Any], Any]
 

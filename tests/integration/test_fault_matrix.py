@@ -1,6 +1,6 @@
 """Every AWS call of every endpoint scenario, failed in turn.
 
-The scenarios are the ones ``make bench`` counts round trips with (bench/calls.py: one or more per
+The scenarios are the ones ``make bench`` counts round trips with (bench/scenarios.py: one or more per
 registered endpoint, derived from its registration, each a setup and the one request measured;
 tests/tools/unit/test_bench_scenarios.py keeps them covering every endpoint), one test each. For
 each scenario, the setup is made once and the tables and the runtime configuration as it left them
@@ -63,8 +63,8 @@ from botocore.exceptions import ReadTimeoutError
 from botocore.model import OperationModel
 from botocore.parsers import create_parser
 
-from bench.calls import Scenario, scenarios
-from bench.stack import Harness
+from bench.harness import Harness
+from bench.scenarios import Scenario, scenarios
 from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.items import from_item
 from nimbus_core.adapters.sealing import Sealer
@@ -75,7 +75,8 @@ from nimbus_core.platform import clock
 from nimbus_tools.local.faults import SdkAnswer
 from nimbus_tools.local.inprocess import Reply
 from nimbus_tools.moto_internals import TablesSnapshot, restore_tables, snapshot_tables
-from nimbus_tools.template import load_template, stream_subscriptions
+from nimbus_tools.stream_events import stream_subscriptions
+from nimbus_tools.template import load_template
 from tests.integration.conftest import PARAMS, REGION, Api, Clock, Stack
 from tests.invariants import stack_violations
 from tests.samples import PASSWORD

@@ -41,7 +41,8 @@ from nimbus_tools.local.faults import FaultRegistry, botocore_hook
 from nimbus_tools.local.inprocess import Reply
 from nimbus_tools.local.streams import latest_stream_arn
 from nimbus_tools.moto_internals import trim_stream
-from nimbus_tools.template import REPO_ROOT, function_specs, load_template, stream_subscriptions
+from nimbus_tools.stream_events import stream_subscriptions
+from nimbus_tools.template import REPO_ROOT, function_specs, load_template
 from tests.iam import IamRequest, allows, function_statements, glob_matches, requests_of, table_arn
 from tests.integration.conftest import NOW, ORIGIN, PARAMS, Api, Clock, Stack
 from tests.integration.stream_feed import Invocation, StreamFeed
@@ -1117,7 +1118,9 @@ def recording(_provisioned: Stack) -> Recording:
             patch.setattr(passwords, "hash_password", recorded.argon2_work(passwords.hash_password))
             patch.setattr(passwords, "verify_password", recorded.argon2_work(passwords.verify_password))
             world = World(RecordingApi(recorded), stack, clock)
-            patch.setattr("time.sleep", lambda _s: None)  # the mail function's SES backoff
+            patch.setattr(
+                nimbus_core.platform.clock, "sleep", lambda _s: None
+            )  # the mail function's SES backoff
             for scenario in [*SCENARIOS.values(), *CROSS_SCENARIOS, *STREAM_SCENARIOS.values()]:
                 scenario(world)
                 _trim_users_stream(stack)

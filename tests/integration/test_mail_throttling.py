@@ -10,13 +10,12 @@ local API's fault harness sends them (TooManyRequestsException, 429).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from mail_api.service import MailService
 from nimbus_core.adapters.outbox import OutboxMessage
+from nimbus_core.platform import clock
 from nimbus_tools.template import load_template
 from tests.integration.conftest import Faults, Stack
 from tests.integration.test_stream_resilience import Outbox, queue_bodies, reported, sequence
@@ -28,14 +27,12 @@ def outbox(stack: Stack) -> Outbox:
 
 
 @pytest.fixture
-def backoff() -> Iterator[list[float]]:
-    """The mail function's waits between SES calls, recorded instead of slept."""
-    defaults = MailService.__init__.__kwdefaults__
-    assert defaults is not None
+def backoff(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The mail function's waits between SES calls, recorded instead of slept: the
+    sleep the handler hands the service (``nimbus_core.platform.clock.sleep``)."""
     waits: list[float] = []
-    before, defaults["sleep"] = defaults["sleep"], waits.append
-    yield waits
-    defaults["sleep"] = before
+    monkeypatch.setattr(clock, "sleep", waits.append)
+    return waits
 
 
 def burst(outbox: Outbox, count: int) -> list[OutboxMessage]:

@@ -21,14 +21,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
 from botocore.config import Config
 
-from mail_api.service import MailService
 from nimbus_core.accounts.mail_templates import verification_email
 from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.dead_letters import dead_letter_from_body
@@ -38,10 +36,11 @@ from nimbus_core.adapters.sessions import DynamoSessions, session_item
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.adapters.users import DynamoUsers
 from nimbus_core.domain.models import User
-from nimbus_core.platform import ids
+from nimbus_core.platform import clock, ids
 from nimbus_core.sessions.session_issuer import revoke_all
 from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub
-from nimbus_tools.local.streams import StreamReader, lambda_event, latest_stream_arn, matches
+from nimbus_tools.local.lambda_records import lambda_event, matches
+from nimbus_tools.local.streams import StreamReader, latest_stream_arn
 from tests.contract.builders import a_session, a_user
 from tests.integration.conftest import PARAMS, REGION, Faults, Stack
 from tests.integration.stream_feed import Invocation, StreamFeed
@@ -200,14 +199,12 @@ def outbox(stack: Stack) -> Outbox:
 
 
 @pytest.fixture
-def backoff() -> Iterator[list[float]]:
-    """The mail function's waits between SES attempts, recorded instead of slept."""
-    defaults = MailService.__init__.__kwdefaults__
-    assert defaults is not None
+def backoff(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The mail function's waits between SES attempts, recorded instead of slept: the
+    sleep the handler hands the service (``nimbus_core.platform.clock.sleep``)."""
     waits: list[float] = []
-    before, defaults["sleep"] = defaults["sleep"], waits.append
-    yield waits
-    defaults["sleep"] = before
+    monkeypatch.setattr(clock, "sleep", waits.append)
+    return waits
 
 
 def ids_of(invocation: Invocation) -> list[str]:

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from accounts_api import service as accounts
+from auth_api import service as auth
+from auth_api.models import RegisterBody
 from nimbus_core.accounts.notices import Actor
 from nimbus_core.domain.errors import ErrorCode
 from nimbus_core.domain.models import SecondFactor, User
@@ -346,3 +348,68 @@ def test_a_staff_bulk_deletion_naming_their_own_account_first_deletes_every_acco
 
     assert (status, answer.get("count")) == (200, 2), answer
     assert [world.deps.users.get(u) for u in (staff_id, bob_id)] == [None, None]
+
+
+# --- claims and generations a concurrent request moved -----------------------------------------------
+
+
+def test_an_address_change_to_an_address_taken_meanwhile_in_another_spelling_is_user_exists(
+    world: FakeWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another user took the address, spelled in another case and with ß for ss, between the change's
+    read and its write: the claim is one key for every spelling, so the change is 409 and the address
+    stays where it was (the HTTP suite races a uniqueness claim once, at registration)."""
+    caller = read(world, register(world).token)
+
+    def meanwhile() -> None:
+        body = {"username": "bob", "email": "Alice.STRASSE@example.com", "password": PASSWORD}
+        auth.register(
+            world.deps, RegisterBody.model_validate(body), session_name="curl", now=world.clock.now()
+        )
+
+    lands_first(world, monkeypatch, meanwhile)
+
+    new = "alice.straße@example.com"
+    assert code(lambda: accounts.change_email(world.deps, caller, new, world.clock.now(), actor=ACTOR)) is (
+        ErrorCode.USER_EXISTS_ERROR
+    )
+    assert _user(world, caller.user.id).email == "alice@example.com"
+
+
+@pytest.mark.parametrize("keep_current", [True, False])
+def test_a_scoped_session_created_on_a_read_from_before_a_revoke_all_is_born_revoked(
+    world: FakeWorld, monkeypatch: pytest.MonkeyPatch, keep_current: bool
+) -> None:
+    """A revoke-all (keeping its own session or not) landed between the creation's read and its
+    write: the new session belongs to the generation read, which the revocation left, so it never
+    works; one created after the revocation, on the generation it moved to, does."""
+    mine, other = register(world), login(world)
+    caller = read(world, mine.token)
+    revoker = read(world, other.token)
+    lands_first(
+        world,
+        monkeypatch,
+        lambda: sessions.revoke_all_sessions(
+            world.deps, sessions.Owner.me(revoker), keep_current=keep_current, now=world.clock.now()
+        ),
+    )
+
+    def create(by: Caller) -> str:
+        issued = sessions.create_scoped_session(
+            world.deps,
+            by,
+            name="uploader",
+            permission_flags=4,
+            long_lived=False,
+            now=world.clock.now(),
+            actor=ACTOR,
+        )
+        return issued.token
+
+    before = create(caller)
+
+    assert caller_of(world, before) is None
+    assert caller_of(world, mine.token) is None
+    if keep_current:
+        after = create(read(world, other.token))
+        assert caller_of(world, after) is not None

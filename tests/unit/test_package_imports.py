@@ -4,7 +4,20 @@
   (``May import: platform, domain.``): every import counts, lazy and annotation-only ones too, so a
   package's docstring is the whole truth about what it depends on.
 - No function group imports another (each deploys alone, with only the SharedLayer beside it).
-- No module of the product is over 400 lines, and no function over 60.
+- No module of the product or of its scaffolding is over 400 lines, and no function over 60.
+- The scaffolding stays at most 0.75 times the size of the product, in lines of Python.
+
+What counts as what, for the ratio:
+
+- **Product**: what ships or what an operator runs as part of Nimbus: ``shared/`` (the core, in the
+  SharedLayer), ``functions/`` (the Lambda handlers), ``tools/nimbus_tools/cli`` (the ``nimbus``
+  operator tool the brief names: "operate it with its nimbus tool") and
+  ``tools/nimbus_tools/migrate`` (the importer from an upstream deployment, a product feature).
+- **Scaffolding**: what exists only to build, run locally, measure or check the product: the rest
+  of ``tools/`` (the local API, template reading, OpenAPI generation, moto glue, deploy checks) and
+  ``bench/``.
+- Tests are neither: they are counted by what they prove, not by size. Lines are counted as
+  ``find DIR -name '*.py' | xargs cat | wc -l`` counts them, blank lines and docstrings included.
 """
 
 from __future__ import annotations
@@ -19,13 +32,36 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 CORE = REPO / "shared" / "nimbus_core"
 FUNCTIONS = REPO / "functions"
-PRODUCT = sorted([*CORE.rglob("*.py"), *FUNCTIONS.rglob("*.py")])
+PRODUCT_DIRS = ("shared", "functions", "tools/nimbus_tools/cli", "tools/nimbus_tools/migrate")
+SCAFFOLDING_DIRS = ("tools", "bench")  # less what of them PRODUCT_DIRS names
+MAX_SCAFFOLDING_RATIO = 0.75
 PACKAGES = sorted(p.name for p in CORE.iterdir() if (p / "__init__.py").is_file())
 GROUPS = sorted(p.name for p in FUNCTIONS.glob("*/*_api"))
 _RULE = re.compile(r"^May import: (?P<names>.+)\.$", re.M)
 
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
+
+
+def product_and_scaffolding(root: Path) -> tuple[list[Path], list[Path]]:
+    """The Python modules of the product and of its scaffolding under ``root`` (module docstring)."""
+    product = sorted({p for d in PRODUCT_DIRS for p in (root / d).rglob("*.py")})
+    scaffolding = sorted({p for d in SCAFFOLDING_DIRS for p in (root / d).rglob("*.py")} - set(product))
+    return product, scaffolding
+
+
+def lines(paths: list[Path]) -> int:
+    """The lines of ``paths`` together."""
+    return sum(len(p.read_text().splitlines()) for p in paths)
+
+
+def scaffolding_ratio(root: Path) -> float:
+    """The scaffolding's lines over the product's, under ``root``."""
+    product, scaffolding = product_and_scaffolding(root)
+    return lines(scaffolding) / lines(product)
+
+
+PRODUCT, SCAFFOLDING = product_and_scaffolding(REPO)
 
 
 @cache
@@ -95,19 +131,19 @@ def test_the_core_never_imports_a_function_group() -> None:
     assert not strays, sorted(strays)
 
 
-def test_no_product_module_is_over_400_lines() -> None:
+def test_no_module_of_the_product_or_its_scaffolding_is_over_400_lines() -> None:
     long = {
         str(p.relative_to(REPO)): n
-        for p in PRODUCT
+        for p in [*PRODUCT, *SCAFFOLDING]
         if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
     }
     assert not long, long
 
 
-def test_no_product_function_is_over_60_lines() -> None:
+def test_no_function_of_the_product_or_its_scaffolding_is_over_60_lines() -> None:
     long = {
         f"{path.relative_to(REPO)}:{node.lineno} {node.name}": length
-        for path in PRODUCT
+        for path in [*PRODUCT, *SCAFFOLDING]
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         and (length := (node.end_lineno or node.lineno) - node.lineno + 1) > MAX_FUNCTION_LINES
@@ -126,3 +162,27 @@ def test_the_rules_see_a_stray_import_a_long_module_and_a_long_function(tmp_path
     assert "auth_api" in {name.split(".")[0] for name in imported(stray)}
     (node,) = [n for n in ast.walk(ast.parse(stray.read_text())) if isinstance(n, ast.FunctionDef)]
     assert (node.end_lineno or 0) - node.lineno + 1 > MAX_FUNCTION_LINES
+
+
+def test_the_scaffolding_is_at_most_three_quarters_of_the_product() -> None:
+    product, scaffolding = lines(PRODUCT), lines(SCAFFOLDING)
+    assert scaffolding <= MAX_SCAFFOLDING_RATIO * product, (
+        f"scaffolding {scaffolding:,} lines against the product's {product:,}: "
+        f"{scaffolding / product:.2f}x, over {MAX_SCAFFOLDING_RATIO}x"
+    )
+
+
+def test_the_ratio_counts_the_operator_tools_as_product_and_sees_scaffolding_grow(tmp_path: Path) -> None:
+    def module(path: str, count: int) -> None:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("x = 1\n" * count)
+
+    module("shared/nimbus_core/core.py", 60)
+    module("functions/auth/auth_api/app.py", 20)
+    module("tools/nimbus_tools/cli/main.py", 10)
+    module("tools/nimbus_tools/migrate/importer.py", 10)
+    module("tools/nimbus_tools/local/server.py", 40)
+    module("bench/calls.py", 35)
+    assert scaffolding_ratio(tmp_path) == 0.75
+    module("bench/more.py", 1)
+    assert scaffolding_ratio(tmp_path) > MAX_SCAFFOLDING_RATIO

@@ -14,7 +14,7 @@ REGISTRATIONS = DELETIONS = 5_000
 KEY_WCU = 1_000  # what DynamoDB allows one partition key value (base table or index) per second
 HEADROOM = 2
 # Transactions that hold one item at once conflict; AWS publishes no rate, and the capacity model
-# (bench/capacity.py, KEY_TRANSACTIONS) allows one item this many a second.
+# (bench/capacity/limits.py, KEY_TRANSACTIONS) allows one item this many a second.
 KEY_TRANSACTIONS = 100
 
 

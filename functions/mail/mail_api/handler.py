@@ -36,12 +36,14 @@ class WaitingForEarlierMail(Exception):  # noqa: N818 - back-pressure, not a fai
 
 
 def _service() -> MailService:
-    """The mail service on this container's cached clients (building it costs no I/O)."""
+    """The mail service on this container's cached clients (building it costs no I/O), waiting
+    between SES attempts through the platform's clock (a test's recorder, when it hands one in)."""
     settings = get_settings()
     return MailService(
         SesMailer(clients.sesv2(), settings.sender_email),
         SqsDeadLetterQueue(clients.sqs(), settings.mail_dead_letter_queue_url),
         DynamoOutbox(clients.dynamodb(), settings.outbox_table),
+        sleep=clock.sleep,
     )
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 import random
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -154,7 +153,7 @@ class MailService:
         ledger: Ledger,
         *,
         policy: RetryPolicy | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None],
         jitter: Callable[[], float] = random.random,  # noqa: S311 (backoff jitter, not a secret)
         now: Callable[[], float] | None = None,
     ) -> None:

@@ -11,6 +11,11 @@ def now() -> float:
     return time.time()
 
 
+def sleep(seconds: float) -> None:
+    """Wait ``seconds``: the one place a service waits (a test hands in a recorder instead)."""
+    time.sleep(seconds)
+
+
 def iso(ts: float) -> str:
     """ISO-8601 UTC with milliseconds and a Z suffix, e.g. ``2026-11-21T22:01:11.525Z``."""
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

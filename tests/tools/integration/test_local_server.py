@@ -46,7 +46,10 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalApiProcess]:
     state_dir = tmp_path_factory.mktemp("local-api")
     # A developer's AWS_PROFILE (here one that does not exist) must not matter to the local API.
     env = {"AWS_PROFILE": "nimbus-no-such-profile"}
-    with start_local_api(state_dir=state_dir, template=FIXTURE, workers=4, env=env) as running:
+    # A test suite's shorter configuration cache (serve --config-cache-seconds), given to every function.
+    with start_local_api(
+        state_dir=state_dir, template=FIXTURE, workers=4, env=env, config_cache_seconds=3
+    ) as running:
         yield running
 
 
@@ -145,6 +148,20 @@ def test_functions_get_the_template_environment_pointed_at_the_emulator(api: Loc
     assert env["AWS_LAMBDA_FUNCTION_NAME"] == "EchoFunction"
     assert env["VERIFICATION_URL"] == f"{api.console_url}/verify?token={{token}}"
     assert env["POWERTOOLS_DEV"] is None
+
+
+def test_serve_gives_every_function_the_configuration_cache_age_asked_for(api: LocalApiProcess) -> None:
+    _, _, body = http("GET", f"{api.api_url}/echo/me")
+    assert body["env"]["CONFIG_CACHE_SECONDS"] == "3"
+
+
+def test_serve_leaves_the_configuration_cache_age_to_the_functions_unless_asked() -> None:
+    from nimbus_tools.local.main import build_parser
+
+    assert build_parser().parse_args(["serve"]).config_cache_seconds is None
+    assert build_parser().parse_args(["serve", "--config-cache-seconds", "0"]).config_cache_seconds == 0
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--config-cache-seconds", "11"])
 
 
 def test_literal_routes_trailing_slashes_and_default_route(api: LocalApiProcess) -> None:

@@ -18,7 +18,8 @@ from nimbus_tools.local.aws import AwsEmulator, TableWrites, written_tables
 from nimbus_tools.local.functions import Invocation
 from nimbus_tools.local.session import emulator_session
 from nimbus_tools.local.streams import STREAM_CLIENT_CONFIG, StreamPoller, latest_stream_arn
-from nimbus_tools.template import LOCAL_REGION, StreamSubscription
+from nimbus_tools.stream_events import StreamSubscription
+from nimbus_tools.template import LOCAL_REGION
 
 
 class Function:

@@ -8,7 +8,8 @@ import json
 import re
 from typing import Any
 
-from nimbus_tools.template import load_template, resources_of_type, stream_subscriptions
+from nimbus_tools.stream_events import stream_subscriptions
+from nimbus_tools.template import load_template, resources_of_type
 
 TEMPLATE = load_template()
 ALARMS = resources_of_type(TEMPLATE, "AWS::CloudWatch::Alarm")

@@ -1,5 +1,5 @@
 """``make bench``'s calls per request: a scenario for every registered endpoint, derived from its
-registration and the OpenAPI document (bench/calls.py), so a new endpoint is measured or named."""
+registration and the OpenAPI document (bench/scenarios.py), so a new endpoint is measured or named."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bench.calls import plan
+from bench.scenarios import plan
 from bench.stack import ScenarioError
 from nimbus_tools.openapi import Registered, build_document, registered_endpoints
 

@@ -1,4 +1,4 @@
-"""The capacity model (bench/capacity.py): units as DynamoDB counts them, ceilings from spreads and
+"""The capacity model (bench/capacity/): units as DynamoDB counts them, ceilings from spreads and
 limits, the stack as the template deploys it, and mixes that add up."""
 
 from __future__ import annotations
@@ -12,9 +12,14 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from bench import capacity
-from bench.capacity import Access, Recorder, RequestCost, installed, item_size, key_class, load_mixes, model
-from bench.capacity_deploy import Deployment, Limit, deployment
+from bench.capacity import limits
+from bench.capacity.costs import MAIL, RECOVERY, SWEEP, Access, RequestCost, item_size, key_class
+from bench.capacity.deploy import Deployment, Limit, deployment
+from bench.capacity.mixes import load_mixes, run
+from bench.capacity.model import model
+from bench.capacity.prices import cognito_price
+from bench.capacity.recorder import Recorder, installed
+from bench.capacity.report import flood_bounds, render_report, what_it_takes
 from nimbus_core.adapters import user_items
 from nimbus_tools.template import load_template
 
@@ -34,8 +39,8 @@ def test_a_key_no_rule_names_is_classed_by_its_table_and_prefix_and_named() -> N
     mix = _mix(accounts=1_000)
     cost = _cost({"UsersTable DATAKEY# (no rule)": Access(reads=1)})
     figures = model("m", mix, {"s": cost}, _deploy(), 10)
-    report = capacity.render_report([figures], {"s": cost}, _deploy())
-    assert report.startswith("Keys no rule of bench/capacity.CLASSES names")
+    report = render_report([figures], {"s": cost}, _deploy())
+    assert report.startswith("Keys no rule of bench/capacity/costs.CLASSES names")
     assert "UsersTable DATAKEY# (no rule)" in report.splitlines()[0]
 
 
@@ -96,10 +101,10 @@ def test_a_class_on_few_keys_meets_its_key_limit_and_one_spread_over_accounts_do
 
     [hot] = [c for c in figures.ceilings if c.resource.startswith("user list partition")]
     shards = getattr(user_items, "LIST_SHARDS", 1)
-    assert hot.at_rps == pytest.approx(capacity.KEY_WCU * shards)  # one write per request
+    assert hot.at_rps == pytest.approx(limits.KEY_WCU * shards)  # one write per request
     assert not [c for c in figures.ceilings if c.resource.startswith("user item")]
     [table] = [c for c in figures.ceilings if c.resource == "UsersTable: writes"]
-    assert table.at_rps == pytest.approx(capacity.TABLE_UNITS / 2)
+    assert table.at_rps == pytest.approx(limits.TABLE_UNITS / 2)
 
 
 def test_concurrency_and_ssm_reads_follow_the_requests_durations() -> None:
@@ -168,7 +173,7 @@ def test_transactions_on_a_class_of_few_keys_meet_the_conflict_ceiling() -> None
     figures = model("m", mix, {"s": cost}, _deploy(), 10)
 
     [conflicts] = [c for c in figures.ceilings if c.resource == "user count shard: hottest key, transactions"]
-    assert conflicts.at_rps == pytest.approx(capacity.KEY_TRANSACTIONS * user_items.COUNT_SHARDS)
+    assert conflicts.at_rps == pytest.approx(limits.KEY_TRANSACTIONS * user_items.COUNT_SHARDS)
 
 
 def _one_scenario_mix(scenario: str, goal: float = 1_000, **values: Any) -> dict[str, Any]:
@@ -255,7 +260,7 @@ def test_flooding_addresses_beyond_the_refusal_memo_cost_a_counter_write_each() 
 
     # 100,000 addresses overflow the 4,096 an instance keeps: about 4 % of refusals are answered
     # from memory, and the rest each cost DynamoDB a write.
-    assert many.memo_hits == pytest.approx(1 - math.exp(-capacity.MEMO_SIZE / 100_000), rel=1e-3)
+    assert many.memo_hits == pytest.approx(1 - math.exp(-limits.MEMO_SIZE / 100_000), rel=1e-3)
     assert many.classes["per-address counter"][1] > 0.95 * 20_000
     assert few.memo_hits is not None
     assert few.memo_hits > 0.9
@@ -280,19 +285,19 @@ def test_stream_records_bring_the_stream_functions_work_and_its_units() -> None:
     mix = _one_scenario_mix("s")
     costs = {
         "s": _cost({}, mails=1, user_changes=2),
-        capacity.MAIL: _cost({"outbox message": Access(writes=2)}, function="MailFunction", ses=1),
-        capacity.SWEEP: _cost({"a user's sessions": Access(reads=1)}, function="SweepFunction"),
-        capacity.RECOVERY: _cost({}, function="RecoveryFunction"),
+        MAIL: _cost({"outbox message": Access(writes=2)}, function="MailFunction", ses=1),
+        SWEEP: _cost({"a user's sessions": Access(reads=1)}, function="SweepFunction"),
+        RECOVERY: _cost({}, function="RecoveryFunction"),
     }
 
     figures = model("m", mix, costs, _deploy(), 10)
 
-    assert figures.endpoints[capacity.MAIL] == pytest.approx(1_000)
-    assert figures.endpoints[capacity.SWEEP] == pytest.approx(2_000)
+    assert figures.endpoints[MAIL] == pytest.approx(1_000)
+    assert figures.endpoints[SWEEP] == pytest.approx(2_000)
     assert figures.ses_rate == pytest.approx(1_000)
     assert figures.classes["a user's sessions"][0] == pytest.approx(2_000)
     [daily] = [c for c in figures.ceilings if c.resource.startswith("SES daily quota")]
-    assert daily.at_rps == pytest.approx(capacity.SES_DAILY / 86_400)
+    assert daily.at_rps == pytest.approx(limits.SES_DAILY / 86_400)
 
 
 def test_a_query_is_counted_by_the_items_it_reads_not_the_ones_its_filter_returns(dynamodb: Any) -> None:
@@ -330,15 +335,15 @@ def test_a_changed_user_item_is_a_sweep_and_a_new_outbox_message_a_mail(dynamodb
 
 
 def test_cognito_bills_each_monthly_active_user_past_its_free_ones_by_band() -> None:
-    assert capacity.cognito_price(10_000, capacity.COGNITO["Essentials"]) == 0
-    assert capacity.cognito_price(110_000, capacity.COGNITO["Essentials"]) == pytest.approx(1_500)
-    lite = capacity.cognito_price(1_000_000, capacity.COGNITO["Lite"])
+    assert cognito_price(10_000, limits.COGNITO["Essentials"]) == 0
+    assert cognito_price(110_000, limits.COGNITO["Essentials"]) == pytest.approx(1_500)
+    lite = cognito_price(1_000_000, limits.COGNITO["Lite"])
     assert lite == pytest.approx(90_000 * 0.0055 + 900_000 * 0.0046)
 
 
 def test_a_default_deploy_carries_the_normal_mix_and_the_report_names_what_launch_and_attack_need() -> None:
     """The whole model on the real handlers (one run: it measures every scenario on moto)."""
-    report = capacity.run(TEMPLATE, 1)
+    report = run(TEMPLATE, 1)
     figures, users = report.data
     by_name = {f.name: f for f in figures}
     normal, launch, attack = by_name["normal"], by_name["launch"], by_name["attack"]
@@ -351,7 +356,7 @@ def test_a_default_deploy_carries_the_normal_mix_and_the_report_names_what_launc
     for function in ("MailFunction", "SweepFunction", "RecoveryFunction"):
         assert normal.concurrency[function] > 0
     # A launch needs pre-warmed tables and a wider registration route, and says so.
-    parameters = " ".join(capacity.what_it_takes(launch)[0])
+    parameters = " ".join(what_it_takes(launch)[0])
     assert "WarmWriteUnits=" in parameters
     assert "RegisterRateLimit=" in parameters
     # The attack: the login route's throttle holds it, and most refusals reach the counters.
@@ -372,7 +377,7 @@ def test_the_concurrency_quota_to_ask_for_holds_the_reserved_executions_beside_t
 
     [pool] = [c for c in figures.ceilings if c.resource.startswith("Lambda concurrent executions")]
     assert pool.at_rps == pytest.approx(1_000 * 200 / 300)  # 1,000 - 800 reserved left
-    _, _, quotas = capacity.what_it_takes(figures)
+    _, _, quotas = what_it_takes(figures)
     assert "Lambda concurrent executions: 1,400, 800 reserved among them" in " ".join(quotas)  # 2 x 300 + 800
 
 
@@ -380,7 +385,7 @@ def test_a_flood_of_every_sign_in_route_at_its_throttle_is_held_to_the_functions
     deploy = deployment(TEMPLATE, {"LoginRateLimit": "1000", "AuthReservedConcurrency": "50"})
     slow = RequestCost("POST /login wrong password", "AuthFunction", own_ms=0.0, round_trips=25)  # 100 ms
 
-    [line] = capacity.flood_bounds({slow.scenario: slow}, deploy)
+    [line] = flood_bounds({slow.scenario: slow}, deploy)
 
     assert "100 concurrent executions, capped by its reservation (AuthReservedConcurrency=50)" in line
     assert "not measured: POST /login/passkey" in line

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nimbus_tools.local.streams import batch_failures, lambda_record, matches
+from nimbus_tools.local.lambda_records import batch_failures, lambda_record, matches
 
 ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/OutboxTable/stream/x"
 

@@ -7,22 +7,22 @@ from pathlib import Path
 import pytest
 
 from nimbus_core.domain.killswitches import KillSwitch, parameter_names
+from nimbus_tools.local.gateway import http_api_cors
 from nimbus_tools.local.provision import (
     queue_definitions,
     ssm_parameter_definitions,
     table_definitions,
 )
+from nimbus_tools.stream_events import stream_subscriptions
 from nimbus_tools.template import (
     TemplateError,
     function_specs,
-    http_api_cors,
     load_template,
     local_key_arn,
     local_key_id,
     parameter_values,
     resolver,
     resources_of_type,
-    stream_subscriptions,
 )
 
 TEMPLATE = load_template()

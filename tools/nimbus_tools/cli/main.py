@@ -86,7 +86,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     leaf(ssm, "show", "show whether Parameter Store higher throughput is on")
     leaf(ssm, "enable", "turn Parameter Store higher throughput on (charged per API interaction)")
-    imports = leaf(groups, "import", "import an upstream Cumulonimbus deployment's PostgreSQL database")
+    _import_options(
+        leaf(groups, "import", "import an upstream Cumulonimbus deployment's PostgreSQL database")
+    )
+    totp = group("totp", "the stored TOTP secrets")
+    resealing = leaf(totp, "reseal", "seal every stored TOTP secret under one KMS key (idempotent)")
+    resealing.add_argument(
+        "--key", metavar="KEY", help="key id, ARN or alias (default: the key the stack's functions seal with)"
+    )
+    return parser
+
+
+def _import_options(imports: argparse.ArgumentParser) -> None:
+    """The arguments of ``nimbus import``."""
     imports.add_argument(
         "url", metavar="POSTGRES_URL", help="postgresql://user[:password]@host[:port]/dbname"
     )
@@ -94,12 +106,6 @@ def build_parser() -> argparse.ArgumentParser:
     imports.add_argument("--page-size", type=int, default=500, help="accounts read per page (default 500)")
     imports.add_argument("--workers", type=int, default=8, help="accounts written at once (default 8)")
     imports.add_argument("--json", action="store_true", help="print the report as JSON")
-    totp = group("totp", "the stored TOTP secrets")
-    resealing = leaf(totp, "reseal", "seal every stored TOTP secret under one KMS key (idempotent)")
-    resealing.add_argument(
-        "--key", metavar="KEY", help="key id, ARN or alias (default: the key the stack's functions seal with)"
-    )
-    return parser
 
 
 def _target_factory(parser: argparse.ArgumentParser, args: argparse.Namespace) -> TargetFactory:

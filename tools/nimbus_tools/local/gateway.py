@@ -19,6 +19,7 @@ from nimbus_tools.local.events import (
 from nimbus_tools.local.functions import Invoker
 from nimbus_tools.local.router import Router
 from nimbus_tools.local.static import StaticSite
+from nimbus_tools.template import Template, resolver, resources_of_type
 
 
 def _names(value: Any) -> tuple[str, ...]:
@@ -105,6 +106,15 @@ class GatewayResult:
     response: HttpResponse
     function: str | None = None
     error: str | None = None
+
+
+def http_api_cors(template: Template, params: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """The resolved CorsConfiguration of the template's (first) HttpApi, or None without one."""
+    for resource in resources_of_type(template, "AWS::Serverless::HttpApi").values():
+        if cors := (resource.get("Properties") or {}).get("CorsConfiguration"):
+            resolved: dict[str, Any] = resolver(template, params).resolve(cors)
+            return resolved
+    return None
 
 
 def json_message(status: int, message: str) -> HttpResponse:

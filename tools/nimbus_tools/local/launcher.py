@@ -116,16 +116,21 @@ def start_local_api(
     env: Mapping[str, str] | None = None,
     check: bool = True,
     test_password_hashing: bool = False,
+    config_cache_seconds: int | None = None,
 ) -> LocalApiProcess:
     """Start the local API (free ports by default) and wait (at most ``timeout`` s) until it serves
     requests; RuntimeError if it does not, unless ``check`` is False (then the caller looks at
     :meth:`LocalApiProcess.ready` and the process). ``test_password_hashing``: argon2id's test
-    profile in every function, for a test suite that registers and signs in by the hundred."""
+    profile in every function, for a test suite that registers and signs in by the hundred.
+    ``config_cache_seconds``: how long the functions keep SSM's kill switches and log level (None:
+    their own default, as deployed)."""
     command = [sys.executable, "-m", "nimbus_tools.local.main", "serve", "--state-dir", str(state_dir)]
     command += ["--port", str(port), "--moto-port", str(moto_port)]
     command += ["--template", str(template)] if template is not None else []
     command += ["--workers", str(workers)] if workers is not None else []
     command += ["--test-password-hashing"] if test_password_hashing else []
+    if config_cache_seconds is not None:
+        command += ["--config-cache-seconds", str(config_cache_seconds)]
     for key, value in (params or {}).items():
         command += ["--param", f"{key}={value}"]
     environment = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}

@@ -97,6 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="hash passwords with argon2id's smallest cost, for a test suite (default: production's)",
     )
+    serve.add_argument(
+        "--config-cache-seconds",
+        type=int,
+        choices=range(11),
+        metavar="0-10",
+        help="how long the functions keep the kill switches and log level read from SSM (default: the "
+        "deployed functions' own, 10), shorter for a test suite that flips them",
+    )
     return parser
 
 
@@ -116,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as error:  # TemplateError is a ValueError
         parser.error(str(error))
     options = (args.port, args.moto_port, args.state_dir, params, args.workers, args.template)
-    return serve(StackOptions(*options, test_password_hashing=args.test_password_hashing))
+    hashing, cache = args.test_password_hashing, args.config_cache_seconds
+    return serve(StackOptions(*options, test_password_hashing=hashing, config_cache_seconds=cache))
 
 
 def serve(options: StackOptions) -> int:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from nimbus_tools.local.aws import AwsEmulator
 from nimbus_tools.local.functions import FunctionPools
-from nimbus_tools.local.gateway import CorsPolicy, Gateway
+from nimbus_tools.local.gateway import CorsPolicy, Gateway, http_api_cors
 from nimbus_tools.local.provision import ProvisionedStack, provision
 from nimbus_tools.local.router import Router
 from nimbus_tools.local.server import LocalApiServer, RequestLog
@@ -19,16 +19,15 @@ from nimbus_tools.local.session import emulator_session
 from nimbus_tools.local.state import ServeLock, ServeState, remove_state, state_path, write_state
 from nimbus_tools.local.static import StaticSite, console_url
 from nimbus_tools.local.streams import StreamPoller
+from nimbus_tools.stream_events import stream_subscriptions
 from nimbus_tools.template import (
     DEFAULT_TEMPLATE_PATH,
     LOCAL_REGION,
     FunctionSpec,
     Template,
     function_specs,
-    http_api_cors,
     load_template,
     parameter_values,
-    stream_subscriptions,
 )
 
 HOST = "127.0.0.1"
@@ -47,6 +46,8 @@ class StackOptions:
     workers: int = 4
     template_path: Path = DEFAULT_TEMPLATE_PATH
     test_password_hashing: bool = False  # argon2id's test profile in every function (test suites)
+    # The functions' CONFIG_CACHE_SECONDS (how long they keep SSM's switches): None, their own.
+    config_cache_seconds: int | None = None
 
 
 def local_parameters(template: Template, params: dict[str, str], port: int) -> dict[str, str]:
@@ -101,6 +102,11 @@ class LocalStack:
         params = local_parameters(template, options.params, self.server.port)
         provisioned = provision(emulator_session(LOCAL_REGION), template, params, endpoint_url=aws_url)
         self.specs = function_specs(template, params)
+        if (cache := options.config_cache_seconds) is not None:
+            self.specs = [
+                replace(s, environment=s.environment | {"CONFIG_CACHE_SECONDS": str(cache)})
+                for s in self.specs
+            ]
         root = options.template_path.resolve().parent
         self.pools = FunctionPools(
             self.specs,

@@ -1,7 +1,7 @@
 """What the deployed stack caps traffic with, read from template.yaml with its parameters' defaults
 (or overrides): route throttles, each function's memory (so its CPU share) and reserved
 concurrency, each table's and index's warm throughput, and the stream functions' batch sizes.
-``make capacity`` (bench/capacity.py) holds every mix against these (docs/scale.md)."""
+``make capacity`` (bench/capacity/) holds every mix against these (docs/scale.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nimbus_tools.stream_events import stream_subscriptions
 from nimbus_tools.template import (
     FUNCTION_TYPE,
     TABLE_TYPE,
@@ -18,7 +19,6 @@ from nimbus_tools.template import (
     function_specs,
     resolver,
     resources_of_type,
-    stream_subscriptions,
 )
 
 # Lambda gives a function CPU in proportion to its memory: one full vCPU at 1,769 MB (Lambda
@@ -107,7 +107,7 @@ def deployment(template: Template, params: Mapping[str, str] | None = None) -> D
     [api] = resources_of_type(template, "AWS::Serverless::HttpApi").values()
     properties = api.get("Properties") or {}
     default_raw = (properties.get("DefaultRouteSettings") or {}).get("ThrottlingRateLimit")
-    # No stage throttle: the account's, which bench/capacity.py counts on its own.
+    # No stage throttle: the account's, which bench/capacity/ceilings.py counts on its own.
     default = _limit(default_raw, names.resolve(default_raw)) if default_raw is not None else Limit(1e12, "")
     route_limits = {
         route: _limit(raw["ThrottlingRateLimit"], names.resolve(raw["ThrottlingRateLimit"]))
