@@ -38,7 +38,8 @@ def test_kill_switch_flipped_in_ssm_takes_effect_within_the_cache_age_and_staff_
         _wait_for_status(
             client, lambda: client.call("GET", "/users/me", token=user_token), 503, CACHE_AGE + 5
         )
-        # No timed bound on the first 503 (a loaded machine stretches it): every worker (each with its own cache, like Lambda containers) sees it once the cache age passed.
+        # No timed bound on the first 503 (a loaded machine stretches it): every worker (each with
+        # its own cache, like Lambda containers) sees it once the cache age has passed.
         time.sleep(max(0.0, flipped + CACHE_AGE + 0.5 - time.monotonic()))
         for _ in range(6):
             blocked = client.call("GET", "/users/me", token=user_token)
