@@ -21,7 +21,7 @@ from nimbus_core.accounts.notices import Actor, Notice
 from nimbus_core.domain.errors import ErrorCode
 from nimbus_core.domain.ratelimits import CHANGE_PASSWORD
 from nimbus_core.factors.reverify import reverify
-from nimbus_core.sessions import passwords
+from nimbus_core.sessions import credentials, passwords
 from staff_api import service as staff
 from tests.fakes import FakeWorld, fake_world
 from tests.races import (
@@ -185,6 +185,44 @@ def test_the_own_password_change_carries_no_rehash_of_the_imported_hash_it_repla
     assert others
     assert not any(e.policy.sets_own_password for e in others)
     assert len(reverify(world.deps, caller, proof, 0, endpoint="DELETE /users/me")) == 1
+
+
+def test_the_guard_hands_the_policys_sets_own_password_to_reverification_over_http(
+    world: FakeWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the accounts app: the own password change reverifies without rehashing the imported
+    hash (the guard passes ``Policy.sets_own_password`` on), while the address change does rehash."""
+    rehashed: list[str] = []
+    real_rehash = credentials.rehash_ops
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        rehashed.append("rehash")
+        return real_rehash(*args, **kwargs)
+
+    monkeypatch.setattr(credentials, "rehash_ops", recorded)
+    legacy = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(BCRYPT_COST, prefix=b"2b")).decode()
+    mine = register(world)
+    user = read(world, mine.token).user
+    world.tx.commit(world.deps.users.change_ops(user, user.changed(password_hash=legacy)))
+
+    body = {"password": PASSWORD, "newPassword": FIRST, "confirmNewPassword": FIRST}
+    status, answer = call(world, mine.token, "PUT", "/users/me/password", body, routes=account_routes)
+    assert status == 200, answer
+    assert rehashed == []
+    assert _password_is(world, user.id, FIRST)
+
+    user = read(world, mine.token).user
+    world.tx.commit(world.deps.users.change_ops(user, user.changed(password_hash=legacy)))
+    status, answer = call(
+        world,
+        mine.token,
+        "PUT",
+        "/users/me/email",
+        {"password": PASSWORD, "email": "new@example.com"},
+        routes=account_routes,
+    )
+    assert status == 200, answer
+    assert rehashed == ["rehash"]
 
 
 # --- staff setting a password ----------------------------------------------------------------------
