@@ -317,3 +317,17 @@ def test_the_first_document_passes_with_nothing_landed_to_compare(
 
     assert status == 0
     assert "no landed document to compare against" in output
+
+
+def test_a_shallow_clone_without_the_landed_document_says_so_and_passes(
+    repo: Path, tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _change(repo, _drop_email)
+    _commit(repo, "no email")
+    shallow = tmp_path_factory.mktemp("shallow") / "checkout"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow)], check=True)
+
+    status, output = _check(shallow, capsys)
+
+    assert status == 0
+    assert "a shallow clone lacks the commit before" in output
