@@ -13,6 +13,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +140,50 @@ def test_a_query_and_a_transaction_cost_what_they_touch_not_the_table() -> None:
     small, large = figures
     ratios = [round(b / a, 1) for a, b in zip(small, large, strict=True)]
     assert all(ratio < 3 for ratio in ratios), f"GSI query, base query, transaction: {ratios}"
+
+
+def test_parallel_queries_of_an_index_never_see_its_value_index_half_built() -> None:
+    """The first queries of an index keyed on another attribute build the patch's value index; a
+    client's parallel queries (the user list's, one per partition) each see every item."""
+    items, threads = 3000, 8
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name=REGION)
+        client.create_table(
+            TableName="grouped",
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "group", "AttributeType": "S"},
+            ],
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": "ByGroup",
+                    "KeySchema": [{"AttributeName": "group", "KeyType": "HASH"}],
+                    "Projection": {"ProjectionType": "KEYS_ONLY"},
+                }
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        for start in range(0, items, 25):
+            puts: list[Any] = [
+                {"PutRequest": {"Item": {"pk": s(f"u{i}"), "group": s("all")}}}
+                for i in range(start, start + 25)
+            ]
+            client.batch_write_item(RequestItems={"grouped": puts})
+        start_together = threading.Barrier(threads)
+
+        def count() -> int:
+            start_together.wait()
+            answer = client.query(
+                TableName="grouped",
+                IndexName="ByGroup",
+                KeyConditionExpression="#g = :g",
+                ExpressionAttributeNames={"#g": "group"},
+                ExpressionAttributeValues={":g": s("all")},
+                Select="COUNT",
+            )
+            return int(answer["Count"])
+
+        with ThreadPoolExecutor(threads) as pool:
+            counts = list(pool.map(lambda _: count(), range(threads)))
+    assert counts == [items] * threads
