@@ -14,9 +14,9 @@ import pytest
 from auth_api import recovery
 from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody, ResetPasswordBody
-from nimbus_core.domain.errors import ErrorCode, NimbusError, RateLimitedError
+from nimbus_core.domain.errors import ChallengeRequiredError, ErrorCode, NimbusError, RateLimitedError
 from nimbus_core.domain.models import SecondFactor, User
-from nimbus_core.factors import challenges, otp
+from nimbus_core.factors import otp
 from nimbus_core.http.steps.challenge import store_challenge
 from nimbus_core.platform.ids import new_id
 from nimbus_core.sessions import passwords
@@ -108,8 +108,8 @@ def _with_totp(world: FakeWorld, name: str) -> str:
     return secret
 
 
-def _challenged(world: FakeWorld, token: str) -> challenges.ChallengeRequiredError:
-    with pytest.raises(challenges.ChallengeRequiredError) as raised:
+def _challenged(world: FakeWorld, token: str) -> ChallengeRequiredError:
+    with pytest.raises(ChallengeRequiredError) as raised:
         _reset(world, token)
     store_challenge(world.deps, raised.value)  # as the guard does when it answers the 401
     return raised.value
@@ -274,7 +274,7 @@ def test_a_challenge_is_answered_only_for_its_own_user_and_recovery_token(world:
         ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
     )
     # Nor does a login challenge.
-    with pytest.raises(challenges.ChallengeRequiredError) as login:
+    with pytest.raises(ChallengeRequiredError) as login:
         auth.login(
             world.deps,
             LoginBody.model_validate({"username": "alice", "password": PASSWORD}),
@@ -342,7 +342,7 @@ def test_a_locked_owner_recovers_with_a_second_factor_and_is_signed_in_with_the_
     parsed = parse_session_token(old_session)
     assert parsed is not None
     assert authenticate(world.deps, parsed, world.clock.now()) is None  # every other session revoked
-    with pytest.raises(challenges.ChallengeRequiredError):  # login is open again at once: challenged
+    with pytest.raises(ChallengeRequiredError):  # login is open again at once: challenged
         auth.login(
             world.deps,
             LoginBody.model_validate({"username": "alice", "password": NEW_PASSWORD}),

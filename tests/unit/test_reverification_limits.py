@@ -15,9 +15,9 @@ import pytest
 
 from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody
-from nimbus_core.domain.errors import ErrorCode, NimbusError, RateLimitedError
+from nimbus_core.domain.errors import ChallengeRequiredError, ErrorCode, NimbusError, RateLimitedError
 from nimbus_core.domain.models import SecondFactor, User
-from nimbus_core.factors import answers, challenges, otp
+from nimbus_core.factors import answers, otp
 from nimbus_core.factors.reverify import reverify
 from nimbus_core.http.steps.challenge import store_challenge
 from nimbus_core.platform.ids import new_id
@@ -112,7 +112,7 @@ def test_a_locked_account_with_a_factor_reverifies_with_the_password_then_the_co
     _lock_by_guessing_at_login(world)
 
     required = _reverify(world, token, {"password": PASSWORD})
-    assert isinstance(required, challenges.ChallengeRequiredError)
+    assert isinstance(required, ChallengeRequiredError)
     store_challenge(world.deps, required)  # as the guard does when it answers the 401
     world.clock.advance(30)
     answer = {
@@ -162,7 +162,7 @@ def test_wrong_second_factor_answers_count_on_the_session_and_not_the_account(wo
     outcomes = []
     for _ in range(5):
         required = _reverify(world, token, {"password": PASSWORD})
-        assert isinstance(required, challenges.ChallengeRequiredError)
+        assert isinstance(required, ChallengeRequiredError)
         store_challenge(world.deps, required)
         wrong = {
             "token": required.extra["token"],

@@ -14,8 +14,8 @@ from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody
 from factors_api import service as factors
 from nimbus_core.accounts import notices
-from nimbus_core.domain.errors import ErrorCode, NimbusError, RateLimitedError
-from nimbus_core.factors import answers, challenges, otp
+from nimbus_core.domain.errors import ChallengeRequiredError, ErrorCode, NimbusError, RateLimitedError
+from nimbus_core.factors import answers, otp
 from nimbus_core.factors.reverify import AnswerCarrier, reverify
 from nimbus_core.http.steps.challenge import store_challenge
 from nimbus_core.platform.ids import new_id
@@ -84,8 +84,8 @@ def _error(action: object) -> NimbusError:
     return raised.value
 
 
-def _challenge(world: FakeWorld, token: str, endpoint: str = RENAME) -> challenges.ChallengeRequiredError:
-    with pytest.raises(challenges.ChallengeRequiredError) as raised:
+def _challenge(world: FakeWorld, token: str, endpoint: str = RENAME) -> ChallengeRequiredError:
+    with pytest.raises(ChallengeRequiredError) as raised:
         reverify(
             world.deps, _caller(world, token), {"password": PASSWORD}, world.clock.now(), endpoint=endpoint
         )
@@ -150,7 +150,7 @@ def test_a_challenge_does_not_travel_to_another_endpoint_or_user(world: FakeWorl
 
 
 def _login_challenge(world: FakeWorld, name: str) -> str:
-    with pytest.raises(challenges.ChallengeRequiredError) as raised:
+    with pytest.raises(ChallengeRequiredError) as raised:
         auth.login(
             world.deps,
             LoginBody.model_validate({"username": name, "password": PASSWORD}),
@@ -182,7 +182,7 @@ def test_wrong_login_answers_die_at_five_and_lock_the_account_after_ten(world: F
         _login_challenge(world, enrolled.name)  # even the right password: the login is locked
     assert locked.value.account_lock
     # The login lock holds logins only: the signed-in owner still reverifies (CONTRACT section 8).
-    assert isinstance(_challenge(world, enrolled.token), challenges.ChallengeRequiredError)
+    assert isinstance(_challenge(world, enrolled.token), ChallengeRequiredError)
 
 
 def test_wrong_reverification_answers_limit_the_session_at_five_not_the_account(world: FakeWorld) -> None:
@@ -224,7 +224,7 @@ def test_login_answers_with_the_session_in_one_transaction(world: FakeWorld) -> 
             now=world.clock.now(),
         )
     )
-    assert isinstance(first, challenges.ChallengeRequiredError)
+    assert isinstance(first, ChallengeRequiredError)
     store_challenge(world.deps, first)  # as the guard does when it answers the 401
     world.clock.advance(30)
     answer = {
@@ -263,7 +263,7 @@ def test_a_challenge_is_stored_with_the_limits_give_back_in_one_transaction(worl
     token = _enrolled(world).token
     counters = world.deps.counters
     state = counters.hit("login#ip#192.0.2.1", limit=4, window=300, now=world.clock.now())
-    with pytest.raises(challenges.ChallengeRequiredError) as raised:
+    with pytest.raises(ChallengeRequiredError) as raised:
         reverify(
             world.deps, _caller(world, token), {"password": PASSWORD}, world.clock.now(), endpoint=RENAME
         )
@@ -282,7 +282,7 @@ def test_a_challenge_is_stored_alone_when_the_limits_window_moved_on(world: Fake
     token = _enrolled(world).token
     counters = world.deps.counters
     state = counters.hit("login#ip#192.0.2.2", limit=4, window=300, now=world.clock.now())
-    with pytest.raises(challenges.ChallengeRequiredError) as raised:
+    with pytest.raises(ChallengeRequiredError) as raised:
         reverify(
             world.deps, _caller(world, token), {"password": PASSWORD}, world.clock.now(), endpoint=RENAME
         )

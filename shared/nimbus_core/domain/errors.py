@@ -7,7 +7,10 @@ one into an HTTP response. Code never matches on message text.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nimbus_core.domain.ports import WriteOp
 
 
 class _Coded(Enum):
@@ -134,3 +137,28 @@ class RateLimitedError(NimbusError):
         # The per-account failure lock is a different limit from the endpoint's per-IP/user window,
         # so its 429 must not carry that window's RateLimit-* headers (CONTRACT section 8).
         self.account_lock = account_lock
+
+
+class ChallengeRequiredError(NimbusError):
+    """The 401 that asks for a second factor. Not counted by the endpoint's rate limit (the answer
+    that completes it is), so answering never costs a second hit.
+
+    ``writes`` store the challenge. They are committed by whoever answers the request (the HTTP
+    guard, :func:`nimbus_core.http.steps.challenge.store_challenge`), together with the rate
+    limit's give-back, in one transaction.
+    """
+
+    def __init__(
+        self,
+        *,
+        token: str,
+        exp: int,
+        types: list[str],
+        challenge: dict[str, Any] | None,
+        writes: list[WriteOp],
+    ) -> None:
+        extra: dict[str, Any] = {"token": token, "exp": exp, "types": types}
+        if challenge is not None:
+            extra["challenge"] = challenge
+        super().__init__(ErrorCode.SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR, **extra)
+        self.writes = writes

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeIs
 from aws_lambda_powertools import Logger
 
 from nimbus_core.domain.deps import Deps
-from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.errors import ChallengeRequiredError, ErrorCode, NimbusError
 from nimbus_core.domain.models import Challenge, KnownDevice, User
 from nimbus_core.domain.ports import WriteOp
 from nimbus_core.domain.ratelimits import RECOVERY_WRONG_ANSWERS
@@ -49,31 +49,6 @@ _log = Logger(child=True)
 
 CHALLENGE_SECONDS = 300
 MAX_ATTEMPTS = 5
-
-
-class ChallengeRequiredError(NimbusError):
-    """The 401 that asks for a second factor. Not counted by the endpoint's rate limit (the answer
-    that completes it is), so answering never costs a second hit.
-
-    ``writes`` store the challenge. They are committed by whoever answers the request (the HTTP
-    guard, :func:`nimbus_core.http.steps.challenge.store_challenge`), together with the rate
-    limit's give-back, in one transaction.
-    """
-
-    def __init__(
-        self,
-        *,
-        token: str,
-        exp: int,
-        types: list[str],
-        challenge: dict[str, Any] | None,
-        writes: list[WriteOp],
-    ) -> None:
-        extra: dict[str, Any] = {"token": token, "exp": exp, "types": types}
-        if challenge is not None:
-            extra["challenge"] = challenge
-        super().__init__(ErrorCode.SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR, **extra)
-        self.writes = writes
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,6 @@ from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import User
 from nimbus_core.domain.ports import RuntimeConfig
-from nimbus_core.factors.reverify import AnswerCarrier
 from nimbus_core.http.responses import Reply, Response
 from nimbus_core.platform import ids
 from nimbus_core.sessions.auth import Caller, authenticate
@@ -98,6 +97,8 @@ class Request[B = None, Q = None, P = None]:
         """Record a second-factor answer before a change that no DynamoDB transaction can carry
         (an SSM write): should the change then fail, the staff member answers a new challenge;
         the answer can never be replayed for a change that landed."""
+        from nimbus_core.factors.reverify import AnswerCarrier
+
         if isinstance(self.deps.tx, AnswerCarrier):
             self.deps.tx.settle()
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from nimbus_core.domain.errors import ChallengeRequiredError
 from nimbus_core.domain.ports import CounterWindowMovedError
-from nimbus_core.factors.challenges import ChallengeRequiredError
 from nimbus_core.http.steps.base import Passage, Proceed, Step
 from nimbus_core.platform import metrics
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nimbus_core.domain.errors import ErrorCode, RateLimitedError
+from nimbus_core.domain.errors import ChallengeRequiredError, ErrorCode, RateLimitedError
 from nimbus_core.domain.limiter import RateLimiter
 from nimbus_core.domain.ratelimits import Per
-from nimbus_core.factors.challenges import ChallengeRequiredError
 from nimbus_core.http.responses import rate_limit_headers, response_for_exception
 from nimbus_core.http.steps.base import Passage, Proceed, Refusal, Step, answered
 from nimbus_core.http.steps.challenge import challenge_stored, store_challenge

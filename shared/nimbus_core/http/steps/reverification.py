@@ -13,8 +13,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from nimbus_core.domain.errors import ErrorCode, NimbusError
-from nimbus_core.factors import answers
-from nimbus_core.factors.reverify import AnswerCarrier, reverify
 from nimbus_core.http.steps.base import Check, Passage, Proceed, Refusal, Step, answered
 
 if TYPE_CHECKING:
@@ -40,6 +38,9 @@ class PeekAnswer(Check):
             peeked = passage.event.json_body()
         except NimbusError:
             return
+        # The factors are imported by the first reverified request, not by every cold start.
+        from nimbus_core.factors import answers
+
         request.challenge_hash = answers.answered_hash(peeked.get("2fa"))
         passage.peeked = peeked
 
@@ -67,6 +68,8 @@ class Reverification(Step):
     def run(self, passage: Passage, proceed: Proceed) -> Response:
         """The route's answer once the caller reverified; a challenge answered is recorded in the
         change's own transaction, and used up by a refusal."""
+        from nimbus_core.factors.reverify import AnswerCarrier, reverify
+
         request, caller, policy = passage.request, passage.caller, passage.endpoint.policy
         answer_ops = []
         if caller is not None:
