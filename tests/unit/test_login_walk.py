@@ -23,10 +23,9 @@ from factors_api import service as factors
 from nimbus_core.accounts import notices
 from nimbus_core.factors import challenges
 from nimbus_core.http.app import create_app
-from nimbus_core.sessions.auth import Caller, authenticate
-from nimbus_core.sessions.tokens import parse_session_token
 from tests.fakes import SETTINGS, FakeWorld
 from tests.passkey_authenticator import SoftwareAuthenticator
+from tests.races import read
 
 PASSWORD = "correct horse"
 ORIGIN = SETTINGS.relying_party().origins[0]
@@ -78,14 +77,6 @@ class _Client:
         return result["statusCode"], json.loads(result["body"])
 
 
-def _caller(world: FakeWorld, token: str) -> Caller:
-    parsed = parse_session_token(token)
-    assert parsed is not None
-    caller = authenticate(world.deps, parsed, world.clock.now())
-    assert caller is not None
-    return caller
-
-
 def _enrolled(world: FakeWorld) -> tuple[str, SoftwareAuthenticator]:
     """A user ``walker`` with an authenticator app and a passkey: the app's seed, and the passkey."""
     body = RegisterBody.model_validate(
@@ -93,16 +84,16 @@ def _enrolled(world: FakeWorld) -> tuple[str, SoftwareAuthenticator]:
     )
     token = auth.register(world.deps, body, session_name="first", now=world.clock.now()).token
     now, staff = world.clock.now(), notices.STAFF
-    app = factors.start_totp(world.deps, _caller(world, token), now)
+    app = factors.start_totp(world.deps, read(world, token), now)
     code = pyotp.TOTP(app["secret"]).at(now)
     factors.confirm_totp(
-        world.deps, _caller(world, token), token=app["token"], name="Phone", code=code, now=now, actor=staff
+        world.deps, read(world, token), token=app["token"], name="Phone", code=code, now=now, actor=staff
     )
     key = SoftwareAuthenticator()
-    options = factors.start_webauthn(world.deps, _caller(world, token), now, passkey=True)
+    options = factors.start_webauthn(world.deps, read(world, token), now, passkey=True)
     factors.confirm_webauthn(
         world.deps,
-        _caller(world, token),
+        read(world, token),
         token=options["token"],
         name="Laptop",
         response=key.create(options, origin=ORIGIN),

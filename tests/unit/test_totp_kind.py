@@ -15,21 +15,12 @@ from nimbus_core.domain.models import Challenge, User
 from nimbus_core.factors.answers import Answer
 from nimbus_core.factors.otp import TOTP_PERIOD
 from nimbus_core.factors.totp import TOTP
-from nimbus_core.sessions.auth import Caller, authenticate
-from nimbus_core.sessions.tokens import parse_session_token
 from tests.fakes import FakeWorld
+from tests.races import read
 
 pytestmark = pytest.mark.usefixtures("cheap_password_hashing")
 
 CHALLENGE = Challenge(hash="h", user_id="u", endpoint="POST /login", created_at="2026-11-28T00:00:00Z", exp=0)
-
-
-def _caller(world: FakeWorld, token: str) -> Caller:
-    parsed = parse_session_token(token)
-    assert parsed is not None
-    caller = authenticate(world.deps, parsed, world.clock.now())
-    assert caller is not None
-    return caller
 
 
 def _enrolled(world: FakeWorld) -> tuple[str, User]:
@@ -39,18 +30,18 @@ def _enrolled(world: FakeWorld) -> tuple[str, User]:
     )
     token = auth.register(world.deps, body, session_name="first", now=world.clock.now()).token
     now = world.clock.now()
-    app = factors.start_totp(world.deps, _caller(world, token), now)
+    app = factors.start_totp(world.deps, read(world, token), now)
     code = pyotp.TOTP(app["secret"]).at(now)
     factors.confirm_totp(
         world.deps,
-        _caller(world, token),
+        read(world, token),
         token=app["token"],
         name="Phone",
         code=code,
         now=now,
         actor=notices.STAFF,
     )
-    return app["secret"], _caller(world, token).user
+    return app["secret"], read(world, token).user
 
 
 def _answer(user: User, code: str) -> Answer:
