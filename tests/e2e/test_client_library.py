@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from nimbus_tools.local.launcher import LocalApiProcess
+from tests import totp_reference
 from tests.api_client import TOTP_PERIOD, Authenticator, new_ip, new_name
 from tests.e2e.conftest import Client, run_cli
 
@@ -193,12 +194,13 @@ def test_login_answers_a_totp_challenge_through_the_library(library: Library, cl
     username, user_id, first = library.register("wr_2fa")
     authenticator, _ = enrol_totp(library, first)
 
+    wrong = totp_reference.wrong_code(authenticator.totp.secret, time.time(), steps=2)
     flow = library.run(
         "login",
         username=username,
         password=PASSWORD,
         rememberMe=True,
-        wrong={"type": "totp", "code": "000000"},
+        wrong={"type": "totp", "code": wrong},
         answer={"type": "totp", "code": authenticator.code()},
     )
 

@@ -20,6 +20,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 from nimbus_tools.local.launcher import LocalApiProcess
+from tests import totp_reference
 from tests.api_client import new_ip, new_name
 from tests.e2e.browser_tab import PASSWORD, Console, console_tab
 from tests.e2e.conftest import Client, run_cli
@@ -217,7 +218,7 @@ def test_a_login_with_totp_enrolled_is_challenged_and_the_code_gets_in(
     dialog = page.get_by_role("dialog")
     expect(dialog.get_by_role("heading", name="Second factor")).to_be_visible()
     expect(dialog.get_by_role("radio")).to_have_count(2)  # totp, and backup while codes remain
-    dialog.locator("#confirm-code").fill("000000")
+    dialog.locator("#confirm-code").fill(totp_reference.wrong_code(totp.secret, time.time(), steps=2))
     dialog.get_by_role("button", name="Continue").click()
     expect(dialog.get_by_role("alert")).to_contain_text("INVALID_SECOND_FACTOR_RESPONSE_ERROR")
     console.screenshot("console-login-challenge.png")
@@ -460,8 +461,7 @@ def test_a_reset_of_an_account_with_totp_asks_for_the_code_and_a_wrong_one_keeps
     expect(dialog.get_by_role("heading", name="Second factor")).to_be_visible()
     expect(dialog.get_by_role("radio")).to_have_count(2)  # totp, and backup codes
     console.screenshot("console-recover-challenge.png")
-    accepted = {str(totp.at(time.time() + drift)) for drift in (-30, 0, 30, 60)}
-    wrong = next(code for code in ("000000", "111111", "222222") if code not in accepted)
+    wrong = totp_reference.wrong_code(totp.secret, time.time(), steps=2)
     console.answer_code("totp", wrong)
     expect(dialog.get_by_role("alert")).to_contain_text("INVALID_SECOND_FACTOR_RESPONSE_ERROR")
     # Nothing changed yet: the old password still gets as far as the second factor.

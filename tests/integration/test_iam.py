@@ -43,6 +43,7 @@ from nimbus_tools.local.streams import latest_stream_arn
 from nimbus_tools.moto_internals import trim_stream
 from nimbus_tools.stream_events import stream_subscriptions
 from nimbus_tools.template import REPO_ROOT, function_specs, load_template
+from tests import totp_reference
 from tests.iam import IamRequest, allows, function_statements, glob_matches, requests_of, table_arn
 from tests.integration.conftest import NOW, ORIGIN, PARAMS, Api, Clock, Stack
 from tests.integration.stream_feed import Invocation, StreamFeed
@@ -584,7 +585,7 @@ def delete_all_factors(w: World) -> None:
     wrong = {
         "token": first["token"],
         "type": "totp",
-        "code": "000000" if w.totp(secret) != "000000" else "111111",
+        "code": _wrong_code(w, secret),
     }
     expect(w.api.call("DELETE", "/users/me/2fa/all", {"2fa": wrong}, token=token), 401)
 
@@ -632,7 +633,7 @@ def _staff(w: World, name: str) -> tuple[str, str]:
 
 
 def _wrong_code(w: World, secret: str) -> str:
-    return "000000" if w.totp(secret) != "000000" else "111111"
+    return totp_reference.wrong_code(secret, w.clock.now)
 
 
 def _mail_about(w: World, user_id: str) -> list[dict[str, Any]]:
@@ -858,7 +859,7 @@ def second_factor_challenges(w: World) -> None:
     wrong = {
         "token": first["token"],
         "type": "totp",
-        "code": "000000" if w.totp(secret) != "000000" else "111111",
+        "code": _wrong_code(w, secret),
     }
     expect(w.api.call("POST", "/login", {"2fa": wrong}, ip=w.ip()), 401)  # counted on challenge and account
     w.challenged("PUT", "/users/me/username", {"username": "chal2"}, token, secret, status=200)
@@ -868,7 +869,7 @@ def second_factor_challenges(w: World) -> None:
     wrong = {
         "token": first["token"],
         "type": "totp",
-        "code": "000000" if w.totp(secret) != "000000" else "111111",
+        "code": _wrong_code(w, secret),
     }
     expect(w.api.call("PUT", "/users/me/username", {"username": "chal3", "2fa": wrong}, token=token), 401)
     scoped = {"name": "CI", "permissionFlags": 4}
@@ -880,7 +881,7 @@ def second_factor_challenges(w: World) -> None:
     wrong = {
         "token": first["token"],
         "type": "totp",
-        "code": "000000" if w.totp(secret) != "000000" else "111111",
+        "code": _wrong_code(w, secret),
     }
     expect(w.api.call("POST", "/users/me/sessions", {**scoped, "2fa": wrong}, token=token, ip=w.ip()), 401)
     # Security keys: the login and the account functions verify assertions and move the counter.

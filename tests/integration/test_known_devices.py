@@ -12,6 +12,7 @@ import pyotp
 
 from nimbus_core.adapters.tokens import DynamoTokens
 from nimbus_core.domain.models import KnownDevice, iso_to_epoch
+from tests import totp_reference
 from tests.integration.conftest import Api, Clock, Stack
 from tests.integration.test_recovery import _mailed_token, _recover
 from tests.integration.test_recovery_lock import NEW_PASSWORD, PASSWORD, _auth_failures, _enrol_totp, _reset
@@ -132,7 +133,7 @@ def test_a_device_takes_a_locked_owner_through_the_second_factor_and_its_wrong_c
     challenged = api.login("alice", PASSWORD, ip=OWNER_IP, device=device)
     assert (challenged.status, challenged.body["code"]) == (401, "SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR")
     token = challenged.body["token"]
-    wrong = {"token": token, "type": "totp", "code": "000000"}
+    wrong = {"token": token, "type": "totp", "code": totp_reference.wrong_code(secret, frozen.now)}
     assert api.call("POST", "/login", {"2fa": wrong, "device": device}, ip=OWNER_IP).status == 401
     failures = _auth_failures(stack, session)
     stored = _device(stack, device)

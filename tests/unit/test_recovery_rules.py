@@ -23,6 +23,7 @@ from nimbus_core.sessions import passwords
 from nimbus_core.sessions.auth import Caller, authenticate
 from nimbus_core.sessions.session_issuer import IssuedSession
 from nimbus_core.sessions.tokens import parse_session_token
+from tests import totp_reference
 from tests.fakes import FakeWorld
 from tests.recovery_requests import ask_for_recovery
 
@@ -233,7 +234,11 @@ def test_an_account_with_a_factor_is_challenged_and_a_wrong_answer_spends_nothin
     token = _token(world)
     required = _challenged(world, token)
     assert required.extra["types"] == ["totp", "backup"]
-    wrong = {"token": required.extra["token"], "type": "totp", "code": "000000"}
+    wrong = {
+        "token": required.extra["token"],
+        "type": "totp",
+        "code": totp_reference.wrong_code(secret, world.clock.now()),
+    }
     assert _error(lambda: _reset(world, token, answer=wrong)).code is (
         ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
     )
@@ -366,9 +371,10 @@ def test_wrong_answers_at_recovery_neither_meet_nor_feed_the_login_lock(world: F
     secret = _with_totp(world, "alice")
     token = _token(world)
     required = _challenged(world, token)
-    wrong = {**_totp_answer(world, required.extra["token"], secret), "code": "000000"}
-    if wrong["code"] == pyotp.TOTP(secret).at(world.clock.now()):
-        wrong["code"] = "111111"
+    wrong = {
+        **_totp_answer(world, required.extra["token"], secret),
+        "code": totp_reference.wrong_code(secret, world.clock.now()),
+    }
     for _ in range(3):
         refused = _error(lambda: _reset(world, token, answer=wrong))
         assert refused.code is ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
@@ -386,9 +392,10 @@ def test_a_recovery_token_is_void_after_ten_wrong_answers(world: FakeWorld) -> N
     token = _token(world)
     for _ in range(2):
         required = _challenged(world, token)
-        wrong = {**_totp_answer(world, required.extra["token"], secret), "code": "000000"}
-        if wrong["code"] == pyotp.TOTP(secret).at(world.clock.now()):
-            wrong["code"] = "111111"
+        wrong = {
+            **_totp_answer(world, required.extra["token"], secret),
+            "code": totp_reference.wrong_code(secret, world.clock.now()),
+        }
         for _ in range(5):
             refused = _error(lambda w=wrong: _reset(world, token, answer=w))
             assert refused.code is ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR

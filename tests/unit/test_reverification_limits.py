@@ -23,6 +23,7 @@ from nimbus_core.http.steps.challenge import store_challenge
 from nimbus_core.platform.ids import new_id
 from nimbus_core.sessions.auth import Caller, authenticate
 from nimbus_core.sessions.tokens import parse_session_token
+from tests import totp_reference
 from tests.fakes import FakeWorld
 
 PASSWORD = "correct horse"
@@ -95,7 +96,7 @@ def _reverify(world: FakeWorld, token: str, body: dict[str, object]) -> object:
 
 
 def _wrong_code(secret: str, at: float) -> str:
-    return "000000" if pyotp.TOTP(secret).at(at) != "000000" else "111111"
+    return totp_reference.wrong_code(secret, at)
 
 
 def test_a_locked_account_still_reverifies_with_the_right_password(world: FakeWorld) -> None:

@@ -21,6 +21,7 @@ from nimbus_core.http.steps.challenge import store_challenge
 from nimbus_core.platform.ids import new_id
 from nimbus_core.sessions.auth import Caller, authenticate
 from nimbus_core.sessions.tokens import parse_session_token
+from tests import totp_reference
 from tests.fakes import FakeWorld
 
 PASSWORD = "correct horse"
@@ -169,7 +170,7 @@ def _login_answer(world: FakeWorld, challenge: str, code: str) -> NimbusError:
 def test_wrong_login_answers_die_at_five_and_lock_the_account_after_ten(world: FakeWorld) -> None:
     enrolled = _enrolled(world)
     right = enrolled.code(world.clock.now())
-    wrong = "000000" if right != "000000" else "111111"
+    wrong = totp_reference.wrong_code(enrolled.secret, world.clock.now())
     outcomes = []
     for _ in range(2):
         challenge = _login_challenge(world, enrolled.name)
@@ -189,7 +190,7 @@ def test_wrong_reverification_answers_limit_the_session_at_five_not_the_account(
     enrolled = _enrolled(world)
     token = enrolled.token
     right = enrolled.code(world.clock.now())
-    wrong = "000000" if right != "000000" else "111111"
+    wrong = totp_reference.wrong_code(enrolled.secret, world.clock.now())
     challenge = _challenge(world, token).body()["token"]
 
     outcomes = [_error(lambda: _answer(world, token, challenge, wrong)).code.name for _ in range(5)]
