@@ -15,8 +15,9 @@ from auth_api.models import LoginBody, RegisterBody
 from factors_api import service as factors
 from nimbus_core.accounts import notices
 from nimbus_core.domain.errors import ChallengeRequiredError, ErrorCode, NimbusError, RateLimitedError
+from nimbus_core.domain.pending_answer import PendingAnswer
 from nimbus_core.factors import answers, otp
-from nimbus_core.factors.reverify import AnswerCarrier, reverify
+from nimbus_core.factors.reverify import reverify
 from nimbus_core.http.steps.challenge import store_challenge
 from nimbus_core.platform.ids import new_id
 from nimbus_core.sessions.auth import Caller, authenticate
@@ -108,8 +109,9 @@ def _answer(
     answer_ops = reverify(world.deps, caller, body, world.clock.now(), endpoint=endpoint)
     # What the guard does with an answer: the change's first transaction carries it.
     user = caller.user
-    carrier = AnswerCarrier(world.deps.tx, answer_ops)
-    carrier.commit(world.deps.users.change_ops(user, user.changed(username=f"r{new_id()[-8:].lower()}")))
+    PendingAnswer(answer_ops).commit(
+        world.deps.tx, world.deps.users.change_ops(user, user.changed(username=f"r{new_id()[-8:].lower()}"))
+    )
 
 
 def test_a_challenge_names_the_enrolled_kinds_and_is_stored_only_hashed(world: FakeWorld) -> None:

@@ -57,7 +57,9 @@ def get_me(request: Request) -> Reply[UserView]:
 )
 def change_username(request: Request[ChangeUsernameBody]) -> Reply[UserView]:
     """PUT /users/me/username: 200 with the changed User."""
-    user = service.change_username(request.deps, request.require_caller(), request.body.username, request.now)
+    user = service.change_username(
+        request.deps, request.require_caller(), request.body.username, request.now, answer=request.answer
+    )
     return Reply(user.to_public())
 
 
@@ -78,7 +80,12 @@ def change_username(request: Request[ChangeUsernameBody]) -> Reply[UserView]:
 def change_email(request: Request[ChangeEmailBody]) -> Reply[UserView]:
     """PUT /users/me/email: 200 with the changed User (unverified; a verification email is queued)."""
     user = service.change_email(
-        request.deps, request.require_caller(), request.body.email, request.now, actor=request.actor()
+        request.deps,
+        request.require_caller(),
+        request.body.email,
+        request.now,
+        actor=request.actor(),
+        answer=request.answer,
     )
     return Reply(user.to_public())
 
@@ -101,7 +108,12 @@ def change_email(request: Request[ChangeEmailBody]) -> Reply[UserView]:
 def change_password(request: Request[ChangePasswordBody]) -> Reply[UserView]:
     """PUT /users/me/password: 200 with the User; every other session is revoked."""
     user = service.change_password(
-        request.deps, request.require_caller(), request.body.new_password, request.now, actor=request.actor()
+        request.deps,
+        request.require_caller(),
+        request.body.new_password,
+        request.now,
+        actor=request.actor(),
+        answer=request.answer,
     )
     return Reply(user.to_public())
 
@@ -164,7 +176,7 @@ def verify_email(request: Request[VerifyEmailBody]) -> Reply[SuccessView]:
 )
 def delete_me(request: Request) -> Reply[SuccessView]:
     """DELETE /users/me: 200 DELETE_USER_SUCCESS."""
-    service.delete_account(request.deps, request.require_caller())
+    service.delete_account(request.deps, request.require_caller(), answer=request.answer)
     return success(SuccessCode.DELETE_USER_SUCCESS)
 
 

@@ -1,8 +1,8 @@
 """Routes of the admin group: service identity, and the kill switches and log level that staff
 change through the API (CONTRACT section 11). Unknown routes fall to the app's JSON 404.
 
-The changes are SSM writes, which no DynamoDB transaction can carry, so a second-factor answer is
-recorded before the write (:meth:`Request.record_answer_now`), never after it.
+The changes are SSM writes, which no DynamoDB transaction can carry, so the service records a
+second-factor answer (``request.answer``) before the write, never after it.
 """
 
 from __future__ import annotations
@@ -62,22 +62,21 @@ def list_killswitches(request: Request) -> Reply[KillSwitchListView]:
 @routes.endpoint("PUT", "/killswitches/<id>", _SWITCH_CHANGE, summary="Enable a kill switch")
 def enable_killswitch(request: Request[None, None, KillSwitchPath]) -> Reply[KillSwitchListView]:
     """PUT /killswitches/:id: enable it; the full list after the change."""
-    request.record_answer_now()
-    return _switch_list(service.set_switch(request.deps, request.path_model.switch, enabled=True))
+    switch = request.path_model.switch
+    return _switch_list(service.set_switch(request.deps, switch, enabled=True, answer=request.answer))
 
 
 @routes.endpoint("DELETE", "/killswitches/<id>", _SWITCH_CHANGE, summary="Disable a kill switch")
 def disable_killswitch(request: Request[None, None, KillSwitchPath]) -> Reply[KillSwitchListView]:
     """DELETE /killswitches/:id: disable it; the full list after the change."""
-    request.record_answer_now()
-    return _switch_list(service.set_switch(request.deps, request.path_model.switch, enabled=False))
+    switch = request.path_model.switch
+    return _switch_list(service.set_switch(request.deps, switch, enabled=False, answer=request.answer))
 
 
 @routes.endpoint("DELETE", "/killswitches", _SWITCH_CHANGE, summary="Disable every kill switch")
 def disable_all_killswitches(request: Request) -> Reply[KillSwitchListView]:
     """DELETE /killswitches: disable all; the full list after the change."""
-    request.record_answer_now()
-    return _switch_list(service.disable_all(request.deps))
+    return _switch_list(service.disable_all(request.deps, answer=request.answer))
 
 
 @routes.endpoint(
@@ -100,5 +99,5 @@ def get_log_level(request: Request) -> Reply[LogLevelView]:
 )
 def set_log_level(request: Request[SetLogLevelBody]) -> Reply[LogLevelView]:
     """PATCH /loglevel: ``{name}`` as stored (DEBUG, INFO, WARN, ERROR or NONE)."""
-    request.record_answer_now()
-    return Reply({"name": service.set_log_level(request.deps, request.body.name).log_level})
+    config = service.set_log_level(request.deps, request.body.name, answer=request.answer)
+    return Reply({"name": config.log_level})

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import nimbus_core
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.killswitches import KillSwitch
+from nimbus_core.domain.pending_answer import NO_ANSWER, PendingAnswer
 from nimbus_core.domain.ports import RuntimeConfig
 
 if TYPE_CHECKING:
@@ -38,16 +39,30 @@ def killswitch_list(config: RuntimeConfig) -> KillSwitchListView:
     return {"count": len(items), "items": items}
 
 
-def set_switch(deps: Deps, target: KillSwitch, *, enabled: bool) -> RuntimeConfig:
-    """Enable or disable one switch (the others as stored now)."""
+def set_switch(
+    deps: Deps, target: KillSwitch, *, enabled: bool, answer: PendingAnswer = NO_ANSWER
+) -> RuntimeConfig:
+    """Enable or disable one switch (the others as stored now), the reverification ``answer``
+    recorded first (:func:`_record_first`)."""
+    _record_first(deps, answer)
     return deps.config.write_killswitches(lambda now: now | {target} if enabled else now - {target})
 
 
-def disable_all(deps: Deps) -> RuntimeConfig:
-    """Disable every switch."""
+def disable_all(deps: Deps, *, answer: PendingAnswer = NO_ANSWER) -> RuntimeConfig:
+    """Disable every switch, the reverification ``answer`` recorded first."""
+    _record_first(deps, answer)
     return deps.config.write_killswitches(lambda _now: frozenset())
 
 
-def set_log_level(deps: Deps, name: str) -> RuntimeConfig:
-    """Store the operator's log level (already one of the five names)."""
+def set_log_level(deps: Deps, name: str, *, answer: PendingAnswer = NO_ANSWER) -> RuntimeConfig:
+    """Store the operator's log level (already one of the five names), the reverification
+    ``answer`` recorded first."""
+    _record_first(deps, answer)
     return deps.config.write_log_level(name)
+
+
+def _record_first(deps: Deps, answer: PendingAnswer) -> None:
+    """Record a second-factor answer before a change that no DynamoDB transaction can carry (an
+    SSM write): should the change then fail, the staff member answers a new challenge; the answer
+    can never be replayed for a change that landed."""
+    answer.record(deps.tx)

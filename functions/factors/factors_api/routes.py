@@ -71,7 +71,9 @@ _STAFF_REMOVE = Policy(
 def start_totp(request: Request) -> Reply[TotpSetupView]:
     """POST /users/me/2fa/totp: 200 with the seed (shown once) and the enrolment token (nothing is
     created until the confirmation, so 200 as upstream)."""
-    return Reply(service.start_totp(request.deps, request.require_caller(), request.now))
+    return Reply(
+        service.start_totp(request.deps, request.require_caller(), request.now, answer=request.answer)
+    )
 
 
 @routes.endpoint(
@@ -119,7 +121,11 @@ def start_webauthn(request: Request[StartWebAuthnBody]) -> Reply[WebAuthnSetupVi
     (nothing is created until the confirmation, so 200 as upstream). ``passkey: true`` asks for a
     discoverable credential with user verification, which can then sign in alone."""
     caller = request.require_caller()
-    return Reply(service.start_webauthn(request.deps, caller, request.now, passkey=request.body.passkey))
+    return Reply(
+        service.start_webauthn(
+            request.deps, caller, request.now, passkey=request.body.passkey, answer=request.answer
+        )
+    )
 
 
 @routes.endpoint(
@@ -174,7 +180,7 @@ def confirm_webauthn(request: Request[ConfirmWebAuthnBody]) -> Reply[EnrolledFac
 def regenerate_backup_codes(request: Request) -> Reply[BackupCodesView]:
     """POST /users/me/2fa/backup: 201 ``{codes}``, shown once."""
     codes = service.regenerate_backup_codes(
-        request.deps, request.require_caller(), actor=request.actor(), now=request.now
+        request.deps, request.require_caller(), actor=request.actor(), now=request.now, answer=request.answer
     )
     return Reply({"codes": codes})
 
@@ -219,6 +225,7 @@ def delete_factor(request: Request) -> Reply[SuccessView]:
         request.path["id"],
         actor=request.actor(),
         now=request.now,
+        answer=request.answer,
     )
     return success(SuccessCode.DELETE_SECOND_FACTOR_SUCCESS)
 
@@ -233,7 +240,12 @@ def delete_factor(request: Request) -> Reply[SuccessView]:
 def delete_factors(request: Request[DeleteFactorsBody]) -> Reply[CountedSuccessView]:
     """DELETE /users/me/2fa: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
     count = service.remove_factors(
-        request.deps, request.require_caller().user, request.body.ids, actor=request.actor(), now=request.now
+        request.deps,
+        request.require_caller().user,
+        request.body.ids,
+        actor=request.actor(),
+        now=request.now,
+        answer=request.answer,
     )
     return counted(SuccessCode.DELETE_SECOND_FACTORS_SUCCESS, count)
 
@@ -249,7 +261,12 @@ def delete_all_factors(request: Request) -> Reply[CountedSuccessView]:
     """DELETE /users/me/2fa/all: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
     user = request.require_caller().user
     count = service.remove_factors(
-        request.deps, user, list(user.second_factors), actor=request.actor(), now=request.now
+        request.deps,
+        user,
+        list(user.second_factors),
+        actor=request.actor(),
+        now=request.now,
+        answer=request.answer,
     )
     return counted(SuccessCode.DELETE_SECOND_FACTORS_SUCCESS, count)
 
@@ -286,7 +303,14 @@ def get_user_factor(request: Request) -> Reply[SecondFactorView]:
 )
 def delete_user_factor(request: Request) -> Reply[SuccessView]:
     """DELETE /users/:uid/2fa/:id: 200 DELETE_SECOND_FACTOR_SUCCESS."""
-    service.remove_factor(request.deps, request.target(), request.path["id"], actor=STAFF, now=request.now)
+    service.remove_factor(
+        request.deps,
+        request.target(),
+        request.path["id"],
+        actor=STAFF,
+        now=request.now,
+        answer=request.answer,
+    )
     return success(SuccessCode.DELETE_SECOND_FACTOR_SUCCESS)
 
 
@@ -300,7 +324,7 @@ def delete_user_factor(request: Request) -> Reply[SuccessView]:
 def delete_user_factors(request: Request[DeleteFactorsBody]) -> Reply[CountedSuccessView]:
     """DELETE /users/:uid/2fa: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
     count = service.remove_factors(
-        request.deps, request.target(), request.body.ids, actor=STAFF, now=request.now
+        request.deps, request.target(), request.body.ids, actor=STAFF, now=request.now, answer=request.answer
     )
     return counted(SuccessCode.DELETE_SECOND_FACTORS_SUCCESS, count)
 
@@ -316,6 +340,6 @@ def delete_all_user_factors(request: Request) -> Reply[CountedSuccessView]:
     """DELETE /users/:uid/2fa/all: 200 DELETE_SECOND_FACTORS_SUCCESS with how many were removed."""
     user = request.target()
     count = service.remove_factors(
-        request.deps, user, list(user.second_factors), actor=STAFF, now=request.now
+        request.deps, user, list(user.second_factors), actor=STAFF, now=request.now, answer=request.answer
     )
     return counted(SuccessCode.DELETE_SECOND_FACTORS_SUCCESS, count)

@@ -17,6 +17,7 @@ from nimbus_core.accounts.notices import Actor, Notice, notice_op
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import PendingFactor, SecondFactor, User
+from nimbus_core.domain.pending_answer import NO_ANSWER, PendingAnswer
 from nimbus_core.domain.secret_kinds import ENROLMENT
 from nimbus_core.factors.backup_codes import BACKUP_CODES
 from nimbus_core.factors.kinds import ENROLLED, EnrolledKind
@@ -33,9 +34,10 @@ PENDING_SECONDS = 600
 MAX_FACTORS = 10
 
 
-def start_totp(deps: Deps, caller: Caller, now: float) -> TotpSetupView:
-    """Store a pending TOTP factor and answer what an authenticator app needs (shown once)."""
-    token, exp, shown = _start(deps, caller, TOTP, now)
+def start_totp(deps: Deps, caller: Caller, now: float, *, answer: PendingAnswer = NO_ANSWER) -> TotpSetupView:
+    """Store a pending TOTP factor (with the reverification ``answer``) and answer what an
+    authenticator app needs (shown once)."""
+    token, exp, shown = _start(deps, caller, TOTP, now, answer=answer)
     return {"token": token, "exp": exp, "type": TOTP.name, **shown}
 
 
@@ -48,11 +50,13 @@ def confirm_totp(
     return _confirm(deps, caller, TOTP, token=token, name=name, proof=code, now=now, actor=actor)
 
 
-def start_webauthn(deps: Deps, caller: Caller, now: float, *, passkey: bool = False) -> WebAuthnSetupView:
-    """Store a pending security key (the creation challenge) and answer the enrolment token with
-    the options for ``navigator.credentials.create`` (the user's keys excluded). A ``passkey`` is
-    asked to be discoverable and to verify its user."""
-    token, exp, shown = _start(deps, caller, WEBAUTHN, now, passkey=passkey)
+def start_webauthn(
+    deps: Deps, caller: Caller, now: float, *, passkey: bool = False, answer: PendingAnswer = NO_ANSWER
+) -> WebAuthnSetupView:
+    """Store a pending security key (the creation challenge, with the reverification ``answer``)
+    and answer the enrolment token with the options for ``navigator.credentials.create`` (the
+    user's keys excluded). A ``passkey`` is asked to be discoverable and to verify its user."""
+    token, exp, shown = _start(deps, caller, WEBAUTHN, now, passkey=passkey, answer=answer)
     return {"token": token, "exp": exp, "type": WEBAUTHN.name, **shown}
 
 
@@ -77,7 +81,13 @@ def confirm_webauthn(
 
 
 def _start[S](
-    deps: Deps, caller: Caller, kind: EnrolledKind[S], now: float, *, passkey: bool = False
+    deps: Deps,
+    caller: Caller,
+    kind: EnrolledKind[S],
+    now: float,
+    *,
+    passkey: bool = False,
+    answer: PendingAnswer = NO_ANSWER,
 ) -> tuple[str, int, S]:
     """Store a pending enrolment of ``kind`` (10 minutes, bound to the user and the session):
     its token, its expiry and what the kind shows once."""
@@ -93,7 +103,7 @@ def _start[S](
         exp=int(now) + PENDING_SECONDS,
         **kept,
     )
-    deps.tx.commit([deps.tokens.put_op(ENROLMENT, pending)])
+    answer.commit(deps.tx, [deps.tokens.put_op(ENROLMENT, pending)])
     return token, pending.exp, shown
 
 
@@ -166,15 +176,17 @@ def _factor_line(factor: SecondFactor) -> str:
     return f'{ENROLLED[factor.type].label(factor)} "{factor.name}"'
 
 
-def regenerate_backup_codes(deps: Deps, caller: Caller, *, actor: Actor, now: float) -> list[str]:
-    """A new set of backup codes (the old ones stop working), with the notice naming ``actor`` in
-    the same write; only for a user with a factor."""
+def regenerate_backup_codes(
+    deps: Deps, caller: Caller, *, actor: Actor, now: float, answer: PendingAnswer = NO_ANSWER
+) -> list[str]:
+    """A new set of backup codes (the old ones stop working), with the notice naming ``actor`` and
+    the reverification ``answer`` in the same write; only for a user with a factor."""
     user = caller.user
     if user.second_factor_count == 0:
         raise NimbusError(ErrorCode.USER_REQUIRES_SECOND_FACTOR_ERROR)
     codes, hashes = BACKUP_CODES.new_set()
     notice = notice_op(deps, user, Notice.BACKUP_CODES_REGENERATED, actor=actor, now=now)
-    deps.tx.commit([deps.users.set_backup_codes_op(user, hashes), notice])
+    answer.commit(deps.tx, [deps.users.set_backup_codes_op(user, hashes), notice])
     return codes
 
 
@@ -192,10 +204,19 @@ def get_factor(user: User, factor_id: str) -> SecondFactor:
     return factor
 
 
-def remove_factors(deps: Deps, user: User, factor_ids: Sequence[str], *, actor: Actor, now: float) -> int:
+def remove_factors(
+    deps: Deps,
+    user: User,
+    factor_ids: Sequence[str],
+    *,
+    actor: Actor,
+    now: float,
+    answer: PendingAnswer = NO_ANSWER,
+) -> int:
     """Remove the user's factors among ``factor_ids`` (unknown ones skipped); how many. Removing
     the last factor removes the backup codes too. One notice naming ``actor`` and every factor
-    removed goes in the same write."""
+    removed goes in the same write, with the reverification ``answer`` (recorded by the route
+    when nothing was removed)."""
     known = [fid for fid in dict.fromkeys(factor_ids) if fid in user.second_factors]
     if known:
         details = [_factor_line(user.second_factors[fid]) for fid in known]
@@ -203,11 +224,14 @@ def remove_factors(deps: Deps, user: User, factor_ids: Sequence[str], *, actor: 
             details.append("Your backup codes, which only work with a second factor.")
         notice = notice_op(deps, user, Notice.FACTOR_REMOVED, actor=actor, now=now, details=details)
         released = deps.users.release_credentials_ops(user, known)
-        deps.tx.commit([deps.users.remove_factors_op(user, known), *released, notice])
+        answer.commit(deps.tx, [deps.users.remove_factors_op(user, known), *released, notice])
     return len(known)
 
 
-def remove_factor(deps: Deps, user: User, factor_id: str, *, actor: Actor, now: float) -> None:
-    """Remove one factor (with its notice), or 404 INVALID_SECOND_FACTOR_ERROR."""
+def remove_factor(
+    deps: Deps, user: User, factor_id: str, *, actor: Actor, now: float, answer: PendingAnswer = NO_ANSWER
+) -> None:
+    """Remove one factor (with its notice and the reverification ``answer``), or 404
+    INVALID_SECOND_FACTOR_ERROR."""
     get_factor(user, factor_id)
-    remove_factors(deps, user, [factor_id], actor=actor, now=now)
+    remove_factors(deps, user, [factor_id], actor=actor, now=now, answer=answer)

@@ -164,6 +164,7 @@ def create_scoped_session(request: Request[CreateScopedSessionBody]) -> Reply[Sc
         long_lived=body.long_lived,
         now=request.now,
         actor=request.actor(),
+        answer=request.answer,
     )
     return Reply({**issued.session.to_public(), "token": issued.token})
 

@@ -17,6 +17,7 @@ from nimbus_core.accounts.notices import Actor, Notice, notice_op, scope_names
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import Session, User
+from nimbus_core.domain.pending_answer import NO_ANSWER, PendingAnswer
 from nimbus_core.domain.scopes import STAFF_BITS
 from nimbus_core.platform import clock, ids
 from nimbus_core.sessions.auth import Caller
@@ -160,10 +161,11 @@ def create_scoped_session(
     long_lived: bool,
     now: float,
     actor: Actor,
+    answer: PendingAnswer = NO_ANSWER,
 ) -> IssuedSession:
     """A scoped session of the caller: 24 hours, or 10 years when ``long_lived`` (deployment
-    settings), with the notice naming it, its scopes and ``actor`` in the same write. STAFF_*
-    scopes need a staff user (403)."""
+    settings), with the notice naming it, its scopes and ``actor`` and the reverification
+    ``answer`` in the same write. STAFF_* scopes need a staff user (403)."""
     user = caller.user
     if permission_flags & STAFF_BITS and not user.staff:
         raise NimbusError(ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR)
@@ -178,7 +180,7 @@ def create_scoped_session(
         f"Expires: {clock.iso(issued.session.exp)}",
     ]
     notice = notice_op(deps, user, Notice.SCOPED_SESSION_CREATED, actor=actor, now=now, details=details)
-    deps.tx.commit([deps.sessions.put_op(issued.session), notice])
+    answer.commit(deps.tx, [deps.sessions.put_op(issued.session), notice])
     return issued
 
 

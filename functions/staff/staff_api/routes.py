@@ -93,6 +93,7 @@ def set_username(request: Request[ChangeUsernameBody]) -> Reply[UserView]:
             request.now,
             by=request.require_caller(),
             gone=ErrorCode.INVALID_USER_ERROR,
+            answer=request.answer,
         )
     )
 
@@ -115,6 +116,7 @@ def set_email(request: Request[ChangeEmailBody]) -> Reply[UserView]:
             actor=notices.STAFF,
             by=request.require_caller(),
             gone=ErrorCode.INVALID_USER_ERROR,
+            answer=request.answer,
         )
     )
 
@@ -135,6 +137,7 @@ def set_password(request: Request[ChangePasswordBody]) -> Reply[UserView]:
             request.body.new_password,
             request.now,
             by=request.require_caller(),
+            answer=request.answer,
         )
     )
 
@@ -174,7 +177,9 @@ def set_domain(request: Request[ChangeDomainBody]) -> Reply[UserView]:
 def set_verified(request: Request) -> Reply[UserView]:
     """PUT /users/:id/verify: 200 with the User; 400 EMAIL_ALREADY_VERIFIED_ERROR."""
     return _user(
-        service.set_verified(request.deps, request.target(), request.now, by=request.require_caller())
+        service.set_verified(
+            request.deps, request.target(), request.now, by=request.require_caller(), answer=request.answer
+        )
     )
 
 
@@ -188,7 +193,9 @@ def set_verified(request: Request) -> Reply[UserView]:
 def clear_verified(request: Request) -> Reply[UserView]:
     """DELETE /users/:id/verify: 200 with the User; 400 EMAIL_NOT_VERIFIED_ERROR."""
     return _user(
-        service.clear_verified(request.deps, request.target(), request.now, by=request.require_caller())
+        service.clear_verified(
+            request.deps, request.target(), request.now, by=request.require_caller(), answer=request.answer
+        )
     )
 
 
@@ -222,7 +229,14 @@ def resend_verification(request: Request) -> Reply[SuccessView]:
 def promote(request: Request) -> Reply[UserView]:
     """PUT /users/:id/staff: 200 with the User; 400 USER_REQUIRES_SECOND_FACTOR_ERROR."""
     return _user(
-        service.set_staff(request.deps, request.target(), True, request.now, by=request.require_caller())
+        service.set_staff(
+            request.deps,
+            request.target(),
+            True,
+            request.now,
+            by=request.require_caller(),
+            answer=request.answer,
+        )
     )
 
 
@@ -230,7 +244,14 @@ def promote(request: Request) -> Reply[UserView]:
 def demote(request: Request) -> Reply[UserView]:
     """DELETE /users/:id/staff: 200 with the User."""
     return _user(
-        service.set_staff(request.deps, request.target(), False, request.now, by=request.require_caller())
+        service.set_staff(
+            request.deps,
+            request.target(),
+            False,
+            request.now,
+            by=request.require_caller(),
+            answer=request.answer,
+        )
     )
 
 
@@ -241,7 +262,12 @@ def ban(request: Request[BanBody]) -> Reply[UserView]:
     """PUT /users/:id/ban: 200 with the User (``bannedAt``, ``banReason``)."""
     return _user(
         service.ban(
-            request.deps, request.target(), request.body.reason, request.now, by=request.require_caller()
+            request.deps,
+            request.target(),
+            request.body.reason,
+            request.now,
+            by=request.require_caller(),
+            answer=request.answer,
         )
     )
 
@@ -249,7 +275,11 @@ def ban(request: Request[BanBody]) -> Reply[UserView]:
 @routes.endpoint("DELETE", "/users/<id>/ban", _MODIFY, summary="Lift a user's ban")
 def unban(request: Request) -> Reply[UserView]:
     """DELETE /users/:id/ban: 200 with the User."""
-    return _user(service.unban(request.deps, request.target(), request.now, by=request.require_caller()))
+    return _user(
+        service.unban(
+            request.deps, request.target(), request.now, by=request.require_caller(), answer=request.answer
+        )
+    )
 
 
 @routes.endpoint(
@@ -261,7 +291,10 @@ def unban(request: Request) -> Reply[UserView]:
 )
 def delete_user(request: Request) -> Reply[SuccessView]:
     """DELETE /users/:id: 200 DELETE_USER_SUCCESS; 404 INVALID_USER_ERROR (also if deleted meanwhile)."""
-    if not service.delete_user(request.deps, request.target(), by=request.require_caller(), now=request.now):
+    caller = request.require_caller()
+    if not service.delete_user(
+        request.deps, request.target(), by=caller, now=request.now, answer=request.answer
+    ):
         raise NimbusError(ErrorCode.INVALID_USER_ERROR)  # deleted meanwhile
     return success(SuccessCode.DELETE_USER_SUCCESS)
 
@@ -276,5 +309,7 @@ def delete_users(request: Request[DeleteUsersBody]) -> Reply[CountedSuccessView]
     """DELETE /users: 200 DELETE_USERS_SUCCESS with how many users this request deleted; nothing
     deleted when a scoped session names its own account among them."""
     request.refuse_own_account_to_scoped(request.body.ids)
-    count = service.delete_users(request.deps, request.body.ids, by=request.require_caller(), now=request.now)
+    count = service.delete_users(
+        request.deps, request.body.ids, by=request.require_caller(), now=request.now, answer=request.answer
+    )
     return counted(SuccessCode.DELETE_USERS_SUCCESS, count)

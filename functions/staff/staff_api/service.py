@@ -16,6 +16,7 @@ from nimbus_core.accounts.notices import STAFF, Notice, notice_op
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import User
+from nimbus_core.domain.pending_answer import NO_ANSWER, PendingAnswer
 from nimbus_core.domain.ports import WriteOp
 from nimbus_core.domain.secret_kinds import EMAIL_VERIFICATION
 from nimbus_core.platform import ids
@@ -31,7 +32,15 @@ def list_users(deps: Deps, *, limit: int, offset: int) -> tuple[int, list[User]]
     return deps.users.newest_page(limit=limit, offset=offset)
 
 
-def set_password(deps: Deps, user: User, password: str, now: float, *, by: Caller | None = None) -> User:
+def set_password(
+    deps: Deps,
+    user: User,
+    password: str,
+    now: float,
+    *,
+    by: Caller | None = None,
+    answer: PendingAnswer = NO_ANSWER,
+) -> User:
     """Set ``user``'s password and revoke every session of theirs in the same write, which also
     queues the security notice (made by staff).
 
@@ -43,10 +52,12 @@ def set_password(deps: Deps, user: User, password: str, now: float, *, by: Calle
         after = revoke_all(current.changed(password_hash=hashed, updated_at=iso(now), pending_recovery=None))
         return after, [notice_op(deps, after, Notice.PASSWORD_CHANGED, actor=STAFF, now=now)]
 
-    return _change(deps, user, build, by=by, now=now)
+    return _change(deps, user, build, by=by, now=now, answer=answer)
 
 
-def set_verified(deps: Deps, user: User, now: float, *, by: Caller | None = None) -> User:
+def set_verified(
+    deps: Deps, user: User, now: float, *, by: Caller | None = None, answer: PendingAnswer = NO_ANSWER
+) -> User:
     """Mark the address verified (400 EMAIL_ALREADY_VERIFIED_ERROR if it is); the pending link
     stops working."""
 
@@ -62,10 +73,12 @@ def set_verified(deps: Deps, user: User, now: float, *, by: Caller | None = None
         pending = current.pending_verification
         return after, [deps.tokens.drop_op(EMAIL_VERIFICATION, pending)] if pending else []
 
-    return _change(deps, user, build, by=by, now=now)
+    return _change(deps, user, build, by=by, now=now, answer=answer)
 
 
-def clear_verified(deps: Deps, user: User, now: float, *, by: Caller | None = None) -> User:
+def clear_verified(
+    deps: Deps, user: User, now: float, *, by: Caller | None = None, answer: PendingAnswer = NO_ANSWER
+) -> User:
     """Remove the verified mark (400 EMAIL_NOT_VERIFIED_ERROR if there is none)."""
 
     def build(current: User) -> Built | None:
@@ -75,10 +88,18 @@ def clear_verified(deps: Deps, user: User, now: float, *, by: Caller | None = No
             raise NimbusError(ErrorCode.EMAIL_NOT_VERIFIED_ERROR)
         return current.changed(verified_at=None, updated_at=iso(now)), []
 
-    return _change(deps, user, build, by=by, now=now)
+    return _change(deps, user, build, by=by, now=now, answer=answer)
 
 
-def set_staff(deps: Deps, user: User, staff: bool, now: float, *, by: Caller | None = None) -> User:
+def set_staff(
+    deps: Deps,
+    user: User,
+    staff: bool,
+    now: float,
+    *,
+    by: Caller | None = None,
+    answer: PendingAnswer = NO_ANSWER,
+) -> User:
     """Promote or demote, telling the user in the same transaction (nothing is sent when nothing
     changes). Promotion needs a second factor on the target (400 USER_REQUIRES_SECOND_FACTOR_ERROR):
     staff endpoints would refuse them anyway (CONTRACT 4)."""
@@ -92,10 +113,18 @@ def set_staff(deps: Deps, user: User, staff: bool, now: float, *, by: Caller | N
         notice = Notice.STAFF_GRANTED if staff else Notice.STAFF_REMOVED
         return after, [notice_op(deps, after, notice, actor=STAFF, now=now)]
 
-    return _change(deps, user, build, by=by, now=now)
+    return _change(deps, user, build, by=by, now=now, answer=answer)
 
 
-def ban(deps: Deps, user: User, reason: str, now: float, *, by: Caller | None = None) -> User:
+def ban(
+    deps: Deps,
+    user: User,
+    reason: str,
+    now: float,
+    *,
+    by: Caller | None = None,
+    answer: PendingAnswer = NO_ANSWER,
+) -> User:
     """Ban ``user``: ``bannedAt`` (kept when already banned) and ``banReason``, every session revoked,
     and a ban notice queued, all in one transaction. Banning again with the same reason changes
     nothing; with another reason, it is stored and mailed again."""
@@ -111,10 +140,12 @@ def ban(deps: Deps, user: User, reason: str, now: float, *, by: Caller | None = 
         notice = ban_email(to=current.email, username=current.username, reason=reason)
         return after, [deps.outbox.enqueue_op(notice, now=now, kind="ban", user_id=current.id)]
 
-    return _change(deps, user, build, by=by, now=now)
+    return _change(deps, user, build, by=by, now=now, answer=answer)
 
 
-def unban(deps: Deps, user: User, now: float, *, by: Caller | None = None) -> User:
+def unban(
+    deps: Deps, user: User, now: float, *, by: Caller | None = None, answer: PendingAnswer = NO_ANSWER
+) -> User:
     """Lift a ban (a user who is not banned is answered as they are)."""
 
     def build(current: User) -> Built | None:
@@ -122,16 +153,20 @@ def unban(deps: Deps, user: User, now: float, *, by: Caller | None = None) -> Us
             return None
         return current.changed(banned_at=None, ban_reason=None, updated_at=iso(now)), []
 
-    return _change(deps, user, build, by=by, now=now)
+    return _change(deps, user, build, by=by, now=now, answer=answer)
 
 
-def delete_user(deps: Deps, user: User, *, by: Caller | None = None, now: float = 0.0) -> bool:
+def delete_user(
+    deps: Deps, user: User, *, by: Caller | None = None, now: float = 0.0, answer: PendingAnswer = NO_ANSWER
+) -> bool:
     """Delete ``user`` as they are at commit time (see
     :func:`nimbus_core.accounts.account_changes.delete_user`;
-    ``by`` as for :func:`_change`); False if another request deleted them first, so they are not
-    counted twice."""
+    ``by`` and ``answer`` as for :func:`_change`); False if another request deleted them first, so
+    they are not counted twice."""
     try:
-        account_changes.delete_user(deps, user, by=by, now=now, gone=ErrorCode.INVALID_USER_ERROR)
+        account_changes.delete_user(
+            deps, user, by=by, now=now, gone=ErrorCode.INVALID_USER_ERROR, answer=answer
+        )
     except NimbusError as gone:
         if gone.code is ErrorCode.INVALID_USER_ERROR:  # the user item was no longer there
             return False
@@ -139,17 +174,25 @@ def delete_user(deps: Deps, user: User, *, by: Caller | None = None, now: float 
     return True
 
 
-def delete_users(deps: Deps, user_ids: list[str], *, by: Caller | None = None, now: float = 0.0) -> int:
+def delete_users(
+    deps: Deps,
+    user_ids: list[str],
+    *,
+    by: Caller | None = None,
+    now: float = 0.0,
+    answer: PendingAnswer = NO_ANSWER,
+) -> int:
     """Delete the users among ``user_ids`` (unknown ids skipped): how many this request deleted.
 
     One read for all of them, then one transaction per user, so a fault part way leaves every
     user either wholly deleted or untouched, and the same request, repeated, deletes the rest
     (``by`` as for :func:`_change`: a staff session revoked part way stops it there, with 401).
+    The reverification ``answer`` is recorded with the first deletion.
     """
     wellformed = [u for u in user_ids if ids.is_id(u)]  # anything else names no user
     # The staff member's own account last: the deletions after it would find their session gone.
     users = sorted(deps.users.get_many(wellformed), key=lambda u: by is not None and u.id == by.user.id)
-    return sum(delete_user(deps, user, by=by, now=now) for user in users)
+    return sum(delete_user(deps, user, by=by, now=now, answer=answer) for user in users)
 
 
 def _change(
@@ -159,6 +202,7 @@ def _change(
     *,
     by: Caller | None = None,
     now: float = 0.0,
+    answer: PendingAnswer = NO_ANSWER,
 ) -> User:
     """Commit ``build(user)`` (the user after the change and the writes that go with it; None: no
     change), built again on the stored user whenever a concurrent write to the same user (theirs or
@@ -167,14 +211,15 @@ def _change(
     With ``by`` (the staff member's request, read at ``now``) the write also holds on the staff
     member's session: one revoked meanwhile (a ban of theirs, their password set or reset) is 401
     INVALID_SESSION_ERROR and nothing is written
-    (:func:`nimbus_core.accounts.account_changes.on_fresh_read`)."""
+    (:func:`nimbus_core.accounts.account_changes.on_fresh_read`). The staff member's
+    reverification ``answer`` is recorded in the same transaction."""
 
     def attempt(current: User, made_by: Caller | None) -> User:
         built = build(current)
         if built is None:
             return current
         after, ops = built
-        deps.tx.commit([*account_changes.change_ops(deps, current, after, by=made_by), *ops])
+        answer.commit(deps.tx, [*account_changes.change_ops(deps, current, after, by=made_by), *ops])
         return after
 
     return account_changes.on_fresh_read(

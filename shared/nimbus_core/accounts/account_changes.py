@@ -13,6 +13,7 @@ from nimbus_core.accounts.notices import Actor, Notice, mask_email, notice_op
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
 from nimbus_core.domain.models import User
+from nimbus_core.domain.pending_answer import NO_ANSWER, PendingAnswer
 from nimbus_core.domain.ports import WriteOp
 from nimbus_core.domain.secret_kinds import EMAIL_VERIFICATION, RECOVERY
 from nimbus_core.platform.clock import iso
@@ -148,16 +149,17 @@ def rename(
     *,
     by: Caller | None = None,
     gone: ErrorCode = ErrorCode.INVALID_SESSION_ERROR,
+    answer: PendingAnswer = NO_ANSWER,
 ) -> User:
     """Give ``user`` a new username; the old and new claims swap in the same transaction. ``by``:
     the caller making the change; ``gone``: the answer when the user is deleted meanwhile (see
-    :func:`on_fresh_read`)."""
+    :func:`on_fresh_read`); ``answer``: the reverification the change records (with it)."""
 
     def attempt(current: User, made_by: Caller | None) -> User:
         if username == current.username:
             return current
         after: User = current.changed(username=username, updated_at=iso(now))
-        deps.tx.commit(change_ops(deps, current, after, by=made_by))
+        answer.commit(deps.tx, change_ops(deps, current, after, by=made_by))
         return after
 
     return on_fresh_read(deps, user, attempt, by=by, now=now, gone=gone)
@@ -172,12 +174,13 @@ def change_email(
     actor: Actor,
     by: Caller | None = None,
     gone: ErrorCode = ErrorCode.INVALID_SESSION_ERROR,
+    answer: PendingAnswer = NO_ANSWER,
 ) -> User:
     """Give ``user`` a new address: any other string than the stored one (another spelling of the
     same address included) starts unverified and a verification email goes to it; the claim
     moves only when the address's key changes. The security notice of the change made by
-    ``actor`` goes to the old address, in the same transaction. ``by`` and ``gone`` as for
-    :func:`rename`."""
+    ``actor`` goes to the old address, in the same transaction. ``by``, ``gone`` and ``answer`` as
+    for :func:`rename`."""
 
     def attempt(current: User, made_by: Caller | None) -> User:
         if email == current.email:
@@ -197,7 +200,7 @@ def change_email(
             details=[f"New address: {mask_email(email)}"],
             to=current.email,
         )
-        deps.tx.commit([*change_ops(deps, current, after, by=made_by), *ops, notice])
+        answer.commit(deps.tx, [*change_ops(deps, current, after, by=made_by), *ops, notice])
         return after
 
     return on_fresh_read(deps, user, attempt, by=by, now=now, gone=gone)
@@ -273,15 +276,16 @@ def delete_user(
     by: Caller | None = None,
     now: float = 0.0,
     gone: ErrorCode = ErrorCode.INVALID_SESSION_ERROR,
+    answer: PendingAnswer = NO_ANSWER,
 ) -> None:
     """Delete ``user`` with :func:`deletion_ops` (and ``also``, in the same transaction), as the
     user is at commit time: a rename or address change that lands after the read makes the write
     stale, and it is built again on the stored user, so the claims deleted are the ones the user
-    holds. ``gone`` when the user is already gone. ``by`` (with the request's ``now``) as for
-    :func:`rename`: staff deleting another account hold on their session."""
+    holds. ``gone`` when the user is already gone. ``by`` (with the request's ``now``) and
+    ``answer`` as for :func:`rename`: staff deleting another account hold on their session."""
 
     def attempt(current: User, made_by: Caller | None) -> None:
-        deps.tx.commit([*deletion_ops(deps, current), *_held_by(deps, current, made_by), *also])
+        answer.commit(deps.tx, [*deletion_ops(deps, current), *_held_by(deps, current, made_by), *also])
 
     on_fresh_read(deps, user, attempt, by=by, now=now, gone=gone)
 

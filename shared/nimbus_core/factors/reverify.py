@@ -6,17 +6,17 @@ read, so this adds no round trip. Wrong passwords and second-factor answers are 
 (counted on the session item, which came with the same read) and never feed, nor meet, the login
 lock: whoever locked the account by guessing at login keeps no signed-in owner out.
 An account with a second factor is then challenged, and the repeated request's ``2fa`` answer
-(its challenge read with the session) is recorded in the change's own transaction.
+(its challenge read with the session) is recorded in the change's own transaction, which the
+route's service commits through ``request.answer``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from nimbus_core.domain.deps import Deps
-from nimbus_core.domain.errors import ErrorCode, NimbusError, UserChangedError
-from nimbus_core.domain.ports import Transactor, WriteOp
+from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.ports import WriteOp
 from nimbus_core.factors import answers, challenges
 from nimbus_core.sessions import credentials
 from nimbus_core.sessions.auth import Caller
@@ -39,8 +39,9 @@ def reverify(
 
     A right answer to a challenge passes with the writes that record it (challenge used up, the
     factor's replay guard moved), and a right password with the rehash of a stored hash of another
-    profile (an imported bcrypt hash), to commit with the change: :class:`AnswerCarrier`; not
-    where the endpoint ``sets_own_password`` (``Policy.sets_own_password``).
+    profile (an imported bcrypt hash), to commit with the change
+    (:class:`nimbus_core.domain.pending_answer.PendingAnswer`); not where the endpoint
+    ``sets_own_password`` (``Policy.sets_own_password``).
     """
     if caller.session.scoped:
         return []
@@ -67,46 +68,3 @@ def reverify(
         required.writes.extend(rehash)
         raise required
     return rehash
-
-
-class AnswerCarrier:
-    """The request's Transactor while a challenge answer waits to be recorded: the answer's writes
-    go into the change's first transaction, so the change and the used-up challenge land together
-    or not at all (and the request costs no round trip of its own for them).
-
-    An endpoint whose path makes no transaction gets the answer recorded by :meth:`settle` once it
-    has answered; a commit that was attempted (even one that failed) settles nothing, so a fault
-    leaves the challenge as it was.
-    """
-
-    def __init__(self, inner: Transactor, answer_ops: Sequence[WriteOp]) -> None:
-        self._inner = inner
-        self._pending: list[WriteOp] | None = list(answer_ops)
-
-    def commit(self, ops: Sequence[WriteOp]) -> None:
-        """Commit ``ops``, with the answer's writes if they are still waiting."""
-        if self._pending is None:
-            self._inner.commit(ops)
-        else:
-            self.commit_joined([], ops)
-
-    def commit_joined(self, first: Sequence[WriteOp], then: Sequence[WriteOp]) -> None:
-        """As :meth:`Transactor.commit_joined`, the answer's writes first if still waiting."""
-        pending, self._pending = self._pending, None
-        if pending is None:
-            self._inner.commit_joined(first, then)
-            return
-        try:
-            self._inner.commit_joined([*pending, *first], then)
-        except UserChangedError as stale:
-            # The change is rebuilt on a fresh read and committed again: unless the answer landed
-            # on its own already, the rebuilt change must carry it, or the answer would stay unused.
-            if not stale.first_landed:
-                self._pending = pending
-            raise
-
-    def settle(self) -> None:
-        """Record the answer if no transaction carried it."""
-        pending, self._pending = self._pending, None
-        if pending:
-            self._inner.commit(pending)

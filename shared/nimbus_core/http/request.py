@@ -12,6 +12,7 @@ from nimbus_core.accounts.notices import Actor
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import User
+from nimbus_core.domain.pending_answer import NO_ANSWER, PendingAnswer
 from nimbus_core.domain.ports import RuntimeConfig
 from nimbus_core.http.responses import Reply, Response
 from nimbus_core.platform import ids
@@ -43,6 +44,8 @@ class Request[B = None, Q = None, P = None]:
     scoped_self: bool = True  # the policy's: may a scoped session name its own account here
     endpoint: str = ""  # "METHOD /path/<param>": what a second-factor challenge is bound to
     challenge_hash: str | None = None  # of the challenge a reverified request answers, read with the caller
+    # What the reverification writes (step 8): the route hands it to the service that commits.
+    answer: PendingAnswer = NO_ANSWER
     config: RuntimeConfig | None = None  # the runtime configuration, once read for this request
     _caller: Caller | None = None
     _authenticated: bool = False
@@ -92,15 +95,6 @@ class Request[B = None, Q = None, P = None]:
             and caller.user.id in user_ids
         ):
             raise NimbusError(ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR)
-
-    def record_answer_now(self) -> None:
-        """Record a second-factor answer before a change that no DynamoDB transaction can carry
-        (an SSM write): should the change then fail, the staff member answers a new challenge;
-        the answer can never be replayed for a change that landed."""
-        from nimbus_core.factors.reverify import AnswerCarrier
-
-        if isinstance(self.deps.tx, AnswerCarrier):
-            self.deps.tx.settle()
 
     def require_caller(self) -> Caller:
         """The caller on an endpoint whose guard required a session."""

@@ -1,7 +1,8 @@
 """Step 8: identity reverification of normal sessions (``Policy.reverify``, CONTRACT section 9): 400
 without a password, 401 for a wrong one, 429 once the session used up its wrong answers, the
 second-factor challenge for an account with one, and 401/400 for a wrong answer to it. A challenge
-answered is recorded with the route's first transaction, and used up by a refusal.
+answered is recorded with the change the route's service commits (``request.answer``), and used
+up by a refusal.
 
 Its first part runs at step 1 (:class:`PeekAnswer`): the challenge a request answers is read with
 the caller's session, in the authentication's one round trip.
@@ -9,10 +10,10 @@ the caller's session, in the authentication's one round trip.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.pending_answer import PendingAnswer
 from nimbus_core.http.steps.base import Check, Passage, Proceed, Refusal, Step, answered
 
 if TYPE_CHECKING:
@@ -66,29 +67,30 @@ class Reverification(Step):
         )
 
     def run(self, passage: Passage, proceed: Proceed) -> Response:
-        """The route's answer once the caller reverified; a challenge answered is recorded in the
-        change's own transaction, and used up by a refusal."""
-        from nimbus_core.factors.reverify import AnswerCarrier, reverify
+        """The route's answer once the caller reverified. The writes that record it wait in
+        ``request.answer`` for the route's service to commit with its change; what no commit
+        carried is recorded once the route has answered, a refusal included; not after a
+        failure of AWS, which leaves the challenge to answer again."""
+        from nimbus_core.factors.reverify import reverify
 
         request, caller, policy = passage.request, passage.caller, passage.endpoint.policy
-        answer_ops = []
-        if caller is not None:
-            answer_ops = reverify(
-                request.deps,
-                caller,
-                request.raw_body,
-                request.now,
-                endpoint=request.endpoint,
-                sets_own_password=policy.sets_own_password,
-            )
-        if not answer_ops:
+        if caller is None:
             return proceed()
-        carrier = AnswerCarrier(request.deps.tx, answer_ops)
-        request.deps = replace(request.deps, tx=carrier)
+        writes = reverify(
+            request.deps,
+            caller,
+            request.raw_body,
+            request.now,
+            endpoint=request.endpoint,
+            sets_own_password=policy.sets_own_password,
+        )
+        if not writes:
+            return proceed()
+        request.answer = PendingAnswer(writes)
         try:
             response = proceed()
         except NimbusError:
-            carrier.settle()  # a refused change still used the challenge up
+            request.answer.record(request.deps.tx)  # a refused change still used the challenge up
             raise
-        carrier.settle()
+        request.answer.record(request.deps.tx)
         return response

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import pytest
 
 from nimbus_core.domain.errors import UserChangedError
+from nimbus_core.domain.pending_answer import PendingAnswer
 from nimbus_core.domain.ports import WriteOp
-from nimbus_core.factors.reverify import AnswerCarrier
 
 ANSWER: list[WriteOp] = [WriteOp()]
 CHANGE: list[WriteOp] = [WriteOp()]
@@ -33,23 +33,23 @@ class Stale:
 
 def test_a_stale_change_rebuilt_carries_the_unrecorded_answer_again() -> None:
     inner = Stale(first_landed=False)
-    carrier = AnswerCarrier(inner, ANSWER)
+    answer = PendingAnswer(ANSWER)
 
     with pytest.raises(UserChangedError):
-        carrier.commit(CHANGE)
-    carrier.commit(CHANGE)
-    carrier.settle()
+        answer.commit(inner, CHANGE)
+    answer.commit(inner, CHANGE)
+    answer.record(inner)
 
     assert inner.calls == [[*ANSWER, *CHANGE], [*ANSWER, *CHANGE]]
 
 
 def test_an_answer_that_landed_before_the_stale_change_is_not_written_twice() -> None:
     inner = Stale(first_landed=True)
-    carrier = AnswerCarrier(inner, ANSWER)
+    answer = PendingAnswer(ANSWER)
 
     with pytest.raises(UserChangedError):
-        carrier.commit(CHANGE)
-    carrier.commit(CHANGE)
-    carrier.settle()
+        answer.commit(inner, CHANGE)
+    answer.commit(inner, CHANGE)
+    answer.record(inner)
 
     assert inner.calls == [[*ANSWER, *CHANGE], [*CHANGE]]
