@@ -210,7 +210,8 @@ def test_a_banned_user_is_told_only_after_the_right_password(world: FakeWorld) -
     assert _code(lambda: _login(world, password="wrong password")) is ErrorCode.INVALID_PASSWORD_ERROR
     world.db.calls.clear()
     assert _code(lambda: _login(world)) is ErrorCode.BANNED_ERROR
-    assert world.db.calls == ["users.find"]  # answered before any write
+    # Answered before any write but the account's activity event of the refused sign-in.
+    assert world.db.calls == ["users.find", "outbox.record_event"]
 
 
 # --- change username / email -----------------------------------------------------------------------
@@ -615,7 +616,12 @@ def test_a_refused_change_costs_no_commit(world: FakeWorld) -> None:
     )
 
     assert (status, answer["code"]) == (401, "INVALID_PASSWORD_ERROR")
-    assert world.db.calls == ["sessions.get_with_user", "counters.hit", "sessions.count_reverify_failure"]
+    assert world.db.calls == [
+        "sessions.get_with_user",
+        "counters.hit",
+        "sessions.count_reverify_failure",
+        "outbox.record_event",  # the failure, for the account's activity: its one added write
+    ]
 
 
 def test_delete_account_is_authentication_plus_sweeps_around_one_commit(world: FakeWorld) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from accounts_api import service
-from nimbus_core.accounts import verification
+from nimbus_core.accounts import activity, verification
 from nimbus_core.domain import ratelimits
 from nimbus_core.domain.errors import ErrorCode, SuccessCode
 from nimbus_core.domain.killswitches import KillSwitch
@@ -17,6 +17,7 @@ from nimbus_core.http.responses import Reply, success
 
 if TYPE_CHECKING:
     from accounts_api.models import (
+        ActivityQuery,
         ChangeDomainBody,
         ChangeEmailBody,
         ChangePasswordBody,
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
         DomainsQuery,
         VerifyEmailBody,
     )
-    from nimbus_core.http.views import DomainListView, DomainView, SuccessView, UserView
+    from nimbus_core.http.views import ActivityListView, DomainListView, DomainView, SuccessView, UserView
 
 routes = EndpointRouter(models="accounts_api.models")
 
@@ -41,6 +42,21 @@ _MODIFY_EMAIL = (KillSwitch.ACCOUNT_MODIFY, KillSwitch.ACCOUNT_EMAIL_VERIFY)
 def get_me(request: Request) -> Reply[UserView]:
     """GET /users/me: the caller's own User record, as authenticated (no further reads)."""
     return Reply(request.require_caller().user.to_public())
+
+
+@routes.endpoint(
+    "GET",
+    "/users/me/activity",
+    Policy(scope=Scope.ACCOUNT_READ),
+    summary="The account's security events of the last 90 days, newest first",
+)
+def get_my_activity(request: Request[None, ActivityQuery]) -> Reply[ActivityListView]:
+    """GET /users/me/activity: ``{count, items}`` of ActivityEvent (CONTRACT section 17)."""
+    query = request.query
+    count, page = activity.page(
+        request.deps, request.require_caller().user.id, limit=query.limit, offset=query.offset
+    )
+    return Reply({"count": count, "items": [e.to_public() for e in page]})
 
 
 @routes.endpoint(

@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
+from auth_api import sign_ins
 from nimbus_core.accounts.account_changes import FRESH_USER_ATTEMPTS
 from nimbus_core.accounts.notices import Actor, Notice, notice_op
+from nimbus_core.domain.activity import Attempt
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
 from nimbus_core.domain.identity import MAX_LOGIN_NAME
@@ -180,6 +182,10 @@ def _reset_ops(
         *deps.users.change_ops(user, after),
         deps.sessions.put_op(issued.session),
         notice_op(deps, after, Notice.PASSWORD_CHANGED, actor=Actor.recovery(sign_in.source_ip), now=now),
+        # The sign-in the reset opens, by the mailed link (the change itself: the notice's event).
+        sign_ins.signed_in_op(
+            deps, issued, method="recovery", attempt=Attempt(sign_in.source_ip, None), now=now
+        ),
     ]
     if unverified and user.pending_verification:
         ops.append(deps.tokens.drop_op(EMAIL_VERIFICATION, user.pending_verification))

@@ -53,6 +53,7 @@ def register(request: Request[RegisterBody]) -> Reply[SuccessfulAuthView]:
         session_name=request.session_name,
         user_agent=request.user_agent,
         now=request.now,
+        ip=request.source_ip,
     )
     return Reply(issued.to_public())
 
@@ -85,6 +86,7 @@ def login(request: Request[LoginBody]) -> Reply[SuccessfulAuthView]:
         session_name=request.session_name,
         user_agent=request.user_agent,
         now=request.now,
+        attempt=request.attempt(),
     )
     return Reply(issued.to_public())
 
@@ -126,6 +128,7 @@ def passkey_login(
         session_name=request.session_name,
         user_agent=request.user_agent,
         now=request.now,
+        attempt=request.attempt(),
     )
     return Reply(issued.to_public())
 

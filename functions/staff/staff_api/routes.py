@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from nimbus_core.accounts import account_changes, notices
+from nimbus_core.accounts import account_changes, activity, notices
 from nimbus_core.domain.errors import ErrorCode, NimbusError, SuccessCode
 from nimbus_core.domain.models import User
 from nimbus_core.domain.scopes import Scope
@@ -20,8 +20,15 @@ from nimbus_core.http.responses import Reply, counted, success
 from staff_api import service
 
 if TYPE_CHECKING:
-    from nimbus_core.http.views import CountedSuccessView, SuccessView, UserListView, UserView
+    from nimbus_core.http.views import (
+        ActivityListView,
+        CountedSuccessView,
+        SuccessView,
+        UserListView,
+        UserView,
+    )
     from staff_api.models import (
+        ActivityQuery,
         BanBody,
         ChangeDomainBody,
         ChangeEmailBody,
@@ -68,6 +75,14 @@ def list_users(request: Request[None, UsersQuery]) -> Reply[UserListView]:
     """GET /users: ``{count, items}``; ``count`` is the number of users, exact."""
     count, page = service.list_users(request.deps, limit=request.query.limit, offset=request.query.offset)
     return Reply({"count": count, "items": [u.to_public() for u in page]})
+
+
+@routes.endpoint("GET", "/users/<id>/activity", _READ, summary="A user's security events, newest first")
+def get_user_activity(request: Request[None, ActivityQuery]) -> Reply[ActivityListView]:
+    """GET /users/:id/activity: ``{count, items}`` of ActivityEvent, or 404 INVALID_USER_ERROR."""
+    query = request.query
+    count, page = activity.page(request.deps, request.target().id, limit=query.limit, offset=query.offset)
+    return Reply({"count": count, "items": [e.to_public() for e in page]})
 
 
 @routes.endpoint("GET", "/users/<id>", _READ, summary="One user")

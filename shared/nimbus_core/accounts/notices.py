@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from nimbus_core.accounts import activity
 from nimbus_core.accounts.mail_templates import security_notice
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.models import Email, Session, User
@@ -79,11 +80,12 @@ class Actor:
     kind: str
     source_ip: str | None = None
     device: str | None = None
+    session_id: str | None = None
 
     @classmethod
     def user(cls, source_ip: str, session: Session) -> Actor:
         """The user, from one of their sessions (named as the session list shows it)."""
-        return cls("user", source_ip, session.display_name)
+        return cls("user", source_ip, session.display_name, session.id)
 
     @classmethod
     def recovery(cls, source_ip: str) -> Actor:
@@ -152,6 +154,8 @@ def notice_op(
     details: Sequence[str] = (),
     to: str | None = None,
 ) -> WriteOp:
-    """The outbox write of a notice, to commit in the change's own transaction."""
+    """The outbox write of a notice, to commit in the change's own transaction; the same item
+    carries the change to the account's activity."""
     email = compose(user, notice, actor=actor, now=now, details=details, to=to)
-    return deps.outbox.enqueue_op(email, now=now, kind=notice.kind, user_id=user.id)
+    event = activity.by(user.id, notice.value[0], actor=actor, now=now, details=details)
+    return deps.outbox.enqueue_op(email, now=now, kind=notice.kind, user_id=user.id, event=event)

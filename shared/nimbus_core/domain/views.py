@@ -93,3 +93,20 @@ class SecondFactorView(TypedDict, closed=True):
     usedAt: str | None
     createdAt: str
     updatedAt: str
+
+
+class ActivityEventView(TypedDict, closed=True):
+    """The ActivityEvent structure (CONTRACT section 17): ``count`` is how many failures a
+    ``more-failures`` event stands for (1 for every other event)."""
+
+    id: str
+    type: str
+    at: str
+    ip: str | None
+    device: str | None
+    method: str | None
+    outcome: str
+    code: str | None
+    sessionId: str | None
+    count: int
+    details: list[str]

@@ -48,6 +48,12 @@ def new_id() -> str:
     return _encode(value)
 
 
+def last_id_of(millisecond: int) -> str:
+    """The greatest id of ``millisecond`` (epoch ms): it sorts after every id made in it, before
+    every later one."""
+    return _encode(millisecond << 80 | (1 << 80) - 1)
+
+
 def _encode(value: int) -> str:
     chars = []
     for _ in range(26):

@@ -35,6 +35,8 @@ class Event(StrEnum):
     SECOND_FACTOR_FAILED = "SecondFactorFailed"  # a wrong second-factor answer
     RECOVERY_MAILED = "RecoveryMailed"  # a recovery link queued (never answered: the 201 is the same)
     PASSWORD_RESET = "PasswordReset"  # a password set with a recovery link
+    ACTIVITY_LOST = "ActivityLost"  # an activity event whose write failed (the request went on)
+    ACTIVITY_RECORDED = "ActivityRecorded"  # events the activity function stored
 
 
 @cache

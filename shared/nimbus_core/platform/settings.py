@@ -68,6 +68,7 @@ class Settings:
     tokens_table: str = field(metadata=_env("TOKENS_TABLE"))
     domains_table: str = field(metadata=_env("DOMAINS_TABLE"))
     outbox_table: str = field(metadata=_env("OUTBOX_TABLE"))
+    activity_table: str = field(metadata=_env("ACTIVITY_TABLE"))
     # Only the mail function is given its dead-letter queue; the other functions never send to it.
     mail_dead_letter_queue_url: str = field(default="", metadata=_env("MAIL_DEAD_LETTER_QUEUE_URL"))
     killswitch_path: str = field(metadata=_env("KILLSWITCH_PATH"))  # one parameter per switch below it
