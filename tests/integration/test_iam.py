@@ -243,7 +243,7 @@ class World:
 
     def verification_token(self, to: str, kind: str = "verify-email") -> str:
         """The link token of the newest email of ``kind`` queued for ``to`` (read from the outbox table)."""
-        queued = [from_item(i) for i in self.stack.items("OutboxTable")]
+        queued = [from_item(i) for i in self.stack.messages()]
         (latest, *_) = sorted(
             (m for m in queued if m["to"] == to and m["kind"] == kind),
             key=lambda m: m["createdAt"],
@@ -638,7 +638,7 @@ def _wrong_code(w: World, secret: str) -> str:
 
 def _mail_about(w: World, user_id: str) -> list[dict[str, Any]]:
     """The outbox messages stored about ``user_id`` (read from the outbox table)."""
-    return [m for m in map(from_item, w.stack.items("OutboxTable")) if m.get("userId") == user_id]
+    return [m for m in map(from_item, w.stack.messages()) if m.get("userId") == user_id]
 
 
 def _parameter(w: World, logical_id: str) -> str:

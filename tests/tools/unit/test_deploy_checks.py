@@ -135,5 +135,9 @@ def test_every_table_that_holds_accounts_takes_the_deletion_protection_parameter
         if table["Properties"].get("DeletionProtectionEnabled") == {"Ref": "DeletionProtection"}
     }
     retained = {name for name, table in tables.items() if table.get("DeletionPolicy") == "Retain"}
-    assert protected == retained == {"UsersTable", "SessionsTable", "TokensTable", "DomainsTable"}
+    assert (
+        protected
+        == retained
+        == {"UsersTable", "SessionsTable", "TokensTable", "DomainsTable", "ActivityTable"}
+    )
     assert TEMPLATE["Parameters"]["DeletionProtection"]["Default"] == "true"
