@@ -31,13 +31,20 @@ def test_a_sign_in_and_a_failure_are_listed_newest_first_once_the_function_store
     assert listed["count"] == 3
     newest, failed, registered = listed["items"]
     assert (newest["type"], newest["outcome"], newest["method"], newest["ip"]) == (
-        "sign-in", "success", "password", "198.51.100.31"
+        "sign-in",
+        "success",
+        "password",
+        "198.51.100.31",
     )
     assert (failed["type"], failed["outcome"], failed["code"], failed["ip"]) == (
-        "sign-in", "failure", "INVALID_PASSWORD_ERROR", "198.51.100.30"
+        "sign-in",
+        "failure",
+        "INVALID_PASSWORD_ERROR",
+        "198.51.100.30",
     )
     assert registered["type"] == "registered"
-    assert newest["sessionId"] is not None and failed["sessionId"] is None
+    assert newest["sessionId"] is not None
+    assert failed["sessionId"] is None
 
 
 def test_a_record_delivered_twice_stores_one_event(api: Api, stack: Stack) -> None:

@@ -142,9 +142,7 @@ def test_a_reset_is_one_transaction_and_the_old_sessions_and_password_stop_worki
     assert api.login("alice", PASSWORD, ip="203.0.113.50").status == 401
     assert api.login("alice", NEW_PASSWORD, ip="203.0.113.51").status == 201
     assert _reset(api, token).body["code"] == "INVALID_RECOVERY_TOKEN_ERROR"  # spent
-    notices = [
-        m for m in map(from_item, stack.messages()) if m["kind"] == "notice-password-changed"
-    ]
+    notices = [m for m in map(from_item, stack.messages()) if m["kind"] == "notice-password-changed"]
     assert [m["to"] for m in notices] == ["alice@example.com"]
 
 

@@ -497,9 +497,7 @@ class Accounts:
         self.tx.commit(
             [self.outbox.enqueue_op(email, now=1_800_000_000, kind="verify-email", user_id=user.id)]
         )
-        [message_id] = [
-            str(i["id"]["S"]) for i in self.stack.messages() if i["userId"]["S"] == user.id
-        ]
+        [message_id] = [str(i["id"]["S"]) for i in self.stack.messages() if i["userId"]["S"] == user.id]
         return message_id
 
     def stored(self, user: User) -> set[str]:

@@ -666,7 +666,10 @@ def test_a_staff_ban_read_before_the_users_own_revocation_still_lands_on_the_sto
         accounts.change_password(world.deps, caller, NEW_PASSWORD, world.clock.now(), actor=ACTOR)
     else:
         sessions.revoke_all_sessions(
-            world.deps, sessions.Owner.me(caller), keep_current=False, now=world.clock.now()
+            world.deps,
+            sessions.Owner.me(caller, Actor.user("203.0.113.9", caller.session)),
+            keep_current=False,
+            now=world.clock.now(),
         )
 
     banned = staff.ban(world.deps, read_by_staff, "Spam", world.clock.now())

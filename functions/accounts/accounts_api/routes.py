@@ -74,7 +74,12 @@ def get_my_activity(request: Request[None, ActivityQuery]) -> Reply[ActivityList
 def change_username(request: Request[ChangeUsernameBody]) -> Reply[UserView]:
     """PUT /users/me/username: 200 with the changed User."""
     user = service.change_username(
-        request.deps, request.require_caller(), request.body.username, request.now, answer=request.answer
+        request.deps,
+        request.require_caller(),
+        request.body.username,
+        request.now,
+        answer=request.answer,
+        actor=request.actor(),
     )
     return Reply(user.to_public())
 

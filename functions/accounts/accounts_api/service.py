@@ -18,7 +18,13 @@ _log = Logger(child=True)
 
 
 def change_username(
-    deps: Deps, caller: Caller, username: str, now: float, *, answer: PendingAnswer = NO_ANSWER
+    deps: Deps,
+    caller: Caller,
+    username: str,
+    now: float,
+    *,
+    answer: PendingAnswer = NO_ANSWER,
+    actor: Actor | None = None,
 ) -> User:
     """Rename the caller; the old and new claims swap in the same transaction as the user, and the
     reverification ``answer``.
@@ -28,7 +34,7 @@ def change_username(
     below): a session revoked meanwhile is 401 INVALID_SESSION_ERROR with nothing written; a
     session that stands has the rename built again on the user as stored now.
     """
-    return account_changes.rename(deps, caller.user, username, now, by=caller, answer=answer)
+    return account_changes.rename(deps, caller.user, username, now, by=caller, answer=answer, actor=actor)
 
 
 def change_email(

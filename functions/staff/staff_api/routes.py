@@ -109,6 +109,7 @@ def set_username(request: Request[ChangeUsernameBody]) -> Reply[UserView]:
             by=request.require_caller(),
             gone=ErrorCode.INVALID_USER_ERROR,
             answer=request.answer,
+            actor=notices.STAFF,
         )
     )
 

@@ -166,10 +166,8 @@ class DynamoOutbox:
         self, email: Email, *, now: float, kind: str, user_id: str, event: ActivityEvent | None = None
     ) -> TransactOp:
         """A transaction item that puts ``email`` in the outbox (a new id, never overwriting),
-        with the activity ``event`` it records (the item's id becomes the event's)."""
-        message = self.new_message(email, now=now, kind=kind, user_id=user_id)
-        if event is not None:
-            message = replace(message, event=replace(event, id=message.id))
+        with the activity ``event`` it records."""
+        message = replace(self.new_message(email, now=now, kind=kind, user_id=user_id), event=event)
         return self.put_op(message)
 
     def event_op(self, event: ActivityEvent, *, now: float) -> TransactOp:

@@ -126,7 +126,7 @@ def new_event(
     if attempt is not None:
         ip, device, method = attempt.ip, attempt.device, method or attempt.method
     return ActivityEvent(
-        id=ids.new_id(),
+        id=ids.new_id_at(round(now * 1000)),
         user_id=user_id,
         type=type_,
         at=clock.iso(now),
