@@ -1,0 +1,102 @@
+"""The shipped compromised-password list (CONTRACT section 17): the passwords of the list are found
+exactly as listed, down to the 100,000th, and nothing else is, whatever the input; the committed file
+is the one its record describes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import random
+import secrets
+import string
+from collections.abc import Callable
+
+import pytest
+
+from nimbus_core.compromised import is_compromised, is_listed, shipped
+
+RECORD = json.loads(shipped.ARTEFACT.with_suffix(".json").read_text())
+# Ranks 1-5, 16, 810 and 3,068 of the list, then its last ten (ranks 99,991 to 100,000).
+LISTED = ["123456", "password", "12345678", "qwerty", "123456789", "letmein", "PASSWORD", "Password1"]
+LAST_TEN = ["07031967", "070297", "070278", "07021958", "07021957"]
+LAST_TEN += ["07021954", "070191", "070175", "070171", "070162"]
+# Ranks 100,001 and 100,002: common, but beyond the shipped cut.
+BEYOND = ["07012006", "07011963"]
+ALPHABET = string.ascii_letters + string.digits + string.punctuation
+
+
+@pytest.mark.parametrize("password", [*LISTED, *LAST_TEN])
+def test_a_password_of_the_list_is_found_down_to_the_100000th(password: str) -> None:
+    assert is_listed(password)
+    assert is_compromised(password)
+
+
+@pytest.mark.parametrize("password", BEYOND)
+def test_a_password_ranked_past_the_shipped_count_is_not_found(password: str) -> None:
+    assert not is_listed(password)
+
+
+@pytest.mark.parametrize("password", ["password ", " password", "passw0rd!Q7", "qwerty\x00", "Qwerty1234!x"])
+def test_a_password_is_compared_exactly_as_given(password: str) -> None:
+    assert not is_listed(password)
+
+
+def test_strong_random_passwords_are_not_found() -> None:
+    assert not any(is_listed(secrets.token_urlsafe(16)) for _ in range(1_000))
+
+
+def test_no_false_positive_among_200000_random_passwords_of_real_lengths() -> None:
+    rng = random.Random(20261129)
+    # 8 to 20 characters of printable ASCII: the lengths people choose, none of them a list entry
+    # (each has about 52 bits or more), so any hit would be a fingerprint collision.
+    found = [
+        password
+        for _ in range(200_000)
+        if is_listed(password := "".join(rng.choices(ALPHABET, k=rng.randint(8, 20))))
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    "password",
+    [
+        "x" * 72 + "password",  # past bcrypt's 72 bytes
+        "p" * 64,  # the contract's longest password
+        "🔑" * 64,  # 256 UTF-8 bytes
+        "pass\x00word",
+        "\x00",
+        "",
+        "密码123456",  # "password123456" in Chinese
+        "\ud800\udfff",  # lone surrogates, which a JSON body can carry
+    ],
+)
+def test_any_string_is_answered_without_raising(password: str) -> None:
+    assert is_listed(password) is False
+    assert is_compromised(password) is False
+
+
+def test_the_committed_list_is_the_one_its_record_describes() -> None:
+    data = shipped.ARTEFACT.read_bytes()
+    assert hashlib.sha256(data).hexdigest() == RECORD["artefact_sha256"]
+    assert len(data) == RECORD["artefact_bytes"] == shipped.HEADER.size + 8 * RECORD["entries"]
+    values = shipped.decode(data)
+    assert len(values) == RECORD["entries"] >= 100_000
+    assert all(a < b for a, b in itertools.pairwise(values))
+    assert is_listed(RECORD["first"])
+    assert is_listed(RECORD["last"])
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data[:-8],  # one entry short of its count
+        lambda data: b"NOTNIMBU" + data[8:],  # another file
+        lambda data: data[:10],  # shorter than the header
+    ],
+)
+def test_a_damaged_list_file_is_refused_not_read(damage: Callable[[bytes], bytes]) -> None:
+    data = shipped.ARTEFACT.read_bytes()
+    with pytest.raises(ValueError, match="compromised-password list"):
+        shipped.decode(damage(data))
