@@ -11,6 +11,8 @@ import json
 import random
 import secrets
 import string
+import subprocess
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -100,3 +102,14 @@ def test_a_damaged_list_file_is_refused_not_read(damage: Callable[[bytes], bytes
     data = shipped.ARTEFACT.read_bytes()
     with pytest.raises(ValueError, match="compromised-password list"):
         shipped.decode(damage(data))
+
+
+def test_importing_the_check_reads_no_list_and_loads_no_http_client() -> None:
+    # A fresh interpreter, as a cold start: importing costs nothing that only a check needs.
+    probe = (
+        "import sys; from nimbus_core.compromised import is_compromised, shipped, pwned_range; "
+        "print(shipped.fingerprints.cache_info().currsize, "
+        "sorted({'http.client', 'ssl', 'urllib.request'} & set(sys.modules)))"
+    )
+    ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert ran.stdout.split(maxsplit=1) == ["0", "[]\n"]
