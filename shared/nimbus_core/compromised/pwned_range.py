@@ -53,36 +53,51 @@ def times_seen(body: bytes, suffix: str) -> int:
     return found
 
 
+class RangeAnswerError(Exception):
+    """The range API answered, but not with a 200."""
+
+
 class HttpsTransport:
     """The real transport: one HTTPS connection to ``HOST``, kept open between requests (a warm
-    container skips the TLS handshake), made again after any failure. One request at a time: if an
-    abandoned request still holds it, the next one fails at once rather than queueing."""
+    container skips the TLS handshake). A kept connection the server has closed since (idle) is
+    replaced once within the same request; any other failure drops it. One request at a time: if
+    an abandoned request still holds the connection, the next one fails at once rather than queue.
+    """
 
-    def __init__(self, host: str = HOST) -> None:
-        """A transport to ``host``; nothing is opened until the first request."""
-        self.host = host
+    def __init__(self, connect: Callable[[float], http.client.HTTPConnection] | None = None) -> None:
+        """A transport over connections from ``connect(timeout)`` (HTTPS to ``HOST`` by default);
+        nothing is opened until the first request."""
+        self._connect = connect if connect is not None else self._https
         self._lock = threading.Lock()
-        self._connection: http.client.HTTPSConnection | None = None
+        self._connection: http.client.HTTPConnection | None = None
         self._context: ssl.SSLContext | None = None
 
     def __call__(self, prefix: str, timeout: float) -> bytes:
         """GET /range/<prefix> with padding; the body of a 200, else an exception."""
+        import http.client
+
         if not self._lock.acquire(blocking=False):
             raise TimeoutError("an earlier range request is still running")
         try:
-            return self._get(prefix, timeout)
+            kept, self._connection = self._connection, None
+            if kept is not None:
+                try:
+                    return self._ask(kept, prefix)
+                except (http.client.HTTPException, OSError):
+                    pass  # most likely closed by the server while idle: once more, afresh
+            return self._ask(self._connect(timeout), prefix)
         finally:
             self._lock.release()
 
-    def _get(self, prefix: str, timeout: float) -> bytes:
+    def _https(self, timeout: float) -> http.client.HTTPConnection:
         import http.client
         import ssl
 
         if self._context is None:
             self._context = ssl.create_default_context()
-        connection, self._connection = self._connection, None
-        if connection is None:
-            connection = http.client.HTTPSConnection(self.host, timeout=timeout, context=self._context)
+        return http.client.HTTPSConnection(HOST, timeout=timeout, context=self._context)
+
+    def _ask(self, connection: http.client.HTTPConnection, prefix: str) -> bytes:
         try:
             headers = {"Add-Padding": "true", "User-Agent": "nimbus-password-check"}
             connection.request("GET", f"/range/{prefix}", headers=headers)
@@ -93,7 +108,7 @@ class HttpsTransport:
             raise
         if response.status != 200:
             connection.close()
-            raise OSError(f"range API answered {response.status}")
+            raise RangeAnswerError(f"range API answered {response.status}")
         self._connection = connection
         return body
 
