@@ -119,3 +119,14 @@ def test_the_real_transport_without_a_network_is_unknown() -> None:
     # Unit tests run with sockets disabled: the HTTPS transport's connection fails at once.
     assert PwnedRange(timeout=1.5).count(PASSWORD) is None
     assert is_compromised("letmein", range_client=PwnedRange(timeout=1.5))
+
+
+def test_no_thread_to_be_had_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What threading raises when the process has no thread left to start (a fault injected).
+    def refused(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    transport = Recorded(answer((SUFFIX, 5)))
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    assert PwnedRange(transport).count(PASSWORD) is None
+    assert transport.asked == []

@@ -42,10 +42,8 @@ def times_seen(body: bytes, suffix: str) -> int:
     """How often the range answer ``body`` says ``suffix`` was seen: 0 when absent or a padding
     entry (count 0). ValueError when a line of ``body`` is not ``SUFFIX:COUNT``."""
     found = 0
-    for line in body.decode("ascii").splitlines():
-        if not line.strip():
-            continue
-        match = _LINE.fullmatch(line.strip())
+    for line in filter(None, map(str.strip, body.decode("ascii").splitlines())):
+        match = _LINE.fullmatch(line)
         if match is None:
             raise ValueError(f"not a range answer line: {line[:60]!r}")
         if match[1].upper() == suffix:
@@ -135,6 +133,9 @@ class PwnedRange:
                 answer.append(None)
 
         worker = threading.Thread(target=ask, name="pwned-range", daemon=True)
-        worker.start()
+        try:
+            worker.start()
+        except RuntimeError:  # no thread to be had (the process's limit): unknown, as any failure
+            return None
         worker.join(self.timeout)
         return answer[0] if answer else None
