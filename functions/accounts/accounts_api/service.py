@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aws_lambda_powertools import Logger
 
-from nimbus_core.accounts import account_changes
+from nimbus_core.accounts import account_changes, password_policy
 from nimbus_core.accounts.notices import Actor, Notice, notice_op
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError
@@ -67,6 +67,7 @@ def change_password(
     the password it proved was current when read, and this change lands after that one: the last
     to commit sets the password, each counted by the endpoint's limit.
     """
+    password_policy.refuse_compromised(deps.settings, new_password, field="newPassword")
     hashed = account_changes.new_password(caller.user, new_password, now).password_hash  # hashed once
 
     def attempt(current: Caller) -> User:

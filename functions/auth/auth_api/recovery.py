@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from aws_lambda_powertools import Logger
 
 from auth_api import sign_ins
+from nimbus_core.accounts import password_policy
 from nimbus_core.accounts.account_changes import FRESH_USER_ATTEMPTS
 from nimbus_core.accounts.notices import Actor, Notice, notice_op
 from nimbus_core.domain.activity import Attempt
@@ -93,6 +94,8 @@ def reset_password(
         user = _valid(presented, token, user, now)
         if user.banned_at is not None:
             raise NimbusError(ErrorCode.BANNED_ERROR)
+        if new_hash is None:  # checked once, before a second factor is asked for
+            password_policy.refuse_compromised(deps.settings, body.new_password, field="newPassword")
         binding = challenges.Binding(endpoint=RESET_ENDPOINT, recovery=presented.token_hash)
         answer_ops: list[WriteOp] = []
         if user.second_factor_count > 0:

@@ -181,4 +181,8 @@ def reset_password(request: Request[ResetPasswordBody]) -> Reply[ResetPasswordVi
         user_agent=request.user_agent,
     )
     code = SuccessCode.RESET_PASSWORD_SUCCESS
-    return Reply({**success_payload(code), **issued.to_public()}, code)  # with the new session
+    shown = issued.to_public()  # the new session (never "compromised": the reset refused such a password)
+    return Reply(
+        {**success_payload(code), "token": shown["token"], "exp": shown["exp"], "device": shown["device"]},
+        code,
+    )

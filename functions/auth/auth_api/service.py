@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, NoReturn
 from aws_lambda_powertools import Logger
 
 from auth_api import sign_ins
-from nimbus_core.accounts import verification
+from nimbus_core.accounts import password_policy, verification
 from nimbus_core.domain.activity import Attempt
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
@@ -45,6 +45,7 @@ def register(
     both uniqueness claims, the session, the verification token, the outbox message and the
     account's first activity event (from ``ip``). No SES call: the mail function sends it, so an
     SES outage delays the email but never fails registration."""
+    password_policy.refuse_compromised(deps.settings, body.password, field="password")
     created = iso(now)
     user = User(
         id=ids.new_id(),
@@ -98,6 +99,8 @@ def login(
         _ask_second_factor(deps, user, rehash, now, device=device)
     issued = _signed_in(deps, user, body.remember_me, name=session_name, user_agent=user_agent, now=now)
     issued, device_ops = _with_device(deps, issued, user, now, replacing=device)
+    if body.two_factor is None and password_policy.signs_in_compromised(body.password or ""):
+        issued = replace(issued, password_compromised=True)
     method = sign_ins.method_of(body.two_factor)
     signed_in = sign_ins.signed_in_op(deps, issued, method=method, attempt=attempt, now=now)
     _store_session(

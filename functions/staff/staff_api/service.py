@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from nimbus_core.accounts import account_changes, activity
+from nimbus_core.accounts import account_changes, activity, password_policy
 from nimbus_core.accounts.mail_templates import ban_email
 from nimbus_core.accounts.notices import STAFF, Notice, notice_op
 from nimbus_core.domain.activity import EventType, event_op
@@ -47,6 +47,7 @@ def set_password(
 
     Built again on the stored user when a concurrent change of it lands first (see :func:`_change`
     for ``by``)."""
+    password_policy.refuse_compromised(deps.settings, password, field="newPassword")
     hashed = account_changes.new_password(user, password, now).password_hash  # hashed once
 
     def build(current: User) -> Built:

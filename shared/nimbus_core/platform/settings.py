@@ -86,6 +86,8 @@ class Settings:
     long_lived_session_days: int = field(default=3650, metadata=_env("LONG_LIVED_SESSION_DAYS", _POSITIVE))
     verification_token_hours: int = field(default=24, metadata=_env("VERIFICATION_TOKEN_HOURS", _POSITIVE))
     recovery_token_minutes: int = field(default=30, metadata=_env("RECOVERY_TOKEN_MINUTES", _POSITIVE))
+    # New passwords are also looked up in Have I Been Pwned's range API (CONTRACT section 17).
+    pwned_passwords_range: bool = field(default=False, metadata=_env("PWNED_PASSWORDS_RANGE", _flag))
     staff_require_second_factor: bool = field(
         default=True, metadata=_env("STAFF_REQUIRE_SECOND_FACTOR", _flag)
     )
