@@ -144,13 +144,12 @@
     const path = `/users/${encodeURIComponent(id)}`;
     const page = main.firstElementChild;
     // Activity: what the user sees on their own Activity page (STAFF_READ_ACCOUNTS), read beside the
-    // rest; its failure is said once the rest is shown (awaited at the end).
-    const activity = activityList($("#activity"), `${path}/activity`, { limit: 10, isCurrent: () => !replaced(page) });
-    activity.catch(() => {});
+    // rest, so that the page is drawn (and its focus placed) once, with everything on it.
     const [user, sessions, factors] = await Promise.all([
       call("GET", path),
       call("GET", `${path}/sessions?limit=50`),
       call("GET", `${path}/2fa?limit=50`),
+      activityList($("#activity"), `${path}/activity`, { limit: 10, isCurrent: () => !replaced(page) }),
     ]);
     if (replaced(page)) return;
     document.title = `${user.username} - Nimbus staff`;
@@ -326,8 +325,6 @@
         fail(error);
       }
     });
-
-    await activity;
   }
 
   function showSwitches(list) {

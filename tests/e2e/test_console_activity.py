@@ -143,6 +143,7 @@ def test_the_staff_user_page_pages_through_the_users_activity(
     section.get_by_role("button", name="Previous page").click()
     expect(section.locator("#activity-count")).to_have_text(f"Showing events 1 to 10 of {total}.")
     assert _rows(table) == [event["id"] for event in everything[:10]]
+    section.evaluate("(section) => section.scrollIntoView()")  # below the user's details
     console.screenshot("staff-console-activity.png")
 
 
