@@ -16,7 +16,8 @@
   } = window.Nimbus; // console/common.js, shared with the staff console
   window.Nimbus.configure({
     base: BASE,
-    onSessionEnd: (message) => navigate("/login", { error: message }),
+    // Logging in again comes back to the view the session ended on.
+    onSessionEnd: (message) => navigate(loginFor(currentView()), { error: message }),
     hasPasskey: () => accountHasPasskey(),
   });
 
@@ -877,6 +878,13 @@
     return view && !view.guest && !view.open ? `/${next}` : "/account";
   }
 
+  /** The login page's path for a tab that wants view `name`: logging in lands there (landing()). */
+  function loginFor(name) {
+    const view = Object.hasOwn(VIEWS, name) ? VIEWS[name] : null;
+    const wanted = view && !view.guest && !view.open && name !== "account";
+    return wanted ? `/login?next=${encodeURIComponent(name)}` : "/login";
+  }
+
   function currentView() {
     const name = location.pathname.replace(/^\/console\/?/, "").replace(/\/+$/, "");
     if (!name) return token.get() ? "account" : "login";
@@ -889,9 +897,8 @@
     const loggedIn = Boolean(token.get());
     let view = VIEWS[name];
     if (view && !view.open && !view.guest && !loggedIn) {
-      // Kept in the address, so that logging in lands on the view asked for (landing()).
-      const next = name === "account" ? "" : `?next=${encodeURIComponent(name)}`;
-      history.replaceState(null, "", `${BASE}/login${next}`);
+      // The view asked for is kept in the address, so that logging in lands on it (landing()).
+      history.replaceState(null, "", `${BASE}${loginFor(name)}`);
       name = "login";
     } else if (view && view.guest && loggedIn) {
       history.replaceState(null, "", `${BASE}/account`);

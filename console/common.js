@@ -664,9 +664,11 @@
     return `${what} ${EVENT_METHODS[event.method] || `with ${fromName(event.method).toLowerCase()}`}`;
   }
 
-  /** Where an event came from: a staff member (never who), else the IP address and the device. */
+  /** Where an event came from: a staff member (never who) or the operator's tool, else the IP
+   * address and the device. */
   function eventFrom(event) {
     if (event.device === "staff") return "A staff member";
+    if (event.device === "operator" && !event.ip) return "An operator";
     const parts = [event.ip, event.device].filter(Boolean);
     return parts.length ? parts.join(", ") : "Unknown";
   }
