@@ -189,7 +189,7 @@ chromium: os-packages
 # The README's screenshots, taken by the browser tests against the local API.
 .PHONY: screenshots
 screenshots: $(VENV)/.synced $(NODE_MODULES) os-packages
-	NIMBUS_SCREENSHOTS=docs/screenshots $(VENV)/bin/pytest -q tests/e2e/test_console.py tests/e2e/test_console_account.py tests/e2e/test_console_passkeys.py tests/e2e/test_staff_console.py tests/e2e/test_api_docs.py
+	NIMBUS_SCREENSHOTS=docs/screenshots $(VENV)/bin/pytest -q tests/e2e/test_console.py tests/e2e/test_console_account.py tests/e2e/test_console_passkeys.py tests/e2e/test_console_activity.py tests/e2e/test_staff_console.py tests/e2e/test_api_docs.py
 
 # The OpenAPI document, generated from the endpoint registry (a test fails when it is stale).
 .PHONY: openapi
