@@ -163,9 +163,6 @@ def test_the_sessions_link_opened_signed_out_logs_in_and_lands_on_the_sessions(
     expect(page.locator("#status")).to_have_text("Logged in.")
 
 
-# The lead's server wiring of the compromised-password list (CONTRACT section 17) is on another
-# branch: until it is merged, register takes this password. Strict, so the marker goes once it is.
-@pytest.mark.xfail(strict=True, reason="INSECURE_PASSWORD_ERROR is not answered on this branch yet")
 def test_a_breached_password_is_refused_and_said_at_its_field(console: Console, client: Client) -> None:
     page = console.page
     console.open("register")
