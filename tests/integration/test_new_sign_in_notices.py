@@ -20,6 +20,8 @@ from nimbus_core.platform.clock import iso
 from nimbus_core.platform.ids import new_id
 from tests.integration.conftest import Api, Clock, Stack
 from tests.integration.test_mail import dead_letters
+from tests.integration.test_passkey_sign_in import _enrol, _sign_in, _user
+from tests.passkey_authenticator import SoftwareAuthenticator
 
 HOUR = 3600
 IP = "203.0.113.77"
@@ -115,3 +117,16 @@ def test_the_bound_admits_one_notice_an_hour_per_account_in_any_order_and_the_sa
     assert outbox.admit(_message("u-2", t0), interval=HOUR)  # every account has its own
     stored = [m for m in map(from_item, stack.items("OutboxTable")) if m.get("kind") == NOTICE_SENT]
     assert sorted(m["userId"] for m in stored) == ["u-1", "u-2"]
+
+
+def test_a_passkey_sign_in_mails_the_notice_naming_the_passkey(api: Api, stack: Stack, frozen: Clock) -> None:
+    # A passkey sign-in's body names no device: it is told like one from a new device.
+    _username, token = _user(api)
+    key = SoftwareAuthenticator(transports=("internal",))
+    assert _enrol(api, token, key).status == 201
+    frozen.now += HOUR + 1
+    signed_in = _sign_in(api, key, ip=IP)
+    assert signed_in.status == 201, signed_in.body
+    (notice,) = _notices(stack)
+    assert "How: a passkey" in notice["text"]
+    assert notice["event"]["method"] == "passkey"

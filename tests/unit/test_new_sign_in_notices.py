@@ -48,9 +48,12 @@ def _register(world: FakeWorld, name: str = "alice") -> str | None:
     return auth.register(world.deps, body, session_name="laptop", now=world.clock.now()).device
 
 
-def _login(world: FakeWorld, name: str = "alice", *, device: str | None = None, **extra: Any) -> str | None:
-    """A password login from ``IP`` on ``DEVICE`` (the new device token)."""
-    body = LoginBody.model_validate({"username": name, "password": PASSWORD, "device": device, **extra})
+def _login(
+    world: FakeWorld, name: str = "alice", *, device: str | None = None, answer: dict[str, Any] | None = None
+) -> str | None:
+    """A password login from ``IP`` on ``DEVICE`` (or the answer to its challenge): the new device
+    token."""
+    body = LoginBody.model_validate({"username": name, "password": PASSWORD, "device": device, "2fa": answer})
     issued = auth.login(
         world.deps, body, session_name=DEVICE, now=world.clock.now(), attempt=Attempt(IP, DEVICE)
     )
@@ -167,7 +170,7 @@ def test_a_login_answered_with_an_authenticator_code_names_that_method(aged: Fak
         "type": "totp",
         "code": totp_reference.totp(secret, aged.clock.now()),
     }
-    _login(aged, **{"2fa": answer})
+    _login(aged, answer=answer)
     (notice,) = _notices(aged)
     assert "your password and a code from your authenticator app" in notice.text
 
