@@ -218,3 +218,12 @@ def test_a_notice_an_hour_after_the_last_one_sent_goes_and_one_within_it_never_d
     # The same record delivered again is the notice already sent: skipped as settled, not bounded.
     assert service.deliver(first, until=90.0).skipped == "settled"
     assert service.deliver(_message("u-1", t0 + HOUR), until=90.0).sent
+
+
+def test_an_account_whose_creation_time_is_unreadable_still_signs_in_and_is_told(world: FakeWorld) -> None:
+    _register(world)
+    user = world.deps.users.find_by_username("alice")
+    assert user is not None
+    world.db.users[user.id] = user.changed(created_at="15/01/2027")
+    assert _login(world) is not None
+    assert len(_notices(world)) == 1

@@ -188,7 +188,12 @@ def new_sign_in_due(user: User, *, known_device: bool, now: float) -> bool:
     theirs, and the account is over an hour old. The hourly bound between notices is the mail
     function's (:func:`nimbus_core.adapters.outbox.DynamoOutbox.admit`): the sign-in reads
     nothing for it, so it costs no round trip and can never fail a sign-in."""
-    return not known_device and now - iso_to_epoch(user.created_at) >= NEW_SIGN_IN_INTERVAL
+    if known_device:
+        return False
+    try:
+        return now - iso_to_epoch(user.created_at) >= NEW_SIGN_IN_INTERVAL
+    except ValueError:  # a creation time no release writes: the notice goes, the sign-in never fails
+        return True
 
 
 def new_sign_in_op(deps: Deps, user: User, event: ActivityEvent, *, now: float) -> WriteOp:
