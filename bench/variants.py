@@ -10,11 +10,13 @@ from typing import Any, Literal
 
 from bench.harness import Account, Harness
 from bench.stack import expect
+from nimbus_core.accounts.notices import NEW_SIGN_IN_INTERVAL
 from nimbus_core.adapters import container
 from nimbus_core.adapters.user_items import list_partitions
 from nimbus_core.adapters.user_listing import count_batches
 from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_core.domain.ratelimits import ACCOUNT_AUTH_FAILURES, LOGIN
+from nimbus_core.platform import clock
 from nimbus_core.sessions.auth import USED_AT_REFRESH_SECONDS
 from tests.samples import PASSWORD
 
@@ -115,6 +117,18 @@ def _passkey_answer(h: Harness, user: Account, values: dict[str, Any]) -> None:
     values["response"] = user.key.get(asked.body["challenge"], origin=h.origin)
 
 
+def _past_first_hour(h: Harness, user: Account, values: dict[str, Any]) -> None:
+    """The account made over an hour ago: a sign-in that presents no device of it mails the new
+    sign-in notice (the sign-ins of an account's first hour mail none)."""
+    h.set_user(user.token, createdAt=clock.iso(clock.now() - 2 * NEW_SIGN_IN_INTERVAL))
+
+
+def _passkey_answer_past_first_hour(h: Harness, user: Account, values: dict[str, Any]) -> None:
+    """A passkey's answer (as :func:`_passkey_answer`) for an account made over an hour ago."""
+    _past_first_hour(h, user, values)
+    _passkey_answer(h, user, values)
+
+
 def _known_device_locked(h: Harness, user: Account, values: dict[str, Any]) -> None:
     """The device a sign-in answered the owner, then the account's logins locked by wrong passwords
     from addresses that each stay under their own limit."""
@@ -169,6 +183,8 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
             body={"username": "{username}", "password": PASSWORD, "device": "{device}"},
             setup=_known_device_locked,
         ),
+        # The new sign-in notice is the outbox item that carries the sign-in's event: no call more.
+        V(" (a new device: the sign-in notice)", THREE_BUDGET, setup=_past_first_hour),
         V(" unknown user", status=404, account=False),
         V(
             " (a refused request from a flooding address)",
@@ -185,6 +201,12 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
             THREE_BUDGET,
             factor="passkey",
             setup=_passkey_answer,
+        ),
+        V(
+            " (a passkey's answer, the sign-in notice)",
+            THREE_BUDGET,
+            factor="passkey",
+            setup=_passkey_answer_past_first_hour,
         ),
     ),
     "POST /users/recover": (V(" (an account)", TWO_NO_MAIL), V(" (no account)", TWO_NO_MAIL, account=False)),

@@ -186,8 +186,15 @@ def _reset_ops(
         deps.sessions.put_op(issued.session),
         notice_op(deps, after, Notice.PASSWORD_CHANGED, actor=Actor.recovery(sign_in.source_ip), now=now),
         # The sign-in the reset opens, by the mailed link (the change itself: the notice's event).
+        # It mails no new sign-in notice: the password-changed notice tells the owner already.
         sign_ins.signed_in_op(
-            deps, issued, method="recovery", attempt=Attempt(sign_in.source_ip, None), now=now
+            deps,
+            issued,
+            after,
+            method="recovery",
+            attempt=Attempt(sign_in.source_ip, None),
+            notify=False,
+            now=now,
         ),
     ]
     if unverified and user.pending_verification:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, NoReturn
 from aws_lambda_powertools import Logger
 
 from auth_api import sign_ins
-from nimbus_core.accounts import password_policy, verification
+from nimbus_core.accounts import notices, password_policy, verification
 from nimbus_core.domain.activity import Attempt
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
@@ -91,7 +91,7 @@ def login(
     account's activity records the sign-in, or its failure (``attempt``: from where), unless no
     account was named.
     """
-    user, answer_ops, rehash, device = _authenticate(deps, body, now, attempt)
+    user, answer_ops, rehash, device, known = _authenticate(deps, body, now, attempt)
     if user.banned_at is not None:
         sign_ins.refused(deps, user, ErrorCode.BANNED_ERROR, attempt, now)
         raise NimbusError(ErrorCode.BANNED_ERROR)
@@ -102,7 +102,10 @@ def login(
     if body.two_factor is None and password_policy.signs_in_compromised(body.password or ""):
         issued = replace(issued, password_compromised=True)
     method = sign_ins.method_of(body.two_factor)
-    signed_in = sign_ins.signed_in_op(deps, issued, method=method, attempt=attempt, now=now)
+    notify = notices.new_sign_in_due(user, known_device=known, now=now)
+    signed_in = sign_ins.signed_in_op(
+        deps, issued, user, method=method, attempt=attempt, notify=notify, now=now
+    )
     _store_session(
         deps,
         issued,
@@ -163,7 +166,11 @@ def passkey_login(
         raise NimbusError(ErrorCode.BANNED_ERROR)
     issued = _signed_in(deps, user, body.remember_me, name=session_name, user_agent=user_agent, now=now)
     issued, device_ops = _with_device(deps, issued, user, now)
-    signed_in = sign_ins.signed_in_op(deps, issued, method="passkey", attempt=attempt, now=now)
+    # A passkey sign-in presents no known device (its body has none): it is told like a new one.
+    notify = notices.new_sign_in_due(user, known_device=False, now=now)
+    signed_in = sign_ins.signed_in_op(
+        deps, issued, user, method="passkey", attempt=attempt, notify=notify, now=now
+    )
     try:
         # The passkey's counter moving on the user item holds the session to the user as read.
         deps.tx.commit([deps.sessions.put_op(issued.session), *answer_ops, *device_ops, signed_in])
@@ -178,28 +185,31 @@ def passkey_login(
 
 def _authenticate(
     deps: Deps, body: LoginBody, now: float, attempt: Attempt | None
-) -> tuple[User, list[WriteOp], str | None, KnownDevice | None]:
+) -> tuple[User, list[WriteOp], str | None, KnownDevice | None, bool]:
     """Who logs in, checked: by a second-factor challenge's answer (with the writes that answer
     makes), or by login name and password (404, locked 429, wrong password 401; with the new hash
-    when the stored one is due a rehash); and the known device that lifts the account's login lock
-    for them, if the request presented one."""
+    when the stored one is due a rehash); the known device that lifts the account's login lock
+    for them, if the request presented one; and whether it presented a known device of theirs at
+    all (one out of wrong answers lifts no lock, but is still theirs)."""
     if body.two_factor is not None:
         # The second request of a challenge: the token alone names the user.
         parsed = answers.parse_answer(body.two_factor)
         presented = known_devices.presented(deps, body.device)
         binding = replace(_LOGIN, device=presented, attempt=attempt)
         user, answer_ops = challenges.answer(deps, parsed, binding, now, expected_user=None)
-        return user, answer_ops, None, known_devices.lifts_lock(presented, user, now)
+        known = known_devices.recognised(presented, user, now)
+        return user, answer_ops, None, known_devices.lifts_lock(presented, user, now), known
     found = find_by_login_name(deps.users, body.username or "")
     if found is None:
         raise NimbusError(ErrorCode.INVALID_USER_ERROR)
-    device = known_devices.lifts_lock(known_devices.presented(deps, body.device), found, now)
+    presented = known_devices.presented(deps, body.device)
+    device = known_devices.lifts_lock(presented, found, now)
     password = body.password or ""
     credentials.check_password(deps, found, password, now, device=device, attempt=attempt)
     rehash = (
         passwords.hash_password(password) if passwords.should_rehash(found.password_hash, password) else None
     )
-    return found, [], rehash, device
+    return found, [], rehash, device, known_devices.recognised(presented, found, now)
 
 
 def _ask_second_factor(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nimbus_core.accounts import notices
 from nimbus_core.domain.activity import Attempt, EventType, event_op, new_event, record_now
 
 if TYPE_CHECKING:
@@ -28,9 +29,18 @@ def method_of(two_factor: Any) -> str:
 
 
 def signed_in_op(
-    deps: Deps, issued: IssuedSession, *, method: str, attempt: Attempt | None, now: float
+    deps: Deps,
+    issued: IssuedSession,
+    user: User,
+    *,
+    method: str,
+    attempt: Attempt | None,
+    notify: bool,
+    now: float,
 ) -> WriteOp:
-    """The event of the sign-in that opens ``issued``: from where, on the new session's device."""
+    """The event of the sign-in that opens ``issued``: from where, on the new session's device.
+    With ``notify`` (:func:`nimbus_core.accounts.notices.new_sign_in_due`) the new sign-in notice
+    carries it (CONTRACT section 17): one outbox item either way, so the notice adds no write."""
     session = issued.session
     event = new_event(
         session.user_id,
@@ -41,6 +51,8 @@ def signed_in_op(
         method=method,
         session_id=session.id,
     )
+    if notify:
+        return notices.new_sign_in_op(deps, user, event, now=now)
     return event_op(deps, event, now)
 
 

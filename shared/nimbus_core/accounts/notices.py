@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from enum import Enum
 
 from nimbus_core.accounts import activity
-from nimbus_core.accounts.mail_templates import security_notice
+from nimbus_core.accounts.mail_templates import new_sign_in_notice, security_notice
+from nimbus_core.domain.activity import ActivityEvent
 from nimbus_core.domain.deps import Deps
-from nimbus_core.domain.models import Email, Session, User
+from nimbus_core.domain.models import Email, Session, User, iso_to_epoch
 from nimbus_core.domain.ports import WriteOp
 from nimbus_core.domain.scopes import Scope
 from nimbus_core.platform import clock
@@ -56,6 +57,13 @@ class Notice(Enum):
         "staff-removed",
         "You are no longer staff",
         "Your account's staff permissions were removed.",
+    )
+    # CONTRACT section 17: mailed by a sign-in from a device the account did not know (its text is
+    # mail_templates.new_sign_in_notice; the mail function sends at most one an hour per account).
+    NEW_SIGN_IN = (
+        "new-sign-in",
+        "New sign-in to your account",
+        "Your account was signed in to from a device it has not been signed in from before.",
     )
 
     @property
@@ -159,3 +167,47 @@ def notice_op(
     email = compose(user, notice, actor=actor, now=now, details=details, to=to)
     event = activity.by(user.id, notice.value[0], actor=actor, now=now, details=details)
     return deps.outbox.enqueue_op(email, now=now, kind=notice.kind, user_id=user.id, event=event)
+
+
+# How a sign-in proved the account, as its notice says it (an answer's kind: the password was
+# checked first).
+_METHODS = {
+    "password": "your password",
+    "totp": "your password and a code from your authenticator app",
+    "backup": "your password and a backup code",
+    "webauthn": "your password and a security key",
+    "passkey": "a passkey",
+}
+# A sign-in within this long of the last notice mails none; registration counts as one (its
+# verification mail went out then), so the sign-ins of an account's first hour mail none.
+NEW_SIGN_IN_INTERVAL = 3600
+
+
+def new_sign_in_due(user: User, *, known_device: bool, now: float) -> bool:
+    """Whether a sign-in of ``user`` mails the new sign-in notice: it presented no known device of
+    theirs, and the account is over an hour old. The hourly bound between notices is the mail
+    function's (:func:`nimbus_core.adapters.outbox.DynamoOutbox.admit`): the sign-in reads
+    nothing for it, so it costs no round trip and can never fail a sign-in."""
+    if known_device:
+        return False
+    try:
+        return now - iso_to_epoch(user.created_at) >= NEW_SIGN_IN_INTERVAL
+    except ValueError:  # a creation time no release writes: the notice goes, the sign-in never fails
+        return True
+
+
+def new_sign_in_op(deps: Deps, user: User, event: ActivityEvent, *, now: float) -> WriteOp:
+    """The outbox write of the new sign-in notice for the sign-in ``event`` records: when, from which
+    IP and device, by which method, and the console's sessions page (a plain link: no token). The
+    same item carries ``event`` to the account's activity, in place of the item it would have had."""
+    email = new_sign_in_notice(
+        to=user.email,
+        username=user.username,
+        when=clock.iso(now),
+        ip=event.ip or "unknown",
+        device=event.device or "unknown",
+        method=_METHODS.get(event.method or "", event.method or "unknown"),
+        sessions_url=deps.settings.sessions_url,
+    )
+    kind = Notice.NEW_SIGN_IN.kind
+    return deps.outbox.enqueue_op(email, now=now, kind=kind, user_id=user.id, event=event)

@@ -38,7 +38,7 @@ from nimbus_core.adapters.items import from_item, to_item
 from nimbus_core.adapters.transactions import TransactOp
 from nimbus_core.domain.activity import ActivityEvent
 from nimbus_core.domain.errors import DependencyError
-from nimbus_core.domain.models import Email
+from nimbus_core.domain.models import Email, iso_to_epoch
 from nimbus_core.domain.ports import RecoveryRequest, RecoveryRequestGoneError
 from nimbus_core.platform import clock, ids
 
@@ -55,6 +55,10 @@ RECOVERY_REQUEST = "recover-request"  # the kind of a recovery request (no messa
 # Long enough for the stream's retries; a request older than this is dropped unanswered.
 RECOVERY_REQUEST_TTL_SECONDS = 3600
 ACTIVITY = "activity"  # the kind of an item that carries an activity event and no message
+# The kind of the item that holds when an account's last bounded notice was sent (the new sign-in
+# notice: at most one an hour), keyed ``<kind>#<notice kind>#<user id>``; no message, and no stream
+# consumer takes it (its first write is an INSERT: the mail function's filter leaves it out).
+NOTICE_SENT = "sent-notice"
 # The activity function moves an event within the stream's 24 hours, or not at all.
 ACTIVITY_TTL_SECONDS = 24 * 3600
 
@@ -280,6 +284,39 @@ class DynamoOutbox:
         except BotoCoreError as exc:
             raise DependencyError(f"UpdateItem (outbox claim) failed: {exc}") from exc
         return "claimed"
+
+    def admit(self, message: OutboxMessage, *, interval: int) -> bool:
+        """Whether ``message`` (a notice sent at most once per ``interval`` seconds per account) may
+        be sent: no such notice of its user was admitted within ``interval`` seconds before its
+        creation, or this very message was (a record delivered again). One conditional UpdateItem
+        records it, so concurrent deliveries admit one notice per interval and no more. The time
+        is the message's, never the delivery's: a late or repeated delivery decides the same."""
+        created = int(iso_to_epoch(message.created_at))
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={"id": {"S": f"{NOTICE_SENT}#{message.kind}#{message.user_id}"}},
+                UpdateExpression=(
+                    "SET kind = :kind, userId = :user, messageId = :id, sentFor = :at, expiresAt = :exp"
+                ),
+                ConditionExpression="attribute_not_exists(id) OR messageId = :id OR sentFor <= :since",
+                ExpressionAttributeValues={
+                    ":kind": {"S": NOTICE_SENT},
+                    ":user": {"S": message.user_id or ""},
+                    ":id": {"S": message.id},
+                    ":at": {"N": str(created)},
+                    ":since": {"N": str(created - interval)},
+                    # Kept past the interval (TTL deletes lazily; the condition reads sentFor).
+                    ":exp": {"N": str(created + 2 * interval)},
+                },
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise DependencyError(f"UpdateItem (outbox notice bound) failed: {exc}") from exc
+            return False
+        except BotoCoreError as exc:
+            raise DependencyError(f"UpdateItem (outbox notice bound) failed: {exc}") from exc
+        return True
 
     def release(self, message_id: str) -> None:
         """Give up the claim (this delivery failed and its record will be retried)."""

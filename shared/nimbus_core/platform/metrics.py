@@ -29,6 +29,7 @@ class Event(StrEnum):
     MAIL_SENT = "MailSent"  # an outbox message accepted by SES
     MAIL_DEAD_LETTERED = "MailDeadLettered"  # an outbox message given up on, in the dead-letter queue
     MAIL_THROTTLED = "MailThrottled"  # SES refused a message for its sending rate or daily quota
+    MAIL_BOUNDED = "MailBounded"  # a new sign-in notice not sent: another told its account this hour
     SESSIONS_SWEPT = "SessionsSwept"  # stale session items deleted by the sweep function
     SECOND_FACTOR_CHALLENGED = "SecondFactorChallenged"  # a correct password asked for a second factor
     SECOND_FACTOR_PASSED = "SecondFactorPassed"

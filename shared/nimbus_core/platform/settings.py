@@ -79,6 +79,8 @@ class Settings:
     recovery_url: str = field(
         default="http://localhost:3000/console/recover?token={token}", metadata=_env("RECOVERY_URL")
     )
+    # The console's sessions page, named in new sign-in notices (a plain link: it carries no token).
+    sessions_url: str = field(default="http://localhost:3000/console/sessions", metadata=_env("SESSIONS_URL"))
     default_domain: str = field(metadata=_env("DEFAULT_DOMAIN"))
     session_hours: int = field(default=24, metadata=_env("SESSION_HOURS", _POSITIVE))
     remember_me_days: int = field(default=30, metadata=_env("REMEMBER_ME_DAYS", _POSITIVE))

@@ -22,6 +22,7 @@ PROD = {
     "Stage": "prod",
     "VerificationUrl": "https://files.acme.io/console/verify?token={token}",
     "RecoveryUrl": "https://files.acme.io/console/recover?token={token}",
+    "SessionsUrl": "https://files.acme.io/console/sessions",
     "SenderEmail": "no-reply@acme.io",
     "CorsAllowedOrigins": "https://files.acme.io,https://acme.io",
     "WebAuthnOrigins": "https://files.acme.io",
@@ -32,6 +33,7 @@ PROD = {
 DEVELOPMENT_PARAMETERS = {
     "VerificationUrl",
     "RecoveryUrl",
+    "SessionsUrl",
     "SenderEmail",
     "CorsAllowedOrigins",
     "WebAuthnOrigins",

@@ -313,7 +313,12 @@ def test_the_mail_function_subscribes_to_inserts_on_the_outbox_stream_but_reques
     assert subscription.filter_patterns == (
         {
             "eventName": ["INSERT"],
-            "dynamodb": {"NewImage": {"kind": {"S": [{"anything-but": ["recover-request", "activity"]}]}}},
+            # Recovery requests, bare activity events and the new sign-in notices' bound are no mail.
+            "dynamodb": {
+                "NewImage": {
+                    "kind": {"S": [{"anything-but": ["recover-request", "activity", "sent-notice"]}]}
+                }
+            },
         },
     )
     assert subscription.report_batch_item_failures
