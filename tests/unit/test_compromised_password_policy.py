@@ -15,14 +15,20 @@ from auth_api import recovery
 from auth_api.models import ResetPasswordBody
 from auth_api.routes import routes as auth_routes
 from nimbus_core.accounts import password_policy
+from nimbus_core.adapters.outbox import OutboxMessage
 from nimbus_core.compromised import is_listed
 from nimbus_core.compromised.pwned_range import PwnedRange
 from nimbus_core.domain.errors import ErrorCode, NimbusError
+from nimbus_core.domain.models import Email
+from nimbus_core.platform.clock import iso
+from nimbus_core.platform.ids import new_id
 from nimbus_core.sessions import passwords
 from staff_api.routes import routes as staff_routes
 from tests.fakes import SETTINGS, FakeWorld, fake_world
 from tests.races import NO_FACTOR, PASSWORD, read, staff_member
 from tests.unit.test_activity_rules import _request
+from tests.unit.test_mail_service import FakeLedger
+from tests.unit.test_new_sign_in_notices import _mail
 from tests.unit.test_recovery_rules import _token as recovery_token
 
 # Entries of the shipped list (8 characters or more, as new passwords must be).
@@ -156,3 +162,37 @@ def _reset_error(world: FakeWorld, token: str, password: str) -> NimbusError:
             world.deps, _reset_body(token, password), source_ip="203.0.113.9", now=world.clock.now()
         )
     return raised.value
+
+
+def test_a_login_with_a_listed_password_queues_the_notice_to_change_it_with_the_session(
+    world: FakeWorld,
+) -> None:
+    _register(world)
+    user = next(iter(world.db.users.values()))
+    world.db.users[user.id] = user.changed(password_hash=passwords.hash_password("iloveyou"))
+    commits = world.db.calls.count("commit")
+
+    status, _ = _request(world, auth_routes, "POST", "/login", {"username": "alice", "password": "iloveyou"})
+
+    assert status == 201
+    assert world.db.calls.count("commit") == commits + 1  # the notice rides the session's transaction
+    [email] = [e for k, e in world.db.outbox if k == "notice-password-compromised"]
+    assert email.subject == "Your password appears in breached-password lists"
+    assert "Choose a new password now" in email.text
+    assert "iloveyou" not in email.text  # never the password itself
+
+
+def test_the_mail_function_sends_one_compromised_password_notice_a_week(world: FakeWorld) -> None:
+    t0 = world.clock.now()
+    service, mailer = _mail(FakeLedger())
+
+    def notice(at: float) -> OutboxMessage:
+        email = Email(to="alice@example.com", subject="s", text="t", html="h")
+        return OutboxMessage(
+            new_id(), "notice-password-compromised", email, iso(at), int(at) + 86400, user_id="u-1"
+        )
+
+    sent = [service.deliver(notice(t0 + day * 86400), until=90.0).sent for day in (0, 1, 6, 7)]
+
+    assert sent == [True, False, False, True]
+    assert mailer.calls == 2

@@ -110,7 +110,12 @@ def login(
         deps,
         issued,
         user,
-        answer_ops=[*answer_ops, *device_ops, signed_in],
+        answer_ops=[
+            *answer_ops,
+            *device_ops,
+            signed_in,
+            *_compromised_notice(deps, issued, user, attempt, now),
+        ],
         guarded=not answer_ops,
         rehash=rehash,
         password=body.password or "",
@@ -119,6 +124,17 @@ def login(
     )
     metrics.count(metrics.Event.LOGIN_SUCCEEDED)
     return issued
+
+
+def _compromised_notice(
+    deps: Deps, issued: IssuedSession, user: User, attempt: Attempt | None, now: float
+) -> list[WriteOp]:
+    """A login with a listed password: the notice to change it, in the session's transaction (the
+    mail function sends at most one a week per account)."""
+    if not issued.password_compromised:
+        return []
+    actor = notices.Actor.user(attempt.ip if attempt and attempt.ip else "unknown", issued.session)
+    return [notices.notice_op(deps, user, notices.Notice.PASSWORD_COMPROMISED, actor=actor, now=now)]
 
 
 def _signed_in(

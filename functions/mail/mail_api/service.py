@@ -34,7 +34,7 @@ from typing import Literal, Protocol
 
 from aws_lambda_powertools import Logger
 
-from nimbus_core.accounts.notices import NEW_SIGN_IN_INTERVAL, Notice
+from nimbus_core.accounts.notices import COMPROMISED_NOTICE_INTERVAL, NEW_SIGN_IN_INTERVAL, Notice
 from nimbus_core.adapters.dead_letters import DeadLetter
 from nimbus_core.adapters.outbox import Claim, OutboxMessage, Settlement
 from nimbus_core.domain.models import Email
@@ -67,7 +67,10 @@ MESSAGE_CLAIM_SECONDS = 30
 # The longest one SES call lasts: the client's connect (2 s) and read (5 s) timeouts, one attempt.
 SES_CALL_SECONDS = 7
 # Notices sent at most once per interval (seconds) per account, by outbox kind.
-BOUNDED_NOTICES = {Notice.NEW_SIGN_IN.kind: NEW_SIGN_IN_INTERVAL}
+BOUNDED_NOTICES = {
+    Notice.NEW_SIGN_IN.kind: NEW_SIGN_IN_INTERVAL,
+    Notice.PASSWORD_COMPROMISED.kind: COMPROMISED_NOTICE_INTERVAL,
+}
 UNREADABLE = "unreadable"  # the kind of a dead letter whose outbox item was not a message
 
 

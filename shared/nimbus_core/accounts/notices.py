@@ -60,6 +60,14 @@ class Notice(Enum):
     )
     # CONTRACT section 17: mailed by a sign-in from a device the account did not know (its text is
     # mail_templates.new_sign_in_notice; the mail function sends at most one an hour per account).
+    # CONTRACT section 17: a login whose password is in the compromised-password list (the mail
+    # function sends at most one a week per account).
+    PASSWORD_COMPROMISED = (
+        "password-compromised",
+        "Your password appears in breached-password lists",
+        "Your account was signed in to with a password found in lists of passwords leaked by data "
+        "breaches, which attackers try first on every site.",
+    )
     NEW_SIGN_IN = (
         "new-sign-in",
         "New sign-in to your account",
@@ -77,6 +85,11 @@ _ADVICE_USER = (
     "sign out every other session, and contact us by replying to this email."
 )
 _ADVICE_STAFF = "If you did not expect this, contact us by replying to this email."
+_ADVICE_COMPROMISED = (
+    "Choose a new password now (Account, then Password, in the console), one you use nowhere else, "
+    "and sign out every session you do not recognise."
+)
+COMPROMISED_NOTICE_INTERVAL = 7 * 24 * 3600  # at most one compromised-password notice a week
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +161,14 @@ def compose(
         details=list(details),
         when=clock.iso(now),
         by=actor.describe(),
-        advice=_ADVICE_STAFF if notice in {Notice.STAFF_GRANTED, Notice.STAFF_REMOVED} else _ADVICE_USER,
+        advice=_advice(notice),
     )
+
+
+def _advice(notice: Notice) -> str:
+    if notice in {Notice.STAFF_GRANTED, Notice.STAFF_REMOVED}:
+        return _ADVICE_STAFF
+    return _ADVICE_COMPROMISED if notice is Notice.PASSWORD_COMPROMISED else _ADVICE_USER
 
 
 def notice_op(
