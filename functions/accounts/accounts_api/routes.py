@@ -123,7 +123,7 @@ def change_email(request: Request[ChangeEmailBody]) -> Reply[UserView]:
         reverify=True,
         sets_own_password=True,
     ),
-    errors=(ErrorCode.PASSWORDS_DO_NOT_MATCH_ERROR,),
+    errors=(ErrorCode.PASSWORDS_DO_NOT_MATCH_ERROR, ErrorCode.INSECURE_PASSWORD_ERROR),
     summary="Change the password (other sessions are revoked; never with a scoped session)",
 )
 def change_password(request: Request[ChangePasswordBody]) -> Reply[UserView]:

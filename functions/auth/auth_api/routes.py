@@ -40,6 +40,7 @@ routes = EndpointRouter(models="auth_api.models")
         ErrorCode.INVALID_USERNAME_ERROR,
         ErrorCode.INVALID_EMAIL_ERROR,
         ErrorCode.PASSWORDS_DO_NOT_MATCH_ERROR,
+        ErrorCode.INSECURE_PASSWORD_ERROR,
         ErrorCode.INVALID_DOMAIN_ERROR,
         ErrorCode.USER_EXISTS_ERROR,
     ),
@@ -162,6 +163,7 @@ def request_recovery(request: Request[RecoverBody]) -> Reply[SuccessView]:
     ),
     errors=(
         ErrorCode.INVALID_RECOVERY_TOKEN_ERROR,
+        ErrorCode.INSECURE_PASSWORD_ERROR,
         ErrorCode.INVALID_SECOND_FACTOR_METHOD_ERROR,
         ErrorCode.SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR,
         ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR,

@@ -141,7 +141,7 @@ def set_email(request: Request[ChangeEmailBody]) -> Reply[UserView]:
     "PUT",
     "/users/<id>/password",
     _TAKES_ACCOUNT,
-    errors=(ErrorCode.PASSWORDS_DO_NOT_MATCH_ERROR,),
+    errors=(ErrorCode.PASSWORDS_DO_NOT_MATCH_ERROR, ErrorCode.INSECURE_PASSWORD_ERROR),
     summary="Set a user's password (every session of theirs is revoked; never a key's own)",
 )
 def set_password(request: Request[ChangePasswordBody]) -> Reply[UserView]:
