@@ -202,6 +202,32 @@ def restore_tables(snapshot: TablesSnapshot) -> None:
         table.attribute_index.clear()  # it may no longer name items put back
 
 
+def tables_hold(snapshot: TablesSnapshot) -> bool:
+    """Whether the tables of ``snapshot`` hold exactly its items now, every attribute of every
+    item alike (compared as DynamoDB's JSON answers them): whether what ran since left them as
+    they were when it was taken.
+
+    Relies on what :func:`snapshot_tables` relies on, and on each item's ``to_json``, which moto
+    answers reads with. Through the API it would cost a Scan of each table, answered as JSON and
+    parsed.
+    """
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    tables = dynamodb_backends[DEFAULT_ACCOUNT_ID][snapshot.region].tables
+    return all(_wire(tables[name].items) == _wire(items) for name, items in snapshot.items.items())
+
+
+def _wire(items: dict[Any, Any]) -> dict[Any, Any]:
+    """A table's ``items`` (hash key to item, or to a dict of range key to item) as the JSON of each
+    item, by key."""
+    flat: dict[Any, Any] = {}
+    for hash_key, held in items.items():
+        for range_key, item in held.items() if isinstance(held, dict) else [(None, held)]:
+            flat[hash_key, range_key] = item.to_json()
+    return flat
+
+
 def stop_stream_records(keep: Collection[str] = ()) -> None:
     """Make every table moto holds, but those named in ``keep``, record no stream from now on.
 

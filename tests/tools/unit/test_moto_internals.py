@@ -27,6 +27,7 @@ from nimbus_tools.moto_internals import (
     server_app,
     snapshot_tables,
     stop_stream_records,
+    tables_hold,
     tracked_model_instances,
     trim_stream,
 )
@@ -252,6 +253,40 @@ def test_a_restore_puts_back_the_items_of_the_snapshot_as_often_as_asked(dynamod
     _put(dynamodb, "users", "d")
     assert _records(users)[-1] == (str(int(records[-1][0]) + 1), "d")  # and its numbers go on rising
     assert [r[1] for r in _records(other)] == ["x", "y", "y"]
+
+
+def test_tables_hold_their_snapshot_until_an_attribute_of_an_item_differs(dynamodb: Any) -> None:
+    _table(dynamodb, "users")
+    dynamodb.create_table(
+        TableName="ranged",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}, {"AttributeName": "at", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "id", "AttributeType": "S"},
+            {"AttributeName": "at", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    item = {"id": {"S": "a"}, "factors": {"M": {"f1": {"M": {"type": {"S": "totp"}}}}}, "n": {"N": "1"}}
+    dynamodb.put_item(TableName="users", Item=item)
+    dynamodb.put_item(TableName="ranged", Item={"id": {"S": "a"}, "at": {"S": "1"}})
+    snapshot = snapshot_tables(REGION, ["users", "ranged"])
+    changes: list[tuple[str, dict[str, Any]]] = [
+        ("users", {**item, "factors": {"M": {"f1": {"M": {"type": {"S": "key"}}}}}}),  # deep inside
+        ("users", {**item, "n": {"S": "1"}}),  # the same value, of another type
+        ("users", {"id": {"S": "b"}}),  # one item more
+        ("ranged", {"id": {"S": "a"}, "at": {"S": "2"}}),  # under another range key
+    ]
+
+    assert tables_hold(snapshot)
+    for table, changed in changes:
+        dynamodb.put_item(TableName=table, Item=changed)
+        assert not tables_hold(snapshot), changed
+        restore_tables(snapshot)
+        assert tables_hold(snapshot)
+    dynamodb.delete_item(TableName="ranged", Key={"id": {"S": "a"}, "at": {"S": "1"}})
+    assert not tables_hold(snapshot)
+    dynamodb.put_item(TableName="ranged", Item={"id": {"S": "a"}, "at": {"S": "1"}})
+    assert tables_hold(snapshot)  # written again as it was
 
 
 def test_an_item_a_restore_puts_back_is_found_again_by_an_index_query(dynamodb: Any) -> None:
