@@ -25,6 +25,7 @@ from nimbus_core.platform.ids import new_id
 from nimbus_core.sessions import passwords
 from staff_api.routes import routes as staff_routes
 from tests.fakes import SETTINGS, FakeWorld, fake_world
+from tests.migration.upstream import bcrypt_hash
 from tests.races import NO_FACTOR, PASSWORD, read, staff_member
 from tests.unit.test_activity_rules import _request
 from tests.unit.test_mail_service import FakeLedger
@@ -121,7 +122,8 @@ def test_the_range_api_is_asked_only_where_the_deployment_turns_it_on(pwned: lis
 def test_a_login_with_a_listed_password_signs_in_and_says_so(world: FakeWorld) -> None:
     _register(world)
     user = next(iter(world.db.users.values()))
-    world.db.users[user.id] = user.changed(password_hash=passwords.hash_password("iloveyou"))  # as imported
+    # An account imported from upstream: its bcrypt hash, as upstream made it.
+    world.db.users[user.id] = user.changed(password_hash=bcrypt_hash("iloveyou", cost=4))
 
     listed = _request(world, auth_routes, "POST", "/login", {"username": "alice", "password": "iloveyou"})
     world.db.users[user.id] = user
