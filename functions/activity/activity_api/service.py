@@ -13,12 +13,16 @@ from dataclasses import replace
 from nimbus_core.domain.activity import FAILURES_PER_HOUR, ActivityEvent, EventType
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.models import iso_to_epoch
+from nimbus_core.domain.useragent import device_name
 from nimbus_core.platform import ids, metrics
 
 
 def store(deps: Deps, event: ActivityEvent) -> None:
     """Store ``event``: a success at once; a failure once counted, or on its hour's summary past
-    the bound. Storing the same event twice stores one item (a failure is then counted twice)."""
+    the bound. Storing the same event twice stores one item (a failure is then counted twice). A
+    device known only by its User-Agent is named here, off the request's path."""
+    if event.device is None and event.user_agent is not None:
+        event = replace(event, device=device_name(event.user_agent), user_agent=None)
     if event.failed:
         hour = int(iso_to_epoch(event.at)) // 3600
         if deps.activity.count_failure(event.user_id, hour) > FAILURES_PER_HOUR:

@@ -47,7 +47,8 @@ def signed_in_op(
         EventType.SIGN_IN,
         now=now,
         ip=attempt.ip if attempt else None,
-        device=session.display_name,
+        device=session.name,
+        user_agent=session.user_agent,
         method=method,
         session_id=session.id,
     )
@@ -60,7 +61,13 @@ def registered_op(deps: Deps, issued: IssuedSession, *, ip: str | None, now: flo
     """The account's first event: created, and signed in on the new session."""
     session = issued.session
     event = new_event(
-        session.user_id, REGISTERED, now=now, ip=ip, device=session.display_name, session_id=session.id
+        session.user_id,
+        REGISTERED,
+        now=now,
+        ip=ip,
+        device=session.name,
+        user_agent=session.user_agent,
+        session_id=session.id,
     )
     return event_op(deps, event, now)
 

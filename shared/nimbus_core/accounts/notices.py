@@ -224,9 +224,16 @@ def new_sign_in_op(deps: Deps, user: User, event: ActivityEvent, *, now: float) 
         username=user.username,
         when=clock.iso(now),
         ip=event.ip or "unknown",
-        device=event.device or "unknown",
+        device=event.device or _device_of(event.user_agent),
         method=_METHODS.get(event.method or "", event.method or "unknown"),
         sessions_url=deps.settings.sessions_url,
     )
     kind = Notice.NEW_SIGN_IN.kind
     return deps.outbox.enqueue_op(email, now=now, kind=kind, user_id=user.id, event=event)
+
+
+def _device_of(user_agent: str | None) -> str:
+    """The device a User-Agent names (the parser loads with the first notice that needs it)."""
+    from nimbus_core.domain.useragent import device_name
+
+    return device_name(user_agent)

@@ -9,7 +9,14 @@ from typing import Any, cast
 from nimbus_core.adapters.items import from_item
 from nimbus_core.domain.activity import ActivityEvent, Outcome
 
-_OPTIONAL = {"ip": "ip", "device": "device", "method": "method", "code": "code", "session_id": "sessionId"}
+_OPTIONAL = {
+    "ip": "ip",
+    "device": "device",
+    "method": "method",
+    "code": "code",
+    "session_id": "sessionId",
+    "user_agent": "userAgent",
+}
 
 
 def event_values(event: ActivityEvent) -> dict[str, Any]:

@@ -35,6 +35,7 @@ _log = Logger(child=True)
 
 KEEP_SECONDS = 90 * 24 * 3600
 FAILURES_PER_HOUR = 20  # failures recorded one by one per account and hour; one event counts the rest
+MAX_USER_AGENT = 512  # of a User-Agent carried to the activity function
 
 Outcome = Literal["success", "failure"]
 
@@ -70,6 +71,8 @@ class ActivityEvent:
     session_id: str | None = None
     count: int = 1  # of the failures a FAILURES event stands for
     details: tuple[str, ...] = field(default=())
+    # The User-Agent of an event whose device has no name yet: the activity function names it.
+    user_agent: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -96,15 +99,18 @@ class ActivityEvent:
 @dataclass(frozen=True, slots=True)
 class Attempt:
     """Where a sign-in or reverification comes from, for the event of its failure: the request's
-    IP address, the device its User-Agent names, and the method (``password``, an answer's kind)."""
+    IP address, the device (a name the client gave, else its User-Agent, which the activity
+    function reads: parsing it is no part of a request's work), and the method (``password``, an
+    answer's kind)."""
 
     ip: str | None
     device: str | None
+    user_agent: str | None = None
     method: str = "password"
 
     def answering(self, method: str) -> Attempt:
         """The same attempt, answering with ``method`` (a second factor's kind)."""
-        return Attempt(self.ip, self.device, method)
+        return Attempt(self.ip, self.device, self.user_agent, method)
 
 
 def new_event(
@@ -120,11 +126,13 @@ def new_event(
     method: str | None = None,
     session_id: str | None = None,
     details: Sequence[str] = (),
+    user_agent: str | None = None,
 ) -> ActivityEvent:
     """An event of ``user_id``'s account happening ``now`` (``attempt``: the IP, device and method
     of a sign-in or reverification)."""
     if attempt is not None:
         ip, device, method = attempt.ip, attempt.device, method or attempt.method
+        user_agent = attempt.user_agent
     return ActivityEvent(
         id=ids.new_id_at(round(now * 1000)),
         user_id=user_id,
@@ -137,6 +145,7 @@ def new_event(
         code=code,
         session_id=session_id,
         details=tuple(details),
+        user_agent=None if device else (user_agent or "")[:MAX_USER_AGENT] or None,
     )
 
 

@@ -15,7 +15,6 @@ from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import User
 from nimbus_core.domain.pending_answer import NO_ANSWER, PendingAnswer
 from nimbus_core.domain.ports import RuntimeConfig
-from nimbus_core.domain.useragent import device_name
 from nimbus_core.http.responses import Reply, Response
 from nimbus_core.platform import ids
 from nimbus_core.sessions.auth import Caller, authenticate
@@ -104,8 +103,8 @@ class Request[B = None, Q = None, P = None]:
         name the request gives its session, or its User-Agent's device)."""
         caller = self._caller
         if caller is not None:
-            return Attempt(self.source_ip, caller.session.display_name)
-        return Attempt(self.source_ip, self.session_name or device_name(self.user_agent))
+            return Attempt(self.source_ip, caller.session.name, caller.session.user_agent)
+        return Attempt(self.source_ip, self.session_name, self.user_agent)
 
     def require_caller(self) -> Caller:
         """The caller on an endpoint whose guard required a session."""
