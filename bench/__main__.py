@@ -30,6 +30,10 @@ BENCHMARKS = {
     ),
     "ban": ("Banning a user with N sessions, then sweeping them (moto, in process)", "sessions:ban"),
     "imports": ("Handler import time (fresh interpreter per run)", "imports:run"),
+    "passwords": (
+        "Compromised-password check: import, first use (the shipped list) and one lookup",
+        "passwords:run",
+    ),
     "budgets": (
         "Performance budgets: Nimbus against bare boto3 handlers making the same calls, in one run",
         "budgets:run",
@@ -60,7 +64,8 @@ BENCHMARKS = {
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line."""
     about = (
-        "AWS calls per request, revoke-all, the sweeper, bans, import times, budgets, SDK choices, import, "
+        "AWS calls per request, revoke-all, the sweeper, bans, import times, the compromised-password "
+        "check, budgets, SDK choices, import, "
     )
     about += "the local stack at real sizes, keep-alive latency and recovery timing of Nimbus "
     about += "(docs/performance.md)."

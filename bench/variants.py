@@ -10,11 +10,13 @@ from typing import Any, Literal
 
 from bench.harness import Account, Harness
 from bench.stack import expect
+from nimbus_core.accounts.notices import NEW_SIGN_IN_INTERVAL
 from nimbus_core.adapters import container
 from nimbus_core.adapters.user_items import list_partitions
 from nimbus_core.adapters.user_listing import count_batches
 from nimbus_core.domain.killswitches import KillSwitch
 from nimbus_core.domain.ratelimits import ACCOUNT_AUTH_FAILURES, LOGIN
+from nimbus_core.platform import clock
 from nimbus_core.sessions.auth import USED_AT_REFRESH_SECONDS
 from tests.samples import PASSWORD
 
@@ -73,6 +75,9 @@ CHANGE_BUDGET = Budget("DynamoDB <= 3, SES 0", dynamodb=3, ses=0)
 # Choosing a domain reads it first: its item never joins the user's transaction (docs/scale.md).
 DOMAIN_BUDGET = Budget("DynamoDB <= 4, SES 0", dynamodb=4, ses=0)
 ME_BUDGET = Budget("auth 1 DynamoDB; total <= 1, SSM 0", dynamodb=1, ssm=0, total=1)
+# A wrong password: the IP limit, the user's read, the account's failure counted, and the one write
+# the account's activity adds (its event, which no transaction of the request carries).
+FAILED_LOGIN_BUDGET = Budget("DynamoDB <= 4 (one the activity event's), SES 0", dynamodb=4, ses=0)
 AUTH_ONLY_BUDGET = Budget("DynamoDB 1 (the auth read)", dynamodb=1, total=1)
 TWO_BUDGET = Budget("DynamoDB <= 2", dynamodb=2)  # one session, a list, a domain
 THREE_BUDGET = Budget("DynamoDB <= 3", dynamodb=3)  # a login, a scoped session, a passkey's sign-in
@@ -110,6 +115,18 @@ def _passkey_answer(h: Harness, user: Account, values: dict[str, Any]) -> None:
     assert user.key is not None
     values["token"] = asked.body["token"]
     values["response"] = user.key.get(asked.body["challenge"], origin=h.origin)
+
+
+def _past_first_hour(h: Harness, user: Account, values: dict[str, Any]) -> None:
+    """The account made over an hour ago: a sign-in that presents no device of it mails the new
+    sign-in notice (the sign-ins of an account's first hour mail none)."""
+    h.set_user(user.token, createdAt=clock.iso(clock.now() - 2 * NEW_SIGN_IN_INTERVAL))
+
+
+def _passkey_answer_past_first_hour(h: Harness, user: Account, values: dict[str, Any]) -> None:
+    """A passkey's answer (as :func:`_passkey_answer`) for an account made over an hour ago."""
+    _past_first_hour(h, user, values)
+    _passkey_answer(h, user, values)
 
 
 def _known_device_locked(h: Harness, user: Account, values: dict[str, Any]) -> None:
@@ -154,13 +171,20 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
     "POST /login": (
         V(" (username)", THREE_BUDGET),
         V(" (email)", THREE_BUDGET, body={"username": "{username}@example.com", "password": PASSWORD}),
-        V(" wrong password", status=401, body={"username": "{username}", "password": "not the password"}),
+        V(
+            " wrong password",
+            FAILED_LOGIN_BUDGET,
+            status=401,
+            body={"username": "{username}", "password": "not the password"},
+        ),
         V(
             " (a known device, the account locked)",
             DEVICE_BUDGET,
             body={"username": "{username}", "password": PASSWORD, "device": "{device}"},
             setup=_known_device_locked,
         ),
+        # The new sign-in notice is the outbox item that carries the sign-in's event: no call more.
+        V(" (a new device: the sign-in notice)", THREE_BUDGET, setup=_past_first_hour),
         V(" unknown user", status=404, account=False),
         V(
             " (a refused request from a flooding address)",
@@ -177,6 +201,12 @@ VARIANTS: dict[str, tuple[Variant, ...]] = {
             THREE_BUDGET,
             factor="passkey",
             setup=_passkey_answer,
+        ),
+        V(
+            " (a passkey's answer, the sign-in notice)",
+            THREE_BUDGET,
+            factor="passkey",
+            setup=_passkey_answer_past_first_hour,
         ),
     ),
     "POST /users/recover": (V(" (an account)", TWO_NO_MAIL), V(" (no account)", TWO_NO_MAIL, account=False)),

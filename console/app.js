@@ -1,7 +1,9 @@
 // The Nimbus account console: plain JavaScript, no build step, talking only to the API on the same
 // origin (the CSP allows nothing else). Views are <template>s in index.html; this script picks one
 // from location.pathname (/console/<view>), so every view has a real URL and the emailed links
-// /console/verify?token=... and /console/recover?token=... land on their views.
+// /console/verify?token=... and /console/recover?token=... land on their views. A signed-out tab
+// opening a signed-in view (the new sign-in notice's /console/sessions) logs in first and then lands
+// on it: the login page keeps it as /console/login?next=<view>.
 "use strict";
 
 (() => {
@@ -10,11 +12,12 @@
   const {
     $, token, request, outcome, call, isChallenge, b64url, withIds, credentialJson, passkeyAssertion, webauthnError,
     say, fail, clearMessages, explain, waitFor, when, fromUnix, element, labelled, SCOPES, scopeNames, FACTOR_TYPES,
-    confirmIdentity, reverified, devices, signedIn,
+    confirmIdentity, reverified, devices, signedIn, showFieldError, clearFieldErrors, activityList,
   } = window.Nimbus; // console/common.js, shared with the staff console
   window.Nimbus.configure({
     base: BASE,
-    onSessionEnd: (message) => navigate("/login", { error: message }),
+    // Logging in again comes back to the view the session ended on.
+    onSessionEnd: (message) => navigate(loginFor(currentView()), { error: message }),
     hasPasskey: () => accountHasPasskey(),
   });
 
@@ -63,6 +66,21 @@
     fail(explain(error, what));
   }
 
+  // Errors said at the field they name as well as in the page's alert (the fields the forms send).
+  const AT_FIELD = new Set(["INSECURE_PASSWORD_ERROR"]);
+
+  /** Show an error; one of AT_FIELD also under the field its `fields` name in `form`, which takes
+   * the focus (common.js's showFieldError). */
+  function failAtField(form, error, what) {
+    if (error && error.explained) return;
+    if (error && AT_FIELD.has(error.code)) {
+      fail(explain(error, what));
+      showFieldError(form, error);
+    } else {
+      fail(what === undefined ? error : explain(error, what));
+    }
+  }
+
   async function copy(text, button) {
     try {
       await navigator.clipboard.writeText(text);
@@ -102,7 +120,7 @@
           }
         }
         await signedIn(outcome(reply), username);
-        navigate("/account", { status: "Logged in." });
+        navigate(landing(), { status: "Logged in." });
       } catch (error) {
         fail(error);
         offerPasskeyAutofill(rememberMe);
@@ -144,7 +162,7 @@
   async function passkeySignedIn(challengeToken, response, rememberMe) {
     const body = { token: challengeToken, response, rememberMe: rememberMe() };
     await signedIn(await call("POST", "/login/passkey", body, { auth: false }));
-    navigate("/account", { status: "Signed in with your passkey." });
+    navigate(landing(), { status: "Signed in with your passkey." });
   }
 
   /** A passkey sign-in's error in words: the API answers the same for an unknown, removed or wrong
@@ -209,10 +227,11 @@
       event.preventDefault();
       const data = Object.fromEntries(new FormData(form));
       try {
+        clearFieldErrors(form);
         await signedIn(await call("POST", "/register", data, { auth: false }), data.username, data.email);
         navigate("/account", { status: `Account created. We sent a verification link to ${data.email}.` });
       } catch (error) {
-        fail(error);
+        failAtField(form, error);
       }
     });
   }
@@ -336,7 +355,7 @@
         } else if (error.status === 429) {
           fail(`Too many attempts from your network: try again ${waitFor(error)}.`);
         } else {
-          fail(error);
+          failAtField(form, error);
         }
       } finally {
         submit.disabled = false;
@@ -384,9 +403,14 @@
     const submit = $("button[type=submit]", form);
     clearMessages();
     submit.disabled = true;
+    clearFieldErrors(form);
     try {
       return await action();
     } catch (error) {
+      if (error && AT_FIELD.has(error.code)) {
+        failAtField(form, error, what);
+        return null;
+      }
       failChange(error, what);
       const field = $("input:not([disabled]), select", form);
       if (field && !(error && error.explained)) field.focus();
@@ -553,6 +577,11 @@
     passwordForm();
     deleteAccount();
     await domainForm(user);
+  }
+
+  async function activityView() {
+    const page = main.firstElementChild;
+    await activityList($("#activity"), "/users/me/activity", { isCurrent: () => main.firstElementChild === page });
   }
 
   /** Rename a session in place: its name cell becomes a small form; Escape or Cancel puts it back. */
@@ -835,10 +864,26 @@
     recover: { template: "view-recover", title: "Choose a new password", run: recoverView, open: true },
     account: { template: "view-account", title: "Your account", run: accountView },
     sessions: { template: "view-sessions", title: "Sessions", run: sessionsView },
+    activity: { template: "view-activity", title: "Activity", run: activityView },
     keys: { template: "view-keys", title: "API keys", run: keysView },
     security: { template: "view-security", title: "Security", run: securityView },
     settings: { template: "view-settings", title: "Settings", run: settingsView },
   };
+
+  /** Where a sign-in goes: the signed-in view the login page was opened for (?next=<view>, only a
+   * view of this console that needs a session), else the account. */
+  function landing() {
+    const next = new URLSearchParams(location.search).get("next");
+    const view = next && Object.hasOwn(VIEWS, next) ? VIEWS[next] : null;
+    return view && !view.guest && !view.open ? `/${next}` : "/account";
+  }
+
+  /** The login page's path for a tab that wants view `name`: logging in lands there (landing()). */
+  function loginFor(name) {
+    const view = Object.hasOwn(VIEWS, name) ? VIEWS[name] : null;
+    const wanted = view && !view.guest && !view.open && name !== "account";
+    return wanted ? `/login?next=${encodeURIComponent(name)}` : "/login";
+  }
 
   function currentView() {
     const name = location.pathname.replace(/^\/console\/?/, "").replace(/\/+$/, "");
@@ -852,7 +897,8 @@
     const loggedIn = Boolean(token.get());
     let view = VIEWS[name];
     if (view && !view.open && !view.guest && !loggedIn) {
-      history.replaceState(null, "", `${BASE}/login`);
+      // The view asked for is kept in the address, so that logging in lands on it (landing()).
+      history.replaceState(null, "", `${BASE}${loginFor(name)}`);
       name = "login";
     } else if (view && view.guest && loggedIn) {
       history.replaceState(null, "", `${BASE}/account`);

@@ -219,6 +219,9 @@
     INVALID_EMAIL_ERROR: () => "That is not a valid email address.",
     USER_EXISTS_ERROR: (what) => `That ${what || "name"} belongs to another account: choose another one.`,
     PASSWORDS_DO_NOT_MATCH_ERROR: () => "The two new passwords differ: type the same one twice.",
+    // Register, a password change, the staff's and the recovery reset refuse a listed password
+    // (CONTRACT section 17); `fields` names the field (password or newPassword).
+    INSECURE_PASSWORD_ERROR: () => "This password appears in lists of breached passwords; choose another.",
     INVALID_PASSWORD_ERROR: () => "The password is wrong.",
     INVALID_SECOND_FACTOR_RESPONSE_ERROR: () => "The second-factor answer was wrong or too late: try again.",
     INVALID_SECOND_FACTOR_METHOD_ERROR: () => "That kind of second factor is not set up on this account.",
@@ -568,6 +571,193 @@
     return reply ? outcome(reply) : null;
   }
 
+  // ------------------------------------------------------------------------- field errors
+
+  /**
+   * Say an API error at the fields it names (`fields` of the error body) in `form`: each field is
+   * marked invalid and gets the error's words under it, linked by aria-describedby so a screen
+   * reader reads them with the field; the first one takes the focus. Typing in a field clears its
+   * mark. Returns whether a field of the form was named (the page's alert says the error anyway).
+   */
+  function showFieldError(form, error) {
+    clearFieldErrors(form);
+    const names = error instanceof ApiError && Array.isArray(error.body.fields) ? error.body.fields : [];
+    const fields = names.map((name) => form.elements[name]).filter((field) => field && field.id);
+    // The words only, at the field: the page's alert has the code too.
+    const words = MESSAGES[error.code] ? MESSAGES[error.code](undefined, error) : error.message;
+    for (const field of fields) {
+      const note = element("small", { id: `${field.id}-error`, className: "field-error", textContent: words });
+      field.after(note);
+      field.setAttribute("aria-invalid", "true");
+      field.dataset.describedBy = field.getAttribute("aria-describedby") || "";
+      field.setAttribute("aria-describedby", `${note.id} ${field.dataset.describedBy}`.trim());
+      field.addEventListener("input", () => clearFieldError(field), { once: true });
+    }
+    if (fields.length) fields[0].focus();
+    return fields.length > 0;
+  }
+
+  function clearFieldError(field) {
+    const note = document.getElementById(`${field.id}-error`);
+    if (note) note.remove();
+    if (field.dataset.describedBy !== undefined) {
+      if (field.dataset.describedBy) field.setAttribute("aria-describedby", field.dataset.describedBy);
+      else field.removeAttribute("aria-describedby");
+      delete field.dataset.describedBy;
+    }
+    field.removeAttribute("aria-invalid");
+  }
+
+  function clearFieldErrors(form) {
+    for (const field of form.querySelectorAll("[aria-invalid]")) clearFieldError(field);
+  }
+
+  // ------------------------------------------------------------------------------ activity
+
+  // An account's security events (CONTRACT section 17) in words. A type the console does not know
+  // yet (the API may add some) is said from its name: "session-revoked" -> "Session revoked".
+  const EVENT_TYPES = {
+    "sign-in": "Sign-in",
+    registered: "Account created",
+    reverify: "Confirming it's you",
+    "more-failures": "More failed attempts",
+    "password-changed": "Password changed",
+    "password-reset": "Password reset",
+    "email-changed": "Email address changed",
+    "username-changed": "Username changed",
+    "factor-added": "Second factor added",
+    "factor-removed": "Second factor removed",
+    "backup-codes": "New backup codes made",
+    "api-key-created": "API key created",
+    "session-revoked": "Session revoked",
+    "sessions-revoked": "Sessions revoked",
+    "staff-granted": "Made staff",
+    "staff-removed": "Staff rights removed",
+    banned: "Account banned",
+    unbanned: "Ban lifted",
+    "account-changed": "Account changed by staff",
+  };
+
+  // How a sign-in (or a confirmation) was answered: `method` of the event.
+  const EVENT_METHODS = {
+    password: "with the password",
+    totp: "with an authenticator app code",
+    backup: "with a backup code",
+    webauthn: "with a security key",
+    passkey: "with a passkey",
+    recovery: "through a password reset link",
+  };
+
+  function fromName(name) {
+    const words = String(name || "event").replace(/[-_]+/g, " ").trim();
+    return words.charAt(0).toUpperCase() + words.slice(1);
+  }
+
+  /** What an event records, in words: its type, how it was answered, what it counts. */
+  function eventWhat(event) {
+    const what = EVENT_TYPES[event.type] || fromName(event.type);
+    if (event.type === "more-failures") {
+      const count = Number(event.count) || 0;
+      return `${count} more failed ${count === 1 ? "attempt" : "attempts"} in that hour`;
+    }
+    if (!event.method) return what;
+    return `${what} ${EVENT_METHODS[event.method] || `with ${fromName(event.method).toLowerCase()}`}`;
+  }
+
+  /** Where an event came from: a staff member (never who) or the operator's tool, else the IP
+   * address and the device. */
+  function eventFrom(event) {
+    if (event.device === "staff") return "A staff member";
+    if (event.device === "operator" && !event.ip) return "An operator";
+    const parts = [event.ip, event.device].filter(Boolean);
+    return parts.length ? parts.join(", ") : "Unknown";
+  }
+
+  /** One table row of an event: when (local time), what, outcome, from where. A failure says so in
+   * words and with its error code, and its row is marked (class "failed"), not by colour alone. */
+  function activityRow(event) {
+    const at = element("time", { dateTime: event.at, textContent: when(event.at) });
+    const heading = element("th", { scope: "row" }, at);
+    const what = element("td", {}, eventWhat(event));
+    what.dataset.label = "What";
+    for (const line of event.details || []) what.append(element("br"), element("small", { textContent: line }));
+    const failed = event.outcome === "failure";
+    const result = element("td", { className: failed ? "outcome failed" : "outcome" });
+    result.dataset.label = "Outcome";
+    if (failed) {
+      result.append(element("strong", { textContent: "Failed" }));
+      // The code may break after its underscores only (<wbr>), never inside a word.
+      if (event.code) result.append(" ", element("code", {}, ...event.code.split("_").flatMap((part, i) => (i ? ["_", element("wbr"), part] : [part]))));
+    } else {
+      result.append("Succeeded");
+    }
+    const row = element("tr", {}, heading, what, result, labelled("From", eventFrom(event)));
+    row.dataset.eventId = event.id;
+    row.dataset.type = event.type;
+    if (failed) row.classList.add("failed");
+    return row;
+  }
+
+  /**
+   * An activity list in `root` (the markup of the activity view: a table, #activity-count,
+   * #activity-page and the Previous, Next and Refresh buttons), read page by page from `path`
+   * (GET /users/me/activity or /users/:id/activity), newest first. Events arrive a few seconds after
+   * what they record, so Refresh reads the page again. `isCurrent()` tells whether the page is
+   * still shown (a newer view replaces it while a request waits). Resolves once the first page is
+   * shown.
+   */
+  async function activityList(root, path, { limit = 25, isCurrent = () => true } = {}) {
+    const parts = {
+      body: $("tbody", root),
+      count: $("[data-activity=count]", root),
+      page: $("[data-activity=page]", root),
+      previous: $("[data-activity=previous]", root),
+      next: $("[data-activity=next]", root),
+      refresh: $("[data-activity=refresh]", root),
+      pager: $(".pager", root),
+    };
+    let offset = 0;
+    let total = 0;
+
+    async function load(to, focus, said) {
+      const list = await call("GET", `${path}?limit=${limit}&offset=${to}`);
+      if (!isCurrent()) return;
+      offset = to;
+      total = list.count;
+      parts.body.replaceChildren(...list.items.map(activityRow));
+      if (!list.items.length) {
+        const empty = element("td", { colSpan: 4, textContent: offset ? "No events on this page." : "No activity recorded yet." });
+        parts.body.replaceChildren(element("tr", {}, empty));
+      }
+      const first = list.items.length ? offset + 1 : 0;
+      parts.count.textContent = `Showing events ${first} to ${offset + list.items.length} of ${total}.`;
+      const pages = Math.max(1, Math.ceil(total / limit));
+      parts.page.textContent = `Page ${Math.floor(offset / limit) + 1} of ${pages}`;
+      parts.previous.disabled = offset === 0;
+      parts.next.disabled = offset + limit >= total;
+      parts.pager.hidden = total <= limit && offset === 0;
+      if (said) say(said);
+      // The button used keeps the focus, or its neighbour when it is now disabled.
+      if (focus) (focus.disabled ? [parts.previous, parts.next].find((b) => !b.disabled) || parts.refresh : focus).focus();
+    }
+
+    const act = (button, to, said) =>
+      button.addEventListener("click", async () => {
+        button.setAttribute("aria-busy", "true");
+        try {
+          await load(to(), button, said);
+        } catch (error) {
+          fail(error);
+        } finally {
+          button.removeAttribute("aria-busy");
+        }
+      });
+    act(parts.previous, () => Math.max(0, offset - limit));
+    act(parts.next, () => offset + limit);
+    act(parts.refresh, () => offset, "Activity refreshed.");
+    await load(0);
+  }
+
   window.Nimbus = Object.freeze({
     configure,
     $,
@@ -602,5 +792,8 @@
     FACTOR_TYPES,
     confirmIdentity,
     reverified,
+    showFieldError,
+    clearFieldErrors,
+    activityList,
   });
 })();

@@ -13,11 +13,12 @@ import math
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nimbus_core.adapters.sealing import Sealer
 from nimbus_core.adapters.user_items import list_partitions
+from nimbus_core.domain.activity import ActivityEvent
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
 from nimbus_core.domain.identity import email_key, username_key
@@ -82,6 +83,10 @@ class FakeDb:
     outbox: list[tuple[str, Email]] = field(default_factory=list)  # (kind, email)
     outbox_users: list[str] = field(default_factory=list)  # the user of each outbox message
     recovery_requests: dict[str, RecoveryRequest] = field(default_factory=dict)  # id -> request
+    # Events queued in the outbox for the activity function (tests.fakes.drain_activity stores them).
+    outbox_events: list[ActivityEvent] = field(default_factory=list)
+    activity: dict[str, dict[str, ActivityEvent]] = field(default_factory=dict)  # user id -> id -> event
+    activity_failures: dict[tuple[str, int], int] = field(default_factory=dict)  # (user id, hour) -> count
     lock: threading.RLock = field(default_factory=threading.RLock)
     calls: list[str] = field(default_factory=list)  # every store call, for round-trip counting
 
@@ -860,14 +865,28 @@ class FakeOutbox:
     def __init__(self, db: FakeDb) -> None:
         self.db = db
 
-    def enqueue_op(self, email: Email, *, now: float, kind: str, user_id: str) -> WriteOp:
-        """Queue an email."""
+    def enqueue_op(
+        self, email: Email, *, now: float, kind: str, user_id: str, event: ActivityEvent | None = None
+    ) -> WriteOp:
+        """Queue an email (and the event it carries)."""
 
         def apply() -> None:
             self.db.outbox.append((kind, email))
             self.db.outbox_users.append(user_id)
+            if event is not None:
+                self.db.outbox_events.append(event)
 
         return FakeOp(_always, apply)
+
+    def event_op(self, event: ActivityEvent, *, now: float) -> WriteOp:
+        """Queue an event for the activity function."""
+        return FakeOp(_always, lambda: self.db.outbox_events.append(event), (("outbox", event.id),))
+
+    def record_event(self, event: ActivityEvent, *, now: float) -> None:
+        """Queue an event now (one write)."""
+        with self.db.lock:
+            self.db.calls.append("outbox.record_event")
+            self.db.outbox_events.append(event)
 
     def discard_for(self, user_id: str) -> int:
         """Remove the user's stored messages."""
@@ -900,6 +919,57 @@ class FakeOutbox:
             return None if request_id in requests else RecoveryRequestGoneError()
 
         return FakeOp(check, lambda: requests.pop(request_id, None), (("outbox", request_id),))
+
+
+class FakeActivity:
+    """The ActivityStore in memory."""
+
+    def __init__(self, db: FakeDb) -> None:
+        self.db = db
+
+    def page(self, user_id: str, *, limit: int, offset: int) -> tuple[int, list[ActivityEvent]]:
+        """The total and one page, newest first."""
+        with self.db.lock:
+            self.db.calls.append("activity.page")
+            events = sorted(self.db.activity.get(user_id, {}).values(), key=lambda e: e.id, reverse=True)
+            return len(events), events[offset : offset + limit]
+
+    def put_many(self, events: Sequence[ActivityEvent]) -> None:
+        """Store events by id."""
+        with self.db.lock:
+            for event in events:
+                self.db.activity.setdefault(event.user_id, {})[event.id] = event
+
+    def count_failure(self, user_id: str, hour: int) -> int:
+        """Count one failure of the hour."""
+        with self.db.lock:
+            key = (user_id, hour)
+            self.db.activity_failures[key] = self.db.activity_failures.get(key, 0) + 1
+            return self.db.activity_failures[key]
+
+    def add_to_summary(self, summary: ActivityEvent) -> None:
+        """The summary, counting one more."""
+        with self.db.lock:
+            events = self.db.activity.setdefault(summary.user_id, {})
+            before = events.get(summary.id)
+            events[summary.id] = replace(summary, count=before.count + 1 if before else 1)
+
+    def delete_all(self, user_id: str) -> int:
+        """Forget the account's events."""
+        with self.db.lock:
+            return len(self.db.activity.pop(user_id, {}))
+
+
+def drain_activity(world: FakeWorld) -> list[ActivityEvent]:
+    """What the activity function does with the events queued so far (the outbox stream, at
+    once): stores each; the events drained."""
+    from activity_api.service import store
+
+    with world.db.lock:
+        queued, world.db.outbox_events[:] = list(world.db.outbox_events), []
+    for event in queued:
+        store(world.deps, event)
+    return queued
 
 
 class FakeConfig:
@@ -953,6 +1023,7 @@ SETTINGS = Settings.from_environment(
         "TOKENS_TABLE": "tokens",
         "DOMAINS_TABLE": "domains",
         "OUTBOX_TABLE": "outbox",
+        "ACTIVITY_TABLE": "activity",
         "KILLSWITCH_PATH": "/nimbus/test/killswitches",
         "LOG_LEVEL_PARAMETER": "/nimbus/test/loglevel",
         "SENDER_EMAIL": "no-reply@nimbus.test",
@@ -1042,6 +1113,7 @@ def fake_world(settings: Settings = SETTINGS, **overrides: Any) -> FakeWorld:
         "domains": FakeDomains(db),
         "outbox": FakeOutbox(db),
         "sealer": Sealer(lambda: keys, key_id=FAKE_KEY, stage=settings.stage),
+        "activity": FakeActivity(db),
     }
     ports.update(overrides)
     return FakeWorld(db=db, clock=clock, config=config, tx=tx, deps=Deps(**ports), keys=keys)

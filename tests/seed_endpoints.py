@@ -358,6 +358,9 @@ SEED_ENDPOINTS: tuple[SeedEndpoint, ...] = (
         rate_limit=SeedLimit(10, 5 * MINUTE, "user", frozenset({400})),
         source="contract",
     ),
+    # Section 17: an account's activity, to its owner and to staff.
+    SeedEndpoint("GET", "/users/me/activity", scope="ACCOUNT_READ", source="contract"),
+    SeedEndpoint("GET", "/users/:id/activity", staff=True, scope="STAFF_READ_ACCOUNTS", source="contract"),
 )
 
 BY_KEY: dict[tuple[str, str], SeedEndpoint] = {e.key: e for e in SEED_ENDPOINTS}

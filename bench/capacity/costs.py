@@ -17,6 +17,7 @@ from nimbus_core.adapters import user_items
 # request's stream records give them.
 MAIL, SWEEP = "MailFunction: a message sent", "SweepFunction: a user item changed (3 live sessions)"
 RECOVERY = "RecoveryFunction: a request (an account)"
+ACTIVITY = "ActivityFunction: an event stored"
 
 
 @dataclass
@@ -46,13 +47,19 @@ class RequestCost:
     mails: int = 0
     recovery_requests: int = 0
     user_changes: int = 0
+    activity_events: int = 0  # outbox items that carry an account's activity event
     stored_bytes: int = 0  # what the items it writes add to the tables (negative: removes)
     log_bytes: int = 0  # what the function logs
     reply_bytes: int = 0  # the answer's body
 
     def derived(self) -> dict[str, float]:
         """The stream functions' invocations (per record) this request leads to."""
-        return {MAIL: self.mails, RECOVERY: self.recovery_requests, SWEEP: self.user_changes}
+        return {
+            MAIL: self.mails,
+            RECOVERY: self.recovery_requests,
+            SWEEP: self.user_changes,
+            ACTIVITY: self.activity_events,
+        }
 
 
 def item_size(item: Mapping[str, Any]) -> int:

@@ -9,13 +9,14 @@ from collections.abc import Callable
 
 import boto3
 
-from bench.capacity.costs import MAIL, RECOVERY, SWEEP, RequestCost
+from bench.capacity.costs import ACTIVITY, MAIL, RECOVERY, SWEEP, RequestCost
 from bench.capacity.recorder import Recorder, installed
 from bench.harness import Harness
 from bench.runs import REGION
 from bench.scenarios import Scenario, scenario_of, scenarios
 from bench.stack import expect, logged_characters, moto_stack, set_config
 from bench.variants import Variant, exhausted_login_limit
+from nimbus_core.adapters.outbox import ACTIVITY as ACTIVITY_KIND
 from nimbus_core.adapters.outbox import RECOVERY_REQUEST
 from nimbus_core.platform.settings import get_settings
 from nimbus_tools.local.inprocess import Reply
@@ -27,9 +28,23 @@ def _mail_message(h: Harness) -> Callable[[], Reply]:
     address = f"{h.account().name}@example.com"
     table = get_settings().outbox_table
     items = boto3.client("dynamodb", region_name=REGION).scan(TableName=table)["Items"]
-    [message] = [i for i in items if i["kind"]["S"] != RECOVERY_REQUEST and i["to"]["S"] == address]
+    [message] = [
+        i
+        for i in items
+        if i["kind"]["S"] not in (RECOVERY_REQUEST, ACTIVITY_KIND) and i["to"]["S"] == address
+    ]
     record = {"eventName": "INSERT", "dynamodb": {"Keys": {"id": message["id"]}, "NewImage": message}}
     return h.stream_invocation("MailFunction", [{**record, "SequenceNumber": "1"}], table)
+
+
+def _stored_event(h: Harness) -> Callable[[], Reply]:
+    """ActivityFunction storing one event: a new account's first (its registration), as queued."""
+    user = h.account()
+    table = get_settings().outbox_table
+    items = boto3.client("dynamodb", region_name=REGION).scan(TableName=table)["Items"]
+    [carrier] = [i for i in items if i["kind"]["S"] == ACTIVITY_KIND and i["userId"]["S"] == user.id]
+    record = {"eventName": "INSERT", "dynamodb": {"Keys": {"id": carrier["id"]}, "NewImage": carrier}}
+    return h.stream_invocation("ActivityFunction", [{**record, "SequenceNumber": "1"}], table)
 
 
 def _swept_user(h: Harness) -> Callable[[], Reply]:
@@ -54,6 +69,7 @@ def _scenarios(h: Harness) -> dict[str, Scenario]:
     found[refused.name] = refused
     found[MAIL] = Scenario(MAIL, 200, lambda: _mail_message(h))
     found[SWEEP] = Scenario(SWEEP, 200, lambda: _swept_user(h))
+    found[ACTIVITY] = Scenario(ACTIVITY, 200, lambda: _stored_event(h))
     return found
 
 
@@ -65,7 +81,7 @@ def measure_costs(template: Template, names: set[str]) -> tuple[dict[str, Reques
         harness = Harness(api, boto3.Session(region_name=REGION))
         with installed(Recorder(boto3.client("dynamodb", region_name=REGION))) as recorder:
             by_name = _scenarios(harness)
-            wanted = names | {MAIL, SWEEP, RECOVERY}
+            wanted = names | {MAIL, SWEEP, RECOVERY, ACTIVITY}
             if unknown := wanted - by_name.keys():
                 raise ValueError(f"no scenario of bench/scenarios.py is named {sorted(unknown)}")
             for name in sorted(wanted):

@@ -14,6 +14,7 @@ from typing import Any
 from botocore.handlers import BUILTIN_HANDLERS, REGISTER_FIRST
 
 from bench.capacity.costs import RequestCost, item_size, key_class
+from nimbus_core.adapters.outbox import ACTIVITY as ACTIVITY_KIND
 from nimbus_core.adapters.outbox import RECOVERY_REQUEST
 from nimbus_core.platform.settings import get_settings
 
@@ -61,22 +62,22 @@ class Recorder:
         """(table, key, unit factor) of every item a write call touches."""
         if operation == "TransactWriteItems":
             return [
-                (op["TableName"], self._key_of(op), 2.0)
+                (op["TableName"], self._key_of(op["TableName"], op), 2.0)
                 for entry in params["TransactItems"]
                 for op in entry.values()
             ]
         if operation == "BatchWriteItem":
             return [
-                (table, self._key_of(next(iter(request.values()))), 1.0)
+                (table, self._key_of(table, next(iter(request.values()))), 1.0)
                 for table, requests in params["RequestItems"].items()
                 for request in requests
             ]
-        return [(params["TableName"], self._key_of(params), 1.0)]
+        return [(params["TableName"], self._key_of(params["TableName"], params), 1.0)]
 
-    def _key_of(self, op: Mapping[str, Any]) -> dict[str, Any]:
+    def _key_of(self, table: str, op: Mapping[str, Any]) -> dict[str, Any]:
         if "Key" in op:
             return dict(op["Key"])
-        keys, _ = self.schema(op["TableName"])
+        keys, _ = self.schema(table)
         return {name: op["Item"][name] for name in keys}
 
     def before(self, params: dict[str, Any], operation: str, context: dict[str, Any]) -> None:
@@ -129,17 +130,21 @@ class Recorder:
 
     def _streamed(self, table: str, key: Mapping[str, Any], old: Any, new: Any) -> None:
         """What the stream functions get from one item written: a new outbox message is mail (or a
-        recovery request), a user item changed or removed is a sweep; an unchanged item makes no
-        stream record. Also what the item adds to the table."""
+        recovery request), and an activity event when it carries one; a user item changed or
+        removed is a sweep; an unchanged item makes no stream record. Also what the item adds to
+        the table."""
         assert self.cost is not None
         self.cost.stored_bytes += item_size(new or {}) - item_size(old or {})
         outbox = self._outbox_table or get_settings().outbox_table
         users = self._users_table or get_settings().users_table
         if table == outbox and new and not old:
-            if new.get("kind", {}).get("S") == RECOVERY_REQUEST:
+            kind = new.get("kind", {}).get("S")
+            if kind == RECOVERY_REQUEST:
                 self.cost.recovery_requests += 1
-            else:
+            elif kind != ACTIVITY_KIND:
                 self.cost.mails += 1
+            if "event" in new:
+                self.cost.activity_events += 1
         pk = str(next(iter(key.get("pk", {"S": ""}).values())))
         if table == users and pk.startswith("USER#") and old and old != new:
             self.cost.user_changes += 1

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 
 from bench.capacity.ceilings import Ceiling
-from bench.capacity.costs import MAIL, RECOVERY, SWEEP, UNNAMED, RequestCost, duration_s
+from bench.capacity.costs import ACTIVITY, MAIL, RECOVERY, SWEEP, UNNAMED, RequestCost, duration_s
 from bench.capacity.deploy import FULL_VCPU_MB, Deployment
 from bench.capacity.limits import API_RPS, HEADROOM, RTT_MS
 from bench.capacity.model import MixFigures
@@ -159,7 +159,9 @@ def _mix(f: MixFigures) -> list[str]:
             for fn, c in sorted(f.concurrency.items())
         )
         + "; stream records/s: "
-        + ", ".join(f"{s.split(':')[0]} {f.endpoints.get(s, 0):,.0f}" for s in (MAIL, RECOVERY, SWEEP))
+        + ", ".join(
+            f"{s.split(':')[0]} {f.endpoints.get(s, 0):,.0f}" for s in (MAIL, RECOVERY, SWEEP, ACTIVITY)
+        )
         + (
             f"; the refusal memo answers {f.memo_hits:.1%} of refused requests"
             if f.memo_hits is not None

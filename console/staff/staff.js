@@ -9,7 +9,8 @@
 
   const {
     $, token, ApiError, request, outcome, call, isChallenge, say, fail, clearMessages, when, fromUnix, element,
-    labelled, scopeNames, FACTOR_TYPES, confirmIdentity, reverified, devices, signedIn,
+    labelled, scopeNames, FACTOR_TYPES, confirmIdentity, reverified, devices, signedIn, showFieldError,
+    clearFieldErrors, activityList,
   } = window.Nimbus; // console/common.js, shared with the account console
   // Every error in plain words (common.js's MESSAGES); a dead session sends to /console/staff/login.
   window.Nimbus.configure({
@@ -142,10 +143,13 @@
   async function userView(id) {
     const path = `/users/${encodeURIComponent(id)}`;
     const page = main.firstElementChild;
+    // Activity: what the user sees on their own Activity page (STAFF_READ_ACCOUNTS), read beside the
+    // rest, so that the page is drawn (and its focus placed) once, with everything on it.
     const [user, sessions, factors] = await Promise.all([
       call("GET", path),
       call("GET", `${path}/sessions?limit=50`),
       call("GET", `${path}/2fa?limit=50`),
+      activityList($("#activity"), `${path}/activity`, { limit: 10, isCurrent: () => !replaced(page) }),
     ]);
     if (replaced(page)) return;
     document.title = `${user.username} - Nimbus staff`;
@@ -297,6 +301,7 @@
         passwordForm.elements.confirmNewPassword.focus();
         return;
       }
+      clearFieldErrors(passwordForm);
       try {
         const body = { newPassword, confirmNewPassword };
         const done = await reverified("PUT", `${path}/password`, body, `Set ${user.username}'s password (every session of theirs is signed out).`);
@@ -305,6 +310,8 @@
         await render({ status: `${user.username}'s password is set; their sessions are signed out.`, focus: "password-new" });
       } catch (error) {
         fail(error);
+        // A password from the breached lists (INSECURE_PASSWORD_ERROR) is said at its field too.
+        if (error instanceof ApiError && error.code === "INSECURE_PASSWORD_ERROR") showFieldError(passwordForm, error);
       }
     });
 

@@ -5,6 +5,7 @@
   rate limits, log levels).
 - ``sessions``: tokens, passwords, authentication and the issuing and revoking of sessions.
 - ``factors``: second factors (TOTP, backup codes, security keys) and their challenges.
+- ``compromised``: the shipped compromised-password list and the Have I Been Pwned range client.
 - ``accounts``: changes to an account, email verification, security notices, the system emails.
 - ``http``: the edge: app, routing, the endpoint guard, request validation, responses.
 - ``adapters``: boto3, implementing the ports.

@@ -242,6 +242,13 @@ def test_functions_and_the_shared_layer_carry_no_third_party_package(checkout: B
     assert [dist for path in others for dist in path.rglob("*.dist-info")] == []
 
 
+def test_the_shared_layer_ships_the_compromised_password_list(checkout: Build) -> None:
+    # A data file beside the modules: the layer must carry it byte for byte, or every check fails.
+    listed = Path("nimbus_core") / "compromised" / "fingerprints.bin"
+    built = checkout.build_dir / "SharedLayer" / "python" / listed
+    assert built.read_bytes() == (REPO_ROOT / "shared" / listed).read_bytes()
+
+
 def test_an_arm64_wheel_that_does_not_match_its_hash_fails_the_build(builds: Builds) -> None:
     build = builds.tampered_arm64_hash
 

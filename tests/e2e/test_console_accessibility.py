@@ -32,7 +32,7 @@ pytestmark = pytest.mark.e2e
 AXE = Path(REPO_ROOT) / "node_modules" / "axe-core" / "axe.min.js"
 BLOCKING = {"serious", "critical"}
 SIGNED_OUT = ["login", "forgot", "register", "verify", "recover", "no-such-page"]
-SIGNED_IN = ["", "sessions", "keys", "security", "settings"]
+SIGNED_IN = ["", "sessions", "activity", "keys", "security", "settings"]
 
 
 @pytest.fixture

@@ -376,3 +376,4 @@ def test_a_session_ended_elsewhere_sends_a_reverified_change_to_the_login_page_w
     console.expect_view("login")
     expect(page.locator("#error")).to_have_text("Your session has ended: please log in again.")
     expect(page.get_by_role("dialog")).to_be_hidden()
+    assert page.url == f"{console.url}/login?next=settings"  # logging in again comes back here

@@ -124,6 +124,13 @@ class Stack:
         answer: dict[str, Any] = invoke(lambda_event(records), LambdaContextStub("MailFunction"))
         return answer
 
+    def store_activity(self, handler: Handler | None = None) -> list[Invocation]:
+        """Run the activity function (or ``handler``) on the events the outbox stream brought since
+        the last call, as its event source mapping would; its invocations."""
+        return self.feed("ActivityFunction").drain(
+            handler or InProcessApi(self.template, PARAMS).handler("ActivityFunction")
+        )
+
     def sweep(self, handler: Handler | None = None) -> list[Invocation]:
         """Run the sweep function (or ``handler``) on the users table's stream as its event source
         mapping would: what a failed batch held back first, then every new record FilterCriteria
@@ -178,6 +185,11 @@ class Stack:
     def items(self, logical_id: str) -> list[dict[str, Any]]:
         """Every item of a table (tests only; the service never scans)."""
         return list(self.dynamodb.scan(TableName=self.table(logical_id))["Items"])
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The outbox's mail and recovery requests: every item but the bare activity events on
+        their way to the activity table."""
+        return [i for i in self.items("OutboxTable") if i.get("kind", {}).get("S") != "activity"]
 
     @property
     def switch_parameters(self) -> dict[KillSwitch, str]:

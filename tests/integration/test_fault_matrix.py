@@ -24,6 +24,10 @@ setup would make, for a fraction of its AWS calls and argon2 work), that one cal
 - the tables are whole (tests/invariants.py): no half-written change. The setup's state is checked
   once; after a run that left the tables item for item as the setup did (a write failed, or nothing
   was written), there is nothing new to check;
+- the account's activity loses an event only with the request's own change (the request failed:
+  the event rode its transaction, or the notice it queued), or when the event's own write failed
+  (the one PutItem of a failure that writes nothing else): that write failing never changes the
+  answer, the request answers as its clean run did (CONTRACT section 17);
 - a retry of the same request, with AWS well again, converges to the scenario's own answer. A
   request that carried a second-factor answer may instead hear that the answer is spent (401
   INVALID_SECOND_FACTOR_RESPONSE_ERROR): an answer is recorded before a write no transaction can
@@ -52,6 +56,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -251,6 +256,7 @@ class CallWatch:
     api: Api
     reader: Any  # a DynamoDB client of the test's own: what a failed condition found stored
     calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    clean_calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)  # the failed ones' plan
     failure: Failure | None = None
     failed: bool = False
     unhandled: list[BaseException] = field(default_factory=list)  # what a 500 was answered for
@@ -473,6 +479,38 @@ def _parameters(stack: Stack) -> dict[str, tuple[str, str]]:
     return found
 
 
+def _events(stack: Stack) -> Counter[str]:
+    """The activity events the outbox carries (``type:outcome``), on their way to ActivityFunction."""
+    found = (from_item(i).get("event") for i in stack.items("OutboxTable"))
+    return Counter(f"{e['type']}:{e['outcome']}" for e in found if isinstance(e, dict))
+
+
+def _records_an_event(failure: Failure, calls: list[tuple[str, str, dict[str, Any]]], outbox: str) -> bool:
+    """Whether the failed call is the one write of an activity event that no transaction carries."""
+    _service, operation, params = calls[failure.index]
+    item = params.get("Item") or {}
+    return operation == "PutItem" and params.get("TableName") == outbox and "event" in item
+
+
+def _lost_events(
+    recorded: Counter[str],
+    base: Counter[str],
+    stack: Stack,
+    answered_own: bool,
+    own_write: bool,
+    described: str,
+) -> list[str]:
+    """What a failed run did to the activity events its clean run recorded: an event is lost only
+    with the request's own change (the request failed), or when its own write failed, and that
+    write failing never changes the request's answer."""
+    lost = recorded - (_events(stack) - base)
+    if own_write and not answered_own:
+        return [f"{described}: its activity event's write failed, and so did the request"]
+    if lost and answered_own and not own_write:
+        return [f"{described}: answered as its own, but lost the activity events {dict(lost)}"]
+    return []
+
+
 def _run_one(
     scenario: Scenario,
     send: Callable[[], Reply],
@@ -483,6 +521,7 @@ def _run_one(
     prepared: Prepared,
     described: str,
     monkeypatch: pytest.MonkeyPatch,
+    events: tuple[Counter[str], Counter[str]] = (Counter(), Counter()),
 ) -> list[str]:
     container.production_deps().config.current()  # the runtime configuration read, as when warm
     _cold_sealer()
@@ -503,8 +542,14 @@ def _run_one(
         if not isinstance(exc, DependencyError)
     ]
     # The setup's state is whole (checked once): unchanged tables need no scan.
-    broken = [] if prepared.holds_tables() else stack_violations(stack.dynamodb, stack.provisioned.tables)
+    unchanged = prepared.holds_tables()
+    broken = [] if unchanged else stack_violations(stack.dynamodb, stack.provisioned.tables)
     problems += [f"{described}: after the failure, {v}" for v in broken]
+    recorded, base = events
+    if recorded:
+        answered_own = first.status == scenario.expected_status
+        own_write = _records_an_event(failure, watch.clean_calls, stack.table("OutboxTable"))
+        problems += _lost_events(recorded, base, stack, answered_own, own_write, described)
     if first.status != scenario.expected_status and not problems:
         api = cast(WatchedApi, watch.api)
         sent = api.last[2] if api.last else None
@@ -589,9 +634,12 @@ def test_every_aws_call_of_the_scenario_failed_in_turn_leaves_a_clean_answer_and
         prepared.restore(stack)
         container.production_deps().config.current()
         _cold_sealer()
+        base = _events(stack)
         watch.start(None)
         clean = send()
         calls = list(watch.calls)
+        watch.clean_calls = calls
+        recorded = _events(stack) - base
         assert clean.status == scenario.expected_status, (scenario.name, clean.body)
         tables = stack.provisioned.tables
         for failure in failures_of(calls, tables["CountersTable"]):
@@ -599,7 +647,16 @@ def test_every_aws_call_of_the_scenario_failed_in_turn_leaves_a_clean_answer_and
             described = f"{scenario.name}, {failure.describe(calls)}"
             fresh = fresh_key(failure, calls, tables) if failure.kind == "condition" else None
             problems += _run_one(
-                scenario, send, failure, fresh, watch, stack, prepared, described, monkeypatch
+                scenario,
+                send,
+                failure,
+                fresh,
+                watch,
+                stack,
+                prepared,
+                described,
+                monkeypatch,
+                events=(recorded, base),
             )
     assert problems == [], "\n".join(problems)
 

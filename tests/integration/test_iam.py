@@ -34,6 +34,8 @@ from botocore.model import OperationModel
 import nimbus_core.platform.clock
 from nimbus_core.adapters import clients, container
 from nimbus_core.adapters.items import from_item
+from nimbus_core.domain.activity import FAILURES_PER_HOUR
+from nimbus_core.domain.ratelimits import ACCOUNT_AUTH_FAILURES
 from nimbus_core.platform import metrics
 from nimbus_core.platform.settings import get_settings
 from nimbus_core.sessions import passwords
@@ -243,7 +245,7 @@ class World:
 
     def verification_token(self, to: str, kind: str = "verify-email") -> str:
         """The link token of the newest email of ``kind`` queued for ``to`` (read from the outbox table)."""
-        queued = [from_item(i) for i in self.stack.items("OutboxTable")]
+        queued = [from_item(i) for i in self.stack.messages()]
         (latest, *_) = sorted(
             (m for m in queued if m["to"] == to and m["kind"] == kind),
             key=lambda m: m["createdAt"],
@@ -638,7 +640,7 @@ def _wrong_code(w: World, secret: str) -> str:
 
 def _mail_about(w: World, user_id: str) -> list[dict[str, Any]]:
     """The outbox messages stored about ``user_id`` (read from the outbox table)."""
-    return [m for m in map(from_item, w.stack.items("OutboxTable")) if m.get("userId") == user_id]
+    return [m for m in map(from_item, w.stack.messages()) if m.get("userId") == user_id]
 
 
 def _parameter(w: World, logical_id: str) -> str:
@@ -656,6 +658,44 @@ def list_users(w: World) -> None:
     assert listed["count"] == len(stored)  # the count shards, read with the page's users
     assert len(listed["items"]) == 2  # CreatedIndex
     assert expect(w.api.call("GET", "/users?limit=0", token=staff), 200)["items"] == []  # count only
+
+
+def get_my_activity(w: World) -> None:
+    token = w.user("acta")
+    expect(w.api.call("GET", "/users/me/activity?limit=5", token=token), 200)
+
+
+def get_user_activity(w: World) -> None:
+    staff, _ = _staff(w, "actstaff")
+    target = w.user("actu")
+    expect(w.api.call("GET", f"/users/{_uid(target)}/activity", token=staff), 200)
+
+
+def store_activity(w: World) -> None:
+    """ActivityFunction, fed the outbox stream by its event source mapping: events stored (a
+    sign-in, and more failures than an hour records one by one: counted, then summed up), then a
+    batch that keeps failing given up to the dead-letter queue."""
+    feed = _event_source(w, "ActivityFunction")
+    storer = w.api.handler("ActivityFunction")
+
+    def store() -> list[Invocation]:
+        w.api.recording.endpoint = "ActivityFunction (outbox stream)"
+        return feed.drain(storer)
+
+    feed.skip()  # earlier scenarios' records: not this scenario's
+    w.user("busy")
+    for n in range(FAILURES_PER_HOUR + 1):
+        if n and n % ACCOUNT_AUTH_FAILURES.limit == 0:  # the login lock's window passes
+            w.clock.now += ACCOUNT_AUTH_FAILURES.window + 1
+        expect(w.api.login("busy", "wrong password", ip=w.ip()), 401)
+    assert all(i.failures == [] for i in store())
+    w.user("stuck")
+    w.api.recording.faults.fail("dynamodb", "BatchWriteItem")
+    try:
+        while not feed.given_up:  # MaximumRetryAttempts retries, then the dead-letter queue
+            assert all(i.failures for i in store())
+    finally:
+        w.api.recording.faults.clear()
 
 
 def get_user(w: World) -> None:
@@ -948,6 +988,8 @@ def sweep_sessions(w: World) -> None:
     body = {"password": PASSWORD, "newPassword": "battery staple", "confirmNewPassword": "battery staple"}
     expect(w.api.call("PUT", "/users/me/password", body, token=token), 200)  # a new generation
     assert [i.failures for i in sweep()] == [[]]
+    activity = _event_source(w, "ActivityFunction")
+    activity.drain(w.api.handler("ActivityFunction"))  # the account's events, stored
     expect(w.api.call("DELETE", "/users/me", {"password": "battery staple"}, token=token), 200)
     assert [i.failures for i in sweep()] == [[]]
     doomed = w.user("doomed")
@@ -984,6 +1026,7 @@ STREAM_SCENARIOS: dict[str, Callable[[World], None]] = {
     "MailFunction": deliver_mail,
     "SweepFunction": sweep_sessions,
     "RecoveryFunction": handle_recovery_requests,
+    "ActivityFunction": store_activity,
 }
 
 # One scenario per registered endpoint (method, declared path).
@@ -996,6 +1039,8 @@ SCENARIOS: dict[tuple[str, str], Callable[[World], None]] = {
     ("GET", "/"): root,
     ("GET", "/openapi.json"): openapi_document,
     ("GET", "/users/me"): get_me,
+    ("GET", "/users/me/activity"): get_my_activity,
+    ("GET", "/users/<id>/activity"): get_user_activity,
     ("PUT", "/users/me/username"): change_username,
     ("PUT", "/users/me/email"): change_email,
     ("PUT", "/users/me/password"): change_password,
@@ -1062,7 +1107,7 @@ CROSS_SCENARIOS: list[Callable[[World], None]] = [second_factor_challenges]
 
 # The stream functions' hand-written roles also carry what the Lambda runtime itself does with the
 # role (SAM's generated roles get it from AWS managed policies): no SDK call of ours makes it.
-STREAM_FUNCTIONS = ("MailFunction", "SweepFunction", "RecoveryFunction")
+STREAM_FUNCTIONS = ("MailFunction", "SweepFunction", "RecoveryFunction", "ActivityFunction")
 _RUNTIME_GRANTS = {
     "logs:CreateLogStream": "the runtime opens its log streams in the function's own log group",
     "logs:PutLogEvents": "the runtime writes the function's logs to its own log group",

@@ -63,7 +63,7 @@ def test_register_writes_one_outbox_item_in_the_same_transaction_as_the_account(
     tables = [next(iter(op.values()))["TableName"] for op in transaction["TransactItems"]]
     assert sorted(tables) == sorted(
         # the user, its two claims and a shard of the user count; the session; the verification
-        # token; the known device; the mail
+        # token; the known device; the mail; the account's first activity event
         [
             "UsersTable",
             "UsersTable",
@@ -73,9 +73,10 @@ def test_register_writes_one_outbox_item_in_the_same_transaction_as_the_account(
             "TokensTable",
             "TokensTable",
             "OutboxTable",
+            "OutboxTable",
         ]
     )
-    [item] = [from_item(i) for i in stack.items("OutboxTable")]
+    [item] = [from_item(i) for i in stack.messages()]
     assert set(item) == {"id", "kind", "to", "subject", "text", "html", "createdAt", "expiresAt", "userId"}
     assert (item["kind"], item["to"], item["subject"]) == (
         "verify-email",
@@ -105,7 +106,7 @@ def test_a_register_that_is_refused_queues_no_email(api: Api, stack: Stack) -> N
 
     assert api.register("ALICE", email="other@example.com", ip="192.0.2.2").status == 409
 
-    assert len(stack.items("OutboxTable")) == 1
+    assert len(stack.messages()) == 1
     assert [e["to"] for e in stack.emails] == [["alice@example.com"]]
 
 
@@ -119,7 +120,7 @@ def test_the_mail_function_fed_by_the_outbox_stream_sends_the_verification_email
     assert answer == {"batchItemFailures": []}
     [email] = stack.sent
     assert (email["to"], email["from"]) == (["Alice.W@example.com"], "no-reply@nimbus.example")
-    [item] = [from_item(i) for i in stack.items("OutboxTable")]
+    [item] = [from_item(i) for i in stack.messages()]
     assert (email["subject"], email["text"], email["html"]) == (item["subject"], item["text"], item["html"])
     assert stack.deliver_mail() == {"batchItemFailures": []}  # delivered once: nothing new
     assert len(stack.sent) == 1
@@ -148,7 +149,7 @@ def test_an_email_ses_keeps_refusing_goes_to_the_dead_letter_queue_without_its_l
     assert answer == {"batchItemFailures": []}  # handled: dead-lettered, not retried by the stream
     assert stack.sent == []
     [letter] = dead_letters(stack)
-    [item] = [from_item(i) for i in stack.items("OutboxTable")]
+    [item] = [from_item(i) for i in stack.messages()]
     assert letter["outboxId"] == item["id"]
     assert (letter["to"], letter["kind"], letter["attempts"]) == ("alice@example.com", "verify-email", 1)
     assert letter["error"].startswith("MessageRejected")
@@ -214,7 +215,7 @@ def test_a_settled_message_is_never_claimed_again_and_a_released_one_is_at_once(
     outbox.settle(message.id, "sentAt", now=NOW + 2)
 
     assert outbox.claim(message.id, now=NOW + 1000, until=NOW + 1090) == "settled"
-    stored = from_item(stack.items("OutboxTable")[0])
+    stored = from_item(stack.messages()[0])
     assert "sendingUntil" not in stored
     assert stored["sentAt"]
 
@@ -226,4 +227,4 @@ def test_a_message_deleted_with_its_user_is_gone_and_settling_it_writes_nothing(
     assert outbox.claim(message.id, now=NOW, until=NOW + 90) == "gone"
     outbox.settle(message.id, "deadLetteredAt", now=NOW)
     outbox.release(message.id)
-    assert stack.items("OutboxTable") == []
+    assert stack.messages() == []

@@ -44,13 +44,13 @@ def _reset(
 def _recovery_mails(stack: Stack) -> list[dict[str, Any]]:
     """The recovery mails in the outbox, oldest first, once the requests waiting were handled."""
     stack.handle_recovery_requests()
-    queued = [from_item(i) for i in stack.items("OutboxTable")]
+    queued = [from_item(i) for i in stack.messages()]
     return sorted((m for m in queued if m["kind"] == "recover-password"), key=lambda m: str(m["id"]))
 
 
 def _requests(stack: Stack) -> list[dict[str, Any]]:
     """The recovery requests still stored (not yet handled)."""
-    return [m for m in map(from_item, stack.items("OutboxTable")) if m["kind"] == "recover-request"]
+    return [m for m in map(from_item, stack.messages()) if m["kind"] == "recover-request"]
 
 
 def _mailed_token(stack: Stack, to: str) -> str:
@@ -142,9 +142,7 @@ def test_a_reset_is_one_transaction_and_the_old_sessions_and_password_stop_worki
     assert api.login("alice", PASSWORD, ip="203.0.113.50").status == 401
     assert api.login("alice", NEW_PASSWORD, ip="203.0.113.51").status == 201
     assert _reset(api, token).body["code"] == "INVALID_RECOVERY_TOKEN_ERROR"  # spent
-    notices = [
-        m for m in map(from_item, stack.items("OutboxTable")) if m["kind"] == "notice-password-changed"
-    ]
+    notices = [m for m in map(from_item, stack.messages()) if m["kind"] == "notice-password-changed"]
     assert [m["to"] for m in notices] == ["alice@example.com"]
 
 

@@ -25,7 +25,7 @@ def _recover(api: Api, name: str, ip: str = "198.51.100.20") -> None:
 
 
 def _outbox(stack: Stack, kind: str) -> list[dict[str, Any]]:
-    return [m for m in map(from_item, stack.items("OutboxTable")) if m["kind"] == kind]
+    return [m for m in map(from_item, stack.messages()) if m["kind"] == kind]
 
 
 def _recovery_tokens(stack: Stack) -> list[dict[str, Any]]:

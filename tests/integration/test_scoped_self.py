@@ -90,7 +90,7 @@ def _account(stack: Stack, user_id: str) -> tuple[dict[str, object], list[dict[s
     """The stored user item (password hash, address, verification, pending links, generation) and
     the outbox messages about the user: what a refused change must leave as it was."""
     [item] = [from_item(i) for i in stack.items("UsersTable") if i["pk"]["S"] == f"USER#{user_id}"]
-    mail = [m for m in map(from_item, stack.items("OutboxTable")) if m.get("userId") == user_id]
+    mail = [m for m in map(from_item, stack.messages()) if m.get("userId") == user_id]
     return item, mail
 
 

@@ -70,7 +70,7 @@ def owner(api: Api, frozen: Clock) -> Owner:
 
 def notices(stack: Stack, kind: str | None = None) -> list[dict[str, Any]]:
     """The notices in the outbox (of ``kind``), oldest first."""
-    queued = sorted((from_item(i) for i in stack.items("OutboxTable")), key=lambda m: m["id"])
+    queued = sorted((from_item(i) for i in stack.messages()), key=lambda m: m["id"])
     return [m for m in queued if m["kind"].startswith("notice-") and kind in (None, m["kind"])]
 
 

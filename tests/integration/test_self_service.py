@@ -554,7 +554,7 @@ def test_each_per_user_limit_of_the_seed_holds_exactly(
         (
             "PUT",
             "/users/me/password",
-            {"password": PASSWORD, "newPassword": "x" * 8, "confirmNewPassword": "x" * 8},
+            {"password": PASSWORD, "newPassword": "eight chars", "confirmNewPassword": "eight chars"},
             "ACCOUNT_MODIFY",
             1,
         ),

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from nimbus_core.accounts.notices import Actor
 from nimbus_core.domain.scopes import ALL_BITS, STAFF_BITS, Scope
 from nimbus_core.platform.ids import new_id
 from nimbus_tools.local.inprocess import Reply
@@ -399,7 +400,12 @@ def test_revoke_all_from_a_revoked_view_does_not_keep_the_caller(api: Api, stack
     from nimbus_core.domain.errors import NimbusError
 
     with pytest.raises(NimbusError) as refused:
-        service.revoke_all_sessions(deps, service.Owner.me(stale_view), keep_current=True, now=time.time())
+        service.revoke_all_sessions(
+            deps,
+            service.Owner.me(stale_view, Actor.user("203.0.113.9", stale_view.session)),
+            keep_current=True,
+            now=time.time(),
+        )
 
     assert refused.value.code.name == "INVALID_SESSION_ERROR"
     assert me(api, first).status == 200

@@ -389,7 +389,7 @@ def _everything_of(stack: Stack, user_id: str, email: str) -> dict[str, int]:
         for i in stack.items("TokensTable")
         if i.get("userId", {}).get("S") == user_id and i["kind"]["S"] != "device"
     ]
-    mail = [i for i in stack.items("OutboxTable") if i.get("userId", {}).get("S") == user_id]
+    mail = [i for i in stack.messages() if i.get("userId", {}).get("S") == user_id]
     return {"users": len(users), "sessions": len(sessions), "tokens": len(tokens), "mail": len(mail)}
 
 

@@ -497,9 +497,7 @@ class Accounts:
         self.tx.commit(
             [self.outbox.enqueue_op(email, now=1_800_000_000, kind="verify-email", user_id=user.id)]
         )
-        [message_id] = [
-            str(i["id"]["S"]) for i in self.stack.items("OutboxTable") if i["userId"]["S"] == user.id
-        ]
+        [message_id] = [str(i["id"]["S"]) for i in self.stack.messages() if i["userId"]["S"] == user.id]
         return message_id
 
     def stored(self, user: User) -> set[str]:
@@ -606,9 +604,9 @@ def test_the_records_of_a_user_deleted_since_remove_all_their_sessions_and_mail_
 
     assert answer == {"batchItemFailures": []}
     assert accounts.stored(user) == set()
-    assert mail not in {i["id"]["S"] for i in stack.items("OutboxTable")}
+    assert mail not in {i["id"]["S"] for i in stack.messages()}
     assert accounts.stored(other) == others_current
-    assert len([i for i in stack.items("OutboxTable") if i["userId"]["S"] == other.id]) == 1
+    assert len([i for i in stack.messages() if i["userId"]["S"] == other.id]) == 1
     assert calls.count("GetItem") == 2  # the gone user once, for both its records
 
 

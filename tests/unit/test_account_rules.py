@@ -210,7 +210,8 @@ def test_a_banned_user_is_told_only_after_the_right_password(world: FakeWorld) -
     assert _code(lambda: _login(world, password="wrong password")) is ErrorCode.INVALID_PASSWORD_ERROR
     world.db.calls.clear()
     assert _code(lambda: _login(world)) is ErrorCode.BANNED_ERROR
-    assert world.db.calls == ["users.find"]  # answered before any write
+    # Answered before any write but the account's activity event of the refused sign-in.
+    assert world.db.calls == ["users.find", "outbox.record_event"]
 
 
 # --- change username / email -----------------------------------------------------------------------
@@ -615,7 +616,12 @@ def test_a_refused_change_costs_no_commit(world: FakeWorld) -> None:
     )
 
     assert (status, answer["code"]) == (401, "INVALID_PASSWORD_ERROR")
-    assert world.db.calls == ["sessions.get_with_user", "counters.hit", "sessions.count_reverify_failure"]
+    assert world.db.calls == [
+        "sessions.get_with_user",
+        "counters.hit",
+        "sessions.count_reverify_failure",
+        "outbox.record_event",  # the failure, for the account's activity: its one added write
+    ]
 
 
 def test_delete_account_is_authentication_plus_sweeps_around_one_commit(world: FakeWorld) -> None:
@@ -660,7 +666,10 @@ def test_a_staff_ban_read_before_the_users_own_revocation_still_lands_on_the_sto
         accounts.change_password(world.deps, caller, NEW_PASSWORD, world.clock.now(), actor=ACTOR)
     else:
         sessions.revoke_all_sessions(
-            world.deps, sessions.Owner.me(caller), keep_current=False, now=world.clock.now()
+            world.deps,
+            sessions.Owner.me(caller, Actor.user("203.0.113.9", caller.session)),
+            keep_current=False,
+            now=world.clock.now(),
         )
 
     banned = staff.ban(world.deps, read_by_staff, "Spam", world.clock.now())

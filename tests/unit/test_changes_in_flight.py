@@ -97,7 +97,10 @@ OWN_CHANGES: dict[str, OwnChange] = {
     "domain": lambda w, c: accounts.change_domain(w.deps, c, DOMAIN, "files", w.clock.now()),
     "resend": lambda w, c: accounts.resend_verification(w.deps, c, w.clock.now()),
     "revoke-all-but-mine": lambda w, c: sessions.revoke_all_sessions(
-        w.deps, sessions.Owner.me(c), keep_current=True, now=w.clock.now()
+        w.deps,
+        sessions.Owner.me(c, Actor.user("203.0.113.9", c.session)),
+        keep_current=True,
+        now=w.clock.now(),
     ),
 }
 
@@ -390,7 +393,10 @@ def test_a_scoped_session_created_on_a_read_from_before_a_revoke_all_is_born_rev
         world,
         monkeypatch,
         lambda: sessions.revoke_all_sessions(
-            world.deps, sessions.Owner.me(revoker), keep_current=keep_current, now=world.clock.now()
+            world.deps,
+            sessions.Owner.me(revoker, Actor.user("203.0.113.9", revoker.session)),
+            keep_current=keep_current,
+            now=world.clock.now(),
         ),
     )
 

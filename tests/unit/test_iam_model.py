@@ -89,6 +89,7 @@ def test_template_statements_resolve_to_local_arns() -> None:
         "MailFunction",
         "SweepFunction",
         "RecoveryFunction",
+        "ActivityFunction",
     }
     config = parameter_arn("/nimbus/dev/killswitches/GLOBAL")
     for logical_id, found in statements.items():

@@ -24,6 +24,7 @@ from auth_api import service as auth
 from auth_api.models import RecoverBody, RegisterBody, ResetPasswordBody
 from nimbus_core.accounts import account_changes, verification
 from nimbus_core.accounts.notices import Actor
+from nimbus_core.adapters.activity import DynamoActivity
 from nimbus_core.adapters.counters import DynamoCounters
 from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_core.adapters.items import from_item, to_item
@@ -122,6 +123,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
             outbox_table=tables["OutboxTable"],
             counters_table=tables["CountersTable"],
             domains_table=tables["DomainsTable"],
+            activity_table=tables["ActivityTable"],
         )
         deps = Deps(
             settings=settings,
@@ -133,6 +135,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
                 client, tables["SessionsTable"], tables["UsersTable"], tables["TokensTable"]
             ),
             counters=DynamoCounters(client, tables["CountersTable"]),
+            activity=DynamoActivity(client, tables["ActivityTable"]),
             tokens=DynamoTokens(client, tables["TokensTable"], tables["UsersTable"]),
             domains=DynamoDomains(client, tables["DomainsTable"]),
             outbox=DynamoOutbox(client, tables["OutboxTable"]),
@@ -405,8 +408,11 @@ def test_used_and_superseded_links_need_no_record(world: World) -> None:
     # known devices each sign-in answered: alice's registration and reset, bob's registration.)
     kinds = sorted(str(t["kind"]) for t in world.items("TokensTable"))
     assert kinds == ["device", "device", "device", "recovery", "verify-email"]
-    # alice: two verification links, two recovery links, a notice; bob: two links, a notice.
-    assert len(world.items("OutboxTable")) == 8
+    # alice: two verification links, two recovery links, a notice; bob: two links, a notice; and
+    # the activity events no message carries: both registrations and alice's reset's sign-in.
+    messages = [i for i in world.items("OutboxTable") if i["kind"] != "activity"]
+    assert len(messages) == 8
+    assert len(world.items("OutboxTable")) == 11
     assert world.violations() == []
 
 

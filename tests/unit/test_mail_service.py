@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from nimbus_core.accounts.mail_templates import verification_email
 from nimbus_core.adapters.dead_letters import DeadLetter, dead_letter_from_body
 from nimbus_core.adapters.items import to_item
 from nimbus_core.adapters.outbox import Claim, OutboxMessage, Settlement, message_to_values
+from nimbus_core.domain.models import iso_to_epoch
 from nimbus_core.platform import clock as clock_module
 from nimbus_core.platform import metrics
 from nimbus_tools.local.inprocess import LambdaContextStub
@@ -77,6 +79,8 @@ class FakeLedger:
         self.claims: dict[str, float] = {}
         self.settled: dict[str, str] = {}
         self.leases: list[float] = []  # every claim's end, in order
+        self.notices: dict[tuple[str, str | None], tuple[str, int]] = {}  # (kind, user) -> (id, at)
+        self.lock = threading.Lock()
 
     def claim(self, message_id: str, *, now: float, until: float) -> Claim:
         if message_id in self.gone:
@@ -91,6 +95,16 @@ class FakeLedger:
 
     def release(self, message_id: str) -> None:
         self.claims.pop(message_id, None)
+
+    def admit(self, message: OutboxMessage, *, interval: int) -> bool:
+        # As DynamoOutbox.admit: one conditional write per account and kind, at the message's time.
+        created = int(iso_to_epoch(message.created_at))
+        with self.lock:
+            sent = self.notices.get((message.kind, message.user_id))
+            if sent is not None and sent[0] != message.id and sent[1] > created - interval:
+                return False
+            self.notices[(message.kind, message.user_id)] = (message.id, created)
+            return True
 
     def settle(self, message_id: str, outcome: Settlement, *, now: float) -> None:
         if self.broken:

@@ -15,6 +15,7 @@ import pytest
 
 from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody
+from nimbus_core.accounts.notices import Actor
 from nimbus_core.domain.errors import ChallengeRequiredError, ErrorCode, NimbusError, RateLimitedError
 from nimbus_core.domain.models import SecondFactor, User
 from nimbus_core.factors import answers, otp
@@ -221,7 +222,10 @@ def test_revoking_every_other_session_keeps_the_failures_counted_on_the_callers_
             )
 
     sessions.revoke_all_sessions(
-        world.deps, sessions.Owner.me(caller), keep_current=True, now=world.clock.now()
+        world.deps,
+        sessions.Owner.me(caller, Actor.user("203.0.113.9", caller.session)),
+        keep_current=True,
+        now=world.clock.now(),
     )
     with pytest.raises(NimbusError):
         reverify(world.deps, _caller(world, token), {"password": "wrong"}, world.clock.now(), endpoint=CHANGE)

@@ -9,6 +9,7 @@ from accounts_api import service as accounts
 from auth_api import service as auth
 from auth_api.models import LoginBody, RegisterBody
 from nimbus_core.accounts import notices
+from nimbus_core.accounts.notices import Actor
 from nimbus_core.domain.errors import ErrorCode, NimbusError, UserChangedError
 from nimbus_core.domain.scopes import Scope
 from nimbus_core.http.guard import Request
@@ -50,7 +51,7 @@ def _caller(world: FakeWorld, token: str) -> Caller | None:
 def _me(world: FakeWorld, token: str) -> Owner:
     caller = _caller(world, token)
     assert caller is not None
-    return Owner.me(caller)
+    return Owner.me(caller, Actor.user("203.0.113.9", caller.session))
 
 
 def _sid(token: str) -> str:

@@ -31,6 +31,7 @@ PRODUCTION_STAGE = "prod"
 PUBLIC_PARAMETERS = (
     "VerificationUrl",
     "RecoveryUrl",
+    "SessionsUrl",
     "SenderEmail",
     "CorsAllowedOrigins",
     "WebAuthnOrigins",

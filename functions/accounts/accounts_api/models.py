@@ -18,6 +18,7 @@ from nimbus_core.http.account_bodies import (
 from nimbus_core.http.validation import EVERY_ITEM, MAX_PAGE_SIZE, Body, Pagination, WholeListLimit
 
 __all__ = [
+    "ActivityQuery",
     "ChangeDomainBody",
     "ChangeEmailBody",
     "ChangePasswordBody",
@@ -42,3 +43,7 @@ class DomainsQuery(Pagination):
     def page_limit(self) -> int | None:
         """The most domains the page holds; None for every one."""
         return None if self.limit == EVERY_ITEM else self.limit
+
+
+class ActivityQuery(Pagination):
+    """GET /users/me/activity: pagination only."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from accounts_api import service
-from nimbus_core.accounts import verification
+from nimbus_core.accounts import activity, verification
 from nimbus_core.domain import ratelimits
 from nimbus_core.domain.errors import ErrorCode, SuccessCode
 from nimbus_core.domain.killswitches import KillSwitch
@@ -17,6 +17,7 @@ from nimbus_core.http.responses import Reply, success
 
 if TYPE_CHECKING:
     from accounts_api.models import (
+        ActivityQuery,
         ChangeDomainBody,
         ChangeEmailBody,
         ChangePasswordBody,
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
         DomainsQuery,
         VerifyEmailBody,
     )
-    from nimbus_core.http.views import DomainListView, DomainView, SuccessView, UserView
+    from nimbus_core.http.views import ActivityListView, DomainListView, DomainView, SuccessView, UserView
 
 routes = EndpointRouter(models="accounts_api.models")
 
@@ -44,6 +45,21 @@ def get_me(request: Request) -> Reply[UserView]:
 
 
 @routes.endpoint(
+    "GET",
+    "/users/me/activity",
+    Policy(scope=Scope.ACCOUNT_READ),
+    summary="The account's security events of the last 90 days, newest first",
+)
+def get_my_activity(request: Request[None, ActivityQuery]) -> Reply[ActivityListView]:
+    """GET /users/me/activity: ``{count, items}`` of ActivityEvent (CONTRACT section 17)."""
+    query = request.query
+    count, page = activity.page(
+        request.deps, request.require_caller().user.id, limit=query.limit, offset=query.offset
+    )
+    return Reply({"count": count, "items": [e.to_public() for e in page]})
+
+
+@routes.endpoint(
     "PUT",
     "/users/me/username",
     Policy(
@@ -58,7 +74,12 @@ def get_me(request: Request) -> Reply[UserView]:
 def change_username(request: Request[ChangeUsernameBody]) -> Reply[UserView]:
     """PUT /users/me/username: 200 with the changed User."""
     user = service.change_username(
-        request.deps, request.require_caller(), request.body.username, request.now, answer=request.answer
+        request.deps,
+        request.require_caller(),
+        request.body.username,
+        request.now,
+        answer=request.answer,
+        actor=request.actor(),
     )
     return Reply(user.to_public())
 
@@ -102,7 +123,7 @@ def change_email(request: Request[ChangeEmailBody]) -> Reply[UserView]:
         reverify=True,
         sets_own_password=True,
     ),
-    errors=(ErrorCode.PASSWORDS_DO_NOT_MATCH_ERROR,),
+    errors=(ErrorCode.PASSWORDS_DO_NOT_MATCH_ERROR, ErrorCode.INSECURE_PASSWORD_ERROR),
     summary="Change the password (other sessions are revoked; never with a scoped session)",
 )
 def change_password(request: Request[ChangePasswordBody]) -> Reply[UserView]:

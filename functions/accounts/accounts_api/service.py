@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aws_lambda_powertools import Logger
 
-from nimbus_core.accounts import account_changes
+from nimbus_core.accounts import account_changes, password_policy
 from nimbus_core.accounts.notices import Actor, Notice, notice_op
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError
@@ -18,7 +18,13 @@ _log = Logger(child=True)
 
 
 def change_username(
-    deps: Deps, caller: Caller, username: str, now: float, *, answer: PendingAnswer = NO_ANSWER
+    deps: Deps,
+    caller: Caller,
+    username: str,
+    now: float,
+    *,
+    answer: PendingAnswer = NO_ANSWER,
+    actor: Actor | None = None,
 ) -> User:
     """Rename the caller; the old and new claims swap in the same transaction as the user, and the
     reverification ``answer``.
@@ -28,7 +34,7 @@ def change_username(
     below): a session revoked meanwhile is 401 INVALID_SESSION_ERROR with nothing written; a
     session that stands has the rename built again on the user as stored now.
     """
-    return account_changes.rename(deps, caller.user, username, now, by=caller, answer=answer)
+    return account_changes.rename(deps, caller.user, username, now, by=caller, answer=answer, actor=actor)
 
 
 def change_email(
@@ -61,6 +67,7 @@ def change_password(
     the password it proved was current when read, and this change lands after that one: the last
     to commit sets the password, each counted by the endpoint's limit.
     """
+    password_policy.refuse_compromised(deps.settings, new_password, field="newPassword")
     hashed = account_changes.new_password(caller.user, new_password, now).password_hash  # hashed once
 
     def attempt(current: Caller) -> User:

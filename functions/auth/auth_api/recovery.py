@@ -18,8 +18,11 @@ from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
+from auth_api import sign_ins
+from nimbus_core.accounts import password_policy
 from nimbus_core.accounts.account_changes import FRESH_USER_ATTEMPTS
 from nimbus_core.accounts.notices import Actor, Notice, notice_op
+from nimbus_core.domain.activity import Attempt
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
 from nimbus_core.domain.identity import MAX_LOGIN_NAME
@@ -91,6 +94,8 @@ def reset_password(
         user = _valid(presented, token, user, now)
         if user.banned_at is not None:
             raise NimbusError(ErrorCode.BANNED_ERROR)
+        if new_hash is None:  # checked once, before a second factor is asked for
+            password_policy.refuse_compromised(deps.settings, body.new_password, field="newPassword")
         binding = challenges.Binding(endpoint=RESET_ENDPOINT, recovery=presented.token_hash)
         answer_ops: list[WriteOp] = []
         if user.second_factor_count > 0:
@@ -180,6 +185,17 @@ def _reset_ops(
         *deps.users.change_ops(user, after),
         deps.sessions.put_op(issued.session),
         notice_op(deps, after, Notice.PASSWORD_CHANGED, actor=Actor.recovery(sign_in.source_ip), now=now),
+        # The sign-in the reset opens, by the mailed link (the change itself: the notice's event).
+        # It mails no new sign-in notice: the password-changed notice tells the owner already.
+        sign_ins.signed_in_op(
+            deps,
+            issued,
+            after,
+            method="recovery",
+            attempt=Attempt(sign_in.source_ip, None),
+            notify=False,
+            now=now,
+        ),
     ]
     if unverified and user.pending_verification:
         ops.append(deps.tokens.drop_op(EMAIL_VERIFICATION, user.pending_verification))

@@ -40,6 +40,7 @@ routes = EndpointRouter(models="auth_api.models")
         ErrorCode.INVALID_USERNAME_ERROR,
         ErrorCode.INVALID_EMAIL_ERROR,
         ErrorCode.PASSWORDS_DO_NOT_MATCH_ERROR,
+        ErrorCode.INSECURE_PASSWORD_ERROR,
         ErrorCode.INVALID_DOMAIN_ERROR,
         ErrorCode.USER_EXISTS_ERROR,
     ),
@@ -53,6 +54,7 @@ def register(request: Request[RegisterBody]) -> Reply[SuccessfulAuthView]:
         session_name=request.session_name,
         user_agent=request.user_agent,
         now=request.now,
+        ip=request.source_ip,
     )
     return Reply(issued.to_public())
 
@@ -85,6 +87,7 @@ def login(request: Request[LoginBody]) -> Reply[SuccessfulAuthView]:
         session_name=request.session_name,
         user_agent=request.user_agent,
         now=request.now,
+        attempt=request.attempt(),
     )
     return Reply(issued.to_public())
 
@@ -126,6 +129,7 @@ def passkey_login(
         session_name=request.session_name,
         user_agent=request.user_agent,
         now=request.now,
+        attempt=request.attempt(),
     )
     return Reply(issued.to_public())
 
@@ -159,6 +163,7 @@ def request_recovery(request: Request[RecoverBody]) -> Reply[SuccessView]:
     ),
     errors=(
         ErrorCode.INVALID_RECOVERY_TOKEN_ERROR,
+        ErrorCode.INSECURE_PASSWORD_ERROR,
         ErrorCode.INVALID_SECOND_FACTOR_METHOD_ERROR,
         ErrorCode.SECOND_FACTOR_CHALLENGE_REQUIRED_ERROR,
         ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR,
@@ -178,4 +183,8 @@ def reset_password(request: Request[ResetPasswordBody]) -> Reply[ResetPasswordVi
         user_agent=request.user_agent,
     )
     code = SuccessCode.RESET_PASSWORD_SUCCESS
-    return Reply({**success_payload(code), **issued.to_public()}, code)  # with the new session
+    shown = issued.to_public()  # the new session (never "compromised": the reset refused such a password)
+    return Reply(
+        {**success_payload(code), "token": shown["token"], "exp": shown["exp"], "device": shown["device"]},
+        code,
+    )

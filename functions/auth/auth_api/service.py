@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, NoReturn
 
 from aws_lambda_powertools import Logger
 
-from nimbus_core.accounts import verification
+from auth_api import sign_ins
+from nimbus_core.accounts import notices, password_policy, verification
+from nimbus_core.domain.activity import Attempt
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.identity import find_by_login_name
@@ -31,11 +33,19 @@ _LOGIN = challenges.Binding(endpoint="POST /login")
 
 
 def register(
-    deps: Deps, body: RegisterBody, *, session_name: str | None, now: float, user_agent: str | None = None
+    deps: Deps,
+    body: RegisterBody,
+    *,
+    session_name: str | None,
+    now: float,
+    user_agent: str | None = None,
+    ip: str | None = None,
 ) -> IssuedSession:
     """Create the account, log it in and queue the verification email, in ONE transaction: the user,
-    both uniqueness claims, the session, the verification token and the outbox message. No SES call:
-    the mail function sends it, so an SES outage delays the email but never fails registration."""
+    both uniqueness claims, the session, the verification token, the outbox message and the
+    account's first activity event (from ``ip``). No SES call: the mail function sends it, so an
+    SES outage delays the email but never fails registration."""
+    password_policy.refuse_compromised(deps.settings, body.password, field="password")
     created = iso(now)
     user = User(
         id=ids.new_id(),
@@ -49,8 +59,15 @@ def register(
     user, mail_ops = verification.issue(deps, user, now)
     issued = _signed_in(deps, user, body.remember_me, name=session_name, user_agent=user_agent, now=now)
     issued, device_ops = _with_device(deps, issued, user, now)
+    created_op = sign_ins.registered_op(deps, issued, ip=ip, now=now)
     deps.tx.commit(
-        [*deps.users.create_ops(user), deps.sessions.put_op(issued.session), *mail_ops, *device_ops]
+        [
+            *deps.users.create_ops(user),
+            deps.sessions.put_op(issued.session),
+            *mail_ops,
+            *device_ops,
+            created_op,
+        ]
     )
     _log.info("user registered", extra={"user_id": user.id})
     metrics.count(metrics.Event.REGISTERED)
@@ -58,26 +75,47 @@ def register(
 
 
 def login(
-    deps: Deps, body: LoginBody, *, session_name: str | None, now: float, user_agent: str | None = None
+    deps: Deps,
+    body: LoginBody,
+    *,
+    session_name: str | None,
+    now: float,
+    user_agent: str | None = None,
+    attempt: Attempt | None = None,
 ) -> IssuedSession:
     """Check the password and open a normal session.
 
     Order: unknown user 404 (not counted by the IP limit), account locked by failed answers 429,
     wrong password 401 (counted, per IP and per account), banned 403 only after a correct password;
-    then, with a second factor enrolled, the challenge (401) that the next request answers.
+    then, with a second factor enrolled, the challenge (401) that the next request answers. The
+    account's activity records the sign-in, or its failure (``attempt``: from where), unless no
+    account was named.
     """
-    user, answer_ops, rehash, device = _authenticate(deps, body, now)
+    user, answer_ops, rehash, device, known = _authenticate(deps, body, now, attempt)
     if user.banned_at is not None:
+        sign_ins.refused(deps, user, ErrorCode.BANNED_ERROR, attempt, now)
         raise NimbusError(ErrorCode.BANNED_ERROR)
     if body.two_factor is None and user.second_factor_count > 0:
         _ask_second_factor(deps, user, rehash, now, device=device)
     issued = _signed_in(deps, user, body.remember_me, name=session_name, user_agent=user_agent, now=now)
     issued, device_ops = _with_device(deps, issued, user, now, replacing=device)
+    if body.two_factor is None and password_policy.signs_in_compromised(body.password or ""):
+        issued = replace(issued, password_compromised=True)
+    method = sign_ins.method_of(body.two_factor)
+    notify = notices.new_sign_in_due(user, known_device=known, now=now)
+    signed_in = sign_ins.signed_in_op(
+        deps, issued, user, method=method, attempt=attempt, notify=notify, now=now
+    )
     _store_session(
         deps,
         issued,
         user,
-        answer_ops=[*answer_ops, *device_ops],
+        answer_ops=[
+            *answer_ops,
+            *device_ops,
+            signed_in,
+            *_compromised_notice(deps, issued, user, attempt, now),
+        ],
         guarded=not answer_ops,
         rehash=rehash,
         password=body.password or "",
@@ -86,6 +124,17 @@ def login(
     )
     metrics.count(metrics.Event.LOGIN_SUCCEEDED)
     return issued
+
+
+def _compromised_notice(
+    deps: Deps, issued: IssuedSession, user: User, attempt: Attempt | None, now: float
+) -> list[WriteOp]:
+    """A login with a listed password: the notice to change it, in the session's transaction (the
+    mail function sends at most one a week per account)."""
+    if not issued.password_compromised:
+        return []
+    actor = notices.Actor.user(attempt.ip if attempt and attempt.ip else "unknown", issued.session)
+    return [notices.notice_op(deps, user, notices.Notice.PASSWORD_COMPROMISED, actor=actor, now=now)]
 
 
 def _signed_in(
@@ -116,7 +165,13 @@ def passkey_challenge(deps: Deps, now: float) -> PasskeyChallengeView:
 
 
 def passkey_login(
-    deps: Deps, body: PasskeyLoginBody, *, session_name: str | None, now: float, user_agent: str | None = None
+    deps: Deps,
+    body: PasskeyLoginBody,
+    *,
+    session_name: str | None,
+    now: float,
+    user_agent: str | None = None,
+    attempt: Attempt | None = None,
 ) -> IssuedSession:
     """Open a normal session for the passkey that answered the challenge (CONTRACT section 16):
     401 INVALID_SECOND_FACTOR_RESPONSE_ERROR for any credential that is unknown, deleted or
@@ -127,9 +182,14 @@ def passkey_login(
         raise NimbusError(ErrorCode.BANNED_ERROR)
     issued = _signed_in(deps, user, body.remember_me, name=session_name, user_agent=user_agent, now=now)
     issued, device_ops = _with_device(deps, issued, user, now)
+    # A passkey sign-in presents no known device (its body has none): it is told like a new one.
+    notify = notices.new_sign_in_due(user, known_device=False, now=now)
+    signed_in = sign_ins.signed_in_op(
+        deps, issued, user, method="passkey", attempt=attempt, notify=notify, now=now
+    )
     try:
         # The passkey's counter moving on the user item holds the session to the user as read.
-        deps.tx.commit([deps.sessions.put_op(issued.session), *answer_ops, *device_ops])
+        deps.tx.commit([deps.sessions.put_op(issued.session), *answer_ops, *device_ops, signed_in])
     except NimbusError:
         fresh = deps.users.get(user.id)
         if fresh is not None and fresh.banned_at is not None:
@@ -140,29 +200,32 @@ def passkey_login(
 
 
 def _authenticate(
-    deps: Deps, body: LoginBody, now: float
-) -> tuple[User, list[WriteOp], str | None, KnownDevice | None]:
+    deps: Deps, body: LoginBody, now: float, attempt: Attempt | None
+) -> tuple[User, list[WriteOp], str | None, KnownDevice | None, bool]:
     """Who logs in, checked: by a second-factor challenge's answer (with the writes that answer
     makes), or by login name and password (404, locked 429, wrong password 401; with the new hash
-    when the stored one is due a rehash); and the known device that lifts the account's login lock
-    for them, if the request presented one."""
+    when the stored one is due a rehash); the known device that lifts the account's login lock
+    for them, if the request presented one; and whether it presented a known device of theirs at
+    all (one out of wrong answers lifts no lock, but is still theirs)."""
     if body.two_factor is not None:
         # The second request of a challenge: the token alone names the user.
         parsed = answers.parse_answer(body.two_factor)
         presented = known_devices.presented(deps, body.device)
-        binding = replace(_LOGIN, device=presented)
+        binding = replace(_LOGIN, device=presented, attempt=attempt)
         user, answer_ops = challenges.answer(deps, parsed, binding, now, expected_user=None)
-        return user, answer_ops, None, known_devices.lifts_lock(presented, user, now)
+        known = known_devices.recognised(presented, user, now)
+        return user, answer_ops, None, known_devices.lifts_lock(presented, user, now), known
     found = find_by_login_name(deps.users, body.username or "")
     if found is None:
         raise NimbusError(ErrorCode.INVALID_USER_ERROR)
-    device = known_devices.lifts_lock(known_devices.presented(deps, body.device), found, now)
+    presented = known_devices.presented(deps, body.device)
+    device = known_devices.lifts_lock(presented, found, now)
     password = body.password or ""
-    credentials.check_password(deps, found, password, now, device=device)
+    credentials.check_password(deps, found, password, now, device=device, attempt=attempt)
     rehash = (
         passwords.hash_password(password) if passwords.should_rehash(found.password_hash, password) else None
     )
-    return found, [], rehash, device
+    return found, [], rehash, device, known_devices.recognised(presented, found, now)
 
 
 def _ask_second_factor(

@@ -30,10 +30,11 @@ import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from aws_lambda_powertools import Logger
 
+from nimbus_core.accounts.notices import COMPROMISED_NOTICE_INTERVAL, NEW_SIGN_IN_INTERVAL, Notice
 from nimbus_core.adapters.dead_letters import DeadLetter
 from nimbus_core.adapters.outbox import Claim, OutboxMessage, Settlement
 from nimbus_core.domain.models import Email
@@ -65,6 +66,11 @@ MAX_ERROR_TEXT = 500
 MESSAGE_CLAIM_SECONDS = 30
 # The longest one SES call lasts: the client's connect (2 s) and read (5 s) timeouts, one attempt.
 SES_CALL_SECONDS = 7
+# Notices sent at most once per interval (seconds) per account, by outbox kind.
+BOUNDED_NOTICES = {
+    Notice.NEW_SIGN_IN.kind: NEW_SIGN_IN_INTERVAL,
+    Notice.PASSWORD_COMPROMISED.kind: COMPROMISED_NOTICE_INTERVAL,
+}
 UNREADABLE = "unreadable"  # the kind of a dead letter whose outbox item was not a message
 
 
@@ -89,6 +95,10 @@ class Ledger(Protocol):
 
     def release(self, message_id: str) -> None:
         """Give up the claim: the record will be retried."""
+        ...
+
+    def admit(self, message: OutboxMessage, *, interval: int) -> bool:
+        """Whether a notice sent at most once per ``interval`` per account may go (recording it)."""
         ...
 
 
@@ -134,7 +144,9 @@ class Delivery:
     sent: bool  # False: written to the dead-letter queue, or skipped
     attempts: int
     ses_message_id: str | None = None
-    skipped: Claim | None = None  # "settled" or "gone": not sent by this delivery
+    # "settled" or "gone": not sent by this delivery; "bounded": a notice of its kind told the
+    # account within its interval
+    skipped: Claim | Literal["bounded"] | None = None
 
 
 def _clock_now() -> float:
@@ -179,6 +191,13 @@ class MailService:
         lease = math.floor(min(until, started + MESSAGE_CLAIM_SECONDS))
         if started + SES_CALL_SECONDS > lease:
             raise MessageDeferred(message.id)
+        bound = BOUNDED_NOTICES.get(message.kind)
+        if bound is not None and not self.ledger.admit(message, interval=bound):
+            # Another notice of this kind told the account within the interval (CONTRACT section
+            # 17: at most one new sign-in notice an hour); the sign-in's event is recorded anyway.
+            _log.info("outbox message within its notice bound", extra={"outbox_id": message.id})
+            metrics.count(metrics.Event.MAIL_BOUNDED)
+            return Delivery(message.id, sent=False, attempts=0, skipped="bounded")
         claim = self.ledger.claim(message.id, now=started, until=lease)
         if claim == "busy":
             raise MessageBusy(message.id)

@@ -42,7 +42,7 @@ _NO_SUCH_SESSION = (ErrorAt(404, ErrorCode.INVALID_SESSION_ERROR),)
 
 
 def _me(request: Request[Any, Any, Any]) -> Owner:
-    return Owner.me(request.require_caller())
+    return Owner.me(request.require_caller(), request.actor())
 
 
 def _user(request: Request[Any, Any, Any]) -> Owner:

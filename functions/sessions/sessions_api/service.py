@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nimbus_core.accounts import account_changes
-from nimbus_core.accounts.notices import Actor, Notice, notice_op, scope_names
+from nimbus_core.accounts import account_changes, activity
+from nimbus_core.accounts.notices import STAFF, Actor, Notice, notice_op, scope_names
+from nimbus_core.domain.activity import ActivityEvent, EventType, event_op, record_now
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import Session, User
@@ -28,15 +29,22 @@ ME = "me"
 
 @dataclass(frozen=True, slots=True)
 class Owner:
-    """Whose sessions an endpoint works on, and the caller's session when they are the caller's own."""
+    """Whose sessions an endpoint works on, the caller's session when they are the caller's own,
+    and who acts (the account's activity names them: staff, or the caller's IP and session)."""
 
     user: User
     current: Session | None = None
+    actor: Actor = STAFF
 
     @classmethod
-    def me(cls, caller: Caller) -> Owner:
+    def me(cls, caller: Caller, actor: Actor) -> Owner:
         """The caller's own sessions (``me`` names the calling session)."""
-        return cls(caller.user, caller.session)
+        return cls(caller.user, caller.session, actor)
+
+    def revoked(self, type_: EventType, count: int, now: float) -> ActivityEvent:
+        """The activity event of ``count`` sessions revoked by the actor."""
+        detail = f"{count} session{'s' if count != 1 else ''} revoked."
+        return activity.by(self.user.id, type_.value, actor=self.actor, now=now, details=[detail])
 
     def resolve(self, sid: str) -> str:
         """``me`` is the current session on the own endpoints; elsewhere it is just an unknown id."""
@@ -92,6 +100,7 @@ def delete_session(deps: Deps, owner: Owner, sid: str, now: float) -> None:
     )
     if not deleted:
         raise _unknown_session()
+    record_now(deps, owner.revoked(EventType.SESSION_REVOKED, 1, now), now)
 
 
 def delete_sessions(deps: Deps, owner: Owner, session_ids: Sequence[str], now: float) -> int:
@@ -105,6 +114,8 @@ def delete_sessions(deps: Deps, owner: Owner, session_ids: Sequence[str], now: f
         return 0
     live = [s.id for s in deps.sessions.get_many(owner.user.id, wanted) if _live(s, owner.user, now)]
     deps.sessions.delete_many(owner.user.id, live)
+    if live:
+        record_now(deps, owner.revoked(EventType.SESSION_REVOKED, len(live), now), now)
     return len(live)
 
 
@@ -118,21 +129,22 @@ def revoke_all_sessions(deps: Deps, owner: Owner, *, keep_current: bool, now: fl
     table's stream; until then they are invisible (never listed, counted or accepted).
     """
     if keep_current and owner.current is not None:
-        return _revoke_all_but_mine(deps, Caller(owner.user, owner.current), now)
+        return _revoke_all_but_mine(deps, owner, Caller(owner.user, owner.current), now)
     # The count is for the answer (upstream's clients read it); the revocation does not depend on it.
     count = deps.sessions.count_live(owner.user.id, generation=owner.user.session_generation, now=now)
+    event = event_op(deps, owner.revoked(EventType.SESSIONS_REVOKED, count, now), now)
 
     def attempt(user: User) -> int:
         # Conditional on the generation read: any change that lands first (sessions revoked
         # meanwhile by someone else, a session kept there that must go too; a password change) is
         # revoked again on the user as stored now; a user deleted meanwhile is 404 INVALID_USER_ERROR.
-        deps.tx.commit(deps.users.change_ops(user, revoke_all(user), rebuilt_when_stale=True))
+        deps.tx.commit([*deps.users.change_ops(user, revoke_all(user), rebuilt_when_stale=True), event])
         return count
 
     return account_changes.on_fresh_user(deps, owner.user, attempt, gone=ErrorCode.INVALID_USER_ERROR)
 
 
-def _revoke_all_but_mine(deps: Deps, caller: Caller, now: float) -> int:
+def _revoke_all_but_mine(deps: Deps, owner: Owner, caller: Caller, now: float) -> int:
     """Revoke every session of the caller's but the caller's own; how many it revoked.
 
     Conditional on the generation read: when another change of the account lands first, the caller
@@ -146,8 +158,10 @@ def _revoke_all_but_mine(deps: Deps, caller: Caller, now: float) -> int:
         user = current.user
         count = deps.sessions.count_live(user.id, generation=user.session_generation, now=now)
         after, ops = revoke_all_but(deps, user, current.session)
-        deps.tx.commit([*account_changes.change_ops(deps, user, after, by=current), *ops])
-        return max(count - 1, 0)
+        revoked = max(count - 1, 0)
+        event = event_op(deps, owner.revoked(EventType.SESSIONS_REVOKED, revoked, now), now)
+        deps.tx.commit([*account_changes.change_ops(deps, user, after, by=current), *ops, event])
+        return revoked
 
     return account_changes.on_fresh_caller(deps, caller, now, attempt)
 

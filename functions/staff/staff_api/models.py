@@ -22,6 +22,7 @@ from nimbus_core.http.request_input import printable
 from nimbus_core.http.validation import Body, IdList, Pagination, trim
 
 __all__ = [
+    "ActivityQuery",
     "BanBody",
     "ChangeDomainBody",
     "ChangeEmailBody",
@@ -36,6 +37,10 @@ MAX_REASON = 512
 
 class UsersQuery(Pagination):
     """GET /users: pagination only."""
+
+
+class ActivityQuery(Pagination):
+    """GET /users/:id/activity: pagination only."""
 
 
 def _readable(value: str) -> str:

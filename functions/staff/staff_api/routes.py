@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from nimbus_core.accounts import account_changes, notices
+from nimbus_core.accounts import account_changes, activity, notices
 from nimbus_core.domain.errors import ErrorCode, NimbusError, SuccessCode
 from nimbus_core.domain.models import User
 from nimbus_core.domain.scopes import Scope
@@ -20,8 +20,15 @@ from nimbus_core.http.responses import Reply, counted, success
 from staff_api import service
 
 if TYPE_CHECKING:
-    from nimbus_core.http.views import CountedSuccessView, SuccessView, UserListView, UserView
+    from nimbus_core.http.views import (
+        ActivityListView,
+        CountedSuccessView,
+        SuccessView,
+        UserListView,
+        UserView,
+    )
     from staff_api.models import (
+        ActivityQuery,
         BanBody,
         ChangeDomainBody,
         ChangeEmailBody,
@@ -70,6 +77,14 @@ def list_users(request: Request[None, UsersQuery]) -> Reply[UserListView]:
     return Reply({"count": count, "items": [u.to_public() for u in page]})
 
 
+@routes.endpoint("GET", "/users/<id>/activity", _READ, summary="A user's security events, newest first")
+def get_user_activity(request: Request[None, ActivityQuery]) -> Reply[ActivityListView]:
+    """GET /users/:id/activity: ``{count, items}`` of ActivityEvent, or 404 INVALID_USER_ERROR."""
+    query = request.query
+    count, page = activity.page(request.deps, request.target().id, limit=query.limit, offset=query.offset)
+    return Reply({"count": count, "items": [e.to_public() for e in page]})
+
+
 @routes.endpoint("GET", "/users/<id>", _READ, summary="One user")
 def get_user(request: Request) -> Reply[UserView]:
     """GET /users/:id: the User, or 404 INVALID_USER_ERROR."""
@@ -94,6 +109,7 @@ def set_username(request: Request[ChangeUsernameBody]) -> Reply[UserView]:
             by=request.require_caller(),
             gone=ErrorCode.INVALID_USER_ERROR,
             answer=request.answer,
+            actor=notices.STAFF,
         )
     )
 
@@ -125,7 +141,7 @@ def set_email(request: Request[ChangeEmailBody]) -> Reply[UserView]:
     "PUT",
     "/users/<id>/password",
     _TAKES_ACCOUNT,
-    errors=(ErrorCode.PASSWORDS_DO_NOT_MATCH_ERROR,),
+    errors=(ErrorCode.PASSWORDS_DO_NOT_MATCH_ERROR, ErrorCode.INSECURE_PASSWORD_ERROR),
     summary="Set a user's password (every session of theirs is revoked; never a key's own)",
 )
 def set_password(request: Request[ChangePasswordBody]) -> Reply[UserView]:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from nimbus_core.accounts import account_changes
+from nimbus_core.accounts import account_changes, activity, password_policy
 from nimbus_core.accounts.mail_templates import ban_email
 from nimbus_core.accounts.notices import STAFF, Notice, notice_op
+from nimbus_core.domain.activity import EventType, event_op
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import User
@@ -46,6 +47,7 @@ def set_password(
 
     Built again on the stored user when a concurrent change of it lands first (see :func:`_change`
     for ``by``)."""
+    password_policy.refuse_compromised(deps.settings, password, field="newPassword")
     hashed = account_changes.new_password(user, password, now).password_hash  # hashed once
 
     def build(current: User) -> Built:
@@ -71,7 +73,8 @@ def set_verified(
         stamp = iso(now)
         after: User = current.changed(verified_at=stamp, updated_at=stamp, pending_verification=None)
         pending = current.pending_verification
-        return after, [deps.tokens.drop_op(EMAIL_VERIFICATION, pending)] if pending else []
+        event = _staff_event(deps, current, EventType.ACCOUNT_CHANGED, now, "Email address marked verified.")
+        return after, [*([deps.tokens.drop_op(EMAIL_VERIFICATION, pending)] if pending else []), event]
 
     return _change(deps, user, build, by=by, now=now, answer=answer)
 
@@ -86,7 +89,10 @@ def clear_verified(
             return None  # a new address starts unverified: nothing left to clear
         if current.verified_at is None:
             raise NimbusError(ErrorCode.EMAIL_NOT_VERIFIED_ERROR)
-        return current.changed(verified_at=None, updated_at=iso(now)), []
+        event = _staff_event(
+            deps, current, EventType.ACCOUNT_CHANGED, now, "Email address no longer marked verified."
+        )
+        return current.changed(verified_at=None, updated_at=iso(now)), [event]
 
     return _change(deps, user, build, by=by, now=now, answer=answer)
 
@@ -138,7 +144,10 @@ def ban(
         )
         # Not a verification email: the ACCOUNT_EMAIL_VERIFY switch does not hold it (the seed).
         notice = ban_email(to=current.email, username=current.username, reason=reason)
-        return after, [deps.outbox.enqueue_op(notice, now=now, kind="ban", user_id=current.id)]
+        event = activity.by(
+            current.id, EventType.BANNED.value, actor=STAFF, now=now, details=[f"Reason: {reason}"]
+        )
+        return after, [deps.outbox.enqueue_op(notice, now=now, kind="ban", user_id=current.id, event=event)]
 
     return _change(deps, user, build, by=by, now=now, answer=answer)
 
@@ -151,7 +160,8 @@ def unban(
     def build(current: User) -> Built | None:
         if current.banned_at is None:
             return None
-        return current.changed(banned_at=None, ban_reason=None, updated_at=iso(now)), []
+        event = _staff_event(deps, current, EventType.UNBANNED, now)
+        return current.changed(banned_at=None, ban_reason=None, updated_at=iso(now)), [event]
 
     return _change(deps, user, build, by=by, now=now, answer=answer)
 
@@ -193,6 +203,11 @@ def delete_users(
     # The staff member's own account last: the deletions after it would find their session gone.
     users = sorted(deps.users.get_many(wellformed), key=lambda u: by is not None and u.id == by.user.id)
     return sum(delete_user(deps, user, by=by, now=now, answer=answer) for user in users)
+
+
+def _staff_event(deps: Deps, user: User, type_: EventType, now: float, *details: str) -> WriteOp:
+    """The activity event of a staff change without a notice of its own, for its transaction."""
+    return event_op(deps, activity.by(user.id, type_.value, actor=STAFF, now=now, details=details), now)
 
 
 def _change(

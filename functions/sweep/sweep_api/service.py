@@ -46,13 +46,15 @@ def sweep_user(deps: Deps, user_id: str) -> Swept:
 
     One GetItem, one Query (a further page per MB of stored sessions) and one BatchWriteItem per
     25 stale sessions; nothing is written when nothing is stale. A gone user also costs one Query
-    of the outbox's UserIndex (and a BatchWriteItem per 25 messages found).
+    of the outbox's UserIndex (and a BatchWriteItem per 25 messages found), and one Query per MB of
+    its activity (and a BatchWriteItem per 25 events).
     """
     user = deps.users.get(user_id)
     discarded = 0
     if user is None:
         stale = deps.sessions.list_ids(user_id)
         discarded = deps.outbox.discard_for(user_id)
+        deps.activity.delete_all(user_id)
     else:
         stale = deps.sessions.list_ids(user_id, below_generation=user.session_generation)
     if stale:

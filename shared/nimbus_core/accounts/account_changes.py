@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from nimbus_core.accounts import verification
+from nimbus_core.accounts import activity, verification
 from nimbus_core.accounts.notices import Actor, Notice, mask_email, notice_op
+from nimbus_core.domain.activity import EventType, event_op
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import DependencyError, ErrorCode, NimbusError, UserChangedError
 from nimbus_core.domain.models import User
@@ -150,16 +151,25 @@ def rename(
     by: Caller | None = None,
     gone: ErrorCode = ErrorCode.INVALID_SESSION_ERROR,
     answer: PendingAnswer = NO_ANSWER,
+    actor: Actor | None = None,
 ) -> User:
     """Give ``user`` a new username; the old and new claims swap in the same transaction. ``by``:
     the caller making the change; ``gone``: the answer when the user is deleted meanwhile (see
-    :func:`on_fresh_read`); ``answer``: the reverification the change records (with it)."""
+    :func:`on_fresh_read`); ``answer``: the reverification the change records (with it);
+    ``actor``: who, for the account's activity (the change is recorded with it)."""
 
     def attempt(current: User, made_by: Caller | None) -> User:
         if username == current.username:
             return current
         after: User = current.changed(username=username, updated_at=iso(now))
-        answer.commit(deps.tx, change_ops(deps, current, after, by=made_by))
+        ops = change_ops(deps, current, after, by=made_by)
+        if actor is not None:
+            details = [f"From {current.username} to {username}."]
+            event = activity.by(
+                current.id, EventType.USERNAME_CHANGED.value, actor=actor, now=now, details=details
+            )
+            ops.append(event_op(deps, event, now))
+        answer.commit(deps.tx, ops)
         return after
 
     return on_fresh_read(deps, user, attempt, by=by, now=now, gone=gone)

@@ -80,3 +80,31 @@ def security_notice(
         + f"<p>When: {escape(when)}<br>{escape(by)}</p><p>{escape(advice)}</p>"
     )
     return Email(to=to, subject=subject, text=text, html=html)
+
+
+def new_sign_in_notice(
+    *, to: str, username: str, when: str, ip: str, device: str, method: str, sessions_url: str
+) -> Email:
+    """The new sign-in notice (CONTRACT section 17): a sign-in from a device the account's sign-ins
+    had not made known; when, from where, on which device, how, and where to see and end sessions.
+    ``sessions_url`` is the console's sessions page: it carries no token and acts on nothing."""
+    text = (
+        f"Hello {username},\n\n"
+        "Your account was signed in to from a device it has not been signed in from before.\n\n"
+        f"When: {when}\nFrom: IP address {ip}\nDevice: {device}\nHow: {method}\n\n"
+        "If this was you, there is nothing to do.\n"
+        f"If it was not you, see and end your sessions on {sessions_url} (after logging in), reset "
+        'your password at once (use "Forgot password?" on the login page), and contact us by replying '
+        "to this email.\n"
+    )
+    html = (
+        f"<p>Hello {escape(username)},</p>"
+        "<p>Your account was signed in to from a device it has not been signed in from before.</p>"
+        f"<p>When: {escape(when)}<br>From: IP address {escape(ip)}<br>Device: {escape(device)}<br>"
+        f"How: {escape(method)}</p>"
+        "<p>If this was you, there is nothing to do.</p>"
+        f'<p>If it was not you, <a href="{escape(sessions_url, quote=True)}">see and end your sessions</a> '
+        "(after logging in), reset your password at once (use &quot;Forgot password?&quot; on the login "
+        "page), and contact us by replying to this email.</p>"
+    )
+    return Email(to=to, subject="New sign-in to your account", text=text, html=html)

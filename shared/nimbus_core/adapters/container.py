@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import cache
 
 from nimbus_core.adapters import clients
+from nimbus_core.adapters.activity import DynamoActivity
 from nimbus_core.adapters.counters import DynamoCounters
 from nimbus_core.adapters.domains import DynamoDomains
 from nimbus_core.adapters.kms import KmsKeys
@@ -45,6 +46,7 @@ def production_deps() -> Deps:
         outbox=DynamoOutbox(dynamodb, settings.outbox_table),
         # The KMS client is built by the first TOTP secret sealed or opened: no other request pays.
         sealer=Sealer(lambda: KmsKeys(clients.kms()), key_id=settings.totp_key, stage=settings.stage),
+        activity=DynamoActivity(dynamodb, settings.activity_table),
     )
 
 

@@ -26,17 +26,19 @@ the name as typed, and expires after :data:`RECOVERY_REQUEST_TTL_SECONDS`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from nimbus_core.adapters.activity_items import event_values
 from nimbus_core.adapters.batch import batch_delete
 from nimbus_core.adapters.errors import aws_errors, error_code
 from nimbus_core.adapters.items import from_item, to_item
 from nimbus_core.adapters.transactions import TransactOp
+from nimbus_core.domain.activity import ActivityEvent
 from nimbus_core.domain.errors import DependencyError
-from nimbus_core.domain.models import Email
+from nimbus_core.domain.models import Email, iso_to_epoch
 from nimbus_core.domain.ports import RecoveryRequest, RecoveryRequestGoneError
 from nimbus_core.platform import clock, ids
 
@@ -52,6 +54,13 @@ USER_INDEX = "UserIndex"  # userId -> message ids (keys only): a deleted user's 
 RECOVERY_REQUEST = "recover-request"  # the kind of a recovery request (no message)
 # Long enough for the stream's retries; a request older than this is dropped unanswered.
 RECOVERY_REQUEST_TTL_SECONDS = 3600
+ACTIVITY = "activity"  # the kind of an item that carries an activity event and no message
+# The kind of the item that holds when an account's last bounded notice was sent (the new sign-in
+# notice: at most one an hour), keyed ``<kind>#<notice kind>#<user id>``; no message, and no stream
+# consumer takes it (its first write is an INSERT: the mail function's filter leaves it out).
+NOTICE_SENT = "sent-notice"
+# The activity function moves an event within the stream's 24 hours, or not at all.
+ACTIVITY_TTL_SECONDS = 24 * 3600
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +73,7 @@ class OutboxMessage:
     created_at: str
     expires_at: int
     user_id: str | None = None  # whom it is about: deleting the user deletes its stored messages
+    event: ActivityEvent | None = None  # the activity event it records (a notice's), if any
 
     def expired(self, now: float) -> bool:
         """Whether the item's TTL has passed (DynamoDB deletes expired items lazily)."""
@@ -82,6 +92,7 @@ def message_to_values(message: OutboxMessage) -> dict[str, Any]:
         "createdAt": message.created_at,
         "expiresAt": message.expires_at,
         **({"userId": message.user_id} if message.user_id else {}),
+        **({"event": event_values(message.event)} if message.event else {}),
     }
 
 
@@ -104,6 +115,17 @@ def message_from_image(image: Mapping[str, Any]) -> OutboxMessage:
         expires_at=int(values["expiresAt"]),
         user_id=str(values["userId"]) if values.get("userId") else None,
     )
+
+
+def _event_item(event: ActivityEvent, now: float) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "kind": ACTIVITY,
+        "userId": event.user_id,
+        "event": event_values(event),
+        "createdAt": clock.iso(now),
+        "expiresAt": int(now) + ACTIVITY_TTL_SECONDS,
+    }
 
 
 def recovery_request_from_image(image: Mapping[str, Any]) -> RecoveryRequest:
@@ -144,9 +166,31 @@ class DynamoOutbox:
             user_id=user_id,
         )
 
-    def enqueue_op(self, email: Email, *, now: float, kind: str, user_id: str) -> TransactOp:
-        """A transaction item that puts ``email`` in the outbox (a new id, never overwriting)."""
-        return self.put_op(self.new_message(email, now=now, kind=kind, user_id=user_id))
+    def enqueue_op(
+        self, email: Email, *, now: float, kind: str, user_id: str, event: ActivityEvent | None = None
+    ) -> TransactOp:
+        """A transaction item that puts ``email`` in the outbox (a new id, never overwriting),
+        with the activity ``event`` it records."""
+        message = replace(self.new_message(email, now=now, kind=kind, user_id=user_id), event=event)
+        return self.put_op(message)
+
+    def event_op(self, event: ActivityEvent, *, now: float) -> TransactOp:
+        """A transaction item that puts an item carrying ``event`` (and no message)."""
+        return TransactOp(
+            {
+                "Put": {
+                    "TableName": self.table_name,
+                    "Item": to_item(_event_item(event, now)),
+                    "ConditionExpression": "attribute_not_exists(id)",
+                }
+            }
+        )
+
+    def record_event(self, event: ActivityEvent, *, now: float) -> None:
+        """Store an item carrying ``event`` (one PutItem), for a request that writes nothing else
+        to carry it."""
+        with aws_errors("PutItem (activity event)"):
+            self.client.put_item(TableName=self.table_name, Item=to_item(_event_item(event, now)))
 
     def discard_for(self, user_id: str) -> int:
         """Delete the messages about ``user_id`` still stored: one Query of UserIndex (keys only)
@@ -240,6 +284,39 @@ class DynamoOutbox:
         except BotoCoreError as exc:
             raise DependencyError(f"UpdateItem (outbox claim) failed: {exc}") from exc
         return "claimed"
+
+    def admit(self, message: OutboxMessage, *, interval: int) -> bool:
+        """Whether ``message`` (a notice sent at most once per ``interval`` seconds per account) may
+        be sent: no such notice of its user was admitted within ``interval`` seconds before its
+        creation, or this very message was (a record delivered again). One conditional UpdateItem
+        records it, so concurrent deliveries admit one notice per interval and no more. The time
+        is the message's, never the delivery's: a late or repeated delivery decides the same."""
+        created = int(iso_to_epoch(message.created_at))
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key={"id": {"S": f"{NOTICE_SENT}#{message.kind}#{message.user_id}"}},
+                UpdateExpression=(
+                    "SET kind = :kind, userId = :user, messageId = :id, sentFor = :at, expiresAt = :exp"
+                ),
+                ConditionExpression="attribute_not_exists(id) OR messageId = :id OR sentFor <= :since",
+                ExpressionAttributeValues={
+                    ":kind": {"S": NOTICE_SENT},
+                    ":user": {"S": message.user_id or ""},
+                    ":id": {"S": message.id},
+                    ":at": {"N": str(created)},
+                    ":since": {"N": str(created - interval)},
+                    # Kept past the interval (TTL deletes lazily; the condition reads sentFor).
+                    ":exp": {"N": str(created + 2 * interval)},
+                },
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise DependencyError(f"UpdateItem (outbox notice bound) failed: {exc}") from exc
+            return False
+        except BotoCoreError as exc:
+            raise DependencyError(f"UpdateItem (outbox notice bound) failed: {exc}") from exc
+        return True
 
     def release(self, message_id: str) -> None:
         """Give up the claim (this delivery failed and its record will be retried)."""

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from nimbus_core.domain.activity import ActivityEvent
     from nimbus_core.domain.killswitches import KillSwitch
     from nimbus_core.domain.models import Domain, Email
     from nimbus_core.domain.ports import CounterState, RecoveryRequest, RuntimeConfig, WriteOp
@@ -54,8 +55,20 @@ class Outbox(Protocol):
     """Outgoing email, written in the same transaction as the change that sends it; and the
     recovery requests the recovery function turns into mail."""
 
-    def enqueue_op(self, email: Email, *, now: float, kind: str, user_id: str) -> WriteOp:
-        """Queue ``email``, about user ``user_id``, for the mail function."""
+    def enqueue_op(
+        self, email: Email, *, now: float, kind: str, user_id: str, event: ActivityEvent | None = None
+    ) -> WriteOp:
+        """Queue ``email``, about user ``user_id``, for the mail function; with ``event``, the same
+        item carries the activity event it records to the activity function."""
+        ...
+
+    def event_op(self, event: ActivityEvent, *, now: float) -> WriteOp:
+        """Carry ``event`` to the activity function, in the request's own transaction."""
+        ...
+
+    def record_event(self, event: ActivityEvent, *, now: float) -> None:
+        """Carry ``event`` to the activity function now (one write), for a request that makes
+        no transaction to carry it."""
         ...
 
     def discard_for(self, user_id: str) -> int:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from nimbus_core.domain.deployment_ports import CounterStore, DomainStore, Outbox, RuntimeConfigSource
     from nimbus_core.domain.ports import Clock, SecretSealer, Transactor
     from nimbus_core.domain.token_ports import TokenStore
-    from nimbus_core.domain.user_ports import SessionStore, UserStore
+    from nimbus_core.domain.user_ports import ActivityStore, SessionStore, UserStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,3 +33,4 @@ class Deps:
     domains: DomainStore
     outbox: Outbox
     sealer: SecretSealer
+    activity: ActivityStore

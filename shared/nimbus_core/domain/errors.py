@@ -44,6 +44,7 @@ class ErrorCode(_Coded):
     INVALID_EMAIL_ERROR = (400, "Invalid Email")
     INVALID_PASSWORD_ERROR = (401, "Invalid Password")
     PASSWORDS_DO_NOT_MATCH_ERROR = (400, "Passwords Do Not Match")
+    INSECURE_PASSWORD_ERROR = (400, "Insecure Password")
     USER_EXISTS_ERROR = (409, "User Exists")
     BANNED_ERROR = (403, "Banned")
     EMAIL_NOT_VERIFIED_ERROR = (400, "Email Not Verified")

@@ -248,14 +248,16 @@ class KnownDevice(Record):
     failures: int = 0
     failures_reset_at: int = 0
 
+    def valid_for(self, user: User, *, now: float) -> bool:
+        """Whether this is a known device of ``user``: issued to that user, not revoked since, not
+        expired (a sign-in from it sends no new sign-in notice)."""
+        return self.user_id == user.id and self.generation == user.session_generation and self.exp > now
+
     def lifts_lock_for(self, user: User, *, failure_limit: int, now: float) -> bool:
-        """Whether this device lets a login of ``user`` past the account's login lock: issued to
-        that user, not revoked since, not expired, and not out of wrong answers."""
-        return (
-            self.user_id == user.id
-            and self.generation == user.session_generation
-            and self.exp > now
-            and not (self.failures >= failure_limit and self.failures_reset_at > now)
+        """Whether this device lets a login of ``user`` past the account's login lock: valid for
+        that user, and not out of wrong answers."""
+        return self.valid_for(user, now=now) and not (
+            self.failures >= failure_limit and self.failures_reset_at > now
         )
 
 

@@ -1,5 +1,6 @@
 """The ports of accounts and their sessions: :class:`UserStore` (users and the claims that keep
-names unique, their second factors and failure counts) and :class:`SessionStore`."""
+names unique, their second factors and failure counts), :class:`SessionStore` and
+:class:`ActivityStore`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from nimbus_core.domain.activity import ActivityEvent
     from nimbus_core.domain.models import Challenge, SecondFactor, Session, User
     from nimbus_core.domain.ports import CounterState, WriteOp
 
@@ -214,4 +216,29 @@ class SessionStore(Protocol):
 
     def delete_many(self, user_id: str, session_ids: Iterable[str]) -> None:
         """Remove sessions in batches (idempotent, safe to retry)."""
+        ...
+
+
+class ActivityStore(Protocol):
+    """An account's security events (:mod:`nimbus_core.domain.activity`), kept 90 days."""
+
+    def page(self, user_id: str, *, limit: int, offset: int) -> tuple[int, list[ActivityEvent]]:
+        """How many events the account has, and ``limit`` of them from ``offset``, newest first."""
+        ...
+
+    def put_many(self, events: Sequence[ActivityEvent]) -> None:
+        """Store ``events`` (the same event stored again is the same item)."""
+        ...
+
+    def count_failure(self, user_id: str, hour: int) -> int:
+        """Count one failure of the account in ``hour`` (epoch hours): how many it has now."""
+        ...
+
+    def add_to_summary(self, summary: ActivityEvent) -> None:
+        """Count one more failure on ``summary``, the event standing for an hour's failures beyond
+        those recorded one by one (created by the first; its time is the latest failure's)."""
+        ...
+
+    def delete_all(self, user_id: str) -> int:
+        """Remove every event of a deleted account; how many."""
         ...

@@ -14,6 +14,8 @@ The answers the routes build themselves (the plain successes, the lists) are
 
 from __future__ import annotations
 
+from typing import NotRequired
+
 from typing_extensions import TypedDict
 
 
@@ -61,7 +63,11 @@ class SignInFields(TypedDict):
 
 class SuccessfulAuthView(SignInFields, closed=True):
     """Register and login: the token (shown once), its expiry in Unix seconds, and the known-device
-    token (CONTRACT section 8) that later logins from this client present as ``device``."""
+    token (CONTRACT section 8) that later logins from this client present as ``device``; a login
+    whose password is in the compromised-password list also says ``passwordCompromised: true``
+    (CONTRACT section 17)."""
+
+    passwordCompromised: NotRequired[bool]
 
 
 class PasskeyChallengeView(TypedDict, closed=True):
@@ -93,3 +99,20 @@ class SecondFactorView(TypedDict, closed=True):
     usedAt: str | None
     createdAt: str
     updatedAt: str
+
+
+class ActivityEventView(TypedDict, closed=True):
+    """The ActivityEvent structure (CONTRACT section 17): ``count`` is how many failures a
+    ``more-failures`` event stands for (1 for every other event)."""
+
+    id: str
+    type: str
+    at: str
+    ip: str | None
+    device: str | None
+    method: str | None
+    outcome: str
+    code: str | None
+    sessionId: str | None
+    count: int
+    details: list[str]

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeIs
 
 from aws_lambda_powertools import Logger
 
+from nimbus_core.domain.activity import Attempt
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ChallengeRequiredError, ErrorCode, NimbusError
 from nimbus_core.domain.models import Challenge, KnownDevice, User
@@ -62,6 +63,8 @@ class Binding:
     recovery: str | None = None
     # At login: the known device the request presented (read, not yet checked against the user).
     device: KnownDevice | None = None
+    # Where the answer comes from, for the activity event of a wrong one.
+    attempt: Attempt | None = None
 
     @property
     def login(self) -> bool:
@@ -164,7 +167,7 @@ def answer(
         raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_METHOD_ERROR)
     ops = kind.verified(deps, user, answer, challenge, now)
     if ops is None:
-        _wrong(deps, user, token_hash, binding, now, device=device)
+        _wrong(deps, user, token_hash, binding, now, device=device, kind=answer.type)
     return user, _passed(deps, token_hash, ops)
 
 
@@ -226,18 +229,32 @@ def _passed(deps: Deps, token_hash: str, ops: list[WriteOp]) -> list[WriteOp]:
 
 
 def _wrong(
-    deps: Deps, user: User, token_hash: str, binding: Binding, now: float, *, device: KnownDevice | None
+    deps: Deps,
+    user: User,
+    token_hash: str,
+    binding: Binding,
+    now: float,
+    *,
+    device: KnownDevice | None,
+    kind: str,
 ) -> NoReturn:
-    """Count a wrong answer on its challenge and on the limit of the request it answers; 401."""
+    """Count a wrong answer (of ``kind``) on its challenge and on the limit of the request it
+    answers; 401."""
     deps.tokens.count_wrong_answer(CHALLENGE, token_hash)
     metrics.count(metrics.Event.SECOND_FACTOR_FAILED)
+    wrong = ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR
+    attempt = binding.attempt.answering(kind) if binding.attempt else None
     if binding.recovery is not None:
         # The token takes RECOVERY_WRONG_ANSWERS, then is void: new challenges buy no more guesses.
         deps.tokens.count_wrong_answer(RECOVERY, binding.recovery, limit=RECOVERY_WRONG_ANSWERS)
     elif binding.session_id is not None:
-        credentials.record_reverify_failure(deps, user.id, binding.session_id, now)  # 429 past the limit
+        # 429 past the session's limit
+        credentials.record_reverify_failure(
+            deps, user.id, binding.session_id, now, attempt=attempt, code=wrong
+        )
     else:
-        credentials.record_failure(deps, user, now, device=device)  # 429 when it locks the account
+        # 429 when it locks the account
+        credentials.record_failure(deps, user, now, device=device, attempt=attempt, code=wrong)
     raise NimbusError(ErrorCode.INVALID_SECOND_FACTOR_RESPONSE_ERROR)
 
 

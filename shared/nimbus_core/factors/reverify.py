@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nimbus_core.domain.activity import Attempt
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.ports import WriteOp
@@ -31,11 +32,13 @@ def reverify(
     *,
     endpoint: str,
     sets_own_password: bool = False,
+    attempt: Attempt | None = None,
 ) -> list[WriteOp]:
     """Pass, or raise the contract's error: 400 MISSING_FIELDS_ERROR ["password"] when the password
     is absent (also when a ``2fa`` object is sent for an account without a second factor: the
     upstream bypass), 401 INVALID_PASSWORD_ERROR when wrong, 429 once the session has used up its
-    wrong answers (the login lock is no concern here).
+    wrong answers (the login lock is no concern here). The account's activity records a wrong
+    answer (``attempt``: from where).
 
     A right answer to a challenge passes with the writes that record it (challenge used up, the
     factor's replay guard moved), and a right password with the rehash of a stored hash of another
@@ -46,7 +49,7 @@ def reverify(
     if caller.session.scoped:
         return []
     user = caller.user
-    binding = challenges.Binding(endpoint=endpoint, session_id=caller.session.id)
+    binding = challenges.Binding(endpoint=endpoint, session_id=caller.session.id, attempt=attempt)
     if user.second_factor_count > 0 and body.get("2fa") is not None:
         # The answer to a challenge replaces the password.
         parsed = answers.parse_answer(body["2fa"])
@@ -57,7 +60,7 @@ def reverify(
     password = body.get("password")
     if not isinstance(password, str):
         raise NimbusError(ErrorCode.MISSING_FIELDS_ERROR, fields=["password"])
-    credentials.check_reverify_password(deps, caller.session, user, password, now)
+    credentials.check_reverify_password(deps, caller.session, user, password, now, attempt=attempt)
     # An imported bcrypt hash (or argon2 of older parameters) is replaced by the request's own
     # write: the change's transaction, or the challenge's when a second factor is asked next.
     # Not where the route itself sets the caller's password: its write replaces the hash anyway,

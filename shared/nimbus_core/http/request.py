@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nimbus_core.accounts.notices import Actor
+from nimbus_core.domain.activity import Attempt
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError
 from nimbus_core.domain.models import User
@@ -95,6 +96,15 @@ class Request[B = None, Q = None, P = None]:
             and caller.user.id in user_ids
         ):
             raise NimbusError(ErrorCode.INSUFFICIENT_PERMISSIONS_ERROR)
+
+    def attempt(self) -> Attempt:
+        """Where this request comes from, for the activity event of a failed sign-in or
+        reverification: its IP address and device (a signed-in caller's session name; else the
+        name the request gives its session, or its User-Agent's device)."""
+        caller = self._caller
+        if caller is not None:
+            return Attempt(self.source_ip, caller.session.name, caller.session.user_agent)
+        return Attempt(self.source_ip, self.session_name, self.user_agent)
 
     def require_caller(self) -> Caller:
         """The caller on an endpoint whose guard required a session."""

@@ -17,6 +17,7 @@ from typing import NotRequired
 from typing_extensions import TypedDict
 
 from nimbus_core.domain.views import (
+    ActivityEventView,
     DomainView,
     PasskeyChallengeView,
     SecondFactorView,
@@ -28,6 +29,8 @@ from nimbus_core.domain.views import (
 )
 
 __all__ = [
+    "ActivityEventView",
+    "ActivityListView",
     "BackupCodesView",
     "CountedSuccessView",
     "DomainListView",
@@ -106,6 +109,13 @@ class OpenApiDocumentView(TypedDict, extra_items=object):  # type: ignore[call-a
     openapi: str
     info: dict[str, object]
     paths: dict[str, object]
+
+
+class ActivityListView(TypedDict, closed=True):
+    """``{count, items}`` of an account's activity, newest first: ``count`` is every event kept."""
+
+    count: int
+    items: list[ActivityEventView]
 
 
 class SessionListView(TypedDict, closed=True):

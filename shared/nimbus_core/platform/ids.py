@@ -48,6 +48,27 @@ def new_id() -> str:
     return _encode(value)
 
 
+_at_state = _Monotonic()
+
+
+def new_id_at(millisecond: int) -> str:
+    """A new id of ``millisecond`` (epoch ms) rather than of now: a record's id that sorts by the
+    time the record says it happened (an activity event's, whatever clock made it). Monotonic
+    within a millisecond in a process, as :func:`new_id` is."""
+    with _at_state.lock:
+        value = millisecond << 80 | secrets.randbits(80)
+        if value <= _at_state.last and _at_state.last >> 80 == millisecond:
+            value = _at_state.last + 1 + secrets.randbits(16)
+        _at_state.last = value
+    return _encode(value)
+
+
+def last_id_of(millisecond: int) -> str:
+    """The greatest id of ``millisecond`` (epoch ms): it sorts after every id made in it, before
+    every later one."""
+    return _encode(millisecond << 80 | (1 << 80) - 1)
+
+
 def _encode(value: int) -> str:
     chars = []
     for _ in range(26):
@@ -58,8 +79,9 @@ def _encode(value: int) -> str:
 
 def reseed() -> None:
     """Start the monotonic state afresh (a process restored from a snapshot shares it otherwise)."""
-    with _state.lock:
-        _state.last = 0
+    for state in (_state, _at_state):
+        with state.lock:
+            state.last = 0
 
 
 def is_id(value: str) -> bool:

@@ -29,12 +29,15 @@ class Event(StrEnum):
     MAIL_SENT = "MailSent"  # an outbox message accepted by SES
     MAIL_DEAD_LETTERED = "MailDeadLettered"  # an outbox message given up on, in the dead-letter queue
     MAIL_THROTTLED = "MailThrottled"  # SES refused a message for its sending rate or daily quota
+    MAIL_BOUNDED = "MailBounded"  # a new sign-in notice not sent: another told its account this hour
     SESSIONS_SWEPT = "SessionsSwept"  # stale session items deleted by the sweep function
     SECOND_FACTOR_CHALLENGED = "SecondFactorChallenged"  # a correct password asked for a second factor
     SECOND_FACTOR_PASSED = "SecondFactorPassed"
     SECOND_FACTOR_FAILED = "SecondFactorFailed"  # a wrong second-factor answer
     RECOVERY_MAILED = "RecoveryMailed"  # a recovery link queued (never answered: the 201 is the same)
     PASSWORD_RESET = "PasswordReset"  # a password set with a recovery link
+    ACTIVITY_LOST = "ActivityLost"  # an activity event whose write failed (the request went on)
+    ACTIVITY_RECORDED = "ActivityRecorded"  # events the activity function stored
 
 
 @cache

@@ -68,6 +68,7 @@ class Settings:
     tokens_table: str = field(metadata=_env("TOKENS_TABLE"))
     domains_table: str = field(metadata=_env("DOMAINS_TABLE"))
     outbox_table: str = field(metadata=_env("OUTBOX_TABLE"))
+    activity_table: str = field(metadata=_env("ACTIVITY_TABLE"))
     # Only the mail function is given its dead-letter queue; the other functions never send to it.
     mail_dead_letter_queue_url: str = field(default="", metadata=_env("MAIL_DEAD_LETTER_QUEUE_URL"))
     killswitch_path: str = field(metadata=_env("KILLSWITCH_PATH"))  # one parameter per switch below it
@@ -78,6 +79,8 @@ class Settings:
     recovery_url: str = field(
         default="http://localhost:3000/console/recover?token={token}", metadata=_env("RECOVERY_URL")
     )
+    # The console's sessions page, named in new sign-in notices (a plain link: it carries no token).
+    sessions_url: str = field(default="http://localhost:3000/console/sessions", metadata=_env("SESSIONS_URL"))
     default_domain: str = field(metadata=_env("DEFAULT_DOMAIN"))
     session_hours: int = field(default=24, metadata=_env("SESSION_HOURS", _POSITIVE))
     remember_me_days: int = field(default=30, metadata=_env("REMEMBER_ME_DAYS", _POSITIVE))
@@ -85,6 +88,8 @@ class Settings:
     long_lived_session_days: int = field(default=3650, metadata=_env("LONG_LIVED_SESSION_DAYS", _POSITIVE))
     verification_token_hours: int = field(default=24, metadata=_env("VERIFICATION_TOKEN_HOURS", _POSITIVE))
     recovery_token_minutes: int = field(default=30, metadata=_env("RECOVERY_TOKEN_MINUTES", _POSITIVE))
+    # New passwords are also looked up in Have I Been Pwned's range API (CONTRACT section 17).
+    pwned_passwords_range: bool = field(default=False, metadata=_env("PWNED_PASSWORDS_RANGE", _flag))
     staff_require_second_factor: bool = field(
         default=True, metadata=_env("STAFF_REQUIRE_SECOND_FACTOR", _flag)
     )

@@ -18,6 +18,7 @@ Recovery's wrong answers are bounded on the recovery token instead (:mod:`nimbus
 
 from __future__ import annotations
 
+from nimbus_core.domain.activity import Attempt, EventType, new_event, record_now
 from nimbus_core.domain.deps import Deps
 from nimbus_core.domain.errors import ErrorCode, NimbusError, RateLimitedError
 from nimbus_core.domain.models import KnownDevice, Session, User
@@ -33,33 +34,55 @@ def refuse_if_locked(user: User, now: float) -> None:
 
 
 def check_password(
-    deps: Deps, user: User, password: str, now: float, *, device: KnownDevice | None = None
+    deps: Deps,
+    user: User,
+    password: str,
+    now: float,
+    *,
+    device: KnownDevice | None = None,
+    attempt: Attempt | None = None,
 ) -> None:
     """At login: pass if ``password`` is the user's; otherwise count the failure (on the account,
     or on ``device``: a known device that lifts the lock) and answer 401 INVALID_PASSWORD_ERROR,
-    or 429 once the failure that was just counted locks the account."""
+    or 429 once the failure that was just counted locks the account. The account's activity
+    records the failure (``attempt``: from where)."""
     if device is None:
         refuse_if_locked(user, now)
     if passwords.verify_password(user.password_hash, password):
         return
     metrics.count(metrics.Event.LOGIN_FAILED)
-    record_failure(deps, user, now, device=device)
+    record_failure(deps, user, now, device=device, attempt=attempt)
     raise NimbusError(ErrorCode.INVALID_PASSWORD_ERROR)
 
 
-def record_failure(deps: Deps, user: User, now: float, *, device: KnownDevice | None = None) -> None:
+def record_failure(
+    deps: Deps,
+    user: User,
+    now: float,
+    *,
+    device: KnownDevice | None = None,
+    attempt: Attempt | None = None,
+    code: ErrorCode = ErrorCode.INVALID_PASSWORD_ERROR,
+) -> None:
     """Count one failed password or second-factor answer at login; 429 beyond the lock's limit.
     With a known ``device`` it is counted on the device, unless the device had none left (a
-    concurrent failure took the last): then on the account, as without one."""
+    concurrent failure took the last): then on the account, as without one. The account's
+    activity records it as a failed sign-in answered ``code`` (or the 429)."""
+    state = None  # the account's count: None when the device took the failure, or the user is gone
     if device is not None:
         counted = deps.tokens.count_device_failure(
             device.hash, limit=DEVICE_AUTH_FAILURES.limit, window=DEVICE_AUTH_FAILURES.window, now=now
         )
-        if counted is not None and counted.allowed:
-            return
-    state = deps.users.count_auth_failure(
-        user.id, limit=ACCOUNT_AUTH_FAILURES.limit, window=ACCOUNT_AUTH_FAILURES.window, now=now
+        on_device = counted is not None and counted.allowed
+    if device is None or not on_device:
+        state = deps.users.count_auth_failure(
+            user.id, limit=ACCOUNT_AUTH_FAILURES.limit, window=ACCOUNT_AUTH_FAILURES.window, now=now
+        )
+    answered = ErrorCode.RATELIMITED_ERROR if state is not None and not state.allowed else code
+    failed = new_event(
+        user.id, EventType.SIGN_IN, now=now, outcome="failure", attempt=attempt, code=answered.name
     )
+    record_now(deps, failed, now)
     _refuse_if_refused(state, now)  # None: the account was deleted meanwhile
 
 
@@ -70,7 +93,9 @@ def refuse_if_reverify_limited(session: Session, now: float) -> None:
     )
 
 
-def check_reverify_password(deps: Deps, session: Session, user: User, password: str, now: float) -> None:
+def check_reverify_password(
+    deps: Deps, session: Session, user: User, password: str, now: float, *, attempt: Attempt | None = None
+) -> None:
     """At reverification: pass if ``password`` is the user's, whatever the login lock says;
     otherwise count the failure on ``session`` (never on the account) and answer 401
     INVALID_PASSWORD_ERROR, or 429 when the session had used up its wrong answers."""
@@ -78,16 +103,36 @@ def check_reverify_password(deps: Deps, session: Session, user: User, password: 
     if passwords.verify_password(user.password_hash, password):
         return
     metrics.count(metrics.Event.LOGIN_FAILED)
-    record_reverify_failure(deps, user.id, session.id, now)
+    record_reverify_failure(deps, user.id, session.id, now, attempt=attempt)
     raise NimbusError(ErrorCode.INVALID_PASSWORD_ERROR)
 
 
-def record_reverify_failure(deps: Deps, user_id: str, session_id: str, now: float) -> None:
+def record_reverify_failure(
+    deps: Deps,
+    user_id: str,
+    session_id: str,
+    now: float,
+    *,
+    attempt: Attempt | None = None,
+    code: ErrorCode = ErrorCode.INVALID_PASSWORD_ERROR,
+) -> None:
     """Count one failed reverification on the session (one conditional atomic write, so N
-    concurrent failures let exactly the limit through); 429 when the session had none left."""
+    concurrent failures let exactly the limit through); 429 when the session had none left. The
+    account's activity records it (answered ``code``, or the 429)."""
     state = deps.sessions.count_reverify_failure(
         user_id, session_id, limit=REVERIFY_FAILURES.limit, window=REVERIFY_FAILURES.window, now=now
     )
+    answered = ErrorCode.RATELIMITED_ERROR if state is not None and not state.allowed else code
+    failed = new_event(
+        user_id,
+        EventType.REVERIFY,
+        now=now,
+        outcome="failure",
+        attempt=attempt,
+        code=answered.name,
+        session_id=session_id,
+    )
+    record_now(deps, failed, now)
     _refuse_if_refused(state, now)  # None: the session was deleted meanwhile
 
 

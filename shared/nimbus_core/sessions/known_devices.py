@@ -42,6 +42,12 @@ def lifts_lock(device: KnownDevice | None, user: User, now: float) -> KnownDevic
     return None
 
 
+def recognised(device: KnownDevice | None, user: User, now: float) -> bool:
+    """Whether a sign-in of ``user`` presented a known device of theirs (CONTRACT section 17: such a
+    sign-in mails no new sign-in notice). A device out of wrong answers is still theirs."""
+    return device is not None and device.valid_for(user, now=now)
+
+
 def issue(
     deps: Deps, user: User, now: float, *, replacing: KnownDevice | None = None
 ) -> tuple[str, list[WriteOp]]:

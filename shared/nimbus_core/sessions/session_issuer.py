@@ -29,13 +29,19 @@ class IssuedSession:
     token: str
     # A sign-in's known-device token (CONTRACT section 8), shown once too; None for scoped sessions.
     device: str | None = None
+    # A login whose password is in the compromised-password list (CONTRACT section 17).
+    password_compromised: bool = False
 
     def to_public(self) -> SuccessfulAuthView:
         """The SuccessfulAuth structure of a sign-in, which always has its ``device`` token (a
-        scoped session's token is shown with its Session instead: ScopedSessionView)."""
+        scoped session's token is shown with its Session instead: ScopedSessionView), and says
+        ``passwordCompromised`` only when it is so."""
         if self.device is None:
             raise NoDeviceTokenError("a sign-in is shown with its known-device token")
-        return {"token": self.token, "exp": self.session.exp, "device": self.device}
+        shown: SuccessfulAuthView = {"token": self.token, "exp": self.session.exp, "device": self.device}
+        if self.password_compromised:
+            shown["passwordCompromised"] = True
+        return shown
 
 
 def normal_lifetime(deps: Deps, *, remember_me: bool) -> int:

@@ -44,7 +44,7 @@ def _alarms_on(namespace: str, metric: str) -> set[str]:
 
 def test_every_function_has_an_errors_and_a_throttles_alarm() -> None:
     functions = set(resources_of_type(TEMPLATE, "AWS::Serverless::Function"))
-    assert len(functions) == 9
+    assert len(functions) == 10
     assert _alarms_on("AWS/Lambda", "Errors") == functions
     assert _alarms_on("AWS/Lambda", "Throttles") == functions
 
@@ -53,7 +53,7 @@ def test_every_stream_fed_function_has_an_alarm_on_its_backlog() -> None:
     """A stream read falling behind fails nothing (no error, no throttle, no dead letter), but mail
     goes out late and recovery requests older than their hour are dropped: IteratorAge tells."""
     fed = {s.function for s in stream_subscriptions(TEMPLATE)}
-    assert fed == {"MailFunction", "SweepFunction", "RecoveryFunction"}
+    assert fed == {"MailFunction", "SweepFunction", "RecoveryFunction", "ActivityFunction"}
     assert _alarms_on("AWS/Lambda", "IteratorAge") == fed
     for alarm in ALARMS.values():
         props = alarm["Properties"]
@@ -64,7 +64,12 @@ def test_every_stream_fed_function_has_an_alarm_on_its_backlog() -> None:
 
 def test_every_dead_letter_queue_has_an_alarm_on_waiting_messages() -> None:
     queues = set(resources_of_type(TEMPLATE, "AWS::SQS::Queue"))
-    assert queues == {"MailDeadLetterQueue", "SweepDeadLetterQueue", "RecoveryDeadLetterQueue"}
+    assert queues == {
+        "MailDeadLetterQueue",
+        "SweepDeadLetterQueue",
+        "RecoveryDeadLetterQueue",
+        "ActivityDeadLetterQueue",
+    }
     assert _alarms_on("AWS/SQS", "ApproximateNumberOfMessagesVisible") == queues
 
 
@@ -94,7 +99,12 @@ def test_the_dashboard_shows_the_api_the_functions_the_dead_letters_and_the_alar
     body = dashboard["Properties"]["DashboardBody"]["Fn::Sub"]
     for name in [*resources_of_type(TEMPLATE, "AWS::Serverless::Function"), "NimbusApi"]:
         assert f"${{{name}}}" in body
-    for queue in ("MailDeadLetterQueue", "SweepDeadLetterQueue", "RecoveryDeadLetterQueue"):
+    for queue in (
+        "MailDeadLetterQueue",
+        "SweepDeadLetterQueue",
+        "RecoveryDeadLetterQueue",
+        "ActivityDeadLetterQueue",
+    ):
         assert f"${{{queue}.QueueName}}" in body
     assert "${Api5xxRateAlarm.Arn}" in body
     json.loads(re.sub(r"\$\{[^}]+\}", "x", body))  # JSON once CloudFormation has substituted it

@@ -22,6 +22,7 @@ PROD = {
     "Stage": "prod",
     "VerificationUrl": "https://files.acme.io/console/verify?token={token}",
     "RecoveryUrl": "https://files.acme.io/console/recover?token={token}",
+    "SessionsUrl": "https://files.acme.io/console/sessions",
     "SenderEmail": "no-reply@acme.io",
     "CorsAllowedOrigins": "https://files.acme.io,https://acme.io",
     "WebAuthnOrigins": "https://files.acme.io",
@@ -32,6 +33,7 @@ PROD = {
 DEVELOPMENT_PARAMETERS = {
     "VerificationUrl",
     "RecoveryUrl",
+    "SessionsUrl",
     "SenderEmail",
     "CorsAllowedOrigins",
     "WebAuthnOrigins",
@@ -135,5 +137,9 @@ def test_every_table_that_holds_accounts_takes_the_deletion_protection_parameter
         if table["Properties"].get("DeletionProtectionEnabled") == {"Ref": "DeletionProtection"}
     }
     retained = {name for name, table in tables.items() if table.get("DeletionPolicy") == "Retain"}
-    assert protected == retained == {"UsersTable", "SessionsTable", "TokensTable", "DomainsTable"}
+    assert (
+        protected
+        == retained
+        == {"UsersTable", "SessionsTable", "TokensTable", "DomainsTable", "ActivityTable"}
+    )
     assert TEMPLATE["Parameters"]["DeletionProtection"]["Default"] == "true"

@@ -161,6 +161,7 @@ def test_table_definitions_give_create_table_kwargs_and_ttl() -> None:
         "TokensTable",
         "DomainsTable",
         "OutboxTable",
+        "ActivityTable",
     }
     users = tables["UsersTable"]["create_table"]
     assert users["TableName"] == "UsersTable"
@@ -182,6 +183,7 @@ def test_table_definitions_give_create_table_kwargs_and_ttl() -> None:
         "TokensTable": "expiresAt",
         "DomainsTable": None,
         "OutboxTable": "expiresAt",
+        "ActivityTable": "expiresAt",
     }
     assert tables["OutboxTable"]["create_table"]["StreamSpecification"] == {
         "StreamEnabled": True,
@@ -203,6 +205,7 @@ def test_function_specs_merge_globals_with_the_function_and_list_routes() -> Non
         "MailFunction",
         "SweepFunction",
         "RecoveryFunction",
+        "ActivityFunction",
     }
     auth = specs["AuthFunction"]
     assert auth.handler == "auth_api.handler.lambda_handler"
@@ -272,7 +275,12 @@ def test_a_queue_ref_is_its_url_and_its_getatt_arn_names_the_same_queue() -> Non
             "QueueName": name,
             "Attributes": {"MessageRetentionPeriod": "1209600", "SqsManagedSseEnabled": "true"},
         }
-        for name in ("MailDeadLetterQueue", "SweepDeadLetterQueue", "RecoveryDeadLetterQueue")
+        for name in (
+            "MailDeadLetterQueue",
+            "SweepDeadLetterQueue",
+            "RecoveryDeadLetterQueue",
+            "ActivityDeadLetterQueue",
+        )
     }
 
 
@@ -289,21 +297,28 @@ def test_only_the_mail_function_gets_the_dead_letter_queue_and_every_function_th
         "MailFunction": True,
         "SweepFunction": False,  # its queue is written by the event source mapping, not by its code
         "RecoveryFunction": False,  # likewise
+        "ActivityFunction": False,  # likewise
     }
     assert {s.environment["OUTBOX_TABLE"] for s in specs.values()} == {"OutboxTable"}
     assert specs["MailFunction"].routes == ()
     assert specs["SweepFunction"].routes == ()
     assert specs["RecoveryFunction"].routes == ()
+    assert specs["ActivityFunction"].routes == ()
 
 
-def test_the_mail_function_subscribes_to_inserts_on_the_outbox_stream_but_recovery_requests() -> None:
+def test_the_mail_function_subscribes_to_inserts_on_the_outbox_stream_but_requests_and_events() -> None:
     [subscription] = [s for s in stream_subscriptions(TEMPLATE) if s.function == "MailFunction"]
 
     assert subscription.table == "OutboxTable"
     assert subscription.filter_patterns == (
         {
             "eventName": ["INSERT"],
-            "dynamodb": {"NewImage": {"kind": {"S": [{"anything-but": ["recover-request"]}]}}},
+            # Recovery requests, bare activity events and the new sign-in notices' bound are no mail.
+            "dynamodb": {
+                "NewImage": {
+                    "kind": {"S": [{"anything-but": ["recover-request", "activity", "sent-notice"]}]}
+                }
+            },
         },
     )
     assert subscription.report_batch_item_failures
@@ -338,6 +353,7 @@ def test_the_sweep_function_subscribes_to_changed_and_removed_user_items_on_the_
         "MailFunction",
         "SweepFunction",
         "RecoveryFunction",
+        "ActivityFunction",
     ]
 
 
@@ -373,5 +389,5 @@ def test_every_stream_event_bisects_a_failing_batch() -> None:
         if event["Type"] == "DynamoDB"
     ]
 
-    assert len(events) == 3
+    assert len(events) == 4
     assert all(event.get("BisectBatchOnFunctionError") is True for event in events)

@@ -52,12 +52,15 @@ class StackOptions:
 
 def local_parameters(template: Template, params: dict[str, str], port: int) -> dict[str, str]:
     """``params`` with what points at this server on ``port`` unless given: the verification and
-    recovery links open the console, and the WebAuthn relying party is ``localhost`` (browsers
-    accept it over plain http, never an IP address), the console's one origin."""
+    recovery links and the sessions page of new sign-in notices open the console, and the WebAuthn
+    relying party is ``localhost`` (browsers accept it over plain http, never an IP address), the
+    console's one origin."""
     declared, params = template.get("Parameters") or {}, dict(params)
     for name, page in (("VerificationUrl", "verify"), ("RecoveryUrl", "recover")):
         if name in declared:
             params.setdefault(name, f"{console_url(port)}/{page}?token={{token}}")
+    if "SessionsUrl" in declared:
+        params.setdefault("SessionsUrl", f"{console_url(port)}/sessions")
     if "WebAuthnRpId" in declared and "WebAuthnRpId" not in params:
         params["WebAuthnRpId"] = "localhost"
         params.setdefault("WebAuthnOrigins", f"http://localhost:{port}")

@@ -83,6 +83,7 @@ class Reverification(Step):
             request.now,
             endpoint=request.endpoint,
             sets_own_password=policy.sets_own_password,
+            attempt=request.attempt(),
         )
         if not writes:
             return proceed()
