@@ -4,6 +4,7 @@ sends SIGINT and waits for a clean exit."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -44,6 +45,12 @@ class LocalApiProcess:
             with self._changed:
                 lines.append(line.rstrip("\n"))
                 self._changed.notify_all()
+        # The pipe closed: the process is exiting. Wait for its exit code before telling the
+        # waiters, or a predicate on the process (``ready``: "or exited") sees it still running
+        # and nothing wakes them again until their timeout.
+        # One that closed its output and runs on is left to the predicate.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=5)
         with self._changed:
             self._changed.notify_all()
 
