@@ -13,7 +13,6 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from activity_api.service import store
@@ -21,7 +20,7 @@ from nimbus_core.adapters import snapstart
 from nimbus_core.adapters.activity_items import event_from_image
 from nimbus_core.adapters.container import production_deps
 from nimbus_core.domain.loglevels import apply_log_level
-from nimbus_core.platform.stream_batch import process_batch
+from nimbus_core.platform.stream_batch import new_item_handler, process_batch
 
 logger = Logger()
 snapstart.register_hooks()
@@ -33,18 +32,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     apply_log_level(logger, production_deps)  # SSM unavailable: the level stays, events go on
     deps = production_deps()
 
-    def record_handler(record: DynamoDBRecord) -> None:
-        raw: dict[str, Any] = record.raw_event
-        image = (raw.get("dynamodb") or {}).get("NewImage")
-        if raw.get("eventName") != "INSERT" or not image:
-            logger.warning("ignoring a stream record that is not a new outbox item")
-            return
-        try:
-            carried = event_from_image(image)
-        except (KeyError, ValueError, TypeError):
-            # No retry can read it: an item of a kind that carries no event (an older message).
-            logger.warning("ignoring an outbox item that carries no activity event")
-            return
-        store(deps, carried)
-
-    return process_batch(event, context, record_handler)
+    handler = new_item_handler(
+        event_from_image, lambda carried: store(deps, carried), what="an item carrying an activity event"
+    )
+    return process_batch(event, context, handler)

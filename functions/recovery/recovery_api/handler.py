@@ -13,7 +13,6 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from nimbus_core.adapters import snapstart
@@ -21,7 +20,7 @@ from nimbus_core.adapters.container import production_deps
 from nimbus_core.adapters.outbox import recovery_request_from_image
 from nimbus_core.domain.loglevels import apply_log_level
 from nimbus_core.platform import clock
-from nimbus_core.platform.stream_batch import process_batch
+from nimbus_core.platform.stream_batch import new_item_handler, process_batch
 from recovery_api.service import handle_request
 
 logger = Logger()
@@ -34,21 +33,12 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     _apply_log_level()
     deps = production_deps()
 
-    def record_handler(record: DynamoDBRecord) -> None:
-        raw: dict[str, Any] = record.raw_event
-        image = (raw.get("dynamodb") or {}).get("NewImage")
-        if raw.get("eventName") != "INSERT" or not image:
-            logger.warning("ignoring a stream record that is not a new outbox item")
-            return
-        try:
-            request = recovery_request_from_image(image)
-        except (KeyError, ValueError, TypeError):
-            # No retry can read it, and it asks for nothing this function can do.
-            logger.warning("ignoring an outbox item that is not a recovery request")
-            return
-        handle_request(deps, request, clock.now())
-
-    return process_batch(event, context, record_handler)
+    handler = new_item_handler(
+        recovery_request_from_image,
+        lambda request: handle_request(deps, request, clock.now()),
+        what="a recovery request",
+    )
+    return process_batch(event, context, handler)
 
 
 def _apply_log_level() -> None:
