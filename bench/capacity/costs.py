@@ -98,6 +98,7 @@ CLASSES: tuple[tuple[str, str, str | int], ...] = (
     # The lookup indexes (by username, by email), whatever they are named.
     (r"UsersTable/\w+ ", "username/email index entry", "accounts"),
     (r"SessionsTable ", "a user's sessions", "accounts"),
+    (r"ActivityTable ", "an account's activity", "accounts"),
     (r"TokensTable ", "token or challenge", "accounts"),
     (r"OutboxTable(/UserIndex)? ", "outbox message", "accounts"),
     (r"DomainsTable ", "domains partition", 1),
