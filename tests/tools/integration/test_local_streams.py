@@ -17,7 +17,7 @@ from nimbus_core.platform import clock
 from nimbus_tools.local.aws import AwsEmulator, TableWrites, written_tables
 from nimbus_tools.local.functions import Invocation
 from nimbus_tools.local.session import emulator_session
-from nimbus_tools.local.streams import STREAM_CLIENT_CONFIG, StreamPoller, latest_stream_arn
+from nimbus_tools.local.streams import STREAM_CLIENT_CONFIG, StreamPoller, StreamReader, latest_stream_arn
 from nimbus_tools.stream_events import StreamSubscription
 from nimbus_tools.template import LOCAL_REGION
 
@@ -212,6 +212,53 @@ def test_a_poller_told_of_the_emulators_writes_reads_an_idle_stream_when_a_table
     finally:
         emulator.stop()
     assert stack.function.keys == ["a", "b", "c"]
+
+
+class WritesWhileHandling(Function):
+    """Writes ``late`` into the table while it handles ``first``: after the poller read the stream."""
+
+    def __init__(self, put: Callable[[str], None]) -> None:
+        super().__init__()
+        self.put = put
+
+    def invoke(self, function: str, event: Mapping[str, Any], request_id: str) -> Invocation:
+        answer = super().invoke(function, event, request_id)
+        if self.keys == ["first"]:
+            self.put("late")
+        return answer
+
+
+def test_a_poller_that_delivered_less_than_a_batch_waits_for_a_write_and_one_made_meanwhile_arrives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Less than a batch read is all the stream held: the poller waits for the next write instead of
+    reading the stream again to find it empty (two more requests into moto per wake-up, for every
+    stream-fed function), and a write made while it delivered still wakes it (an hour's interval)."""
+    reads: list[int] = []
+    read = StreamReader.read
+
+    def counted(reader: StreamReader, limit: int) -> list[dict[str, Any]]:
+        records = read(reader, limit)
+        reads.append(len(records))
+        return records
+
+    monkeypatch.setattr(StreamReader, "read", counted)
+    emulator = AwsEmulator()
+    url = emulator.start()
+    try:
+        writes = Waited(emulator.writes)
+        stack = Stack(url, interval=3600, writes=writes)
+        stack.function = stack.poller.invoker = WritesWhileHandling(stack.put)
+        stack.poller.start()
+        eventually(lambda: writes.waiting)
+        stack.put("first")
+        eventually(lambda: stack.function.keys == ["first", "late"])
+        eventually(lambda: writes.waiting and len(reads) == 3)
+        stack.poller.stop(timeout=3600)
+        stack.dynamodb.delete_table(TableName=stack.table)
+    finally:
+        emulator.stop()
+    assert reads == [0, 1, 1]  # nothing at the start, then each record once, and no empty read
 
 
 def test_a_poller_sleeps_through_writes_to_other_tables_and_wakes_for_its_own() -> None:

@@ -245,11 +245,7 @@ class StreamPoller:
                 self._stop.wait(1.0)
                 continue
             if not records:
-                if self.writes is None:
-                    self._stop.wait(self.interval)
-                elif not self._stop.is_set():
-                    self.writes.wait(seen, self.interval, table)
-                    self._stop.wait(WAKE_DELAY_SECONDS)
+                self._idle(seen, table)
                 continue
             try:
                 batch = [r for r in records if matches(r, subscription.filter_patterns)]
@@ -261,6 +257,20 @@ class StreamPoller:
                 self._log(f"stream {subscription.table}: cannot check records ({error}); skipping check")
             if batch:
                 self._deliver(subscription, batch)
+            drained = len(records) < subscription.batch_size and len(reader.last_seen) == 1
+            if drained and self.writes is not None:
+                # Less than a batch: the one shard held nothing more when read, and every write since
+                # `seen` wakes the wait at once; reading again now would only find it empty.
+                self._idle(seen, table)
+
+    def _idle(self, seen: int, table: str) -> None:
+        """Wait for a write to ``table`` after the ``seen``-th (without the emulator's writes: the
+        interval), then the wake delay that lets one request's writes be read together."""
+        if self.writes is None:
+            self._stop.wait(self.interval)
+        elif not self._stop.is_set():
+            self.writes.wait(seen, self.interval, table)
+            self._stop.wait(WAKE_DELAY_SECONDS)
 
     def _trim(self, reader: StreamReader) -> None:
         """Have the emulator drop the records of ``reader``'s stream that every reader of it has
