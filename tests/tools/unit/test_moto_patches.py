@@ -187,3 +187,24 @@ def test_parallel_queries_of_an_index_never_see_its_value_index_half_built() -> 
         with ThreadPoolExecutor(threads) as pool:
             counts = list(pool.map(lambda _: count(), range(threads)))
     assert counts == [items] * threads
+
+
+def test_moto_ssm_loads_without_ec2_and_still_finds_ec2_instances_for_run_command_targets() -> None:
+    """moto-ssm-import.patch: SSM's import leaves EC2's models out (every local API and test worker
+    loads SSM); the one SSM call that needs EC2 (Run Command by instance tag) imports it itself."""
+    check = "import sys, moto.ssm.models; assert 'moto.ec2' not in sys.modules, 'EC2 loaded'"
+    imported = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=False)
+    assert imported.returncode == 0, imported.stderr
+
+    with mock_aws():
+        ec2 = boto3.client("ec2", region_name=REGION)
+        image = ec2.describe_images()["Images"][0]["ImageId"]
+        tags = [{"ResourceType": "instance", "Tags": [{"Key": "role", "Value": "worker"}]}]
+        started = ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, TagSpecifications=tags)
+        [instance] = started["Instances"]
+        command = boto3.client("ssm", region_name=REGION).send_command(
+            DocumentName="AWS-RunShellScript",
+            Targets=[{"Key": "tag:role", "Values": ["worker"]}],
+            Parameters={"commands": ["true"]},
+        )["Command"]
+    assert command["InstanceIds"] == [instance["InstanceId"]]
