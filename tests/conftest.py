@@ -13,6 +13,14 @@ import pytest
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "nimbus")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked ``long`` first, the others in their order. xdist's worksteal splits the
+    list between its workers and a worker out of tests takes half of another's remaining ones, so a
+    run ends on whatever is left then: with the long tests taken first, that is short tests, not one
+    worker idle while the other runs a long one to the end."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 @pytest.fixture
 def cheap_password_hashing() -> Iterator[None]:
     """argon2id's test profile in this process for the test (nimbus_core.sessions.passwords): the

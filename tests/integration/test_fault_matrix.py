@@ -88,6 +88,8 @@ from tests.integration.conftest import PARAMS, REGION, Api, Clock, Stack
 from tests.invariants import stack_violations
 from tests.samples import PASSWORD
 
+pytestmark = pytest.mark.long  # seconds per scenario
+
 # The scenarios' names, for one test each (pytest-xdist spreads them over its workers). Only the
 # names: scenarios() binds the harness into each scenario's setup, which runs in the test.
 SCENARIOS = [scenario.name for scenario in scenarios(cast(Harness, None))]

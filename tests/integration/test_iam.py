@@ -52,6 +52,8 @@ from tests.integration.stream_feed import Invocation, StreamFeed
 from tests.passkey_authenticator import SoftwareAuthenticator
 from tests.staff import promote
 
+pytestmark = pytest.mark.long  # every scenario in one test
+
 PASSWORD = "correct horse"
 DOMAIN = PARAMS["DefaultDomain"]
 # Above every stream sequence number (DynamoDB's have at most 40 digits): trims to the end.

@@ -22,7 +22,7 @@ import pytest
 from nimbus_tools.local.control import clear_faults, clear_mail, inject_fault, list_faults, read_mail
 from nimbus_tools.local.launcher import LocalApiProcess, start_local_api
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "local_api" / "template.yaml"
 

@@ -341,6 +341,7 @@ def test_cognito_bills_each_monthly_active_user_past_its_free_ones_by_band() -> 
     assert lite == pytest.approx(90_000 * 0.0055 + 900_000 * 0.0046)
 
 
+@pytest.mark.long  # the capacity model over every traffic mix
 def test_a_default_deploy_carries_the_normal_mix_and_the_report_names_what_launch_and_attack_need() -> None:
     """The whole model on the real handlers (one run: it measures every scenario on moto)."""
     report = run(TEMPLATE, 1)

@@ -26,6 +26,8 @@ from moto import mock_aws
 from tests.tools.unit import moto_play
 from tests.tools.unit.moto_play import REGION, calls, s, tables
 
+pytestmark = pytest.mark.long  # two moto processes play every script
+
 ROOT = Path(__file__).resolve().parents[3]
 PATCHES = sorted((ROOT / "patches").glob("moto-*.patch"))
 SITE = Path(moto.__file__).parents[1]  # the project environment's site-packages
