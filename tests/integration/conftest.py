@@ -237,11 +237,7 @@ class Stack:
         else:
             restore_tables(self._domains)
         for url in self.provisioned.queues.values():  # PurgeQueue is allowed once a minute only
-            while messages := self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
-                entries = [
-                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
-                ]
-                self.sqs.delete_message_batch(QueueUrl=url, Entries=entries)
+            take_messages(self.sqs, url)
 
 
 _ENV = {
@@ -250,6 +246,18 @@ _ENV = {
     "AWS_DEFAULT_REGION": REGION,
     "AWS_REGION": REGION,
 }
+
+
+def take_messages(sqs: Any, url: str) -> list[dict[str, Any]]:
+    """Every message of the queue at ``url``, consumed: received and deleted. A message only
+    received is hidden for the queue's visibility timeout (30 s), out of reach of the next test's
+    emptying, and comes back into sight in whatever test runs then."""
+    taken: list[dict[str, Any]] = []
+    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
+        entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)]
+        sqs.delete_message_batch(QueueUrl=url, Entries=entries)
+        taken += messages
+    return taken
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from nimbus_core.adapters.items import from_item
 from nimbus_core.adapters.outbox import DynamoOutbox, OutboxMessage
 from nimbus_core.adapters.transactions import DynamoTransactor
 from nimbus_core.domain.models import Email
-from tests.integration.conftest import NOW, REGION, Api, Clock, Faults, Stack
+from tests.integration.conftest import NOW, REGION, Api, Clock, Faults, Stack, take_messages
 
 LINK = re.compile(r"https://files\.test/verify\?token=[A-Za-z0-9]+\.([A-Za-z0-9_-]+)")
 WEEK = 7 * 24 * 3600
@@ -36,10 +36,8 @@ def record_calls(service: str, client: Any) -> list[tuple[str, dict[str, Any]]]:
 def dead_letters(stack: Stack) -> list[dict[str, Any]]:
     """Every message in the mail dead-letter queue (consumed: tests only)."""
     sqs = boto3.client("sqs", region_name=REGION)  # the functions' client only sends
-    answer = sqs.receive_message(
-        QueueUrl=stack.provisioned.queues["MailDeadLetterQueue"], MaxNumberOfMessages=10
-    )
-    return [json.loads(m["Body"]) for m in answer.get("Messages", [])]
+    url = stack.provisioned.queues["MailDeadLetterQueue"]
+    return [json.loads(m["Body"]) for m in take_messages(sqs, url)]
 
 
 @pytest.fixture

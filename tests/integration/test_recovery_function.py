@@ -14,7 +14,7 @@ import pytest
 from nimbus_core.adapters.items import from_item
 from nimbus_core.adapters.outbox import RECOVERY_REQUEST_TTL_SECONDS
 from nimbus_tools.local.inprocess import InProcessApi
-from tests.integration.conftest import PARAMS, REGION, Api, Clock, Faults, Stack
+from tests.integration.conftest import PARAMS, REGION, Api, Clock, Faults, Stack, take_messages
 from tests.integration.test_mail import dead_letters
 from tests.integration.test_stream_resilience import invoke
 
@@ -133,7 +133,7 @@ def test_a_batch_that_keeps_failing_goes_to_the_recovery_dead_letter_queue(
 
     sqs = boto3.client("sqs", region_name=REGION)
     url = stack.provisioned.queues["RecoveryDeadLetterQueue"]
-    [message] = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    [message] = take_messages(sqs, url)
     batch = json.loads(message["Body"])["DDBStreamBatchInfo"]
     assert batch["batchSize"] == 1
     assert "alice" not in message["Body"]  # where the records are, never what they hold

@@ -42,7 +42,7 @@ from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub
 from nimbus_tools.local.lambda_records import lambda_event, matches
 from nimbus_tools.local.streams import StreamReader, latest_stream_arn
 from tests.contract.builders import a_session, a_user
-from tests.integration.conftest import PARAMS, REGION, Faults, Stack
+from tests.integration.conftest import PARAMS, REGION, Faults, Stack, take_messages
 from tests.integration.stream_feed import Invocation, StreamFeed
 
 EXPIRES = 2_000_000_000  # no message or session here expires during a test
@@ -104,10 +104,7 @@ def queue_bodies(stack: Stack, logical_id: str) -> list[dict[str, Any]]:
     """Every message of one of the stack's queues, consumed (read it once per test)."""
     sqs = boto3.client("sqs", region_name=REGION)  # not the functions' client: no fault reaches it
     url = stack.provisioned.queues[logical_id]
-    bodies: list[dict[str, Any]] = []
-    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-        bodies += [json.loads(m["Body"]) for m in messages]
-    return bodies
+    return [json.loads(m["Body"]) for m in take_messages(sqs, url)]
 
 
 def record_calls(service: str, client: Any) -> list[str]:

@@ -17,7 +17,7 @@ from nimbus_core.adapters.users import DynamoUsers
 from nimbus_core.domain.models import Session, User
 from nimbus_core.sessions.session_issuer import revoke_all
 from tests.contract.builders import a_session
-from tests.integration.conftest import Api, Faults, Stack
+from tests.integration.conftest import Api, Faults, Stack, take_messages
 from tests.integration.stream_feed import Invocation
 
 PASSWORD = "correct horse"
@@ -210,5 +210,4 @@ def test_a_batch_that_keeps_failing_goes_to_the_dead_letter_queue_after_the_retr
 def read_queue(stack: Stack, logical_id: str) -> list[dict[str, Any]]:
     sqs = boto3.client("sqs", region_name="us-east-1")
     url = stack.provisioned.queues[logical_id]
-    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
-    return [json.loads(m["Body"]) for m in messages]
+    return [json.loads(m["Body"]) for m in take_messages(sqs, url)]
