@@ -6,7 +6,9 @@ PYTHONPATH), so the two can be compared.
 What it writes to OUT (Python literals, for ``ast.literal_eval``): where moto was imported from;
 for each seed, every answer of that seed's random script and then every stream record; the raw
 answers (bytes on the wire) to writes and reads of items of every attribute type; and the Python
-calls a GetItem of such an item makes, client and moto (the serializer's work).
+calls a GetItem of such an item makes, client and moto (the serializer's work); and the answers,
+error messages included, to update and condition expressions of every kind, valid and refused,
+each asked twice (patched moto keeps what it parsed of a text).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import cProfile
 import pstats
 import random
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -259,6 +262,93 @@ def rich_answers() -> list[Any]:
         return [*bodies, _stream(client, users)]
 
 
+# Update expressions of every clause and function, then ones DynamoDB refuses (a clause twice, a
+# path twice or inside another, bad syntax): each refusal's message names what the first failing
+# check found, so the checks' order shows.
+UPDATES = [
+    "SET #a = :v",
+    "SET #a = :v, b = if_not_exists(b, :w), c = list_append(if_not_exists(c, :l), :l) REMOVE d ADD n :one",
+    "SET m.x = :v, m.y[1] = :w REMOVE m.z DELETE ss :ss ADD ns :ns",
+    "SET n = n + :one, #a = :v",
+    "ADD n :one SET #a = :v SET b = :w",
+    "ADD n :one REMOVE d SET #a = :v ADD m :one SET b = :w",
+    "SET #a = :v REMOVE #a",
+    "SET m.x = :v, m = :w",
+    "SET c = :v, b.x = :w, c = :v REMOVE b",
+    "SET #a = :v, #a = :w",
+    "SET = :v",
+    "SET #a = :v,",
+    "REMOVE pk",
+]
+# Conditions of every comparator and function, then ones DynamoDB refuses.
+CONDITIONS = [
+    "attribute_not_exists(pk) OR (#a < :v AND begins_with(#a, :w))",
+    "size(l) > :one AND NOT attribute_exists(x)",
+    "n BETWEEN :one AND :ten OR #a IN (:v, :w)",
+    "contains(ss, :w) AND attribute_type(#a, :s) AND m.x <> :v",
+    "(#a = :v)",
+    "#a <>> :v",
+    "n = = :one",
+    "((n = :one)",
+    "attribute_exists(pk) AND",
+    "unknown_function(pk)",
+]
+EXPRESSION_VALUES = {
+    ":v": s("v"),
+    ":w": s("w"),
+    ":l": {"L": [s("x")]},
+    ":one": {"N": "1"},
+    ":ten": {"N": "10"},
+    ":ss": {"SS": ["a"]},
+    ":ns": {"NS": ["1"]},
+    ":s": s("S"),
+}
+
+
+def expression_answers() -> list[Any]:
+    """Each of UPDATES and CONDITIONS, asked twice, on an item of every attribute the expressions
+    name: the answer (the item after an update) or the error's code and message (or, where moto
+    lets its parser's ValueError through, that)."""
+    answers: list[Any] = []
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name=REGION)
+        users, _ = tables(client, "expr")
+        item = {
+            "pk": s("e1"),
+            "name": s("n"),
+            "n": {"N": "3"},
+            "l": {"L": [s("a"), s("b")]},
+            "m": {"M": {"x": s("x"), "y": {"L": [s("0"), s("1")]}, "z": s("z")}},
+            "ss": {"SS": ["a", "w"]},
+            "ns": {"NS": ["2"]},
+            "d": s("gone"),
+        }
+        for expression in UPDATES + CONDITIONS:
+            for _ in range(2):
+                client.put_item(TableName=users, Item=item)
+                update = expression in UPDATES
+                request = {
+                    "TableName": users,
+                    "Key": {"pk": s("e1")},
+                    "UpdateExpression": expression if update else "SET #a = :v",
+                    "ReturnValues": "ALL_NEW",
+                }
+                text = request["UpdateExpression"] + " " + expression
+                if used := {k: EXPRESSION_VALUES[k] for k in re.findall(r":\w+", text)}:
+                    request["ExpressionAttributeValues"] = used
+                if "#a" in text:
+                    request["ExpressionAttributeNames"] = {"#a": "name"}
+                if not update:
+                    request["ConditionExpression"] = expression
+                try:
+                    answers.append(client.update_item(**request)["Attributes"])
+                except ClientError as error:
+                    answers.append((error.response["Error"]["Code"], error.response["Error"]["Message"]))
+                except ValueError as error:  # moto raises some refusals as they are, not as AWS would
+                    answers.append(("ValueError", str(error)))
+    return answers
+
+
 def calls(operation: Any) -> int:
     """The Python function calls ``operation()`` makes, counted by the profiler: the work done,
     the same on every run whatever the machine's load (a clock would not be)."""
@@ -294,6 +384,7 @@ if __name__ == "__main__":
         "moto": moto.__file__,
         "scripts": {seed: play(seed, STEPS) for seed in SEEDS},
         "rich": rich_answers(),
+        "expressions": expression_answers(),
         "get_item_calls": get_item_calls(),
     }
     with open(sys.argv[1], "w") as out:

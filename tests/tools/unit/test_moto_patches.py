@@ -82,6 +82,20 @@ def test_patched_moto_answers_items_of_every_attribute_type_byte_for_byte_as_sto
     assert played["patched"]["rich"] == stock
 
 
+def test_patched_moto_answers_update_and_condition_expressions_as_stock_moto_every_time(
+    played: dict[str, Any],
+) -> None:
+    """Valid and refused expressions, each asked twice (patched moto answers the second from what
+    it parsed of the first): the same items, and the same refusal, found by the same first check."""
+    stock = played["stock"]["expressions"]
+    assert stock[::2] == stock[1::2]
+    refusals = " ".join(answer[1] for answer in stock if isinstance(answer, tuple))
+    for refused in ('"SET" section can only be used once', "paths overlap", "Syntax error", "Bad comparison"):
+        assert refused in refusals
+
+    assert played["patched"]["expressions"] == stock
+
+
 def test_the_patched_serializer_answers_an_item_in_under_two_thirds_of_the_calls(
     played: dict[str, Any],
 ) -> None:
