@@ -44,7 +44,14 @@ from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub, Reply
 from nimbus_tools.local.lambda_records import lambda_event, matches
 from nimbus_tools.local.provision import ProvisionedStack, provision, put_default_domain
 from nimbus_tools.local.streams import StreamReader, committed, latest_stream_arn
-from nimbus_tools.moto_internals import TablesSnapshot, empty_tables, restore_tables, snapshot_tables
+from nimbus_tools.moto_internals import (
+    TablesSnapshot,
+    empty_queues,
+    empty_tables,
+    restore_tables,
+    snapshot_tables,
+    table_names,
+)
 from nimbus_tools.openapi import endpoint_errors
 from nimbus_tools.stream_events import stream_subscriptions
 from nimbus_tools.template import Template, load_template, parameter_values
@@ -72,7 +79,7 @@ class Stack:
 
     def ensure_provisioned(self) -> None:
         """Provision again if a test with its own fresh moto wiped the backends."""
-        if self.table("UsersTable") not in self.dynamodb.list_tables()["TableNames"]:
+        if self.table("UsersTable") not in table_names(REGION):
             provision(boto3.Session(region_name=REGION), self.template, PARAMS)
             self._outbox = None  # a new table has a new stream
             self._feeds.clear()
@@ -218,14 +225,16 @@ class Stack:
         container.reset()
 
     def truncate(self) -> None:
-        """Empty every table and its stream, then offer the default domain again (provisioned state,
-        cheaply).
+        """Empty every table and its stream and every queue, then offer the default domain again
+        (provisioned state, cheaply).
 
         The items and stream records are dropped inside moto (``moto_internals.empty_tables``):
         a DeleteItem per item left a REMOVE record per item, which moto deep-copies on every
         TransactWriteItems, so every transaction of a worker grew slower test after test. The
         domains table is put back from a copy taken when the default domain was first offered
-        through the API (a read and a write per test otherwise).
+        through the API (a read and a write per test otherwise). The queues are emptied inside moto
+        too (``moto_internals.empty_queues``), messages in flight included: a receive and a delete
+        per queue otherwise, and a message received but not deleted would stay out of reach.
         """
         empty_tables(REGION, self.provisioned.tables.values())
         # The stream readers start again on the emptied streams.
@@ -236,8 +245,7 @@ class Stack:
             self._domains = snapshot_tables(REGION, [self.table("DomainsTable")])
         else:
             restore_tables(self._domains)
-        for url in self.provisioned.queues.values():  # PurgeQueue is allowed once a minute only
-            take_messages(self.sqs, url)
+        empty_queues(REGION, self.provisioned.queues.values())
 
 
 _ENV = {

@@ -153,6 +153,38 @@ def empty_tables(region: str, names: Iterable[str]) -> None:
             table.stream_shard.items.clear()
 
 
+def table_names(region: str) -> set[str]:
+    """The names of the tables of moto's default account in ``region``.
+
+    Relies on ``moto.dynamodb.models.dynamodb_backends`` (a backend's ``tables``). ListTables
+    answers the same through the API, at the cost of a request: asked before every integration
+    test, to see whether a test's own fresh moto wiped the backends.
+    """
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    return set(dynamodb_backends[DEFAULT_ACCOUNT_ID][region].tables)
+
+
+def empty_queues(region: str, urls: Iterable[str]) -> None:
+    """Drop every message of the queues at ``urls`` (of moto's default account in ``region``),
+    in flight or not, keeping the queues.
+
+    Relies on ``moto.sqs.models.sqs_backends`` (a backend's ``get_queue`` and ``purge_queue``, a
+    queue's ``last_purged_at``). The API's PurgeQueue is allowed once a minute per queue (moto keeps
+    that rule), and receiving and deleting costs two requests a queue even when it is empty, and
+    cannot reach a message received but not deleted until its visibility timeout ends.
+    """
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.sqs.models import sqs_backends
+
+    backend = sqs_backends[DEFAULT_ACCOUNT_ID][region]
+    for url in urls:
+        name = url.rstrip("/").rsplit("/", 1)[-1]
+        backend.get_queue(name).last_purged_at = None  # the once-a-minute rule is for real queues
+        backend.purge_queue(name)
+
+
 @dataclass(frozen=True)
 class TablesSnapshot:
     """The items of some tables of moto's default account in one region, as they were (see

@@ -20,6 +20,7 @@ from werkzeug.serving import WSGIRequestHandler
 from werkzeug.test import Client
 
 from nimbus_tools.moto_internals import (
+    empty_queues,
     empty_tables,
     forget_model_instances,
     pin_kms_key_id,
@@ -27,6 +28,7 @@ from nimbus_tools.moto_internals import (
     server_app,
     snapshot_tables,
     stop_stream_records,
+    table_names,
     tables_hold,
     tracked_model_instances,
     trim_stream,
@@ -190,6 +192,37 @@ def test_emptying_tables_drops_items_and_stream_records_and_keeps_the_tables(dyn
     assert [r[1] for r in _records(other)] == ["x"]  # a table not named is left alone
     _put(dynamodb, "users", "c")
     assert [r[1] for r in _records(users)] == ["c"]
+
+
+def test_table_names_are_the_tables_moto_holds_in_the_region(dynamodb: Any) -> None:
+    before = table_names(REGION)
+    _table(dynamodb, "users")
+
+    assert table_names(REGION) == before | {"users"}
+    assert "users" not in table_names("eu-west-1")
+
+
+def test_emptying_queues_drops_waiting_and_in_flight_messages_at_once_and_again(dynamodb: Any) -> None:
+    sqs = boto3.client("sqs", region_name=REGION)
+    emptied, other = (sqs.create_queue(QueueName=name)["QueueUrl"] for name in ("emptied", "other"))
+    for url in (emptied, other):
+        entries = [{"Id": str(i), "MessageBody": str(i)} for i in range(3)]
+        sqs.send_message_batch(QueueUrl=url, Entries=entries)
+    in_flight = sqs.receive_message(QueueUrl=emptied, MaxNumberOfMessages=1)["Messages"]
+    assert len(in_flight) == 1
+
+    empty_queues(REGION, [emptied])
+
+    with pytest.raises(sqs.exceptions.ReceiptHandleIsInvalid):  # the message in flight is gone
+        sqs.change_message_visibility(
+            QueueUrl=emptied, ReceiptHandle=in_flight[0]["ReceiptHandle"], VisibilityTimeout=0
+        )
+
+    assert "Messages" not in sqs.receive_message(QueueUrl=emptied, MaxNumberOfMessages=10)
+    assert len(sqs.receive_message(QueueUrl=other, MaxNumberOfMessages=10)["Messages"]) == 3
+    sqs.send_message(QueueUrl=emptied, MessageBody="next")
+    empty_queues(REGION, [emptied])  # within the minute PurgeQueue would refuse
+    assert "Messages" not in sqs.receive_message(QueueUrl=emptied, MaxNumberOfMessages=10)
 
 
 def test_stopping_stream_records_leaves_only_the_kept_tables_recording(dynamodb: Any) -> None:
