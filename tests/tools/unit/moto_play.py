@@ -313,7 +313,7 @@ def expression_answers() -> list[Any]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name=REGION)
         users, _ = tables(client, "expr")
-        item = {
+        item: dict[str, Any] = {
             "pk": s("e1"),
             "name": s("n"),
             "n": {"N": "3"},
@@ -327,13 +327,14 @@ def expression_answers() -> list[Any]:
             for _ in range(2):
                 client.put_item(TableName=users, Item=item)
                 update = expression in UPDATES
-                request = {
+                text = expression if update else "SET #a = :v"
+                request: dict[str, Any] = {
                     "TableName": users,
                     "Key": {"pk": s("e1")},
-                    "UpdateExpression": expression if update else "SET #a = :v",
+                    "UpdateExpression": text,
                     "ReturnValues": "ALL_NEW",
                 }
-                text = request["UpdateExpression"] + " " + expression
+                text += " " + expression
                 if used := {k: EXPRESSION_VALUES[k] for k in re.findall(r":\w+", text)}:
                     request["ExpressionAttributeValues"] = used
                 if "#a" in text:

@@ -206,7 +206,7 @@ def test_emptying_queues_drops_waiting_and_in_flight_messages_at_once_and_again(
     sqs = boto3.client("sqs", region_name=REGION)
     emptied, other = (sqs.create_queue(QueueName=name)["QueueUrl"] for name in ("emptied", "other"))
     for url in (emptied, other):
-        entries = [{"Id": str(i), "MessageBody": str(i)} for i in range(3)]
+        entries: list[Any] = [{"Id": str(i), "MessageBody": str(i)} for i in range(3)]
         sqs.send_message_batch(QueueUrl=url, Entries=entries)
     in_flight = sqs.receive_message(QueueUrl=emptied, MaxNumberOfMessages=1)["Messages"]
     assert len(in_flight) == 1
