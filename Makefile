@@ -145,10 +145,10 @@ iac-check: $(SAM) $(CHECKOV)
 # one worker (its tests share fixtures and order); schemathesis' generated tests do not survive
 # xdist's collection, so the contract fuzzing is a pytest run of its own, against a local API of
 # its own, beside them (make e2e runs both at once).
-# In this order: xdist's worksteal hands each worker a run of the list and the last tests are the
-# ones it steals back and forth, so the tests that wait on processes of their own (local APIs,
-# operator tool runs, PostgreSQL) start first, while the other phases use the cores, and the
-# end is the unit tests, which keep both cores busy to the last.
+# xdist's worksteal hands each worker a run of the list and the last tests are the ones it steals
+# back and forth: the tests marked long or waits (local APIs, operator tool runs, PostgreSQL,
+# backoff) head each worker's run (tests/conftest.py), while the other phases use the cores, and
+# the others follow in this order, so the end is the unit tests, which keep both cores busy.
 PARALLEL_TESTS := tests/tools tests/migration tests/contract tests/integration tests/unit
 E2E_FUZZING := tests/e2e/test_contract_fuzzing.py
 .PHONY: parallel-tests e2e-http fuzzing

@@ -14,11 +14,32 @@ os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "nimbus")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests marked ``long`` first, the others in their order. xdist's worksteal splits the
-    list between its workers and a worker out of tests takes half of another's remaining ones, so a
-    run ends on whatever is left then: with the long tests taken first, that is short tests, not one
-    worker idle while the other runs a long one to the end."""
-    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+    """The tests marked ``long`` or ``waits`` at the head of every xdist worker's share, the
+    others after them in their order.
+
+    xdist's worksteal hands each worker an equal run of the list (by count, in order) and a worker
+    out of tests takes half of another's remaining ones from its end, so a run ends on whatever is
+    left then. Run first, the tests that compute for many seconds in one go or wait on processes,
+    sleeps and backoff are done while the other phases of `make test` keep the cores busy, and a
+    run ends on short tests that use its cores, not on one worker waiting while the other is idle.
+    """
+    early = {id(item) for item in items if any(item.iter_markers("long")) or any(item.iter_markers("waits"))}
+    first = [item for item in items if id(item) in early]
+    rest = [item for item in items if id(item) not in early]
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    shares, remaining = [], len(items)
+    for worker in range(workers):  # the share sizes worksteal's first distribution gives
+        shares.append(remaining // (workers - worker))
+        remaining -= shares[-1]
+    heads = [first[worker::workers] for worker in range(workers)]
+    if any(len(head) > share for head, share in zip(heads, shares, strict=True)):
+        items[:] = first + rest
+        return
+    ordered: list[pytest.Item] = []
+    for head, share in zip(heads, shares, strict=True):
+        ordered += head + rest[: share - len(head)]
+        del rest[: share - len(head)]
+    items[:] = ordered
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ sweep function on the users table's stream as its event source mapping would
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib
 import io
@@ -79,7 +80,7 @@ class Stack:
 
     def ensure_provisioned(self) -> None:
         """Provision again if a test with its own fresh moto wiped the backends."""
-        if self.table("UsersTable") not in table_names(REGION):
+        if not set(self.provisioned.tables.values()) <= table_names(REGION):
             provision(boto3.Session(region_name=REGION), self.template, PARAMS)
             self._outbox = None  # a new table has a new stream
             self._feeds.clear()
@@ -104,9 +105,7 @@ class Stack:
     def handle_recovery_requests(self, handler: Handler | None = None) -> list[Invocation]:
         """Run the recovery function (or ``handler``) on the recovery requests the outbox stream
         brought since the last call, as its event source mapping would; its invocations."""
-        return self.feed("RecoveryFunction").drain(
-            handler or InProcessApi(self.template, PARAMS).handler("RecoveryFunction")
-        )
+        return self.feed("RecoveryFunction").drain(handler or self.routed.handler("RecoveryFunction"))
 
     def deliver_mail(self, handler: Callable[[dict[str, Any], Any], Any] | None = None) -> dict[str, Any]:
         """Run the mail function (or ``handler``) on the outbox stream's new records, as Lambda
@@ -130,16 +129,14 @@ class Stack:
         records = committed(self.dynamodb, self.table(subscription.table), records)
         if not records:
             return {"batchItemFailures": []}
-        invoke = handler or InProcessApi(self.template, PARAMS).handler("MailFunction")
+        invoke = handler or self.routed.handler("MailFunction")
         answer: dict[str, Any] = invoke(lambda_event(records), LambdaContextStub("MailFunction"))
         return answer
 
     def store_activity(self, handler: Handler | None = None) -> list[Invocation]:
         """Run the activity function (or ``handler``) on the events the outbox stream brought since
         the last call, as its event source mapping would; its invocations."""
-        return self.feed("ActivityFunction").drain(
-            handler or InProcessApi(self.template, PARAMS).handler("ActivityFunction")
-        )
+        return self.feed("ActivityFunction").drain(handler or self.routed.handler("ActivityFunction"))
 
     def sweep(self, handler: Handler | None = None) -> list[Invocation]:
         """Run the sweep function (or ``handler``) on the users table's stream as its event source
@@ -147,9 +144,7 @@ class Stack:
         accept (changed or removed user items), BatchSize at a time, until nothing is left or a
         batch fails (the next call retries it; after MaximumRetryAttempts the batch goes to the
         OnFailure queue). Returns this call's invocations; ``stack.feed("SweepFunction")`` has all."""
-        return self.feed("SweepFunction").drain(
-            handler or InProcessApi(self.template, PARAMS).handler("SweepFunction")
-        )
+        return self.feed("SweepFunction").drain(handler or self.routed.handler("SweepFunction"))
 
     def feed(self, function: str) -> StreamFeed:
         """The event source mapping of a stream-fed function (made on first use, then kept)."""
@@ -188,6 +183,13 @@ class Stack:
     @functools.cached_property
     def sqs(self) -> Any:
         return boto3.client("sqs", region_name=REGION)
+
+    @functools.cached_property
+    def routed(self) -> Api:
+        """The in-process API with the functions' specifications and routes worked out from the
+        template once per worker; each test's ``api`` is a copy of it (``copy.copy``: the specs and
+        the router, read only, are shared)."""
+        return Api(self.template, PARAMS)
 
     def table(self, logical_id: str) -> str:
         return self.provisioned.tables[logical_id]
@@ -461,7 +463,7 @@ def _check_documented_error(endpoint: Endpoint, reply: Reply) -> None:
 
 @pytest.fixture
 def api(stack: Stack) -> Api:
-    return Api(stack.template, PARAMS)
+    return copy.copy(stack.routed)
 
 
 @pytest.fixture

@@ -14,6 +14,8 @@ from nimbus_core.platform.settings import get_settings
 from nimbus_tools.local.inprocess import Reply
 from tests.integration.conftest import Api, Faults, Stack
 
+pytestmark = pytest.mark.waits  # the SDK's and the runtime configuration's backoff, slept out
+
 INTERNAL = {"code": "INTERNAL_SERVER_ERROR", "message": "Internal Server Error"}
 PASSWORD = "correct horse"
 DYNAMODB_ERRORS = [

@@ -16,6 +16,8 @@ import pytest
 
 from nimbus_core.compromised.pwned_range import HttpsTransport, PwnedRange, split_sha1
 
+pytestmark = pytest.mark.waits  # HTTP timeouts waited out
+
 PASSWORD = "Summer2019!Bristol"
 PREFIX, SUFFIX = split_sha1(PASSWORD)
 PADDING = [f"{n:035X}:0" for n in range(1, 400)]  # what Add-Padding adds: made-up suffixes, count 0

@@ -13,8 +13,7 @@ import pytest
 
 from nimbus_core.adapters.items import from_item
 from nimbus_core.adapters.outbox import RECOVERY_REQUEST_TTL_SECONDS
-from nimbus_tools.local.inprocess import InProcessApi
-from tests.integration.conftest import PARAMS, REGION, Api, Clock, Faults, Stack, take_messages
+from tests.integration.conftest import REGION, Api, Clock, Faults, Stack, take_messages
 from tests.integration.test_mail import dead_letters
 from tests.integration.test_stream_resilience import invoke
 
@@ -59,7 +58,7 @@ def test_the_mail_function_never_gets_a_request_and_an_unknown_name_only_removes
     _recover(api, "nobody")
     _recover(api, "nobody@example.com", ip="198.51.100.21")
 
-    mail = stack.feed("MailFunction").drain(InProcessApi(stack.template, PARAMS).handler("MailFunction"))
+    mail = stack.feed("MailFunction").drain(stack.routed.handler("MailFunction"))
     [handled] = stack.handle_recovery_requests()
 
     assert mail == []  # its filter kept both requests away: no invocation, no unreadable mail

@@ -38,11 +38,11 @@ from nimbus_core.adapters.users import DynamoUsers
 from nimbus_core.domain.models import User
 from nimbus_core.platform import clock, ids
 from nimbus_core.sessions.session_issuer import revoke_all
-from nimbus_tools.local.inprocess import InProcessApi, LambdaContextStub
+from nimbus_tools.local.inprocess import LambdaContextStub
 from nimbus_tools.local.lambda_records import lambda_event, matches
 from nimbus_tools.local.streams import StreamReader, latest_stream_arn
 from tests.contract.builders import a_session, a_user
-from tests.integration.conftest import PARAMS, REGION, Faults, Stack, take_messages
+from tests.integration.conftest import REGION, Faults, Stack, take_messages
 from tests.integration.stream_feed import Invocation, StreamFeed
 
 EXPIRES = 2_000_000_000  # no message or session here expires during a test
@@ -60,7 +60,7 @@ ODD = (
 def invoke(stack: Stack, function: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     """One invocation of ``function`` on exactly ``records``, past its FilterCriteria: a batch
     Lambda delivers again, or records the filter would have kept away."""
-    handler = InProcessApi(stack.template, PARAMS).handler(function)
+    handler = stack.routed.handler(function)
     answer: dict[str, Any] = handler(lambda_event(records), LambdaContextStub(function))
     return answer
 
@@ -68,7 +68,7 @@ def invoke(stack: Stack, function: str, records: list[dict[str, Any]]) -> dict[s
 def until_idle(feed: StreamFeed, function: str, stack: Stack, rounds: int = 20) -> list[Invocation]:
     """Let the event source mapping poll until it has nothing left to deliver: retries and the
     give-up to the OnFailure queue included."""
-    handler = InProcessApi(stack.template, PARAMS).handler(function)
+    handler = stack.routed.handler(function)
     made: list[Invocation] = []
     for _ in range(rounds):
         invocations = feed.drain(handler)
@@ -183,7 +183,7 @@ class Outbox:
     def deliver(self) -> list[Invocation]:
         """One poll of the event source mapping: new records (or a failed batch again) until a
         batch fails."""
-        return self.feed.drain(InProcessApi(self.stack.template, PARAMS).handler("MailFunction"))
+        return self.feed.drain(self.stack.routed.handler("MailFunction"))
 
     def sent_to(self) -> Counter[str]:
         """How many emails SES accepted for each recipient."""

@@ -21,6 +21,8 @@ from tests.migration.postgres import PostgresServer
 from tests.migration.upstream import Upstream, UpstreamSigner
 from tests.passkey_authenticator import SoftwareAuthenticator, b64url
 
+pytestmark = pytest.mark.waits  # PostgreSQL servers started and stopped
+
 EXPECTED_COLUMNS = {
     "Users": {
         "id": "character varying",

@@ -83,19 +83,25 @@ def test_login_finds_a_user_while_the_lookups_are_not_there_yet() -> None:
     indexes[:] = [i for i in indexes if i["IndexName"] not in {USERNAME_LOOKUP, EMAIL_LOOKUP}]
     keys = table["AttributeDefinitions"]
     keys[:] = [k for k in keys if k["AttributeName"] not in {"usernameKey", "emailKey"}]
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        users = DynamoUsers(client, create_tables(client, template)["UsersTable"])
-        user = User(
-            id=new_id(),
-            username="Lois",
-            email="lois@example.com",
-            password_hash="x",
-            created_at="2026-01-01T00:00:00.000Z",
-            updated_at="2026-01-01T00:00:00.000Z",
-            domain="nimbus.test",
-        )
-        DynamoTransactor(client).commit(users.create_ops(user))
-        assert users.find_by_username("lois") == user
-        assert users.find_by_email("lois@example.com") == user
-        assert users.find_by_username("lois", index_only=True) is None
+    # Empty moto before and after, even inside another module's session mock (nested mocks share
+    # data): tables of the template's names left behind would pass for that stack's own.
+    with mock_aws() as mocked:
+        mocked.reset()
+        try:
+            client = boto3.client("dynamodb", region_name="us-east-1")
+            users = DynamoUsers(client, create_tables(client, template)["UsersTable"])
+            user = User(
+                id=new_id(),
+                username="Lois",
+                email="lois@example.com",
+                password_hash="x",
+                created_at="2026-01-01T00:00:00.000Z",
+                updated_at="2026-01-01T00:00:00.000Z",
+                domain="nimbus.test",
+            )
+            DynamoTransactor(client).commit(users.create_ops(user))
+            assert users.find_by_username("lois") == user
+            assert users.find_by_email("lois@example.com") == user
+            assert users.find_by_username("lois", index_only=True) is None
+        finally:
+            mocked.reset()

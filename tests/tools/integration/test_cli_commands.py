@@ -21,6 +21,8 @@ from tests.integration.conftest import fresh_aws
 from tests.migration.upstream import Upstream
 from tests.samples import sample_user
 
+pytestmark = pytest.mark.waits  # the operator tool run as a process
+
 REGION = "eu-west-1"
 STACK = ["--stack", "nimbus-test", "--region", REGION]
 ISO_MS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")

@@ -14,6 +14,8 @@ from nimbus_tools.local.functions import FunctionPool, worker_environment
 from nimbus_tools.local.worker import WorkerConfig
 from nimbus_tools.template import FunctionSpec
 
+pytestmark = pytest.mark.waits  # function workers spawned, crashed and timed out
+
 CODE_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "local_api" / "code"
 
 

@@ -33,6 +33,8 @@ from nimbus_tools.local.static import StaticSite
 from nimbus_tools.local.waitress_serving import WaitressServing
 from nimbus_tools.template import HttpRoute
 
+pytestmark = pytest.mark.waits  # servers started and shut down under load
+
 # A guard against a hanging server, never a measurement: every test finishes well within it.
 GUARD_SECONDS = 20.0
 

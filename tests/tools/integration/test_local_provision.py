@@ -13,6 +13,8 @@ from nimbus_tools.local.provision import provision
 from nimbus_tools.template import load_template, local_key_arn, local_key_id
 from tests.integration.conftest import fresh_aws
 
+pytestmark = pytest.mark.waits  # an emulator started per test
+
 REGION = "us-east-1"
 TEMPLATE = load_template()
 

@@ -21,6 +21,8 @@ from nimbus_tools.local.streams import STREAM_CLIENT_CONFIG, StreamPoller, Strea
 from nimbus_tools.stream_events import StreamSubscription
 from nimbus_tools.template import LOCAL_REGION
 
+pytestmark = pytest.mark.waits  # pollers waiting on streams
+
 
 class Function:
     """Stands in for a stream-fed function: records every key it is given; fails the ``bad`` one."""

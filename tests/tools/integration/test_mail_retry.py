@@ -24,6 +24,8 @@ from nimbus_tools.local.streams import latest_stream_arn
 from nimbus_tools.template import load_template
 from tests.integration.conftest import fresh_aws
 
+pytestmark = pytest.mark.waits  # the operator tool run as a process
+
 REGION = "us-east-1"
 SENDER = str(load_template()["Parameters"]["SenderEmail"]["Default"])
 

@@ -13,6 +13,8 @@ import pytest
 
 from nimbus_tools import openapi_breaks
 
+pytestmark = pytest.mark.waits  # Redocly's CLI in node, a process per test
+
 ACCEPTANCE = """
 [[break]]
 rule = "{rule}"

@@ -17,6 +17,8 @@ from bench.soak.report import verdict
 from nimbus_tools.local.state import ServeState
 from tests.api_client import UnexpectedReplyError
 
+pytestmark = pytest.mark.waits  # requests against a server of its own
+
 FLAT = memory_figures([Sample(float(i), {1: 100}, 0, 0) for i in range(4)], warm_up=0, main=1)
 USER_ID = "01JZ8Q6V6N3W0F7R5T2Y9K4M1C"  # as new_id makes them
 
