@@ -102,6 +102,9 @@ ifdef NIMBUS_TEST_START
 PHASE_ENDED = @echo "==> $@ ended at $$(( $$(date +%s) - $(NIMBUS_TEST_START) )) s of make test"
 endif
 SLOWEST := --durations=10 --durations-min=1
+# Every pytest process loads the plugins installed in the environment; schemathesis' (about a second
+# of imports in each process and worker) serves the contract fuzzing alone.
+NO_FUZZING := -p no:schemathesis
 
 lint: $(VENV)/.synced
 	$(VENV)/bin/ruff check .
@@ -153,11 +156,11 @@ PARALLEL_TESTS := tests/tools tests/migration tests/contract tests/integration t
 E2E_FUZZING := tests/e2e/test_contract_fuzzing.py
 .PHONY: parallel-tests e2e-http fuzzing
 parallel-tests: $(VENV)/.synced $(NODE_MODULES) os-packages
-	$(VENV)/bin/pytest -n auto --dist worksteal -q $(SLOWEST) $(wildcard $(PARALLEL_TESTS))
+	$(VENV)/bin/pytest -n auto --dist worksteal -q $(SLOWEST) $(NO_FUZZING) $(wildcard $(PARALLEL_TESTS))
 	$(PHASE_ENDED)
 
 e2e-http: $(VENV)/.synced $(NODE_MODULES) os-packages
-	$(VENV)/bin/pytest -n auto --dist loadfile -q $(SLOWEST) tests/e2e --ignore=$(E2E_FUZZING)
+	$(VENV)/bin/pytest -n auto --dist loadfile -q $(SLOWEST) $(NO_FUZZING) tests/e2e --ignore=$(E2E_FUZZING)
 	$(PHASE_ENDED)
 
 fuzzing: $(VENV)/.synced $(NODE_MODULES)
@@ -168,7 +171,7 @@ pytest: parallel-tests
 	@$(MAKE) --no-print-directory e2e
 
 unit integration contract tools: $(VENV)/.synced
-	$(VENV)/bin/pytest -n auto tests/$@
+	$(VENV)/bin/pytest -n auto $(NO_FUZZING) tests/$@
 
 e2e:
 	@$(MAKE) --no-print-directory -j --output-sync=target e2e-http fuzzing
@@ -267,7 +270,7 @@ build: $(SAM) deps-layer
 # network). It downloads wheels, so it runs beside the end-to-end tests in `make test`.
 .PHONY: build-check
 build-check: $(SAM) $(CHECKOV) $(VENV)/.synced deps-layer-check
-	$(VENV)/bin/pytest -q -n 2 --dist loadfile $(SLOWEST) tests/build
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile $(SLOWEST) $(NO_FUZZING) tests/build
 	$(PHASE_ENDED)
 
 # The deploy's parameters are checked first (tools/nimbus_tools/deploy_checks.py): the template's
